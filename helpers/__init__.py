@@ -1,0 +1,20 @@
+"""Train ONNX models with onnxruntime-training, from notebooks.
+
+The public names follow the seeds of this project (onnxcustom's training
+helpers), rebuilt on the APIs onnxruntime-training 1.19.2 still has.
+"""
+from .base_optimizer import TrainingDivergedError
+from .onnx_graph import get_train_initializer, onnx_rename_weights
+from .onnx_loss import add_loss_output
+from .runtime import RuntimeCompatibilityError, check_onnx_compatible
+from .whole_training import OrtGradientOptimizer
+
+__all__ = [
+    "OrtGradientOptimizer",
+    "RuntimeCompatibilityError",
+    "TrainingDivergedError",
+    "add_loss_output",
+    "check_onnx_compatible",
+    "get_train_initializer",
+    "onnx_rename_weights",
+]

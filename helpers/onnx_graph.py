@@ -1,0 +1,161 @@
+"""Read and rewrite the weights (initializers) of an ONNX graph."""
+import onnx
+from onnx import TensorProto, numpy_helper
+
+#: Element types onnxruntime can compute a gradient for.
+FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE)
+
+
+def _type_name(elem_type):
+    return TensorProto.DataType.Name(elem_type)
+
+
+def get_train_initializer(onx):
+    """Return the initializers that can be trained, in graph order.
+
+    Only floating point initializers can be trained: integer ones (a shape
+    for a ``Reshape``, an index) have no gradient.
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+        The model.
+
+    Returns
+    -------
+    dict
+        Initializer name to :class:`numpy.ndarray`, in the order the graph
+        stores them.
+    """
+    return {
+        init.name: numpy_helper.to_array(init)
+        for init in onx.graph.initializer
+        if init.data_type in FLOAT_TYPES
+    }
+
+
+def _ml_operators(onx):
+    return sorted({n.op_type for n in onx.graph.node if n.domain == "ai.onnx.ml"})
+
+
+def check_weights_to_train(onx, weights_to_train):
+    """Validate the names of the weights to train and return them as a list.
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+        The model to train.
+    weights_to_train : list of str or None
+        Initializer names; None means every float initializer.
+
+    Returns
+    -------
+    list of str
+        The names, in the order given (graph order when None).
+
+    Raises
+    ------
+    ValueError
+        When the model has nothing to train, or a name is unknown, not float,
+        or repeated.
+    """
+    trainable = get_train_initializer(onx)
+    if not trainable:
+        ml_ops = _ml_operators(onx)
+        hint = (
+            f" Its operators {ml_ops} (domain ai.onnx.ml) keep their weights as "
+            "attributes and have no gradient. Convert a scikit-learn linear "
+            "model with to_onnx(model, X[:1], black_op={'LinearRegressor'}) "
+            "(or {'LinearClassifier'}) to get MatMul/Add with float initializers."
+            if ml_ops
+            else ""
+        )
+        raise ValueError("The model has no trainable float initializer." + hint)
+    if weights_to_train is None:
+        return list(trainable)
+    if isinstance(weights_to_train, str):
+        raise TypeError(
+            f"weights_to_train must be a list of names, not the string "
+            f"{weights_to_train!r}: write [{weights_to_train!r}]."
+        )
+    names = list(weights_to_train)
+    if not names:
+        raise ValueError("weights_to_train is empty: name at least one weight, or pass None.")
+    if len(set(names)) != len(names):
+        raise ValueError(f"weights_to_train repeats a name: {names}.")
+    all_inits = {init.name: init for init in onx.graph.initializer}
+    for name in names:
+        if name not in all_inits:
+            raise ValueError(
+                f"Weight {name!r} is not an initializer of the model. "
+                f"Trainable ones are {list(trainable)}."
+            )
+        if name not in trainable:
+            raise ValueError(
+                f"Weight {name!r} has type {_type_name(all_inits[name].data_type)}: "
+                f"only float initializers can be trained. Trainable ones are "
+                f"{list(trainable)}."
+            )
+    return names
+
+
+def onnx_rename_weights(onx):
+    """Rename the initializers so that alphabetical order equals graph order.
+
+    Each initializer ``name`` becomes ``I<rank>_name`` where ``rank`` is its
+    position in the graph, zero padded. Nodes of the main graph and of its
+    subgraphs are updated.
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+        The model, left unchanged.
+
+    Returns
+    -------
+    onnx.ModelProto
+        A renamed copy.
+    """
+    model = onnx.ModelProto()
+    model.CopyFrom(onx)
+    inits = model.graph.initializer
+    width = len(str(max(len(inits) - 1, 0)))
+    mapping = {init.name: f"I{i:0{width}d}_{init.name}" for i, init in enumerate(inits)}
+    for init in inits:
+        init.name = mapping[init.name]
+    _rename_in_graph(model.graph, mapping)
+    return model
+
+
+def _rename_in_graph(graph, mapping):
+    for node in graph.node:
+        node.input[:] = [mapping.get(name, name) for name in node.input]
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else attr.graphs:
+                _rename_in_graph(sub, mapping)
+    for value in list(graph.input) + list(graph.value_info):
+        value.name = mapping.get(value.name, value.name)
+
+
+def replace_initializers(onx, values):
+    """Return a copy of ``onx`` whose initializers ``values`` are replaced.
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+        The model, left unchanged.
+    values : dict
+        Initializer name to array; the array is cast to the initializer's type.
+
+    Returns
+    -------
+    onnx.ModelProto
+    """
+    model = onnx.ModelProto()
+    model.CopyFrom(onx)
+    inits = {init.name: init for init in model.graph.initializer}
+    for name, value in values.items():
+        old = inits[name]
+        dtype = numpy_helper.to_array(old).dtype
+        old.CopyFrom(numpy_helper.from_array(value.astype(dtype).reshape(tuple(old.dims)), name))
+    return model

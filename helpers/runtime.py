@@ -1,0 +1,158 @@
+"""Facts about the installed onnxruntime-training, checked once per process.
+
+onnxruntime-training 1.19.2 is the last release of the training packages. It
+refuses models stamped with an IR version above 10, which is what onnx 1.18 and
+later write. These functions turn that, and a few other traps, into clear
+errors, and keep the C++ info lines of the runtime out of the user's output.
+"""
+import contextlib
+import os
+import sys
+import tempfile
+from functools import lru_cache
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+import onnxruntime
+
+#: Severity of the onnxruntime C++ logger set by :func:`quiet_runtime_logs`
+#: (3 = errors only).
+_ERROR_SEVERITY = 3
+
+
+class RuntimeCompatibilityError(RuntimeError):
+    """The installed packages cannot work together (onnx too new, and so on)."""
+
+
+def quiet_runtime_logs():
+    """Keep onnxruntime's info and warning lines out of the output.
+
+    ``generate_artifacts`` and the training sessions print one line per graph
+    transformer otherwise.
+    """
+    onnxruntime.set_default_logger_severity(_ERROR_SEVERITY)
+
+
+@contextlib.contextmanager
+def native_stderr_captured():
+    """Capture what C++ code writes on the process's stderr.
+
+    ``generate_artifacts`` logs every graph transformer it applies with a
+    logger of its own, which no severity setting reaches. Python's
+    ``sys.stderr`` is left alone.
+
+    Yields
+    ------
+    list
+        Filled, once the block ends, with the captured text.
+    """
+    captured = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield captured
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            captured.append(sink.read().decode(errors="replace"))
+
+
+def session_options():
+    """Return :class:`onnxruntime.SessionOptions` that log errors only."""
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = _ERROR_SEVERITY
+    return options
+
+
+def _probe_model(ir_version):
+    """A one-node model (Identity) stamped with ``ir_version``."""
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "ir_probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = ir_version
+    return model
+
+
+def _runtime_accepts(ir_version):
+    try:
+        sess = onnxruntime.InferenceSession(
+            _probe_model(ir_version).SerializeToString(),
+            session_options(),
+            providers=["CPUExecutionProvider"],
+        )
+        sess.run(None, {"x": np.zeros(1, dtype=np.float32)})
+    except Exception as exc:  # the runtime raises its own Fail/InvalidGraph types
+        if "IR version" in str(exc):
+            return False
+        raise
+    return True
+
+
+@lru_cache(maxsize=None)
+def max_ir_version():
+    """Return the highest ONNX IR version the installed runtime loads.
+
+    It is found by loading tiny models, not read from a table, so it stays
+    true for any runtime build.
+    """
+    version = onnx.IR_VERSION
+    while version > 3 and not _runtime_accepts(version):
+        version -= 1
+    return version
+
+
+def check_onnx_compatible():
+    """Raise a clear error when the installed onnx writes models the runtime refuses.
+
+    ``generate_artifacts`` writes its optimizer model with the IR version of the
+    installed onnx package, so an onnx newer than the runtime breaks training
+    even when the user's model is fine.
+
+    Raises
+    ------
+    RuntimeCompatibilityError
+        When ``onnx.IR_VERSION`` is above what onnxruntime accepts.
+    """
+    accepted = max_ir_version()
+    if onnx.IR_VERSION > accepted:
+        raise RuntimeCompatibilityError(
+            f"onnx {onnx.__version__} writes models with IR version "
+            f"{onnx.IR_VERSION}, but onnxruntime {onnxruntime.__version__} "
+            f"accepts IR version {accepted} at most. Install the pinned onnx: "
+            "pip install onnx==1.17.0 (or run `make setup`)."
+        )
+
+
+def check_model_ir_version(model):
+    """Raise a clear error when ``model`` has an IR version the runtime refuses.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        The model about to be trained or run.
+    """
+    accepted = max_ir_version()
+    if model.ir_version > accepted:
+        raise RuntimeCompatibilityError(
+            f"The model has IR version {model.ir_version}, but onnxruntime "
+            f"{onnxruntime.__version__} accepts IR version {accepted} at most. "
+            "Convert or save it with onnx==1.17.0, or set "
+            f"model.ir_version = {accepted} if its opsets allow it."
+        )
+
+
+def main_opset(model):
+    """Return the version of the default ONNX domain imported by ``model``."""
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            return opset.version
+    raise ValueError("The model imports no opset of the default ONNX domain.")

@@ -1,0 +1,322 @@
+"""The whole-training API: the loss is in the graph, the runtime trains it.
+
+:class:`OrtGradientOptimizer` keeps the interface of the seeds' optimizer,
+built on ``TrainingSession``, which onnxruntime removed. It is built on the
+on-device training API instead: ``generate_artifacts`` writes a training
+model, an eval model, an optimizer model and a checkpoint, and
+``Module``/``Optimizer``/``CheckpointState`` run them.
+"""
+import os
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime
+from onnxruntime.training import artifacts, onnxblock
+from onnxruntime.training.api import CheckpointState, Module, Optimizer
+
+from .base_optimizer import BaseOrtOptimizer
+from .learning_rates import check_schedule, learning_rate_at
+from .onnx_graph import check_weights_to_train, replace_initializers
+from .onnx_loss import loss_metadata, remove_loss_output
+from .runtime import native_stderr_captured, quiet_runtime_logs, session_options
+from .sgd_update import SGDUpdate
+
+#: The update rules of :class:`OrtGradientOptimizer`.
+SOLVERS = ("sgd", "momentum", "nesterov", "adamw")
+
+
+def generate_training_artifacts(onx_loss, weights_to_train, directory, solver="sgd", **adamw):
+    """Write the training artifacts of a model whose only output is its loss.
+
+    Parameters
+    ----------
+    onx_loss : onnx.ModelProto
+        A model from :func:`helpers.add_loss_output` (or any model whose
+        single output is a scalar loss).
+    weights_to_train : list of str
+        Float initializers to train; the other initializers are frozen.
+    directory : str
+        Existing folder that receives ``training_model.onnx``,
+        ``eval_model.onnx``, ``optimizer_model.onnx`` and ``checkpoint``.
+    solver : str
+        ``'adamw'`` writes an AdamW optimizer model, the others an SGD one.
+    **adamw
+        ``betas``, ``eps``, ``weight_decay`` of the AdamW optimizer model.
+    """
+    frozen = [i.name for i in onx_loss.graph.initializer if i.name not in weights_to_train]
+    optimizer = (
+        onnxblock.optim.AdamW(**adamw) if solver == "adamw" else artifacts.OptimType.SGD
+    )
+    quiet_runtime_logs()
+    with native_stderr_captured():
+        artifacts.generate_artifacts(
+            onx_loss,
+            requires_grad=list(weights_to_train),
+            frozen_params=frozen,
+            loss=None,
+            optimizer=optimizer,
+            artifact_directory=directory,
+        )
+
+
+class _Runtime:
+    """The on-device training objects of one fit."""
+
+    def __init__(self, onx_loss, weights, solver, adamw, device, momentum):
+        with tempfile.TemporaryDirectory(prefix="ort_artifacts_") as folder:
+            generate_training_artifacts(onx_loss, list(weights), folder, solver, **adamw)
+            self.state = CheckpointState.load_checkpoint(os.path.join(folder, "checkpoint"))
+            self.module = Module(
+                os.path.join(folder, "training_model.onnx"),
+                self.state,
+                os.path.join(folder, "eval_model.onnx"),
+                device=device,
+                session_options=session_options(),
+            )
+            self.optimizer = Optimizer(os.path.join(folder, "optimizer_model.onnx"), self.module)
+        self.names = list(weights)
+        self.set_weights(weights)
+        self.parameters = [self.state.parameters[name]._parameter for name in self.names]
+        self.updater = None
+        if solver in ("momentum", "nesterov"):
+            self.updater = SGDUpdate(
+                [w.shape for w in weights.values()], momentum, solver == "nesterov", device
+            )
+        self.module.train()
+
+    def set_weights(self, weights):
+        for name, value in weights.items():
+            self.state.parameters[name] = np.ascontiguousarray(value, dtype=np.float32)
+
+    def get_weights(self):
+        return {name: self.state.parameters[name].data.copy() for name in self.names}
+
+    def train_step(self, inputs, learning_rate):
+        loss = self.module(*inputs)
+        if self.updater is None:
+            self.optimizer.set_learning_rate(learning_rate)
+            self.optimizer.step()
+        else:
+            weights = [onnxruntime.OrtValue(p.data) for p in self.parameters]
+            grads = [onnxruntime.OrtValue(p.grad) for p in self.parameters]
+            new = self.updater.step(weights, grads, learning_rate)
+            for param, value in zip(self.parameters, new):
+                param.copy_from(self.state._state, value._ortvalue)
+        self.module.lazy_reset_grad()
+        return float(loss)
+
+    def eval_loss(self, inputs):
+        self.module.eval()
+        try:
+            return float(self.module(*inputs))
+        finally:
+            self.module.train()
+
+
+class OrtGradientOptimizer(BaseOrtOptimizer):
+    """Train an ONNX model whose graph computes its own loss.
+
+    The model is usually the output of :func:`helpers.add_loss_output`. Each
+    step runs the training model (forward and backward) in onnxruntime, then
+    updates the weights on the same device.
+
+    Parameters
+    ----------
+    model_onnx : onnx.ModelProto
+        A model whose single output is a scalar loss, with inputs features,
+        label and optionally per-sample weights, in that order.
+    weights_to_train : list of str, optional
+        Float initializers to train; None means all of them.
+    max_iter : int
+        Number of epochs.
+    batch_size : int
+        Rows per minibatch; the last batch of an epoch may be smaller.
+    learning_rate : float
+        Initial learning rate ``eta0``.
+    solver : {'sgd', 'momentum', 'nesterov', 'adamw'}
+        The update rule. ``'sgd'`` and ``'adamw'`` use the optimizer model
+        of onnxruntime; ``'momentum'`` and ``'nesterov'`` follow
+        scikit-learn's ``MLPRegressor(solver='sgd')`` and run as an ONNX
+        graph on the training device (:mod:`helpers.sgd_update`).
+    learning_rate_schedule : {'constant', 'invscaling'}
+        ``eta = eta0`` or ``eta = eta0 / t ** power_t`` at update ``t``.
+    power_t : float
+        Exponent of ``'invscaling'``.
+    momentum : float
+        Momentum of ``'momentum'`` and ``'nesterov'``.
+    betas : tuple of float
+        AdamW's moment decay rates.
+    eps : float
+        AdamW's denominator term.
+    weight_decay : float
+        AdamW's decoupled weight decay.
+    device : {'cpu'}
+        Where training runs.
+    warm_start : bool
+        When True, ``fit`` continues from the current weights, optimizer
+        state and shuffling instead of starting again.
+    verbose : int
+        Shows a progress bar with the epoch and the loss when > 0.
+    validation_every : float or int
+        A fraction of ``max_iter`` (float in (0, 1]) or a number of epochs
+        between validation losses; 0 never computes them.
+    random_state : int, RandomState or None
+        Seeds the shuffling of the minibatches.
+
+    Notes
+    -----
+    A pickled optimizer keeps its weights, its momentum velocities and its
+    shuffling state, so ``warm_start`` continues after unpickling; AdamW's
+    moment estimates are not kept and restart from zero.
+
+    Attributes
+    ----------
+    train_losses_ : list of float
+        Mean loss of each epoch, computed while the weights change.
+    validation_losses_ : list of float
+        Loss on the validation set, at epochs ``validation_epochs_``.
+    validation_epochs_ : list of int
+        Epochs (counted from 1) of the validation losses.
+    n_iter_ : int
+        Number of epochs run.
+    t_ : int
+        Number of weight updates (minibatches) run.
+    weights_to_train_ : list of str
+        The trained weights.
+    """
+
+    def __init__(
+        self,
+        model_onnx,
+        weights_to_train=None,
+        max_iter=100,
+        batch_size=10,
+        learning_rate=1e-3,
+        solver="sgd",
+        learning_rate_schedule="constant",
+        power_t=0.25,
+        momentum=0.9,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.0,
+        device="cpu",
+        warm_start=False,
+        verbose=0,
+        validation_every=0.1,
+        random_state=None,
+    ):
+        self.model_onnx = model_onnx
+        self.weights_to_train = weights_to_train
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.solver = solver
+        self.learning_rate_schedule = learning_rate_schedule
+        self.power_t = power_t
+        self.momentum = momentum
+        self.betas = betas
+        self.eps = eps
+        self.weight_decay = weight_decay
+        self.device = device
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.validation_every = validation_every
+        self.random_state = random_state
+
+    # -- checks -------------------------------------------------------------------
+    def _check_params(self):
+        super()._check_params()
+        if not isinstance(self.model_onnx, onnx.ModelProto):
+            raise TypeError(
+                f"model_onnx must be an onnx.ModelProto, got {type(self.model_onnx).__name__}; "
+                "load a file with onnx.load(path)."
+            )
+        outputs = [o.name for o in self.model_onnx.graph.output]
+        if len(outputs) != 1:
+            raise ValueError(
+                f"The model has outputs {outputs}: the whole-training API needs a "
+                "single output, the loss. Add it with helpers.add_loss_output."
+            )
+        if self.solver not in SOLVERS:
+            raise ValueError(f"Unknown solver {self.solver!r}, expected one of {SOLVERS}.")
+        check_schedule(self.learning_rate_schedule, self.learning_rate, self.power_t)
+        if self.solver in ("momentum", "nesterov") and not 0 < self.momentum < 1:
+            raise ValueError(f"momentum must be in (0, 1), got {self.momentum!r}.")
+        if self.device != "cpu":
+            raise ValueError(
+                f"device={self.device!r} is not supported by this version: use device='cpu'."
+            )
+        self.weights_to_train_ = check_weights_to_train(self.model_onnx, self.weights_to_train)
+
+    def _label_shape(self):
+        record = self._record()
+        label = next(i for i in self.model_onnx.graph.input if i.name == record["label_name"])
+        return [
+            d.dim_value if d.HasField("dim_value") else None
+            for d in label.type.tensor_type.shape.dim
+        ]
+
+    def _record(self):
+        record = loss_metadata(self.model_onnx)
+        if record is None:
+            raise ValueError(
+                "The model was not made by helpers.add_loss_output, so its label and "
+                "prediction cannot be found. Add the loss with add_loss_output."
+            )
+        return record
+
+    def _inference_model(self):
+        self._record()
+        return remove_loss_output(self.model_onnx)
+
+    def _prediction_name(self):
+        return self._record()["output_name"]
+
+    def _check_data(self, X, y, sample_weight=None):
+        if sample_weight is not None and self._record()["weight_name"] is None:
+            raise ValueError(
+                "sample_weight was given but the loss has no weight input: build it "
+                "with add_loss_output(..., weight_name='weight')."
+            )
+        return super()._check_data(X, y, sample_weight)
+
+    def _inputs(self, X, y, w):
+        if self._record()["weight_name"] is None:
+            return X, y
+        return X, y, w
+
+    # -- training -----------------------------------------------------------------
+    def _start_training(self, weights):
+        adamw = {"betas": tuple(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
+        self._runtime = _Runtime(
+            self.model_onnx, weights, self.solver, adamw, self.device, self.momentum
+        )
+
+    def _runtime_extra_state(self):
+        updater = self._runtime.updater
+        return {"_saved_velocities": updater.get_velocities() if updater else []}
+
+    def _restore_extra_state(self):
+        if self._runtime.updater is not None:
+            self._runtime.updater.set_velocities(self._saved_velocities)
+
+    def _train_step(self, X, y, w, t):
+        eta = learning_rate_at(self.learning_rate_schedule, self.learning_rate, t, self.power_t)
+        return self._runtime.train_step(self._inputs(X, y, w), eta)
+
+    def _loss(self, X, y, w):
+        if getattr(self, "_runtime", None) is not None:
+            return self._runtime.eval_loss(self._inputs(X, y, w))
+        model = replace_initializers(self.model_onnx, self.get_state())
+        sess = onnxruntime.InferenceSession(
+            model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"]
+        )
+        names = [i.name for i in sess.get_inputs()]
+        return float(sess.run(None, dict(zip(names, self._inputs(X, y, w))))[0])
+
+    def _get_weights(self):
+        return self._runtime.get_weights()
+
+    def _set_weights(self, weights):
+        self._runtime.set_weights(weights)

@@ -1,0 +1,55 @@
+"""Shared fixtures: small data sets and the ONNX models converted from them."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from sklearn.linear_model import LinearRegression
+from skl2onnx import to_onnx
+
+
+@pytest.fixture(scope="session")
+def linear_data():
+    """Standardized features, targets of a known linear model plus noise."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 4)).astype(np.float32)
+    coef = np.array([1.5, -2.0, 0.5, 3.0], dtype=np.float32)
+    y = (X @ coef + 0.7 + 0.1 * rng.standard_normal(300)).astype(np.float32)
+    return X, y
+
+
+@pytest.fixture(scope="session")
+def linear_onnx(linear_data):
+    """A LinearRegression converted to MatMul + Add with trainable initializers.
+
+    Fitted on 5 rows only, so that training has something left to do.
+    """
+    X, y = linear_data
+    return to_onnx(LinearRegression().fit(X[:5], y[:5]), X[:1], black_op={"LinearRegressor"})
+
+
+@pytest.fixture(scope="session")
+def make_logistic_onnx():
+    """Factory of small binary classifiers (see ``_logistic_onnx``)."""
+    return _logistic_onnx
+
+
+def _logistic_onnx(n_features, seed=0):
+    """``sigmoid(X @ coef + intercept)``, of shape (N, 1): a binary classifier."""
+    rng = np.random.default_rng(seed)
+    coef = numpy_helper.from_array(
+        rng.standard_normal((n_features, 1)).astype(np.float32) * 0.1, "coef"
+    )
+    intercept = numpy_helper.from_array(np.zeros((1,), dtype=np.float32), "intercept")
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["X", "coef"], ["xw"]),
+            helper.make_node("Add", ["xw", "intercept"], ["score"]),
+            helper.make_node("Sigmoid", ["score"], ["proba"]),
+        ],
+        "logistic",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, n_features])],
+        [helper.make_tensor_value_info("proba", TensorProto.FLOAT, [None, 1])],
+        [coef, intercept],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    model.ir_version = 8
+    return model

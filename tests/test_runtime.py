@@ -1,0 +1,37 @@
+import os
+
+import onnx
+import pytest
+
+from helpers import runtime
+
+
+def test_max_ir_version_is_what_the_runtime_loads():
+    accepted = runtime.max_ir_version()
+    assert runtime._runtime_accepts(accepted)
+    assert not runtime._runtime_accepts(accepted + 1)
+
+
+def test_check_onnx_compatible_passes_with_pinned_onnx():
+    assert onnx.IR_VERSION <= runtime.max_ir_version()
+    runtime.check_onnx_compatible()
+
+
+def test_native_stderr_is_captured(capfd):
+    with runtime.native_stderr_captured() as captured:
+        os.write(2, b"C++ log line\n")
+    assert captured == ["C++ log line\n"]
+    os.write(2, b"after\n")
+    assert capfd.readouterr().err == "after\n"
+
+
+def test_native_stderr_restored_after_error(capfd):
+    with pytest.raises(RuntimeError):
+        with runtime.native_stderr_captured():
+            raise RuntimeError("boom")
+    os.write(2, b"visible\n")
+    assert "visible" in capfd.readouterr().err
+
+
+def test_main_opset(linear_onnx):
+    assert runtime.main_opset(linear_onnx) == linear_onnx.opset_import[0].version
