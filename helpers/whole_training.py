@@ -248,6 +248,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                 f"device={self.device!r} is not supported by this version: use device='cpu'."
             )
         self.weights_to_train_ = check_weights_to_train(self.model_onnx, self.weights_to_train)
+        self._loss_record = None
+        self._loss_record = self._record()
 
     def _label_shape(self):
         record = self._record()
@@ -258,6 +260,9 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         ]
 
     def _record(self):
+        """What add_loss_output recorded, read once per fit."""
+        if getattr(self, "_loss_record", None) is not None:
+            return self._loss_record
         record = loss_metadata(self.model_onnx)
         if record is None:
             raise ValueError(
