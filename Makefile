@@ -1,0 +1,90 @@
+# Everyday commands for the notebook suite. `make` alone lists them.
+#
+# Everything runs inside a virtual environment ($(VENV), .venv by default)
+# that `make setup` builds from the pinned requirements files:
+#   make setup          CPU variant, requirements/cpu.txt (default)
+#   make setup GPU=1    GPU variant, requirements/gpu.txt (CUDA 11.8, cuDNN 8)
+#   make setup GPU=0    back to the CPU variant
+# Without GPU=..., the variant already installed in $(VENV) is kept.
+
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+VENV ?= .venv
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3 2>/dev/null)
+PY = $(VENV)/bin/python
+
+ifeq ($(origin GPU),undefined)
+GPU := $(if $(wildcard $(VENV)/.setup-gpu),1,0)
+endif
+VARIANT := $(if $(filter 1,$(GPU)),gpu,cpu)
+REQUIREMENTS := requirements/$(VARIANT).txt
+STAMP := $(VENV)/.setup-$(VARIANT)
+
+# Every package that provides the import name `onnxruntime`: only one may be installed.
+RUNTIME_cpu := onnxruntime-training-cpu
+RUNTIME_gpu := onnxruntime-training
+RUNTIME_PACKAGES := onnxruntime-training onnxruntime-training-cpu onnxruntime onnxruntime-gpu
+
+KERNEL_NAME := ort-training
+KERNEL_DISPLAY_NAME := Python (ort-training)
+
+# Extra options: make lab LAB_ARGS="--no-browser --port 8888", make test PYTEST_ARGS="-x -v"
+LAB_ARGS ?=
+PYTEST_ARGS ?=
+# Jupyter refuses to run as root unless told to (containers, CI machines).
+LAB_ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
+
+.PHONY: help setup lab test clean
+
+help:
+	@echo "Targets:"
+	@echo "  setup   build $(VENV) from $(REQUIREMENTS), install helpers (editable),"
+	@echo "          register the Jupyter kernel '$(KERNEL_NAME)'; GPU=1 for the GPU variant"
+	@echo "  lab     start JupyterLab on notebooks/ (LAB_ARGS=... passes options)"
+	@echo "  test    unit tests (tests/), then every notebook with nbval --nbval-lax"
+	@echo "          (PYTEST_ARGS=... passes options to both pytest runs)"
+	@echo "  clean   remove $(VENV), build artefacts, test caches and notebook checkpoints"
+	@echo "  help    this list"
+	@echo "Variables: VENV=$(VENV) PYTHON=$(PYTHON) GPU=$(GPU)"
+
+setup: $(STAMP)
+
+$(PY):
+	@if [ -z "$(PYTHON)" ]; then echo "error: neither python3.11 nor python3 is on PATH" >&2; exit 1; fi
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "error: Python 3.11 is needed, $(PYTHON) is %d.%d (set PYTHON=...)" % sys.version_info[:2])'
+	$(PYTHON) -m venv $(VENV)
+
+# The stamp records which variant is installed; it is rebuilt when a pin or pyproject.toml changes.
+$(STAMP): requirements/base.txt $(REQUIREMENTS) pyproject.toml | $(PY)
+	$(PY) -m pip install --upgrade pip
+	@installed=$$($(PY) -m pip list --format=freeze 2>/dev/null | grep -i '^onnxruntime' | cut -d= -f1 | tr 'A-Z_' 'a-z-'); \
+	if [ -n "$$installed" ] && [ "$$installed" != "$(RUNTIME_$(VARIANT))" ]; then \
+	  echo "Found $$(echo $$installed), need only $(RUNTIME_$(VARIANT)): uninstalling every onnxruntime package first"; \
+	  echo "$(PY) -m pip uninstall -y $(RUNTIME_PACKAGES)"; \
+	  $(PY) -m pip uninstall -y $(RUNTIME_PACKAGES); \
+	fi
+	rm -f $(VENV)/.setup-cpu $(VENV)/.setup-gpu
+	$(PY) -m pip install -r $(REQUIREMENTS)
+	$(PY) -m pip install --no-deps -e .
+	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY_NAME)"
+	touch $@
+
+lab: setup
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ROOT_ARG) $(LAB_ARGS)
+
+# Two pytest runs, so that each fails on its own when it collects nothing
+# (pytest exit code 5): a notebook run that finds no notebook is an error.
+test: setup
+	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) tests
+	@echo "MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) notebooks"; \
+	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) notebooks; \
+	status=$$?; \
+	if [ $$status -eq 5 ]; then echo "error: nbval collected no notebook under notebooks/" >&2; fi; \
+	exit $$status
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	find . \( -name .git -o -name .venv -o -path './$(VENV)' \) -prune -o \
+	  -type d \( -name __pycache__ -o -name .ipynb_checkpoints -o -name .pytest_cache \) -prune \
+	  -exec rm -rf {} +

@@ -1,0 +1,168 @@
+"""The pins in requirements/*.txt and environment.yml must agree.
+
+requirements/cpu.txt and requirements/gpu.txt each include base.txt and add
+exactly one onnxruntime-training package; environment.yml repeats the CPU pins
+for conda users. Changing a version in one place and not the other fails here.
+"""
+
+import re
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUIREMENTS = ROOT / "requirements"
+ENVIRONMENT = ROOT / "environment.yml"
+
+# name==version, nothing else: no ranges, extras or markers.
+EXACT_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9][A-Za-z0-9.!+-]*)$")
+RUNTIME_PREFIX = "onnxruntime"
+CPU_RUNTIME = "onnxruntime-training-cpu"
+GPU_RUNTIME = "onnxruntime-training"
+
+
+def normalize(name):
+    """PEP 503 normalized project name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_pin(line, where):
+    match = EXACT_PIN.match(line)
+    assert match, f"{where}: {line!r} is not an exact pin (name==version)"
+    return normalize(match.group(1)), match.group(2)
+
+
+def add_pin(pins, name, version, where):
+    assert name not in pins, f"{where}: {name} is pinned twice"
+    pins[name] = version
+
+
+def read_requirements(path, seen=None):
+    """Returns {normalized name: version} for a requirements file, following -r."""
+    seen = set() if seen is None else seen
+    path = path.resolve()
+    assert path not in seen, f"{path}: circular -r include"
+    seen.add(path)
+    pins = {}
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        where = f"{path.relative_to(ROOT)}:{number}"
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        option = re.match(r"^(-r|--requirement)(?:\s+|=)(\S+)$", line)
+        if option:
+            for name, version in read_requirements(path.parent / option.group(2), seen).items():
+                add_pin(pins, name, version, where)
+            continue
+        assert not line.startswith("-"), (
+            f"{where}: option {line!r} is not understood by this test; "
+            "only -r includes and exact pins are expected")
+        add_pin(pins, *parse_pin(line, where), where)
+    return pins
+
+
+def read_environment():
+    """Returns the parsed environment.yml and {normalized name: version} of its pip section."""
+    env = yaml.safe_load(ENVIRONMENT.read_text())
+    pip_sections = [dep["pip"] for dep in env["dependencies"] if isinstance(dep, dict) and "pip" in dep]
+    assert len(pip_sections) == 1, "environment.yml needs exactly one pip: section"
+    pins = {}
+    for entry in pip_sections[0]:
+        where = f"environment.yml pip: {entry!r}"
+        add_pin(pins, *parse_pin(str(entry).strip(), where), where)
+    return env, pins
+
+
+def runtimes(pins):
+    return sorted(name for name in pins if name.startswith(RUNTIME_PREFIX))
+
+
+@pytest.fixture(scope="module")
+def base():
+    return read_requirements(REQUIREMENTS / "base.txt")
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return read_requirements(REQUIREMENTS / "cpu.txt")
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    return read_requirements(REQUIREMENTS / "gpu.txt")
+
+
+@pytest.fixture(scope="module")
+def environment():
+    return read_environment()
+
+
+def test_every_requirements_file_parses_with_exact_pins():
+    files = sorted(REQUIREMENTS.glob("*.txt"))
+    assert [f.name for f in files] == ["base.txt", "cpu.txt", "gpu.txt"]
+    for path in files:
+        assert read_requirements(path), f"{path.name} pins nothing"
+
+
+def test_base_has_no_runtime(base):
+    assert runtimes(base) == [], "the onnxruntime package belongs in cpu.txt / gpu.txt only"
+
+
+def test_each_variant_lists_exactly_one_runtime(cpu, gpu):
+    assert runtimes(cpu) == [CPU_RUNTIME]
+    assert runtimes(gpu) == [GPU_RUNTIME]
+    assert not set(runtimes(cpu)) & set(runtimes(gpu)), "cpu.txt and gpu.txt share a runtime"
+
+
+def test_variants_share_base_pins_and_runtime_version(base, cpu, gpu):
+    for variant in (cpu, gpu):
+        assert {k: v for k, v in variant.items() if not k.startswith(RUNTIME_PREFIX)} == base
+    assert cpu[CPU_RUNTIME] == gpu[GPU_RUNTIME]
+
+
+def test_environment_yml_matches_cpu_requirements(environment, cpu):
+    _, env_pins = environment
+    missing = sorted(set(cpu) - set(env_pins))
+    extra = sorted(set(env_pins) - set(cpu))
+    assert not missing, f"pinned in requirements/cpu.txt but not in environment.yml: {missing}"
+    assert not extra, f"pinned in environment.yml but not in requirements/cpu.txt: {extra}"
+    differ = {name: (cpu[name], env_pins[name]) for name in cpu if cpu[name] != env_pins[name]}
+    assert not differ, f"versions differ (requirements, environment.yml): {differ}"
+
+
+def test_environment_yml_header(environment):
+    env, _ = environment
+    assert env["name"] == "ort-training"
+    plain = [dep for dep in env["dependencies"] if isinstance(dep, str)]
+    assert "python=3.11" in plain
+    assert "pip" in plain
+
+
+def installed_version(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def test_installed_packages_match_pins(base, cpu, gpu):
+    """The environment running the tests holds the pinned releases and one runtime."""
+    wrong = {}
+    for name, pinned in base.items():
+        found = installed_version(name)
+        # A local version label (torch 2.13.0+cpu) still satisfies ==2.13.0.
+        if found is None or found.split("+", 1)[0] != pinned:
+            wrong[name] = (pinned, found)
+    assert not wrong, f"installed versions differ from the pins (pin, installed): {wrong}"
+
+    others = ["onnxruntime", "onnxruntime-gpu"]
+    present = [name for name in [CPU_RUNTIME, GPU_RUNTIME, *others] if installed_version(name)]
+    assert len(present) == 1, (
+        f"exactly one onnxruntime package may be installed, found {present}; "
+        "uninstall all of them and reinstall one (make setup)")
+    runtime = present[0]
+    assert runtime in (CPU_RUNTIME, GPU_RUNTIME), f"{runtime} is not a training package"
+    pinned = (cpu | gpu)[runtime]
+    assert installed_version(runtime) == pinned
