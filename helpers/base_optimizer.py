@@ -47,7 +47,7 @@ class BaseOrtOptimizer(BaseEstimator):
         raise NotImplementedError
 
     def _loss(self, X, y, w):
-        """Return the mean training loss on ``X`` without updating."""
+        """Return the mean loss on ``X``, penalty excluded, without updating."""
         raise NotImplementedError
 
     def _get_weights(self):
@@ -274,8 +274,9 @@ class BaseOrtOptimizer(BaseEstimator):
     def score(self, X, y, sample_weight=None):
         """Return minus the mean loss on ``(X, y)``: higher is better.
 
-        The loss is the one the model is trained on, penalty included, so
-        that ``GridSearchCV`` picks the parameters that minimize it.
+        The loss is the one the model is trained on, without the penalty on
+        the weights: ``GridSearchCV`` then compares penalties by the error
+        they lead to on held-out data, not by their own size.
 
         Parameters
         ----------
@@ -296,8 +297,7 @@ class BaseOrtOptimizer(BaseEstimator):
         if state.get("_runtime") is not None:
             state["_saved_weights"] = self._get_weights()
             state.update(self._runtime_extra_state())
-        state["_runtime"] = None
-        state["_predict_session"] = None
+        state["_runtime"] = state["_predict_session"] = state["_scorer"] = None
         return state
 
     def _runtime_extra_state(self):

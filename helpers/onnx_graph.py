@@ -159,3 +159,33 @@ def replace_initializers(onx, values):
         dtype = numpy_helper.to_array(old).dtype
         old.CopyFrom(numpy_helper.from_array(value.astype(dtype).reshape(tuple(old.dims)), name))
     return model
+
+
+def initializers_to_inputs(onx, names):
+    """Return a copy of ``onx`` whose initializers ``names`` become inputs.
+
+    The weights can then be fed at each run, as the training sessions do,
+    instead of being frozen into the graph.
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+    names : list of str
+        Initializers to turn into inputs, appended in this order.
+
+    Returns
+    -------
+    onnx.ModelProto
+    """
+    model = onnx.ModelProto()
+    model.CopyFrom(onx)
+    inits = {i.name: i for i in model.graph.initializer}
+    kept = [i for i in model.graph.initializer if i.name not in names]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
+    for name in names:
+        init = inits[name]
+        model.graph.input.append(
+            onnx.helper.make_tensor_value_info(name, init.data_type, list(init.dims))
+        )
+    return model

@@ -17,8 +17,8 @@ from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
 from .base_optimizer import BaseOrtOptimizer
 from .learning_rates import check_schedule, learning_rate_at
-from .onnx_graph import check_weights_to_train, replace_initializers
-from .onnx_loss import loss_metadata, remove_loss_output
+from .onnx_graph import check_weights_to_train, initializers_to_inputs
+from .onnx_loss import add_loss_output, loss_metadata, remove_loss_output
 from .runtime import native_stderr_captured, quiet_runtime_logs, session_options
 from .sgd_update import SGDUpdate
 
@@ -106,13 +106,6 @@ class _Runtime:
         self.module.lazy_reset_grad()
         return float(loss)
 
-    def eval_loss(self, inputs):
-        self.module.eval()
-        try:
-            return float(self.module(*inputs))
-        finally:
-            self.module.train()
-
 
 class OrtGradientOptimizer(BaseOrtOptimizer):
     """Train an ONNX model whose graph computes its own loss.
@@ -173,9 +166,11 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
     Attributes
     ----------
     train_losses_ : list of float
-        Mean loss of each epoch, computed while the weights change.
+        Mean loss of each epoch (penalty included), computed while the
+        weights change.
     validation_losses_ : list of float
-        Loss on the validation set, at epochs ``validation_epochs_``.
+        Loss on the validation set without the penalty, at epochs
+        ``validation_epochs_``.
     validation_epochs_ : list of int
         Epochs (counted from 1) of the validation losses.
     n_iter_ : int
@@ -248,7 +243,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                 f"device={self.device!r} is not supported by this version: use device='cpu'."
             )
         self.weights_to_train_ = check_weights_to_train(self.model_onnx, self.weights_to_train)
-        self._loss_record = None
+        self._loss_record = self._scorer = None
         self._loss_record = self._record()
 
     def _label_shape(self):
@@ -311,15 +306,24 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         return self._runtime.train_step(self._inputs(X, y, w), eta)
 
     def _loss(self, X, y, w):
-        if getattr(self, "_runtime", None) is not None:
-            return self._runtime.eval_loss(self._inputs(X, y, w))
-        model = replace_initializers(self.model_onnx, self.get_state())
-        sess = onnxruntime.InferenceSession(
-            model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"]
-        )
-        names = [i.name for i in sess.get_inputs()]
-        return float(sess.run(None, dict(zip(names, self._inputs(X, y, w))))[0])
-
+        if getattr(self, "_scorer", None) is None:
+            record = self._record()
+            scoring = add_loss_output(
+                self._prediction_model,
+                score_name=record["score_name"],
+                label_name=record["label_name"],
+                weight_name=record["weight_name"] or "sample_weight",
+                output_index=record["output_index"],
+                **record["score_kwargs"],
+            )
+            model = initializers_to_inputs(scoring, self.weights_to_train_)
+            self._scorer = onnxruntime.InferenceSession(
+                model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"]
+            )
+        names = [i.name for i in self._scorer.get_inputs()]
+        feeds = dict(zip(names, (X, y, w)))
+        feeds.update(self.get_state())
+        return float(self._scorer.run(None, feeds)[0])
     def _get_weights(self):
         return self._runtime.get_weights()
 

@@ -348,3 +348,15 @@ def test_model_ir_version_too_new(onx_loss, linear_data):
     model.ir_version = runtime.max_ir_version() + 1
     with pytest.raises(runtime.RuntimeCompatibilityError, match="IR version"):
         OrtGradientOptimizer(model, max_iter=1).fit(X, y)
+
+
+def test_score_excludes_the_penalty(linear_onnx, linear_data):
+    """train_losses_ hold the objective; score and validation the data loss only."""
+    X, y = linear_data
+    onx_loss = add_loss_output(linear_onnx, penalty={"coef": 10.0})
+    opt = _fit(onx_loss, X, y, max_iter=2, learning_rate=0.01)
+    state = opt.get_state()
+    mse = np.mean((X @ state["coef"].ravel() + state["intercept"] - y) ** 2)
+    assert opt.score(X, y) == pytest.approx(-mse, rel=1e-5)
+    penalty = 10.0 * (state["coef"] ** 2).sum()
+    assert opt.train_losses_[-1] > mse + penalty / 2
