@@ -1,0 +1,190 @@
+"""Plots shared by the notebooks: loss curves and coefficients.
+
+Every function draws on a matplotlib ``Axes`` (a new figure when ``ax`` is
+None) and returns it, so that a notebook can add to the plot or put several
+plots side by side.
+"""
+import matplotlib.pyplot as plt
+import numpy as np
+
+
+def _new_axes(ax, figsize):
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def _as_curve(values):
+    """Return ``(x, y)`` float arrays from ``losses`` or ``(x, losses)``."""
+    if isinstance(values, tuple) and len(values) == 2:
+        x, y = (np.asarray(v, dtype=float).ravel() for v in values)
+        if x.shape != y.shape:
+            raise ValueError(f"x has {x.size} values but the losses have {y.size}.")
+    else:
+        y = np.asarray(values, dtype=float).ravel()
+        x = np.arange(1, y.size + 1, dtype=float)
+    if y.size == 0:
+        raise ValueError("A loss curve has no values.")
+    return x, y
+
+
+def _transform(y, baseline, logy):
+    if baseline is not None:
+        y = y - baseline
+    if logy:
+        # A log axis cannot show zero or negative values: leave gaps instead.
+        y = np.where(y > 0, y, np.nan)
+    return y
+
+
+def _finish(ax, logy, title, xlabel, ylabel, baseline):
+    if logy:
+        ax.set_yscale("log")
+    if ylabel is None:
+        ylabel = "loss" if baseline is None else "loss - minimum"
+        if logy:
+            ylabel += " (log scale)"
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def plot_loss_curves(
+    curves,
+    ax=None,
+    baseline=None,
+    logy=True,
+    title=None,
+    xlabel="epoch",
+    ylabel=None,
+    figsize=(7, 4),
+):
+    """Plot one or more loss curves on the same axes.
+
+    Parameters
+    ----------
+    curves : dict
+        Label to losses. Losses are a sequence, plotted against 1, 2, ...
+        (epochs), or a tuple ``(x, losses)``.
+    ax : matplotlib.axes.Axes or None
+        Where to draw; a new figure of size ``figsize`` when None.
+    baseline : float or None
+        Subtracted from every loss, for example the minimum of the loss:
+        the curves then show how far training is from the optimum.
+    logy : bool
+        Logarithmic y axis. Values that are zero or negative (after
+        subtracting ``baseline``) are left out of the curve.
+    title : str or None
+    xlabel : str
+    ylabel : str or None
+        A label built from ``baseline`` and ``logy`` when None.
+    figsize : tuple
+        Size of a new figure, in inches.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    if not curves:
+        raise ValueError("curves is empty: give at least one label and its losses.")
+    ax = _new_axes(ax, figsize)
+    for label, values in curves.items():
+        x, y = _as_curve(values)
+        ax.plot(x, _transform(y, baseline, logy), label=label)
+    return _finish(ax, logy, title, xlabel, ylabel, baseline)
+
+
+def plot_training_history(
+    optimizer,
+    ax=None,
+    label=None,
+    baseline=None,
+    logy=True,
+    title=None,
+    figsize=(7, 4),
+):
+    """Plot the training and validation losses recorded by an optimizer.
+
+    Parameters
+    ----------
+    optimizer : object
+        A fitted optimizer of :mod:`helpers`, with ``train_losses_`` (one
+        per epoch), ``validation_losses_`` and ``validation_epochs_``.
+    ax : matplotlib.axes.Axes or None
+        Where to draw; a new figure of size ``figsize`` when None.
+    label : str or None
+        Prefix of the legend entries (``'<label> train'``,
+        ``'<label> validation'``); the class name when None.
+    baseline : float or None
+        Subtracted from every loss (see :func:`plot_loss_curves`).
+    logy : bool
+        Logarithmic y axis.
+    title : str or None
+    figsize : tuple
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        With one line for the training losses and, when the optimizer
+        recorded some, one for the validation losses in the same colour.
+    """
+    if not hasattr(optimizer, "train_losses_"):
+        raise ValueError(f"{type(optimizer).__name__} is not fitted: it has no train_losses_.")
+    label = type(optimizer).__name__ if label is None else label
+    ax = _new_axes(ax, figsize)
+    x, y = _as_curve(optimizer.train_losses_)
+    (line,) = ax.plot(x, _transform(y, baseline, logy), label=f"{label} train")
+    if len(optimizer.validation_losses_):
+        x, y = _as_curve((optimizer.validation_epochs_, optimizer.validation_losses_))
+        ax.plot(
+            x,
+            _transform(y, baseline, logy),
+            "o--",
+            color=line.get_color(),
+            markersize=4,
+            label=f"{label} validation",
+        )
+    return _finish(ax, logy, title, "epoch", None, baseline)
+
+
+def plot_coefficients(table, ax=None, title=None, ylabel="coefficient", figsize=(8, 4)):
+    """Grouped bars comparing the coefficients of several models.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        One row per feature (the index names them), one column per model.
+    ax : matplotlib.axes.Axes or None
+        Where to draw; a new figure of size ``figsize`` when None.
+    title : str or None
+    ylabel : str
+    figsize : tuple
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        With one group of bars per feature and one bar colour per model.
+    """
+    if table.shape[0] == 0 or table.shape[1] == 0:
+        raise ValueError(f"The table has shape {table.shape}: it needs rows and columns.")
+    ax = _new_axes(ax, figsize)
+    n_rows, n_models = table.shape
+    positions = np.arange(n_rows)
+    width = 0.8 / n_models
+    for i, column in enumerate(table.columns):
+        offset = (i - (n_models - 1) / 2) * width
+        ax.bar(positions + offset, table[column].to_numpy(dtype=float), width, label=str(column))
+    ax.set_xticks(positions)
+    ax.set_xticklabels([str(i) for i in table.index], rotation=45 if n_rows > 8 else 0)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_ylabel(ylabel)
+    ax.set_xlabel(table.index.name or "feature")
+    if title:
+        ax.set_title(title)
+    ax.legend()
+    ax.grid(True, axis="y", alpha=0.3)
+    return ax
