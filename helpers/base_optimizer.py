@@ -5,6 +5,8 @@ input checks, shuffled minibatches (one permutation per epoch), the
 progress bar, the divergence check, validation losses, warm starts and
 pickling. Subclasses build the runtime objects and run one training step.
 """
+import warnings
+
 import numpy as np
 import onnxruntime
 from sklearn.base import BaseEstimator
@@ -155,6 +157,8 @@ class BaseOrtOptimizer(BaseEstimator):
             range(self.max_iter), disable=not self.verbose, desc=type(self).__name__, unit="epoch"
         )
         for _ in bar:
+            if not getattr(self, "exc", True):
+                last_good = self._get_weights()
             order = self._rng.permutation(n)
             Xs, ys, ws = X[order], y[order], w[order]
             total = 0.0
@@ -163,13 +167,25 @@ class BaseOrtOptimizer(BaseEstimator):
                 self.t_ += 1
                 loss = self._train_step(Xs[start:end], ys[start:end], ws[start:end], self.t_)
                 if not np.isfinite(loss):
-                    raise TrainingDivergedError(
-                        f"The loss is {loss} at epoch {self.n_iter_ + 1}, rows "
-                        f"{start}:{end} of the shuffled data: training diverged. "
-                        "Try a smaller learning rate, or scale the features "
-                        "(sklearn.preprocessing.StandardScaler)."
-                    )
+                    break
                 total += float(loss) * (end - start)
+            if not np.isfinite(loss):
+                message = (
+                    f"The loss is {loss} at epoch {self.n_iter_ + 1}, rows "
+                    f"{start}:{end} of the shuffled data: training diverged. "
+                    "Try a smaller learning rate, or scale the features "
+                    "(sklearn.preprocessing.StandardScaler)."
+                )
+                if getattr(self, "exc", True):
+                    raise TrainingDivergedError(message)
+                warnings.warn(
+                    message + " Training stopped; the weights are those of the "
+                    "start of the epoch.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self._set_weights(last_good)
+                break
             self.n_iter_ += 1
             self.train_losses_.append(total / n)
             postfix = {"loss": f"{self.train_losses_[-1]:.4g}"}

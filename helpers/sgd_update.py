@@ -165,6 +165,18 @@ class SGDUpdate:
             self.velocities, self._next_velocities = self._next_velocities, self.velocities
         return self._new_weights
 
+    def step_inplace(self, weights, gradients, learning_rate):
+        """Update ``weights`` (a list of OrtValue), swapping buffers, not copying.
+
+        After the call, ``weights[i]`` is a buffer holding the new weight and
+        the old buffer becomes this object's output buffer for the next step.
+        The arrays behind the OrtValues first given must not be used directly
+        afterwards: read the weights through the list.
+        """
+        new = self.step(weights, gradients, learning_rate)
+        for i, value in enumerate(new):
+            weights[i], self._new_weights[i] = value, weights[i]
+
     def get_velocities(self):
         """Return the velocities as numpy arrays (empty without momentum)."""
         return [v.numpy() for v in self.velocities]

@@ -302,7 +302,8 @@ def test_bad_weight_names(onx_loss, linear_data, weights, match):
     [
         ({"solver": "lbfgs"}, "Unknown solver"),
         ({"learning_rate": -1.0}, "learning rate must be a float > 0"),
-        ({"learning_rate_schedule": "optimal"}, "Unknown learning-rate schedule"),
+        ({"learning_rate_schedule": "adaptive"}, "Unknown learning-rate schedule"),
+        ({"learning_rate_schedule": "optimal"}, "needs alpha > 0"),
         ({"batch_size": 0}, "batch_size must be an integer >= 1"),
         ({"max_iter": 2.5}, "max_iter must be an integer >= 1"),
         ({"solver": "momentum", "momentum": 1.5}, r"momentum must be in \(0, 1\)"),

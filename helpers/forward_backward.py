@@ -1,0 +1,271 @@
+"""The forward/backward API: onnxruntime computes a layer, the caller the rest.
+
+``OrtModuleGraphBuilder`` turns an ONNX graph into one graph holding its
+forward and its backward pass, separated by a ``YieldOp``, and
+``TrainingAgent`` runs either half. Nothing else is done for the caller: the
+loss gradient, the weight update and any regularization come from outside
+(:mod:`helpers.learning_loss`, :mod:`helpers.learning_rate`,
+:mod:`helpers.learning_penalty`, or torch).
+"""
+import numpy as np
+import onnx
+import onnxruntime
+from onnxruntime.capi import _pybind_state as C
+from onnxruntime.capi._pybind_state import (
+    OrtModuleGraphBuilder,
+    OrtModuleGraphBuilderConfiguration,
+    TrainingGraphTransformerConfiguration,
+)
+
+from .devices import resolve_device
+from .onnx_graph import check_weights_to_train, initializers_to_inputs
+from .runtime import check_model_ir_version, native_stderr_captured, quiet_runtime_logs, session_options
+
+
+def _to_ortvalue(value, device):
+    """Return ``(OrtValue, keep_alive)`` for an OrtValue or an array."""
+    if isinstance(value, onnxruntime.OrtValue):
+        return value, None
+    array = np.ascontiguousarray(value)
+    return onnxruntime.OrtValue.ortvalue_from_numpy(array, device.type, device.index), array
+
+
+class OrtGradientForwardBackward:
+    """Build the gradient graph of an ONNX model and the agent that runs it.
+
+    Parameters
+    ----------
+    onnx_model : onnx.ModelProto
+        The layer to train: inputs, float initializers (the weights), outputs.
+    weights_to_train : list of str, optional
+        Float initializers to train; None means all of them.
+    input_names : list of str, optional
+        The inputs that feed the layer; None means all graph inputs that are
+        not initializers.
+    output_names : list of str, optional
+        The outputs; None means all graph outputs.
+    device : str
+        ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or ``'auto'``.
+
+    Attributes
+    ----------
+    gradient_model_ : onnx.ModelProto
+        Forward and backward graph, as ``OrtModuleGraphBuilder`` built it.
+    feed_names_ : list of str
+        The inputs of the gradient graph, in the order the agent binds them
+        (by position, never by name): user inputs, then weights.
+    grad_names_ : list of str
+        The gradients it returns, in order.
+
+    Notes
+    -----
+    The agent binds its inputs by position. The seeds therefore required
+    weight names in alphabetical order. Here the order is read from the
+    gradient graph, and :meth:`OrtGradientForwardBackwardFunction.forward`
+    takes the weights in the order of ``weights_to_train``, whatever their
+    names.
+    """
+
+    def __init__(
+        self,
+        onnx_model,
+        weights_to_train=None,
+        input_names=None,
+        output_names=None,
+        device="cpu",
+    ):
+        if not isinstance(onnx_model, onnx.ModelProto):
+            raise TypeError(
+                f"onnx_model must be an onnx.ModelProto, got {type(onnx_model).__name__}."
+            )
+        check_model_ir_version(onnx_model)
+        self.onnx_model = onnx_model
+        self.weights_to_train = check_weights_to_train(onnx_model, weights_to_train)
+        initializers = {i.name for i in onnx_model.graph.initializer}
+        graph_inputs = [i.name for i in onnx_model.graph.input if i.name not in initializers]
+        self.input_names = list(input_names) if input_names is not None else graph_inputs
+        self.output_names = (
+            list(output_names)
+            if output_names is not None
+            else [o.name for o in onnx_model.graph.output]
+        )
+        unknown = set(self.input_names) - set(graph_inputs)
+        if unknown:
+            raise ValueError(f"Unknown input names {sorted(unknown)}; inputs are {graph_inputs}.")
+        self.device = resolve_device(device)
+        self._build()
+
+    @property
+    def providers(self):
+        """Execution providers of the sessions, in order of preference."""
+        if self.device.type == "cuda":
+            return [("CUDAExecutionProvider", {"device_id": self.device.index}), "CPUExecutionProvider"]
+        return ["CPUExecutionProvider"]
+
+    def _build(self):
+        config = OrtModuleGraphBuilderConfiguration()
+        config.initializer_names = self.weights_to_train
+        config.initializer_names_to_train = self.weights_to_train
+        config.input_names_require_grad = []
+        config.build_gradient_graph = True
+        quiet_runtime_logs()
+        with native_stderr_captured():
+            builder = OrtModuleGraphBuilder()
+            builder.initialize(self.onnx_model.SerializeToString(), config)
+            builder.build(TrainingGraphTransformerConfiguration())
+        self.gradient_model_ = onnx.load_from_string(builder.get_gradient_model())
+        self.graph_info_ = builder.get_graph_info()
+        self.feed_names_ = [i.name for i in self.gradient_model_.graph.input]
+        self.grad_names_ = [o.name for o in self.gradient_model_.graph.output]
+        info = self.graph_info_
+        expected = list(info.user_input_names) + list(info.initializer_names_to_train)
+        if sorted(expected) != sorted(self.feed_names_):
+            raise RuntimeError(
+                f"Unexpected inputs of the gradient graph {self.feed_names_}, expected {expected}."
+            )
+        # position of each weight (in weights_to_train order) among the gradient outputs
+        grad_of = dict(zip(info.initializer_names_to_train, info.initializer_grad_names_to_train))
+        self._grad_positions = [self.grad_names_.index(grad_of[w]) for w in self.weights_to_train]
+        user = list(info.user_input_names)
+        if user != [n for n in self.input_names if n in user]:
+            raise RuntimeError(f"Unexpected user inputs {user} for {self.input_names}.")
+        # feed position -> position in (inputs + weights_to_train)
+        given = self.input_names + self.weights_to_train
+        self._feed_order = [given.index(name) for name in self.feed_names_]
+
+        ort_device = self.device.ort_device()
+        self._train_sess = onnxruntime.InferenceSession(
+            self.gradient_model_.SerializeToString(), session_options(), providers=self.providers
+        )
+        n_fw = len(info.user_output_names) + len(info.frontier_node_arg_map)
+        self._agent = C.TrainingAgent(
+            self._train_sess._sess,
+            self.feed_names_,
+            [ort_device] * n_fw,
+            self.grad_names_,
+            [ort_device] * len(self.grad_names_),
+            0,
+        )
+        self.eval_model_ = initializers_to_inputs(self.onnx_model, self.weights_to_train)
+        self._eval_sess = onnxruntime.InferenceSession(
+            self.eval_model_.SerializeToString(), session_options(), providers=self.providers
+        )
+        self._user_outputs = list(info.user_output_names)
+        self._output_info = {
+            o.name: o for o in self.onnx_model.graph.output if o.name in self._user_outputs
+        }
+
+    def new_instance(self):
+        """Return a fresh :class:`OrtGradientForwardBackwardFunction`."""
+        return OrtGradientForwardBackwardFunction(self)
+
+
+class OrtGradientForwardBackwardFunction:
+    """Forward and backward passes of one :class:`OrtGradientForwardBackward`.
+
+    Each training forward keeps its state until the matching backward; several
+    may be in flight, and :meth:`backward` consumes the most recent one
+    (last in, first out, as autograd does).
+
+    Parameters
+    ----------
+    parent : OrtGradientForwardBackward
+    """
+
+    def __init__(self, parent):
+        self.parent = parent
+        self.states_ = []
+        self._cache = C.OrtValueCache()
+
+    def _feeds(self, inputs):
+        parent = self.parent
+        expected = len(parent.input_names) + len(parent.weights_to_train)
+        if len(inputs) != expected:
+            raise ValueError(
+                f"forward expects {expected} values: the inputs {parent.input_names} "
+                f"then the weights {parent.weights_to_train}; got {len(inputs)}."
+            )
+        values, keep = [], []
+        for value in inputs:
+            ort, ref = _to_ortvalue(value, parent.device)
+            values.append(ort)
+            keep.append(ref)
+        return values, keep
+
+    def forward(self, inputs, training=False):
+        """Run the forward pass.
+
+        Parameters
+        ----------
+        inputs : list of OrtValue or numpy.ndarray
+            The inputs ``parent.input_names`` followed by the weights in the
+            order of ``parent.weights_to_train``.
+        training : bool
+            False computes predictions only. True keeps what the backward
+            pass needs, until :meth:`backward` is called.
+
+        Returns
+        -------
+        list of OrtValue
+            The outputs ``parent.output_names``, on the training device.
+        """
+        parent = self.parent
+        values, keep = self._feeds(inputs)
+        if not training:
+            names = parent.input_names + parent.weights_to_train
+            return parent._eval_sess.run_with_ort_values(parent.output_names, dict(zip(names, values)))
+        feeds = C.OrtValueVector()
+        feeds.reserve(len(values))
+        for position in parent._feed_order:
+            feeds.push_back(values[position]._ortvalue)
+        outputs = C.OrtValueVector()
+        state = C.PartialGraphExecutionState()
+        parent._agent.run_forward(feeds, outputs, state, self._cache)
+        results = [onnxruntime.OrtValue(outputs[i]) for i in range(len(outputs))]
+        # The runtime reads the inputs again during backward: they stay alive
+        # (arrays and OrtValues) until then.
+        self.states_.append((state, values, keep, [r.shape() for r in results]))
+        return results
+
+    def backward(self, grad_outputs):
+        """Run the backward pass of the most recent training forward.
+
+        Parameters
+        ----------
+        grad_outputs : list of OrtValue or numpy.ndarray
+            The gradient of the loss with respect to each output, with the
+            output's shape and dtype float32.
+
+        Returns
+        -------
+        list of OrtValue
+            The gradient of each weight, in the order of
+            ``parent.weights_to_train``.
+        """
+        if not self.states_:
+            raise RuntimeError("backward needs a training forward first: call forward(inputs, training=True).")
+        parent = self.parent
+        state, _, _, shapes = self.states_[-1]
+        if len(grad_outputs) != len(shapes):
+            raise ValueError(f"backward expects {len(shapes)} output gradients, got {len(grad_outputs)}.")
+        values = []
+        for i, (grad, shape) in enumerate(zip(grad_outputs, shapes)):
+            ort, ref = _to_ortvalue(grad, parent.device)
+            if ort.data_type() != "tensor(float)":
+                raise TypeError(
+                    f"The gradient of output {i} has type {ort.data_type()}, expected "
+                    "tensor(float): convert it with .astype(numpy.float32)."
+                )
+            if list(ort.shape()) != list(shape):
+                raise ValueError(
+                    f"The gradient of output {i} has shape {ort.shape()}, but the output has "
+                    f"shape {shape}: they must be equal."
+                )
+            values.append((ort, ref))
+        self.states_.pop()
+        feeds = C.OrtValueVector()
+        for ort, _ in values:
+            feeds.push_back(ort._ortvalue)
+        outputs = C.OrtValueVector()
+        parent._agent.run_backward(feeds, outputs, state)
+        return [onnxruntime.OrtValue(outputs[p]) for p in parent._grad_positions]

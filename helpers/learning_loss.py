@@ -1,0 +1,253 @@
+"""Losses of the forward/backward API, with their gradients, as ONNX graphs.
+
+Each loss follows :func:`helpers.add_loss_output`'s conventions, so that both
+APIs minimize the same function: with ``N`` rows in the batch and ``w`` the
+per-sample weights (ones by default),
+``loss = sum_i w_i * loss_i / N``. The gradient with respect to the
+prediction is therefore ``w_i * dloss_i / N``: it already carries the 1/N of
+the mean, and the learning rate needs no rescaling with the batch size.
+"""
+import numpy as np
+import onnx
+from onnx import helper
+
+from .devices import Device
+from .onnx_function import OPSET, IR_VERSION, OnnxFunction, make_model, to_ortvalue
+from .onnx_loss import SCORES, _Appender, _per_sample_loss
+
+_LABEL, _PRED, _WEIGHT = "label", "prediction", "weight"
+
+
+def _skeleton(rank):
+    """An empty model with inputs label, prediction and weight."""
+    shape = ["N"] + [f"d{i}" for i in range(1, rank)]
+    return make_model([], [(_LABEL, shape), (_PRED, shape), (_WEIGHT, ["N"])], [], "loss")
+
+
+class BaseLearningLoss:
+    """A loss and its gradient with respect to the prediction.
+
+    Subclasses write the per-sample loss and the gradient in ONNX
+    (:meth:`_build`); this class compiles them for each device and rank of
+    the prediction, and runs them.
+    """
+
+    def __init__(self):
+        self._functions = {}
+        self._ones = {}
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_functions"], state["_ones"] = {}, {}
+        return state
+
+    def get_params(self, deep=True):
+        """Parameters of the loss, as scikit-learn's ``get_params``."""
+        return {}
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.get_params() == other.get_params()
+
+    def __hash__(self):
+        return hash((type(self).__name__, tuple(sorted(self.get_params().items()))))
+
+    def _build(self, app, rank):
+        """Return (per-sample loss, elementwise gradient of the per-sample loss)."""
+        raise NotImplementedError
+
+    def _function(self, device, rank, what):
+        key = (device, rank, what)
+        if key not in self._functions:
+            model = _skeleton(rank)
+            app = _Appender(model, prefix="t_")
+            per_sample, dloss = self._build(app, rank)
+            weighted = app.node("Mul", [per_sample, _WEIGHT])
+            if what == "scores":
+                app.node("Identity", [weighted], output="scores")
+                model.graph.output.append(helper.make_tensor_value_info("scores", 1, None))
+            else:
+                app.node("ReduceMean", [weighted], output="loss", keepdims=0)
+                n = app.node(
+                    "Cast", [app.node("Shape", [_PRED], start=0, end=1)], to=onnx.TensorProto.FLOAT
+                )
+                w = _WEIGHT
+                if rank > 1:
+                    w = app.node("Unsqueeze", [w, app.const(list(range(1, rank)), np.int64)])
+                app.node("Div", [app.node("Mul", [dloss, w]), n], output="gradient")
+                model.graph.output.extend(
+                    [
+                        helper.make_tensor_value_info("loss", 1, []),
+                        helper.make_tensor_value_info("gradient", 1, None),
+                    ]
+                )
+            model.ir_version = IR_VERSION
+            self._functions[key] = OnnxFunction(model, device)
+        return self._functions[key]
+
+    def _weights(self, device, n, weight):
+        if weight is not None:
+            return weight
+        key = (device, n)
+        if key not in self._ones:
+            self._ones[key] = to_ortvalue(np.ones(n, dtype=np.float32), device)
+        return self._ones[key]
+
+    def loss_gradient(self, device, expected, predicted, weight=None):
+        """Return the mean loss and its gradient with respect to ``predicted``.
+
+        Parameters
+        ----------
+        device : helpers.devices.Device
+        expected, predicted : OrtValue or numpy.ndarray
+            Labels and predictions, of the same shape ``(N, ...)``.
+        weight : OrtValue or numpy.ndarray, optional
+            Per-sample weights of shape ``(N,)``.
+
+        Returns
+        -------
+        tuple of OrtValue
+            The loss (a scalar) and the gradient (shape of ``predicted``).
+        """
+        predicted = to_ortvalue(predicted, device)
+        shape = predicted.shape()
+        fct = self._function(device, len(shape), "gradient")
+        return tuple(fct(expected, predicted, self._weights(device, shape[0], weight)))
+
+    def loss_scores(self, device, expected, predicted, weight=None):
+        """Return the loss of each sample (times its weight), shape ``(N,)``."""
+        predicted = to_ortvalue(predicted, device)
+        shape = predicted.shape()
+        fct = self._function(device, len(shape), "scores")
+        return fct(expected, predicted, self._weights(device, shape[0], weight))[0]
+
+
+class SquareLearningLoss(BaseLearningLoss):
+    """Squared error ``sum_j (p - y)**2`` per sample, torch's ``MSELoss``."""
+
+    def _build(self, app, rank):
+        per_sample = _per_sample_loss(app, "squared_error", _PRED, _LABEL, rank, {})
+        diff = app.node("Sub", [_PRED, _LABEL])
+        return per_sample, app.node("Mul", [diff, app.const(2.0)])
+
+
+class AbsoluteLearningLoss(BaseLearningLoss):
+    """Absolute error ``sum_j |p - y|`` per sample; its gradient is the sign."""
+
+    def _build(self, app, rank):
+        per_sample = _per_sample_loss(app, "absolute_error", _PRED, _LABEL, rank, {})
+        return per_sample, app.node("Sign", [app.node("Sub", [_PRED, _LABEL])])
+
+
+class ElasticLearningLoss(BaseLearningLoss):
+    """``sum_j l1_weight * |p - y| + l2_weight * (p - y)**2`` per sample.
+
+    Parameters
+    ----------
+    l1_weight, l2_weight : float
+        Weights of the absolute and squared errors.
+    """
+
+    def __init__(self, l1_weight=0.5, l2_weight=0.5):
+        super().__init__()
+        if l1_weight < 0 or l2_weight < 0 or l1_weight + l2_weight == 0:
+            raise ValueError(
+                f"l1_weight and l2_weight must be >= 0 and not both 0, got {l1_weight}, {l2_weight}."
+            )
+        self.l1_weight, self.l2_weight = float(l1_weight), float(l2_weight)
+
+    def get_params(self, deep=True):
+        return {"l1_weight": self.l1_weight, "l2_weight": self.l2_weight}
+
+    def _build(self, app, rank):
+        params = self.get_params()
+        per_sample = _per_sample_loss(app, "elastic", _PRED, _LABEL, rank, params)
+        diff = app.node("Sub", [_PRED, _LABEL])
+        l1 = app.node("Mul", [app.node("Sign", [diff]), app.const(self.l1_weight)])
+        l2 = app.node("Mul", [diff, app.const(2 * self.l2_weight)])
+        return per_sample, app.node("Add", [l1, l2])
+
+
+class NegLogLearningLoss(BaseLearningLoss):
+    """Log loss of a classifier whose output is a raw score (a logit).
+
+    Parameters
+    ----------
+    eps : float
+        Probabilities are clipped to ``[eps, 1 - eps]`` in the loss value
+        (not in the gradient, which needs no clipping).
+    probability_function : {'sigmoid', 'softmax'}
+        ``'sigmoid'``: binary, one score per sample, labels 0 or 1.
+        ``'softmax'``: multiclass, one score per class, labels one-hot.
+
+    Notes
+    -----
+    With ``p = sigmoid(s)`` the gradient of ``-y log p - (1 - y) log(1 - p)``
+    with respect to the score ``s`` is ``p - y``; with ``p = softmax(s)`` and
+    the multiclass loss ``-sum_j y_j log p_j`` it is ``p - y`` too.
+    """
+
+    def __init__(self, eps=1e-5, probability_function="sigmoid"):
+        super().__init__()
+        if probability_function not in ("sigmoid", "softmax"):
+            raise ValueError(
+                f"probability_function must be 'sigmoid' or 'softmax', got {probability_function!r}."
+            )
+        if not 0 < eps < 0.5:
+            raise ValueError(f"eps must be in (0, 0.5), got {eps!r}.")
+        self.eps, self.probability_function = float(eps), probability_function
+
+    def get_params(self, deep=True):
+        return {"eps": self.eps, "probability_function": self.probability_function}
+
+    def _build(self, app, rank):
+        if self.probability_function == "sigmoid":
+            proba = app.node("Sigmoid", [_PRED])
+            per_sample = _per_sample_loss(app, "log", proba, _LABEL, rank, {"eps": self.eps})
+        else:
+            if rank != 2:
+                raise ValueError("The softmax log loss needs scores of shape (N, n_classes).")
+            proba = app.node("Softmax", [_PRED], axis=-1)
+            clipped = app.node("Clip", [proba, app.const(self.eps), app.const(1 - self.eps)])
+            log_likelihood = app.node("Mul", [_LABEL, app.node("Log", [clipped])])
+            per_sample = app.node("Neg", [app.reduce("ReduceSum", log_likelihood, axes=[1])])
+        return per_sample, app.node("Sub", [proba, _LABEL])
+
+
+#: Names accepted for ``learning_loss``, with the class each one builds.
+LOSS_ALIASES = {
+    "square_error": SquareLearningLoss,
+    "squared_error": SquareLearningLoss,
+    "absolute_error": AbsoluteLearningLoss,
+    "elastic": ElasticLearningLoss,
+    "log": NegLogLearningLoss,
+    "neglog": NegLogLearningLoss,
+}
+for _cls in (SquareLearningLoss, AbsoluteLearningLoss, ElasticLearningLoss, NegLogLearningLoss):
+    LOSS_ALIASES[_cls.__name__] = _cls
+
+
+def make_learning_loss(learning_loss, **kwargs):
+    """Return a loss object from an instance, a class name or an alias.
+
+    Parameters
+    ----------
+    learning_loss : BaseLearningLoss or str
+        An instance, or one of :data:`LOSS_ALIASES` (``'square_error'``,
+        ``'elastic'``, ``'SquareLearningLoss'``...).
+    **kwargs
+        Passed to the class when ``learning_loss`` is a string.
+    """
+    if isinstance(learning_loss, BaseLearningLoss):
+        if kwargs:
+            raise ValueError("Extra arguments are only accepted with a loss given by name.")
+        return learning_loss
+    if isinstance(learning_loss, str) and learning_loss in LOSS_ALIASES:
+        return LOSS_ALIASES[learning_loss](**kwargs)
+    raise ValueError(
+        f"Unknown learning_loss {learning_loss!r}: use a BaseLearningLoss or one of "
+        f"{sorted(LOSS_ALIASES)}."
+    )

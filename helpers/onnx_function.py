@@ -1,0 +1,78 @@
+"""A small ONNX graph compiled once and run on the training device.
+
+Losses, penalties and learning rates of the forward/backward API are such
+graphs: their inputs and outputs stay on the device (CPU or GPU) as
+:class:`onnxruntime.OrtValue`, so a training step never copies to the host.
+"""
+import numpy as np
+import onnxruntime
+from onnx import TensorProto, helper
+
+from .runtime import session_options
+
+#: Opset and IR version of the graphs this package builds.
+OPSET, IR_VERSION = 15, 8
+
+
+def make_model(nodes, inputs, outputs, name):
+    """Assemble a model from nodes and ``(name, shape)`` float inputs and outputs."""
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+def to_ortvalue(value, device):
+    """Return ``value`` as an OrtValue on ``device`` (no copy for a CPU array).
+
+    The returned OrtValue keeps a reference to the array, so the buffer lives
+    as long as the OrtValue.
+    """
+    if isinstance(value, onnxruntime.OrtValue):
+        return value
+    array = np.ascontiguousarray(value, dtype=np.float32)
+    return onnxruntime.OrtValue.ortvalue_from_numpy(array, device.type, device.index)
+
+
+class OnnxFunction:
+    """Run one ONNX model on a device, inputs and outputs as OrtValues.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+    device : helpers.devices.Device
+    """
+
+    def __init__(self, model, device):
+        self.model = model
+        self.device = device
+        providers = (
+            [("CUDAExecutionProvider", {"device_id": device.index}), "CPUExecutionProvider"]
+            if device.type == "cuda"
+            else ["CPUExecutionProvider"]
+        )
+        self._sess = onnxruntime.InferenceSession(
+            model.SerializeToString(), session_options(), providers=providers
+        )
+        self.input_names = [i.name for i in self._sess.get_inputs()]
+        self.output_names = [o.name for o in self._sess.get_outputs()]
+
+    def __call__(self, *inputs):
+        """Run the model; inputs are OrtValues or arrays, in the model's order.
+
+        Returns
+        -------
+        list of OrtValue
+            The outputs, allocated on the device and owned by the caller.
+        """
+        if len(inputs) != len(self.input_names):
+            raise ValueError(f"Expected inputs {self.input_names}, got {len(inputs)} values.")
+        # run_with_ort_values returns outputs the caller owns; those of an
+        # IOBinding belong to the binding and change with its next run.
+        feeds = {name: to_ortvalue(v, self.device) for name, v in zip(self.input_names, inputs)}
+        return self._sess.run_with_ort_values(self.output_names, feeds)
