@@ -5,6 +5,7 @@ input checks, shuffled minibatches (one permutation per epoch), the
 progress bar, the divergence check, validation losses, warm starts and
 pickling. Subclasses build the runtime objects and run one training step.
 """
+import numbers
 import warnings
 
 import numpy as np
@@ -74,10 +75,10 @@ class BaseOrtOptimizer(BaseEstimator):
         check_positive_int("batch_size", self.batch_size)
         every = self.validation_every
         if every is not None and not (
-            isinstance(every, (int, float, np.integer, np.floating)) and every >= 0
+            isinstance(every, numbers.Real) and not isinstance(every, bool) and every >= 0
         ):
             raise ValueError(
-                "validation_every must be a fraction of max_iter in (0, 1], a number "
+                "validation_every must be a fraction of max_iter below 1, a number "
                 f"of epochs >= 1, or 0 for never; got {every!r}."
             )
 
@@ -86,12 +87,13 @@ class BaseOrtOptimizer(BaseEstimator):
         return dims[1] if len(dims) == 2 else None
 
     def _validation_period(self):
+        """Epochs between validation losses: 0 never, below 1 a fraction of max_iter."""
         every = self.validation_every or 0
         if every <= 0:
             return 0
-        if every <= 1 and isinstance(every, (float, np.floating)):
+        if every < 1:
             return max(1, int(round(every * self.max_iter)))
-        return int(every)
+        return int(round(every))
 
     def _check_data(self, X, y, sample_weight=None):
         X = check_features(X, self._n_features())

@@ -59,8 +59,9 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
     verbose : int
         Shows a progress bar with the epoch and the loss when > 0.
     validation_every : float or int
-        A fraction of ``max_iter`` (float in (0, 1]) or a number of epochs
-        between validation losses; 0 never computes them.
+        Epochs between two validation losses: a value below 1 is a fraction
+        of ``max_iter`` (0.1: every tenth of the training), a value from 1 on
+        a number of epochs (1: every epoch); 0 never computes them.
     learning_loss : str or BaseLearningLoss
         ``'square_error'``, ``'absolute_error'``, ``'elastic'``, ``'log'`` or
         an instance (:class:`SquareLearningLoss`...).

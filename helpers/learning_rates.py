@@ -9,6 +9,7 @@ They follow scikit-learn's ``SGDRegressor`` (``t`` counts updates, from 1):
   squared loss, so that the first rate is ``sqrt(1 / sqrt(alpha))``.
 """
 import math
+import numbers
 
 SCHEDULES = ("constant", "invscaling", "optimal")
 
@@ -17,7 +18,7 @@ def check_schedule(schedule, eta0, power_t, alpha=None):
     """Raise a clear error on a bad schedule, learning rate, exponent or alpha."""
     if schedule not in SCHEDULES:
         raise ValueError(f"Unknown learning-rate schedule {schedule!r}, expected one of {SCHEDULES}.")
-    if not isinstance(eta0, (int, float)) or isinstance(eta0, bool) or not eta0 > 0:
+    if not isinstance(eta0, numbers.Real) or isinstance(eta0, bool) or not eta0 > 0:
         raise ValueError(f"The learning rate must be a float > 0, got {eta0!r}.")
     if schedule == "invscaling" and not power_t >= 0:
         raise ValueError(f"power_t must be >= 0, got {power_t!r}.")

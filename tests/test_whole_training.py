@@ -361,3 +361,14 @@ def test_score_excludes_the_penalty(linear_onnx, linear_data):
     assert opt.score(X, y) == pytest.approx(-mse, rel=1e-5)
     penalty = 10.0 * (state["coef"] ** 2).sum()
     assert opt.train_losses_[-1] > mse + penalty / 2
+
+
+def test_validation_every_one_means_every_epoch_and_numpy_numbers(onx_loss, linear_data):
+    X, y = linear_data
+    for every in (1, 1.0, np.int64(1)):
+        opt = OrtGradientOptimizer(
+            onx_loss, max_iter=3, validation_every=every, learning_rate=np.float32(0.01)
+        ).fit(X, y, X_val=X, y_val=y)
+        assert opt.validation_epochs_ == [1, 2, 3]
+    opt.set_params(validation_every=0).fit(X, y, X_val=X, y_val=y)
+    assert opt.validation_epochs_ == []
