@@ -372,3 +372,21 @@ def test_validation_every_one_means_every_epoch_and_numpy_numbers(onx_loss, line
         assert opt.validation_epochs_ == [1, 2, 3]
     opt.set_params(validation_every=0).fit(X, y, X_val=X, y_val=y)
     assert opt.validation_epochs_ == []
+
+
+def test_seed_calls_as_written(linear_onnx, linear_data):
+    """The calls of the seed documents, unchanged."""
+    X_train, y_train = linear_data
+    w_train = np.random.default_rng(0).uniform(0.5, 1.5, len(y_train)).astype(np.float32)
+    onx = linear_onnx
+    onx_loss = add_loss_output(
+        onx, weight_name='weight', score_name='elastic',
+        l1_weight=0.1, l2_weight=0.9,
+        penalty={'coef': {'l2': 0.01}})
+    train_session = OrtGradientOptimizer(
+        onx_loss, ['intercept', 'coef'], learning_rate=1e-3)
+    train_session.fit(X_train, y_train, w_train)
+    state_tensors = train_session.get_state()
+    losses = train_session.train_losses_
+    assert set(state_tensors) == {"intercept", "coef"}
+    assert len(losses) == 100 and losses[-1] < losses[0]
