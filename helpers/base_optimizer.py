@@ -15,6 +15,8 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from tqdm.auto import tqdm
 
+from .device_data import Batches
+from .devices import resolve_device
 from .runtime import check_model_ir_version, check_onnx_compatible, session_options
 from .validation import check_features, check_positive_int, check_sample_weight, check_targets
 
@@ -142,6 +144,7 @@ class BaseOrtOptimizer(BaseEstimator):
             validation = self._check_data(X_val, y_val)
         self._y_ndim = y_ndim
 
+        self.device_ = resolve_device(self.device)
         if not (self.warm_start and self._is_fitted()):
             self._start_training(self._initial_weights())
             self._rng = check_random_state(self.random_state)
@@ -154,20 +157,18 @@ class BaseOrtOptimizer(BaseEstimator):
         self._predict_session = None
 
         period = self._validation_period()
-        n, batch_size = X.shape[0], self.batch_size
+        n = X.shape[0]
+        batches = Batches([X, y, w], self.device_)
         bar = tqdm(
             range(self.max_iter), disable=not self.verbose, desc=type(self).__name__, unit="epoch"
         )
         for _ in bar:
             if not getattr(self, "exc", True):
                 last_good = self._get_weights()
-            order = self._rng.permutation(n)
-            Xs, ys, ws = X[order], y[order], w[order]
             total = 0.0
-            for start in range(0, n, batch_size):
-                end = min(start + batch_size, n)
+            for start, end, (Xb, yb, wb) in batches.epoch(self._rng.permutation(n), self.batch_size):
                 self.t_ += 1
-                loss = self._train_step(Xs[start:end], ys[start:end], ws[start:end], self.t_)
+                loss = self._train_step(Xb, yb, wb, self.t_)
                 if not np.isfinite(loss):
                     break
                 total += float(loss) * (end - start)

@@ -52,7 +52,9 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         ``'SGD'`` (:class:`LearningRateSGD`), ``'Nesterov'``
         (:class:`LearningRateSGDNesterov`) or an instance.
     device : str
-        ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or ``'auto'``.
+        ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or ``'auto'`` (a GPU when one
+        really works, else the CPU). On a GPU the data is copied there once
+        per ``fit``, the batches are gathered there and the weights stay there.
     warm_start : bool
         When True, ``fit`` continues from the current weights, velocities
         and shuffling.
@@ -147,7 +149,7 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         return _static_dims(self.model_onnx.graph.output[0])
 
     def _start_training(self, weights):
-        self._runtime = _Runtime(self.model_onnx, self.weights_to_train_, weights, self.device)
+        self._runtime = _Runtime(self.model_onnx, self.weights_to_train_, weights, self.device_)
         self.learning_rate_.init_learning_rate(self._runtime.device, self._runtime.weights)
 
     def _restore_extra_state(self):

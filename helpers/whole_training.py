@@ -71,7 +71,7 @@ class _Runtime:
                 os.path.join(folder, "training_model.onnx"),
                 self.state,
                 os.path.join(folder, "eval_model.onnx"),
-                device=device,
+                device=str(device),
                 session_options=session_options(),
             )
             self.optimizer = Optimizer(os.path.join(folder, "optimizer_model.onnx"), self.module)
@@ -81,7 +81,11 @@ class _Runtime:
         self.updater = None
         if solver in ("momentum", "nesterov"):
             self.updater = SGDUpdate(
-                [w.shape for w in weights.values()], momentum, solver == "nesterov", device
+                [w.shape for w in weights.values()],
+                momentum,
+                solver == "nesterov",
+                device.type,
+                device.index,
             )
         self.module.train()
 
@@ -104,7 +108,8 @@ class _Runtime:
             for param, value in zip(self.parameters, new):
                 param.copy_from(self.state._state, value._ortvalue)
         self.module.lazy_reset_grad()
-        return float(loss)
+        # numpy inputs give a numpy loss, OrtValue inputs (on a GPU) an OrtValue
+        return float(loss.numpy() if isinstance(loss, onnxruntime.OrtValue) else loss)
 
 
 class OrtGradientOptimizer(BaseOrtOptimizer):
@@ -144,8 +149,10 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         AdamW's denominator term.
     weight_decay : float
         AdamW's decoupled weight decay.
-    device : {'cpu'}
-        Where training runs.
+    device : str
+        ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or ``'auto'`` (a GPU when one
+        really works, else the CPU). On a GPU the data is copied there once
+        per ``fit`` and the batches are gathered there.
     warm_start : bool
         When True, ``fit`` continues from the current weights, optimizer
         state and shuffling instead of starting again.
@@ -239,10 +246,6 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         check_schedule(self.learning_rate_schedule, self.learning_rate, self.power_t)
         if self.solver in ("momentum", "nesterov") and not 0 < self.momentum < 1:
             raise ValueError(f"momentum must be in (0, 1), got {self.momentum!r}.")
-        if self.device != "cpu":
-            raise ValueError(
-                f"device={self.device!r} is not supported by this version: use device='cpu'."
-            )
         self.weights_to_train_ = check_weights_to_train(self.model_onnx, self.weights_to_train)
         self._loss_record = self._scorer = None
         self._loss_record = self._record()
@@ -291,7 +294,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
     def _start_training(self, weights):
         adamw = {"betas": tuple(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
         self._runtime = _Runtime(
-            self.model_onnx, weights, self.solver, adamw, self.device, self.momentum
+            self.model_onnx, weights, self.solver, adamw, self.device_, self.momentum
         )
 
     def _runtime_extra_state(self):

@@ -307,7 +307,7 @@ def test_bad_weight_names(onx_loss, linear_data, weights, match):
         ({"batch_size": 0}, "batch_size must be an integer >= 1"),
         ({"max_iter": 2.5}, "max_iter must be an integer >= 1"),
         ({"solver": "momentum", "momentum": 1.5}, r"momentum must be in \(0, 1\)"),
-        ({"device": "tpu"}, "device='tpu'"),
+        ({"device": "tpu"}, "Unknown device 'tpu'"),
     ],
 )
 def test_bad_parameters(onx_loss, linear_data, params, match):
