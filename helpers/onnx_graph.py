@@ -189,3 +189,67 @@ def initializers_to_inputs(onx, names):
             onnx.helper.make_tensor_value_info(name, init.data_type, list(init.dims))
         )
     return model
+
+
+def nodes_reaching(graph, targets):
+    """Return the nodes needed to compute the tensors ``targets``, in graph order."""
+    producers = {out: node for node in graph.node for out in node.output}
+    needed, stack = set(), list(targets)
+    while stack:
+        name = stack.pop()
+        node = producers.get(name)
+        if node is None or id(node) in needed:
+            continue
+        needed.add(id(node))
+        stack.extend(node.input)
+    return [node for node in graph.node if id(node) in needed]
+
+
+def select_outputs(onx, output_names):
+    """Return the part of ``onx`` that computes the tensors ``output_names``.
+
+    Use it to train a classifier on its raw scores: cut the graph before its
+    ``Sigmoid``/``Softmax`` and ``ArgMax``.
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+        The model, left unchanged.
+    output_names : list of str
+        Tensors of the graph (outputs of any node) to make the outputs.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Only the nodes, initializers and inputs these outputs need, with the
+        outputs typed by shape inference.
+    """
+    inferred = onnx.shape_inference.infer_shapes(onx)
+    known = {v.name: v for v in (*inferred.graph.value_info, *inferred.graph.output)}
+    produced = {out for node in onx.graph.node for out in node.output}
+    missing = [name for name in output_names if name not in produced]
+    if missing:
+        raise ValueError(
+            f"{missing} are not computed by any node. Tensors of the graph include "
+            f"{sorted(produced)[:20]}."
+        )
+    nodes = nodes_reaching(onx.graph, output_names)
+    used = {name for node in nodes for name in node.input}
+    model = onnx.ModelProto()
+    model.CopyFrom(onx)
+    graph = model.graph
+    del graph.node[:]
+    graph.node.extend(nodes)
+    kept_inits = [i for i in onx.graph.initializer if i.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept_inits)
+    kept_inputs = [i for i in onx.graph.input if i.name in used]
+    del graph.input[:]
+    graph.input.extend(kept_inputs)
+    del graph.output[:]
+    for name in output_names:
+        graph.output.append(
+            known[name] if name in known else onnx.helper.make_empty_tensor_value_info(name)
+        )
+    del graph.value_info[:]
+    return model

@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .onnx_graph import get_train_initializer
+from .onnx_graph import get_train_initializer, nodes_reaching
 from .runtime import main_opset
 
 #: Key of the model metadata where :func:`add_loss_output` records what it did.
@@ -329,7 +329,7 @@ def remove_loss_output(onx_loss):
             "cannot be told apart from the loss. Build it with add_loss_output."
         )
     loss_inputs = {record["label_name"], record["weight_name"]}
-    kept_nodes = _nodes_reaching(onx_loss.graph, set(record["model_outputs"]))
+    kept_nodes = nodes_reaching(onx_loss.graph, set(record["model_outputs"]))
     model = onnx.ModelProto()
     model.CopyFrom(onx_loss)
     graph = model.graph
@@ -352,17 +352,3 @@ def remove_loss_output(onx_loss):
     del model.metadata_props[:]
     model.metadata_props.extend(meta)
     return model
-
-
-def _nodes_reaching(graph, targets):
-    """The nodes needed to compute ``targets``, in their original order."""
-    producers = {out: node for node in graph.node for out in node.output}
-    needed, stack = set(), list(targets)
-    while stack:
-        name = stack.pop()
-        node = producers.get(name)
-        if node is None or id(node) in needed:
-            continue
-        needed.add(id(node))
-        stack.extend(node.input)
-    return [node for node in graph.node if id(node) in needed]

@@ -85,3 +85,22 @@ def test_replace_initializers_changes_predictions(linear_onnx):
     )
     np.testing.assert_allclose(_run(new, X).ravel(), [5.0, 5.0])
     assert new.graph.initializer[0].data_type == TensorProto.FLOAT
+
+
+def test_select_outputs_keeps_raw_scores():
+    from sklearn.datasets import load_iris  # noqa: PLC0415
+    from sklearn.linear_model import LogisticRegression  # noqa: PLC0415
+
+    from helpers.onnx_graph import select_outputs  # noqa: PLC0415
+
+    X, y = load_iris(return_X_y=True)
+    X = X.astype(np.float32)
+    clf = LogisticRegression(max_iter=500).fit(X, y)
+    onx = to_onnx(clf, X[:1], options={"zipmap": False}, black_op={"LinearClassifier"})
+    raw = select_outputs(onx, ["raw_scores"])
+    assert [o.name for o in raw.graph.output] == ["raw_scores"]
+    assert {n.op_type for n in raw.graph.node} == {"MatMul", "Add"}
+    assert sorted(get_train_initializer(raw)) == ["coef", "intercept"]
+    np.testing.assert_allclose(_run(raw, X[:5]), clf.decision_function(X[:5]), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="not computed by any node"):
+        select_outputs(onx, ["nope"])
