@@ -213,7 +213,10 @@ class OrtGradientForwardBackwardFunction:
         values, keep = self._feeds(inputs)
         if not training:
             names = parent.input_names + parent.weights_to_train
-            return parent._eval_sess.run_with_ort_values(parent.output_names, dict(zip(names, values)))
+            feeds = {name: value._ortvalue for name, value in zip(names, values)}
+            # the C session, indexed: see helpers.onnx_function.OnnxFunction
+            result = parent._eval_sess._sess.run_with_ort_values(feeds, parent.output_names, None)
+            return [onnxruntime.OrtValue(result[i]) for i in range(len(result))]
         feeds = C.OrtValueVector()
         feeds.reserve(len(values))
         for position in parent._feed_order:

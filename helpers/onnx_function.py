@@ -75,7 +75,12 @@ class OnnxFunction:
         """
         if len(inputs) != len(self.input_names):
             raise ValueError(f"Expected inputs {self.input_names}, got {len(inputs)} values.")
-        # run_with_ort_values returns outputs the caller owns; those of an
-        # IOBinding belong to the binding and change with its next run.
-        feeds = {name: to_ortvalue(v, self.device) for name, v in zip(self.input_names, inputs)}
-        return self._sess.run_with_ort_values(self.output_names, feeds)
+        # The C session is called directly: the Python wrapper iterates the
+        # result vector, which costs about 40 microseconds (indexing: 2).
+        # The outputs belong to the caller, unlike those of an IOBinding,
+        # which change with the binding's next run.
+        feeds = {
+            name: to_ortvalue(v, self.device)._ortvalue for name, v in zip(self.input_names, inputs)
+        }
+        result = self._sess._sess.run_with_ort_values(feeds, self.output_names, None)
+        return [onnxruntime.OrtValue(result[i]) for i in range(len(result))]
