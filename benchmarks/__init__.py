@@ -1,0 +1,1 @@
+"""Benchmark notebooks and the runner that sweeps them: ``python -m benchmarks``."""

@@ -1,0 +1,169 @@
+"""What the benchmark notebooks share: timing, provenance and their records.
+
+A benchmark notebook measures, then calls :func:`write_record` once with its
+rows; ``python -m benchmarks`` runs the notebooks and aggregates the records.
+"""
+import datetime
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from importlib import metadata
+
+#: Packages whose versions every record keeps.
+PACKAGES = (
+    "onnxruntime-training-cpu",
+    "onnxruntime-training",
+    "onnx",
+    "skl2onnx",
+    "scikit-learn",
+    "torch",
+    "numpy",
+)
+
+
+def package_versions():
+    """Return the installed version of each package of :data:`PACKAGES`."""
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info():
+    """Describe the machine: processor, cores, threads the libraries use."""
+    from threadpoolctl import threadpool_info  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+
+    return {
+        "cpu": _cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch_threads": torch.get_num_threads(),
+        "blas": [
+            {k: pool.get(k) for k in ("internal_api", "num_threads", "version", "architecture")}
+            for pool in threadpool_info()
+        ],
+        "env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_CORETYPE") if k in os.environ},
+    }
+
+
+def measure(function, repeat=5, number=None, min_time=0.05):
+    """Time ``function()`` and return seconds per call, as the median of ``repeat`` runs.
+
+    Parameters
+    ----------
+    function : callable
+        Called without arguments.
+    repeat : int
+        Number of timed runs; the median resists the noise of a shared machine.
+    number : int, optional
+        Calls per run; by default, enough calls for a run to last ``min_time``.
+    min_time : float
+        Seconds a run lasts at least when ``number`` is None.
+
+    Returns
+    -------
+    dict
+        ``median``, ``min`` and ``max`` seconds per call, ``number`` and ``repeat``.
+    """
+    function()  # warm up: first-call allocations, lazy initializations
+    if number is None:
+        number, elapsed = 1, 0.0
+        while True:
+            start = time.perf_counter()
+            for _ in range(number):
+                function()
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_time:
+                break
+            number *= 2 if elapsed == 0 else max(2, int(min_time / elapsed * 1.2))
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            function()
+        times.append((time.perf_counter() - start) / number)
+    return {
+        "median": statistics.median(times),
+        "min": min(times),
+        "max": max(times),
+        "number": number,
+        "repeat": repeat,
+    }
+
+
+def atomic_write_text(path, text):
+    """Write ``text`` to ``path`` so that a reader never sees half a file.
+
+    The text goes to a temporary file in the same folder, which then replaces
+    ``path`` in one step; an interruption leaves the old file or none.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp_", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def write_record(path, notebook, parameters, rows, started=None):
+    """Write the machine-readable record of one benchmark run (atomically).
+
+    Parameters
+    ----------
+    path : str or None
+        Where to write; None writes nothing (interactive use).
+    notebook : str
+        Name of the benchmark.
+    parameters : dict
+        Every parameter of the run.
+    rows : list of dict
+        One dict per measured configuration.
+    started : float, optional
+        ``time.time()`` at the start of the run, to record its duration.
+
+    Returns
+    -------
+    dict
+        The record.
+    """
+    now = time.time()
+    record = {
+        "notebook": notebook,
+        "parameters": parameters,
+        "rows": rows,
+        "versions": package_versions(),
+        "machine": machine_info(),
+        "finished": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(),
+        "duration_s": None if started is None else now - started,
+    }
+    if path:
+        atomic_write_text(path, json.dumps(record, indent=1, default=float))
+    return record
