@@ -131,10 +131,7 @@ class BaseOrtOptimizer(BaseEstimator):
         -------
         self
         """
-        check_onnx_compatible()
-        self._check_params()
-        check_model_ir_version(self.model_onnx)
-        self._prediction_model = self._inference_model()
+        self._prepare()
         y_ndim = np.ndim(y)
         X, y, w = self._check_data(X, y, sample_weight)
         validation = None
@@ -144,7 +141,6 @@ class BaseOrtOptimizer(BaseEstimator):
             validation = self._check_data(X_val, y_val)
         self._y_ndim = y_ndim
 
-        self.device_ = resolve_device(self.device)
         if not (self.warm_start and self._is_fitted()):
             self._start_training(self._initial_weights())
             self._rng = check_random_state(self.random_state)
@@ -197,7 +193,19 @@ class BaseOrtOptimizer(BaseEstimator):
                 self.validation_epochs_.append(self.n_iter_)
                 postfix["val"] = f"{self.validation_losses_[-1]:.4g}"
             bar.set_postfix(postfix)
+            self._end_epoch()
         return self
+
+    def _prepare(self):
+        """Check the parameters and the model, choose the device."""
+        check_onnx_compatible()
+        self._check_params()
+        check_model_ir_version(self.model_onnx)
+        self._prediction_model = self._inference_model()
+        self.device_ = resolve_device(self.device)
+
+    def _end_epoch(self):
+        """Called after each complete epoch (checkpoints, for instance)."""
 
     def _initial_weights(self):
         from .onnx_graph import get_train_initializer  # noqa: PLC0415

@@ -6,7 +6,11 @@ on-device training API instead: ``generate_artifacts`` writes a training
 model, an eval model, an optimizer model and a checkpoint, and
 ``Module``/``Optimizer``/``CheckpointState`` run them.
 """
+import base64
+import contextlib
+import json
 import os
+import pickle
 import tempfile
 
 import numpy as np
@@ -61,12 +65,26 @@ def generate_training_artifacts(onx_loss, weights_to_train, directory, solver="s
 
 
 class _Runtime:
-    """The on-device training objects of one fit."""
+    """The on-device training objects of one fit.
 
-    def __init__(self, onx_loss, weights, solver, adamw, device, momentum):
-        with tempfile.TemporaryDirectory(prefix="ort_artifacts_") as folder:
+    Parameters
+    ----------
+    artifact_dir : str, optional
+        Keep the training artifacts in this folder instead of a temporary one.
+    checkpoint : str, optional
+        Start from this checkpoint (weights and optimizer state) instead of
+        ``weights``.
+    """
+
+    def __init__(self, onx_loss, weights, solver, adamw, device, momentum, artifact_dir=None, checkpoint=None):
+        with contextlib.ExitStack() as stack:
+            if artifact_dir is None:
+                folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="ort_artifacts_"))
+            else:
+                folder = artifact_dir
+                os.makedirs(folder, exist_ok=True)
             generate_training_artifacts(onx_loss, list(weights), folder, solver, **adamw)
-            self.state = CheckpointState.load_checkpoint(os.path.join(folder, "checkpoint"))
+            self.state = CheckpointState.load_checkpoint(checkpoint or os.path.join(folder, "checkpoint"))
             self.module = Module(
                 os.path.join(folder, "training_model.onnx"),
                 self.state,
@@ -76,7 +94,8 @@ class _Runtime:
             )
             self.optimizer = Optimizer(os.path.join(folder, "optimizer_model.onnx"), self.module)
         self.names = list(weights)
-        self.set_weights(weights)
+        if checkpoint is None:
+            self.set_weights(weights)
         self.parameters = [self.state.parameters[name]._parameter for name in self.names]
         self.updater = None
         if solver in ("momentum", "nesterov"):
@@ -88,6 +107,21 @@ class _Runtime:
                 device.index,
             )
         self.module.train()
+
+    def save(self, path, properties):
+        """Save weights, optimizer state and ``properties`` (str values), atomically."""
+        for key, value in properties.items():
+            self.state.properties[key] = value
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp_ckpt_")
+        os.close(fd)
+        try:
+            CheckpointState.save_checkpoint(self.state, tmp, include_optimizer_state=True)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
 
     def set_weights(self, weights):
         for name, value in weights.items():
@@ -164,6 +198,16 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         a number of epochs (1: every epoch); 0 never computes them.
     random_state : int, RandomState or None
         Seeds the shuffling of the minibatches.
+    artifact_dir : str, optional
+        Folder where ``fit`` writes the training artifacts (training, eval
+        and optimizer models, initial checkpoint) and leaves them for
+        inspection; by default they go to a temporary folder.
+    checkpoint_path : str, optional
+        File where ``fit`` saves a checkpoint every ``checkpoint_every``
+        epochs (see :meth:`save_checkpoint`): an interrupted training can
+        resume from it with :meth:`load_checkpoint`.
+    checkpoint_every : int
+        Epochs between two checkpoints.
 
     Notes
     -----
@@ -208,6 +252,9 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         verbose=0,
         validation_every=0.1,
         random_state=None,
+        artifact_dir=None,
+        checkpoint_path=None,
+        checkpoint_every=1,
     ):
         self.model_onnx = model_onnx
         self.weights_to_train = weights_to_train
@@ -226,6 +273,9 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         self.verbose = verbose
         self.validation_every = validation_every
         self.random_state = random_state
+        self.artifact_dir = artifact_dir
+        self.checkpoint_path = checkpoint_path
+        self.checkpoint_every = checkpoint_every
 
     # -- checks -------------------------------------------------------------------
     def _check_params(self):
@@ -291,11 +341,93 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         return X, y, w
 
     # -- training -----------------------------------------------------------------
-    def _start_training(self, weights):
+    def _start_training(self, weights, checkpoint=None):
         adamw = {"betas": tuple(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
         self._runtime = _Runtime(
-            self.model_onnx, weights, self.solver, adamw, self.device_, self.momentum
+            self.model_onnx,
+            weights,
+            self.solver,
+            adamw,
+            self.device_,
+            self.momentum,
+            artifact_dir=self.artifact_dir,
+            checkpoint=checkpoint,
         )
+
+    _CHECKPOINT_KEY = "helpers.training_state"
+
+    def _end_epoch(self):
+        if self.checkpoint_path and self.n_iter_ % self.checkpoint_every == 0:
+            self.save_checkpoint(self.checkpoint_path)
+
+    def save_checkpoint(self, path):
+        """Save everything needed to continue training exactly, atomically.
+
+        The checkpoint of onnxruntime (weights, optimizer state such as
+        AdamW's moments) carries, as a property, the rest of the training
+        state: epochs and updates done, losses, momentum velocities and the
+        state of the shuffling generator. The file is written beside
+        ``path`` then renamed: an interruption leaves the previous
+        checkpoint intact.
+
+        Parameters
+        ----------
+        path : str
+            The checkpoint file.
+        """
+        self._check_is_fitted()
+        updater = self._runtime.updater
+        extra = {"rng": self._rng, "velocities": updater.get_velocities() if updater else []}
+        state = {
+            "n_iter_": self.n_iter_,
+            "t_": self.t_,
+            "train_losses_": self.train_losses_,
+            "validation_losses_": self.validation_losses_,
+            "validation_epochs_": self.validation_epochs_,
+            "y_ndim": self._y_ndim,
+            "weights_to_train_": self.weights_to_train_,
+            "solver": self.solver,
+            "extra": base64.b64encode(pickle.dumps(extra)).decode("ascii"),
+        }
+        self._runtime.save(path, {self._CHECKPOINT_KEY: json.dumps(state)})
+
+    def load_checkpoint(self, path):
+        """Restore a training saved by :meth:`save_checkpoint`.
+
+        Build the optimizer with the parameters of the saved training and
+        ``warm_start=True``, load, then ``fit`` runs ``max_iter`` more epochs
+        exactly as the uninterrupted training would have.
+
+        Parameters
+        ----------
+        path : str
+            A checkpoint file written by :meth:`save_checkpoint`.
+
+        Returns
+        -------
+        self
+        """
+        self._prepare()
+        probe = CheckpointState.load_checkpoint(path)
+        if self._CHECKPOINT_KEY not in probe.properties:
+            raise ValueError(f"{path} was not written by OrtGradientOptimizer.save_checkpoint.")
+        state = json.loads(probe.properties[self._CHECKPOINT_KEY])
+        if state["weights_to_train_"] != self.weights_to_train_ or state["solver"] != self.solver:
+            raise ValueError(
+                f"The checkpoint trained {state['weights_to_train_']} with solver "
+                f"{state['solver']!r}; this optimizer trains {self.weights_to_train_} with "
+                f"{self.solver!r}: build it with the parameters of the saved training."
+            )
+        extra = pickle.loads(base64.b64decode(state["extra"]))
+        self._start_training(self._initial_weights(), checkpoint=path)
+        if self._runtime.updater is not None:
+            self._runtime.updater.set_velocities(extra["velocities"])
+        self._rng = extra["rng"]
+        for name in ("n_iter_", "t_", "train_losses_", "validation_losses_", "validation_epochs_"):
+            setattr(self, name, state[name])
+        self._y_ndim = state["y_ndim"]
+        self._predict_session = self._scorer = None
+        return self
 
     def _runtime_extra_state(self):
         updater = self._runtime.updater
