@@ -10,7 +10,7 @@ import base64
 import contextlib
 import json
 import os
-import pickle
+import io
 import tempfile
 
 import numpy as np
@@ -62,6 +62,17 @@ def generate_training_artifacts(onx_loss, weights_to_train, directory, solver="s
             optimizer=optimizer,
             artifact_directory=directory,
         )
+
+
+def _encode_array(array):
+    """An array as text: numpy's format, no pickle, in base64."""
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _decode_array(text):
+    return np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False)
 
 
 class _Runtime:
@@ -366,7 +377,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         The checkpoint of onnxruntime (weights, optimizer state such as
         AdamW's moments) carries, as a property, the rest of the training
         state: epochs and updates done, losses, momentum velocities and the
-        state of the shuffling generator. The file is written beside
+        state of the shuffling generator, as JSON (nothing is unpickled
+        when loading, so a checkpoint cannot run code). The file is written beside
         ``path`` then renamed: an interruption leaves the previous
         checkpoint intact.
 
@@ -377,7 +389,9 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         """
         self._check_is_fitted()
         updater = self._runtime.updater
-        extra = {"rng": self._rng, "velocities": updater.get_velocities() if updater else []}
+        name, keys, pos, has_gauss, cached = self._rng.get_state()
+        rng_state = [name, keys.tolist(), pos, has_gauss, cached]
+        velocities = updater.get_velocities() if updater else []
         state = {
             "n_iter_": self.n_iter_,
             "t_": self.t_,
@@ -387,7 +401,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
             "y_ndim": self._y_ndim,
             "weights_to_train_": self.weights_to_train_,
             "solver": self.solver,
-            "extra": base64.b64encode(pickle.dumps(extra)).decode("ascii"),
+            "rng": rng_state,
+            "velocities": [_encode_array(v) for v in velocities],
         }
         self._runtime.save(path, {self._CHECKPOINT_KEY: json.dumps(state)})
 
@@ -418,11 +433,12 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                 f"{state['solver']!r}; this optimizer trains {self.weights_to_train_} with "
                 f"{self.solver!r}: build it with the parameters of the saved training."
             )
-        extra = pickle.loads(base64.b64decode(state["extra"]))
         self._start_training(self._initial_weights(), checkpoint=path)
         if self._runtime.updater is not None:
-            self._runtime.updater.set_velocities(extra["velocities"])
-        self._rng = extra["rng"]
+            self._runtime.updater.set_velocities([_decode_array(v) for v in state["velocities"]])
+        name, keys, pos, has_gauss, cached = state["rng"]
+        self._rng = np.random.RandomState()
+        self._rng.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
         for name in ("n_iter_", "t_", "train_losses_", "validation_losses_", "validation_epochs_"):
             setattr(self, name, state[name])
         self._y_ndim = state["y_ndim"]
