@@ -109,7 +109,8 @@ def execute(run, results, kernel_name):
     except Exception as exc:  # the failed notebook stays for reading
         if os.path.exists(partial):
             os.replace(partial, os.path.join(folder, "notebook.failed.ipynb"))
-        return run["id"], f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}"
+        last_line = (str(exc).strip().splitlines() or [""])[-1]
+        return run["id"], f"{type(exc).__name__}: {last_line[:300]}"
     os.replace(partial, executed)
     if not os.path.exists(record):
         return run["id"], "the notebook ended without writing its record"

@@ -1,0 +1,765 @@
+"""What the benchmark notebooks share: data, models, and one training step per framework.
+
+The benchmarks compare like with like, so every framework starts from the
+same weights and runs the same update on the same batches. This module holds
+the pieces that make that true once, for every notebook:
+
+* :func:`make_data`: a standardized float32 regression problem, split into a
+  training and a validation part;
+* :func:`sgd_mlp_regressor`, :func:`initial_mlp`, :func:`zero_linear_onnx`:
+  the scikit-learn models and the ONNX graphs every framework starts from;
+* :func:`mlp_layers`, :func:`numpy_predict`, :func:`torch_mlp`: the weights of
+  such a graph as ``(W, b)`` pairs, predictions in numpy, the same network
+  in torch;
+* :class:`TorchTrainer`, :class:`OrtWholeTrainer`,
+  :class:`OrtForwardBackwardTrainer`: one training step (forward, loss,
+  backward, update) of torch, of the whole-training API and of the
+  forward/backward API, all minimizing ``mean((prediction - y) ** 2)``;
+* :class:`NumpyMatmul`: the matrix products of one step alone, the physical
+  reference of the scaling benchmark;
+* :func:`run_batches`, :func:`run_epoch`, :func:`interleaved_measure`,
+  :func:`interleaved_fit_times`, :func:`is_comparable`: running, timing
+  and the check that compared runs reached comparable losses.
+
+The loss is torch's ``MSELoss``, the ``squared_error`` of
+:func:`helpers.add_loss_output`: twice scikit-learn's, whose squared error
+carries a factor 1/2. The same updates as scikit-learn's therefore need half
+its learning rate (:func:`ort_learning_rate`).
+"""
+import copy
+import time
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.neural_network import MLPRegressor
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils import Bunch
+
+#: Framework names, exactly as :mod:`benchmarks.aggregate` expects them.
+SKLEARN = "scikit-learn"
+TORCH = "torch eager"
+TORCH_COMPILE = "torch.compile"
+ORTMODULE = "ORTModule"
+ORT_WHOLE = "ort whole-training"
+ORT_FORWARD_BACKWARD = "ort forward-backward"
+NUMPY_MATMUL = "numpy matmul"
+
+#: The columns every benchmark row has (see :mod:`benchmarks.aggregate`).
+ROW_KEYS = (
+    "benchmark", "model", "framework", "optimizer", "n_samples", "n_features", "hidden",
+    "batch_size", "epochs", "updates", "varied", "fit_time_s", "time_per_update_s",
+    "time_per_sample_s", "samples_per_s", "train_loss", "val_loss", "comparable", "note",
+    "error",
+)
+
+#: Operators a converted MLP or linear model may contain.
+_ALLOWED_OPS = {"Cast", "MatMul", "Add", "Relu", "Reshape"}
+
+
+def make_row(**values):
+    """Return a benchmark row with every key of :data:`ROW_KEYS` (None when unset).
+
+    Keys outside :data:`ROW_KEYS` are kept (``setup_time_s``...).
+    Numpy numbers become Python numbers, so that the row serializes to JSON.
+    """
+    row = {key: None for key in ROW_KEYS}
+    for key, value in values.items():
+        if isinstance(value, np.generic):
+            value = value.item()
+        row[key] = value
+    return row
+
+
+def ort_learning_rate(sklearn_learning_rate):
+    """The learning rate giving scikit-learn's updates with our squared error.
+
+    scikit-learn minimizes ``mean((p - y) ** 2) / 2``, the ONNX losses and torch
+    ``mean((p - y) ** 2)``: the gradient is twice as large, so the learning
+    rate is halved.
+    """
+    return sklearn_learning_rate / 2
+
+
+# -- data -------------------------------------------------------------------------------
+def make_data(n_samples, n_features, val_fraction=0.2, noise=0.3, random_state=0):
+    """A standardized float32 regression problem with a validation part.
+
+    The features come from :func:`sklearn.datasets.make_regression` (standard
+    normal, every feature informative); the target is standardized, then
+    Gaussian noise of standard deviation ``noise`` is added, so that the
+    best reachable mean squared error is about ``noise ** 2`` and losses can
+    be compared in relative terms. The features are standardized with the
+    training part's mean and deviation.
+
+    Parameters
+    ----------
+    n_samples : int
+        Rows in total, training and validation.
+    n_features : int
+    val_fraction : float
+        Fraction of the rows kept for validation.
+    noise : float
+        Standard deviation of the noise added to the standardized target.
+    random_state : int
+
+    Returns
+    -------
+    sklearn.utils.Bunch
+        ``X_train``, ``X_val`` (float32, 2D), ``y_train``, ``y_val`` (float32,
+        1D), ``noise``.
+    """
+    from sklearn.datasets import make_regression  # noqa: PLC0415
+
+    X, y = make_regression(
+        n_samples=n_samples, n_features=n_features, n_informative=n_features,
+        random_state=random_state,
+    )
+    rng = np.random.default_rng(random_state)
+    y = (y - y.mean()) / (y.std() or 1.0) + noise * rng.standard_normal(n_samples)
+    X_train, X_val, y_train, y_val = train_test_split(
+        X, y, test_size=val_fraction, random_state=random_state
+    )
+    scaler = StandardScaler().fit(X_train)
+    return Bunch(
+        X_train=scaler.transform(X_train).astype(np.float32),
+        X_val=scaler.transform(X_val).astype(np.float32),
+        y_train=y_train.astype(np.float32),
+        y_val=y_val.astype(np.float32),
+        noise=noise,
+    )
+
+
+def random_regression(n_samples, n_features, noise=0.3, random_state=0):
+    """A cheap float32 regression problem for the benchmarks that time steps.
+
+    ``X`` is standard normal, ``y = X @ w + noise * e`` with ``w`` a random
+    unit vector and ``e`` standard normal: features and target are already
+    standardized (the target's variance is ``1 + noise ** 2``), without the float64 copies of ``make_regression`` (which
+    matter for millions of values).
+
+    Returns
+    -------
+    X : numpy.ndarray of shape (n_samples, n_features), float32
+    y : numpy.ndarray of shape (n_samples,), float32
+    """
+    rng = np.random.default_rng(random_state)
+    X = rng.standard_normal((n_samples, n_features), dtype=np.float32)
+    w = rng.standard_normal(n_features, dtype=np.float32)
+    w /= np.linalg.norm(w)
+    y = X @ w + np.float32(noise) * rng.standard_normal(n_samples, dtype=np.float32)
+    return X, y.astype(np.float32)
+
+
+def draw_batches(X, y, batch_size, n_batches, random_state=0):
+    """Draw ``n_batches`` batches of ``batch_size`` distinct rows, once for all frameworks.
+
+    Parameters
+    ----------
+    X : numpy.ndarray of shape (n, d), float32
+    y : numpy.ndarray of shape (n,), float32
+    batch_size, n_batches : int
+    random_state : int
+
+    Returns
+    -------
+    list of tuple
+        ``(X_batch, y_batch)`` with ``y_batch`` of shape ``(batch_size, 1)``,
+        contiguous float32 arrays.
+    """
+    rng = np.random.default_rng(random_state)
+    n = X.shape[0]
+    if batch_size > n:
+        raise ValueError(f"batch_size={batch_size} is larger than the {n} rows.")
+    batches = []
+    for _ in range(n_batches):
+        rows = rng.choice(n, size=batch_size, replace=False)
+        batches.append(
+            (np.ascontiguousarray(X[rows]), np.ascontiguousarray(y[rows].reshape(-1, 1)))
+        )
+    return batches
+
+
+# -- models -------------------------------------------------------------------------------
+def sgd_mlp_regressor(hidden, batch_size, learning_rate, max_iter, random_state=0, warm_start=False):
+    """An ``MLPRegressor`` doing plain SGD: the update rule the ONNX runs reproduce.
+
+    ReLU, one hidden layer, ``solver='sgd'`` without momentum, no L2 penalty
+    (``alpha=0``), a constant learning rate, shuffled minibatches, no early
+    stopping and no stop on a plateau: it runs exactly ``max_iter`` epochs.
+    """
+    return MLPRegressor(
+        hidden_layer_sizes=(hidden,),
+        activation="relu",
+        solver="sgd",
+        alpha=0.0,
+        batch_size=batch_size,
+        learning_rate="constant",
+        learning_rate_init=learning_rate,
+        max_iter=max_iter,
+        shuffle=True,
+        random_state=random_state,
+        tol=0.0,
+        momentum=0.0,
+        nesterovs_momentum=False,
+        early_stopping=False,
+        n_iter_no_change=10**9,
+        warm_start=warm_start,
+    )
+
+
+def initial_mlp(X, y, hidden, batch_size, learning_rate, random_state=0):
+    """The MLP every framework starts from, and its ONNX graph.
+
+    scikit-learn draws its initial weights inside ``fit`` and cannot fit
+    zero rows, so the common start is an ``MLPRegressor`` after one epoch:
+    its weights are converted to ONNX (and from there to torch), and the
+    timed scikit-learn fit continues from them with ``warm_start=True``.
+
+    Parameters
+    ----------
+    X, y : numpy.ndarray
+        Training data (``y`` 1D).
+    hidden, batch_size : int
+    learning_rate : float
+        scikit-learn's learning rate.
+    random_state : int
+
+    Returns
+    -------
+    mlp : MLPRegressor
+        Fitted for one epoch, ``warm_start=True``.
+    onx : onnx.ModelProto
+        The same network in ONNX (float32), ready for both ONNX APIs.
+    """
+    from skl2onnx import to_onnx  # noqa: PLC0415
+
+    mlp = sgd_mlp_regressor(hidden, batch_size, learning_rate, 1, random_state, warm_start=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp.fit(X, y)
+    onx = to_onnx(mlp, X[:1].astype(np.float32))
+    return mlp, onx
+
+
+def random_mlp_onnx(n_features, hidden, random_state=0):
+    """An MLP graph ``n_features -> hidden -> 1`` with scikit-learn's initialization.
+
+    For the benchmarks that time steps, not fits: the network comes from an
+    ``MLPRegressor`` fitted for one epoch on 4 random rows, which leaves its
+    Glorot-uniform initial weights almost unchanged and costs nothing even
+    for large layers.
+    """
+    rng = np.random.default_rng(random_state)
+    X = rng.standard_normal((4, n_features)).astype(np.float32)
+    y = rng.standard_normal(4).astype(np.float32)
+    return initial_mlp(X, y, hidden, 4, 1e-6, random_state)[1]
+
+
+def zero_linear_onnx(n_features):
+    """A linear regression graph ``X @ coef + intercept`` whose weights are zero.
+
+    ``SGDRegressor`` starts from zero coefficients and a zero intercept; so do
+    the ONNX runs compared with it. The graph is a converted
+    ``LinearRegression`` with ``black_op={'LinearRegressor'}`` (MatMul + Add,
+    trainable initializers ``coef`` and ``intercept``).
+    """
+    from sklearn.linear_model import LinearRegression  # noqa: PLC0415
+    from skl2onnx import to_onnx  # noqa: PLC0415
+
+    from .onnx_graph import get_train_initializer, replace_initializers  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n_features + 2, n_features)).astype(np.float32)
+    onx = to_onnx(
+        LinearRegression().fit(X, X.sum(axis=1)), X[:1], black_op={"LinearRegressor"}
+    )
+    zeros = {k: np.zeros_like(v) for k, v in get_train_initializer(onx).items()}
+    return replace_initializers(onx, zeros)
+
+
+def mlp_layers(onx, weights=None):
+    """Return the layers of a converted MLP or linear model as ``(W, b)`` pairs.
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+        A chain ``MatMul -> Add [-> Relu] -> MatMul -> Add ...`` as skl2onnx
+        writes it for ``MLPRegressor(activation='relu')`` or a linear model.
+    weights : dict, optional
+        Initializer name to array, replacing the graph's values (the weights
+        a trainer returns).
+
+    Returns
+    -------
+    list of tuple
+        ``(W, b)`` per layer in graph order, ``W`` of shape (inputs, outputs)
+        and ``b`` of shape (outputs,), float32. A ReLU follows every layer
+        but the last.
+
+    Raises
+    ------
+    ValueError
+        When the graph holds another operator (another activation...).
+    """
+    from .onnx_graph import get_train_initializer  # noqa: PLC0415
+
+    ops = {node.op_type for node in onx.graph.node}
+    if ops - _ALLOWED_OPS:
+        raise ValueError(
+            f"Only ReLU networks (MatMul, Add, Relu) are supported, the graph has {sorted(ops - _ALLOWED_OPS)}."
+        )
+    values = dict(get_train_initializer(onx))
+    if weights:
+        values.update(weights)
+    layers, pending = [], None
+    for node in onx.graph.node:
+        if node.op_type == "MatMul":
+            pending = np.asarray(values[node.input[1]], dtype=np.float32)
+        elif node.op_type == "Add" and pending is not None:
+            bias = np.asarray(values[node.input[1]], dtype=np.float32).reshape(-1)
+            layers.append((pending, bias))
+            pending = None
+    n_relu = sum(node.op_type == "Relu" for node in onx.graph.node)
+    if n_relu != len(layers) - 1:
+        raise ValueError(f"Expected a ReLU between consecutive layers: {len(layers)} layers, {n_relu} ReLU.")
+    return layers
+
+
+def numpy_predict(layers, X):
+    """Predictions of the network ``layers`` (see :func:`mlp_layers`), shape (n, outputs)."""
+    h = np.asarray(X, dtype=np.float32)
+    for i, (W, b) in enumerate(layers):
+        h = h @ W + b
+        if i < len(layers) - 1:
+            h = np.maximum(h, 0)
+    return h
+
+
+def mean_squared_error(prediction, y):
+    """``mean((prediction - y) ** 2)`` in float64, whatever the shapes (n,) or (n, 1)."""
+    p = np.asarray(prediction, dtype=np.float64).reshape(-1)
+    return float(np.mean((p - np.asarray(y, dtype=np.float64).reshape(-1)) ** 2))
+
+
+def torch_mlp(onx):
+    """The network of ``onx`` as a ``torch.nn.Sequential`` of ``Linear`` and ``ReLU``.
+
+    ``Linear`` stores ``W.T``: its weight has shape (outputs, inputs).
+    """
+    import torch  # noqa: PLC0415
+
+    modules = []
+    layers = mlp_layers(onx)
+    for i, (W, b) in enumerate(layers):
+        linear = torch.nn.Linear(W.shape[0], W.shape[1])
+        with torch.no_grad():
+            linear.weight.copy_(torch.from_numpy(np.ascontiguousarray(W.T)))
+            linear.bias.copy_(torch.from_numpy(b))
+        modules.append(linear)
+        if i < len(layers) - 1:
+            modules.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*modules)
+
+
+def torch_layers(model):
+    """The ``(W, b)`` layers of a :func:`torch_mlp` network, as numpy arrays."""
+    import torch  # noqa: PLC0415
+
+    return [
+        (m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy())
+        for m in model.modules()
+        if isinstance(m, torch.nn.Linear)
+    ]
+
+
+def max_weight_difference(layers, reference):
+    """Largest absolute difference between two lists of ``(W, b)`` layers."""
+    return max(
+        float(np.max(np.abs(a - b))) for la, lb in zip(layers, reference) for a, b in zip(la, lb)
+    )
+
+
+# -- one training step per framework ---------------------------------------------------------
+class TorchTrainer:
+    """One training step of torch: forward, ``MSELoss``, backward, optimizer step.
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+        The network to start from (see :func:`torch_mlp`).
+    optimizer : {'sgd', 'adamw'}
+        ``torch.optim.SGD`` without momentum, or ``torch.optim.AdamW``.
+    lr : float
+    betas, eps, weight_decay
+        AdamW's settings.
+    wrap : {None, 'compile', 'ortmodule'}
+        Run the network through ``torch.compile`` or onnxruntime's
+        ``ORTModule``; either may raise (ORTModule does not import with
+        torch 2.9 and later).
+
+    Attributes
+    ----------
+    setup_time_s : float
+        Seconds spent wrapping the model (compilation happens at the first
+        steps and is measured by the caller).
+    """
+
+    def __init__(self, onx, optimizer="sgd", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, wrap=None):
+        import torch  # noqa: PLC0415
+
+        start = time.perf_counter()
+        self.torch = torch
+        self.model = torch_mlp(onx)
+        self.forward = self.model
+        if wrap == "compile":
+            self.forward = torch.compile(self.model)
+        elif wrap == "ortmodule":
+            from onnxruntime.training.ortmodule import ORTModule  # noqa: PLC0415
+
+            self.forward = ORTModule(self.model)
+        elif wrap is not None:
+            raise ValueError(f"Unknown wrap {wrap!r}.")
+        if optimizer == "sgd":
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.0)
+        elif optimizer == "adamw":
+            self.optimizer = torch.optim.AdamW(
+                self.model.parameters(), lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay
+            )
+        else:
+            raise ValueError(f"Unknown optimizer {optimizer!r}: 'sgd' or 'adamw'.")
+        self.loss_fn = torch.nn.MSELoss()
+        self.setup_time_s = time.perf_counter() - start
+
+    def prepare(self, X, y):
+        """The batch as the step expects it: tensors sharing the numpy memory."""
+        return self.torch.from_numpy(X), self.torch.from_numpy(y.reshape(-1, 1))
+
+    def step(self, X, y):
+        """One training step on a prepared batch; returns the loss before the update."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.forward(X), y)
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    def layers(self):
+        """The current weights as ``(W, b)`` layers."""
+        return torch_layers(self.model)
+
+
+class OrtWholeTrainer:
+    """One training step of the whole-training API (``Module`` + ``Optimizer``).
+
+    The same objects :class:`helpers.OrtGradientOptimizer` builds for a fit:
+    the loss (``squared_error``) is added to the graph, the training
+    artifacts are generated once, then each step runs the training model
+    (forward and backward) and the optimizer model.
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+        The network without loss.
+    optimizer : {'sgd', 'adamw'}
+        onnxruntime's SGD or AdamW optimizer model. onnxruntime's AdamW
+        follows Hugging Face's formula (``adam_mode=1``): ``eps`` is added to
+        ``sqrt(v)`` before the bias correction, torch's after; the steps
+        differ by a relative ``eps`` term, negligible at ``eps=1e-8``.
+    lr : float
+    betas, eps, weight_decay
+        AdamW's settings.
+
+    Attributes
+    ----------
+    setup_time_s : float
+        Seconds spent generating the artifacts and building the sessions.
+    """
+
+    def __init__(self, onx, optimizer="sgd", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        from .devices import resolve_device  # noqa: PLC0415
+        from .onnx_graph import get_train_initializer  # noqa: PLC0415
+        from .onnx_loss import add_loss_output  # noqa: PLC0415
+        from .whole_training import _Runtime  # noqa: PLC0415
+
+        if optimizer not in ("sgd", "adamw"):
+            raise ValueError(f"Unknown optimizer {optimizer!r}: 'sgd' or 'adamw'.")
+        start = time.perf_counter()
+        self.onx = onx
+        self.lr = lr
+        weights = get_train_initializer(onx)
+        adamw = {"betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
+        self.runtime = _Runtime(add_loss_output(onx), weights, optimizer, adamw, resolve_device("cpu"), 0.9)
+        self.setup_time_s = time.perf_counter() - start
+
+    def prepare(self, X, y):
+        """The batch as the step expects it: float32 numpy arrays, ``y`` of shape (n, 1)."""
+        return X, y.reshape(-1, 1)
+
+    def step(self, X, y):
+        """One training step; returns the loss before the update."""
+        return self.runtime.train_step((X, y), self.lr)
+
+    def layers(self):
+        """The current weights as ``(W, b)`` layers."""
+        return mlp_layers(self.onx, self.runtime.get_weights())
+
+
+class OrtForwardBackwardTrainer:
+    """One training step of the forward/backward API with plain SGD.
+
+    The step of :class:`helpers.OrtGradientForwardBackwardOptimizer`:
+    ``TrainingAgent`` forward, the squared error and its gradient (an ONNX
+    graph), ``TrainingAgent`` backward, the SGD update (an ONNX graph). The
+    optimizer is fitted once on one row to build its runtime, then its
+    weights are put back to those of ``onx``.
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+        The network without loss.
+    lr : float
+        Constant learning rate (:class:`helpers.LearningRateSGD`).
+
+    Attributes
+    ----------
+    setup_time_s : float
+        Seconds spent building the gradient graph and the sessions.
+    """
+
+    def __init__(self, onx, lr=1e-3):
+        from .forward_backward_optimizer import OrtGradientForwardBackwardOptimizer  # noqa: PLC0415
+        from .learning_rate import LearningRateSGD  # noqa: PLC0415
+        from .onnx_graph import get_train_initializer  # noqa: PLC0415
+
+        start = time.perf_counter()
+        self.onx = onx
+        initial = get_train_initializer(onx)
+        n_features = mlp_layers(onx)[0][0].shape[0]
+        self.optimizer = OrtGradientForwardBackwardOptimizer(
+            onx,
+            max_iter=1,
+            batch_size=1,
+            learning_rate=LearningRateSGD(eta0=lr, learning_rate="constant"),
+            validation_every=0,
+        )
+        self.optimizer.fit(np.zeros((1, n_features), np.float32), np.zeros((1, 1), np.float32))
+        self.optimizer.set_state(initial)
+        self.t = 0
+        self.setup_time_s = time.perf_counter() - start
+
+    def prepare(self, X, y):
+        """The batch as the step expects it: float32 numpy arrays, ``y`` of shape (n, 1)."""
+        return X, y.reshape(-1, 1)
+
+    def step(self, X, y):
+        """One training step; returns the loss before the update."""
+        self.t += 1
+        return self.optimizer._train_step(X, y, None, self.t)
+
+    def layers(self):
+        """The current weights as ``(W, b)`` layers."""
+        return mlp_layers(self.onx, self.optimizer.get_state())
+
+
+class NumpyMatmul:
+    """The matrix products of one training step of a one-hidden-layer MLP, in numpy.
+
+    With ``X`` (batch, d), ``W1`` (d, h), ``W2`` (h, 1), ``g`` the gradient
+    of the loss with respect to the output (batch, 1), a step computes five
+    products (:data:`PRODUCTS`): two forward, ``h = X @ W1`` and
+    ``p = h @ W2``; three backward, ``grad_W2 = h.T @ g``,
+    ``grad_h = g @ W2.T`` and ``grad_W1 = X.T @ grad_h``. The gradient with
+    respect to ``X`` is not needed, so a training step has no sixth product.
+    Everything else (bias, ReLU and its mask, the loss, the update) is left
+    out: their time over this one is the overhead of a framework.
+
+    Parameters
+    ----------
+    layers : list of tuple
+        Two ``(W, b)`` layers (see :func:`mlp_layers`).
+    """
+
+    #: The products of a step, by name, for the record.
+    PRODUCTS = ("X @ W1", "h @ W2", "h.T @ g", "g @ W2.T", "X.T @ grad_h")
+
+    def __init__(self, layers):
+        if len(layers) != 2:
+            raise ValueError(f"NumpyMatmul expects one hidden layer (2 layers), got {len(layers)}.")
+        (self.W1, _), (self.W2, _) = layers
+        self.W2T = np.ascontiguousarray(self.W2.T)
+
+    def prepare(self, X, y):
+        """The batch, and a gradient ``g`` of the output's shape (drawn once per batch)."""
+        g = (y.reshape(-1, 1) - 0.5).astype(np.float32)
+        h = np.maximum(X @ self.W1, 0)
+        return X, g, h
+
+    def step(self, X, g, h):
+        """The five products of one step; returns nothing useful (0.0)."""
+        hidden = X @ self.W1
+        out = h @ self.W2
+        grad_W2 = h.T @ g
+        grad_h = g @ self.W2T
+        grad_W1 = X.T @ grad_h
+        del hidden, out, grad_W2, grad_W1
+        return 0.0
+
+    def flops(self, batch_size):
+        """Floating point operations of the five products (2 per multiply-add)."""
+        d, h = self.W1.shape
+        o = self.W2.shape[1]
+        return 2 * batch_size * (d * h + h * o + h * o + o * h + d * h)
+
+
+# -- running and timing -----------------------------------------------------------------------
+def run_batches(trainer, prepared):
+    """Run one step per prepared batch; return the losses."""
+    return [trainer.step(*batch) for batch in prepared]
+
+
+def run_epoch(trainer, X, y, batch_size, rng):
+    """Run one epoch as a training loop does: shuffle, gather, one step per batch.
+
+    The epoch draws a permutation from ``rng``, gathers the shuffled rows
+    (numpy fancy indexing) and cuts consecutive batches: ``ceil(n /
+    batch_size)`` steps, the last batch may be smaller. Every framework pays
+    the same numpy work; only ``trainer.prepare`` and ``trainer.step``
+    differ.
+
+    Parameters
+    ----------
+    trainer : object
+        With ``prepare(X, y)`` and ``step(*prepared)``.
+    X, y : numpy.ndarray
+        Training data, ``y`` 1D.
+    batch_size : int
+    rng : numpy.random.Generator
+        Give each framework a generator with the same seed.
+
+    Returns
+    -------
+    int
+        The number of steps (updates) run.
+    """
+    n = X.shape[0]
+    order = rng.permutation(n)
+    Xs, ys = X[order], y[order]
+    steps = 0
+    for start in range(0, n, batch_size):
+        trainer.step(*trainer.prepare(Xs[start:start + batch_size], ys[start:start + batch_size]))
+        steps += 1
+    return steps
+
+
+def _summary(times, number):
+    return {
+        "median": float(np.median(times)),
+        "min": float(min(times)),
+        "max": float(max(times)),
+        "number": number,
+        "repeat": len(times),
+    }
+
+
+def fit_times(prepare, fit, repeat=3):
+    """Time ``fit()`` ``repeat`` times, each after an untimed ``prepare()``.
+
+    ``prepare`` puts the estimator back to its starting weights, so that
+    every timed fit does the same work.
+
+    Returns
+    -------
+    dict
+        ``median``, ``min``, ``max`` seconds, ``number`` (1), ``repeat``.
+    """
+    return interleaved_fit_times({"fit": (prepare, fit)}, repeat)["fit"]
+
+
+def interleaved_fit_times(fits, repeat=3):
+    """Time several fits in turn, ``repeat`` rounds, each fit after its ``prepare()``.
+
+    On a shared machine the load changes from second to second. Timing the
+    frameworks in turn, round after round, spreads those changes over all
+    of them instead of penalizing the one measured at the wrong moment.
+
+    Parameters
+    ----------
+    fits : dict
+        Name to ``(prepare, fit)``, two callables without arguments.
+    repeat : int
+
+    Returns
+    -------
+    dict
+        Name to ``median``, ``min``, ``max`` seconds, ``number`` (1), ``repeat``.
+    """
+    times = {name: [] for name in fits}
+    for _ in range(repeat):
+        for name, (prepare, fit) in fits.items():
+            prepare()
+            start = time.perf_counter()
+            fit()
+            times[name].append(time.perf_counter() - start)
+    return {name: _summary(values, 1) for name, values in times.items()}
+
+
+def interleaved_measure(functions, repeat=5, min_time=0.05):
+    """:func:`helpers.benchmarking.measure` for several functions, timed in turn.
+
+    Each function is warmed up and calibrated by ``measure`` (enough calls
+    for a run to last ``min_time``); then ``repeat`` rounds time one run of
+    every function in turn, so that a burst of load from other processes
+    falls on all of them.
+
+    Parameters
+    ----------
+    functions : dict
+        Name to a callable without arguments.
+    repeat : int
+    min_time : float
+
+    Returns
+    -------
+    dict
+        Name to ``median``, ``min``, ``max`` seconds per call, ``number`` of
+        calls per run and ``repeat``.
+    """
+    from .benchmarking import measure  # noqa: PLC0415
+
+    numbers = {
+        name: measure(function, repeat=1, min_time=min_time)["number"]
+        for name, function in functions.items()
+    }
+    times = {name: [] for name in functions}
+    for _ in range(repeat):
+        for name, function in functions.items():
+            number = numbers[name]
+            start = time.perf_counter()
+            for _ in range(number):
+                function()
+            times[name].append((time.perf_counter() - start) / number)
+    return {name: _summary(values, numbers[name]) for name, values in times.items()}
+
+
+def timing_note(timing, spread=2.0):
+    """A warning for the note of a row whose runs disagree (a busy machine), else ''."""
+    ratio = timing["max"] / timing["min"] if timing["min"] > 0 else float("inf")
+    if ratio <= spread:
+        return ""
+    return f"unstable timing: slowest run {ratio:.1f} x the fastest, the machine was busy"
+
+
+def is_comparable(value, reference, tolerance=0.1):
+    """Whether ``value`` is within ``tolerance`` (relative) of ``reference``.
+
+    False when either is missing or not finite.
+    """
+    if value is None or reference is None or not np.isfinite(value) or not np.isfinite(reference):
+        return False
+    return bool(abs(value - reference) <= tolerance * abs(reference))
+
+
+def copy_estimator(estimator):
+    """A deep copy: the starting point of one timed scikit-learn fit."""
+    return copy.deepcopy(estimator)
