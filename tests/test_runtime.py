@@ -35,3 +35,16 @@ def test_native_stderr_restored_after_error(capfd):
 
 def test_main_opset(linear_onnx):
     assert runtime.main_opset(linear_onnx) == linear_onnx.opset_import[0].version
+
+
+def test_set_num_threads():
+    try:
+        runtime.set_num_threads(1)
+        options = runtime.session_options()
+        assert options.intra_op_num_threads == 1
+        assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+        with pytest.raises(ValueError, match="integer >= 1"):
+            runtime.set_num_threads(0)
+    finally:
+        runtime.set_num_threads(None)
+    assert runtime.session_options().intra_op_num_threads == 0
