@@ -1,7 +1,8 @@
-"""Small regression data sets for the notebooks, in float32.
+"""Small regression and classification data sets for the notebooks, in float32.
 
 ONNX graphs converted from scikit-learn run in float32, so the features and
-targets are returned in that type, ready to feed the runtime.
+the regression targets are returned in that type, ready to feed the runtime;
+class labels are int64 indices (:func:`one_hot` encodes them).
 """
 import numpy as np
 from sklearn.datasets import load_diabetes, make_regression
@@ -92,3 +93,157 @@ def load_diabetes_standardized(test_size=0.25, random_state=0):
         feature_names=list(data.feature_names),
         scaler=scaler,
     )
+
+
+def make_friedman1_standardized(n_samples=1000, noise=1.0, test_size=0.25, random_state=0):
+    """A nonlinear regression problem (Friedman #1), split and standardized.
+
+    :func:`sklearn.datasets.make_friedman1` draws ten uniform features on
+    ``[0, 1]`` and builds
+    ``y = 10 sin(pi x0 x1) + 20 (x2 - 0.5)**2 + 10 x3 + 5 x4 + noise``: the last
+    five features are unused. A linear model cannot fit the sine and the
+    square, a small neural network can. The features are standardized with
+    the mean and standard deviation of the training part; the target is left
+    as it is (about 5 to 25).
+
+    Parameters
+    ----------
+    n_samples : int
+        Rows before the split.
+    noise : float
+        Standard deviation of the Gaussian noise added to ``y``.
+    test_size : float or int
+        Fraction (or number) of rows kept for the test part.
+    random_state : int
+        Seed of the data and of the split.
+
+    Returns
+    -------
+    sklearn.utils.Bunch
+        ``X_train``, ``X_test`` (float32, 10 columns), ``y_train``, ``y_test``
+        (float32, one dimension), ``feature_names`` and ``scaler``.
+    """
+    from sklearn.datasets import make_friedman1  # noqa: PLC0415
+
+    X, y = make_friedman1(n_samples=n_samples, noise=noise, random_state=random_state)
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=test_size, random_state=random_state
+    )
+    scaler = StandardScaler().fit(X_train)
+    return Bunch(
+        X_train=scaler.transform(X_train).astype(np.float32),
+        X_test=scaler.transform(X_test).astype(np.float32),
+        y_train=y_train.astype(np.float32),
+        y_test=y_test.astype(np.float32),
+        feature_names=[f"x{i}" for i in range(X.shape[1])],
+        scaler=scaler,
+    )
+
+
+def load_diabetes_scaled(test_size=0.25, random_state=0):
+    """The diabetes data set with standardized features *and* target.
+
+    As :func:`load_diabetes_standardized`, and the target is standardized
+    too, with the mean and standard deviation of the training part. A neural
+    network starts from small random weights, so its first predictions are
+    near 0; on the raw target (about 25 to 350) the first squared errors, and
+    gradients, would be huge. R² is the same on either scale; to get a mean
+    squared error in the original units, multiply it by ``target_scale**2``.
+
+    Parameters
+    ----------
+    test_size : float or int
+        Fraction (or number) of rows kept for the test part.
+    random_state : int, RandomState or None
+        Seed of the split.
+
+    Returns
+    -------
+    sklearn.utils.Bunch
+        The fields of :func:`load_diabetes_standardized`, the targets
+        standardized, plus ``target_mean`` and ``target_scale`` (floats):
+        ``y_original = y * target_scale + target_mean``.
+    """
+    data = load_diabetes_standardized(test_size=test_size, random_state=random_state)
+    mean, scale = float(data.y_train.mean()), float(data.y_train.std())
+    data.y_train = ((data.y_train - mean) / scale).astype(np.float32)
+    data.y_test = ((data.y_test - mean) / scale).astype(np.float32)
+    data.target_mean, data.target_scale = mean, scale
+    return data
+
+
+#: Classification data sets shipped with scikit-learn (no download).
+CLASSIFICATION_DATASETS = ("digits", "breast_cancer", "iris", "wine")
+
+
+def load_classification_standardized(name="digits", test_size=0.25, random_state=0):
+    """A classification data set of scikit-learn, split and standardized.
+
+    The split is stratified (each class keeps its share in both parts) and
+    the features are standardized with the statistics of the training part.
+    Constant columns (the border pixels of ``digits``) stay constant: the
+    scaler leaves a zero variance column at zero instead of dividing by 0.
+
+    Parameters
+    ----------
+    name : {'digits', 'breast_cancer', 'iris', 'wine'}
+        ``digits``: 8x8 images of handwritten digits, 64 features, 10 classes;
+        ``breast_cancer``: 30 measurements of a tumour, 2 classes
+        (0 malignant, 1 benign); ``iris`` and ``wine``: 3 classes.
+    test_size : float or int
+        Fraction (or number) of rows kept for the test part.
+    random_state : int, RandomState or None
+        Seed of the split.
+
+    Returns
+    -------
+    sklearn.utils.Bunch
+        ``X_train``, ``X_test`` (float32), ``y_train``, ``y_test`` (int64
+        class indices 0 to ``n_classes - 1``), ``n_classes``,
+        ``feature_names``, ``target_names`` and ``scaler``.
+    """
+    from sklearn import datasets  # noqa: PLC0415
+
+    if name not in CLASSIFICATION_DATASETS:
+        raise ValueError(f"Unknown data set {name!r}, expected one of {CLASSIFICATION_DATASETS}.")
+    data = getattr(datasets, f"load_{name}")()
+    X_train, X_test, y_train, y_test = train_test_split(
+        data.data, data.target, test_size=test_size, random_state=random_state, stratify=data.target
+    )
+    scaler = StandardScaler().fit(X_train)
+    return Bunch(
+        X_train=scaler.transform(X_train).astype(np.float32),
+        X_test=scaler.transform(X_test).astype(np.float32),
+        y_train=y_train.astype(np.int64),
+        y_test=y_test.astype(np.int64),
+        n_classes=len(data.target_names),
+        feature_names=[str(f) for f in data.feature_names],
+        target_names=[str(t) for t in data.target_names],
+        scaler=scaler,
+    )
+
+
+def one_hot(y, n_classes=None):
+    """Encode class indices as rows of zeros with a one: the softmax log loss labels.
+
+    Parameters
+    ----------
+    y : array-like of int, shape (n_samples,)
+        Class indices, from 0 to ``n_classes - 1``.
+    n_classes : int or None
+        Number of classes; ``max(y) + 1`` when None.
+
+    Returns
+    -------
+    numpy.ndarray of shape (n_samples, n_classes), float32
+    """
+    y = np.asarray(y)
+    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"y must be a 1-D array of class indices, got dtype {y.dtype} and shape {y.shape}.")
+    if n_classes is None:
+        n_classes = int(y.max()) + 1
+    if y.size and (y.min() < 0 or y.max() >= n_classes):
+        raise ValueError(f"Class indices must be in [0, {n_classes - 1}], got {y.min()} to {y.max()}.")
+    encoded = np.zeros((y.size, n_classes), dtype=np.float32)
+    encoded[np.arange(y.size), y] = 1.0
+    return encoded

@@ -188,3 +188,70 @@ def plot_coefficients(table, ax=None, title=None, ylabel="coefficient", figsize=
     ax.legend()
     ax.grid(True, axis="y", alpha=0.3)
     return ax
+
+
+def plot_loss_spread(
+    groups,
+    ax=None,
+    baseline=None,
+    logy=True,
+    title=None,
+    xlabel="epoch",
+    ylabel=None,
+    figsize=(7, 4),
+    band_alpha=0.25,
+):
+    """Compare groups of runs: the median loss of each group and its min-max band.
+
+    Two trainings that shuffle their minibatches differently never follow
+    the same curve; several runs per group (one per shuffling seed) show
+    whether two groups differ by more than the runs of one group differ
+    among themselves.
+
+    Parameters
+    ----------
+    groups : dict
+        Label to a list of runs. A run is a sequence of losses, plotted
+        against 1, 2, ... (epochs), or a tuple ``(x, losses)``; the runs of
+        one group share their x values.
+    ax : matplotlib.axes.Axes or None
+        Where to draw; a new figure of size ``figsize`` when None.
+    baseline : float or None
+        Subtracted from every loss (see :func:`plot_loss_curves`).
+    logy : bool
+        Logarithmic y axis.
+    title : str or None
+    xlabel : str
+    ylabel : str or None
+        A label built from ``baseline`` and ``logy`` when None.
+    figsize : tuple
+        Size of a new figure, in inches.
+    band_alpha : float
+        Opacity of the bands.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        One line (the median over the runs, at each x) and one shaded band
+        (from the smallest to the largest run) per group, in the same colour.
+    """
+    if not groups:
+        raise ValueError("groups is empty: give at least one label and its runs.")
+    ax = _new_axes(ax, figsize)
+    for label, runs in groups.items():
+        if len(runs) == 0:
+            raise ValueError(f"Group {label!r} has no run.")
+        curves = [_as_curve(run) for run in runs]
+        x = curves[0][0]
+        for other_x, _ in curves[1:]:
+            if other_x.shape != x.shape or not np.allclose(other_x, x):
+                raise ValueError(f"The runs of group {label!r} do not share their x values.")
+        ys = np.vstack([_transform(y, baseline, False) for _, y in curves])
+        median, low, high = np.median(ys, axis=0), ys.min(axis=0), ys.max(axis=0)
+        if logy:
+            median, low, high = (np.where(v > 0, v, np.nan) for v in (median, low, high))
+        name = label if len(runs) == 1 else f"{label} (median of {len(runs)})"
+        (line,) = ax.plot(x, median, label=name)
+        if len(runs) > 1:
+            ax.fill_between(x, low, high, color=line.get_color(), alpha=band_alpha, linewidth=0)
+    return _finish(ax, logy, title, xlabel, ylabel, baseline)

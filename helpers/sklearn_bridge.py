@@ -1,0 +1,245 @@
+"""Move weights between scikit-learn's multi-layer perceptrons and their ONNX graphs.
+
+skl2onnx converts an ``MLPRegressor`` or ``MLPClassifier`` into ``MatMul``,
+``Add`` and activation nodes. The weights of layer ``i`` become the float
+initializers ``coefficient<i>`` (shape ``(fan_in, fan_out)``) and
+``intercepts<i>`` (shape ``(1, fan_out)``), with an empty suffix for the first
+layer: ``coefficient``, ``intercepts``, ``coefficient1``, ``intercepts1``...
+The functions below rely on that naming and check it against the graph.
+
+To compare a training in onnxruntime with scikit-learn's own, both must start
+from the same weights. scikit-learn draws its initial weights inside ``fit``;
+the simplest way to share them is to fit one epoch (``max_iter=1``), convert
+that model, and continue both trainings from there:
+:func:`continue_mlp_training` continues scikit-learn's.
+"""
+import copy
+import warnings
+
+import numpy as np
+from onnx import numpy_helper
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted
+
+
+def _suffix(i):
+    return "" if i == 0 else str(i)
+
+
+def mlp_weight_names(mlp):
+    """Names of the ONNX initializers holding the weights of a fitted MLP.
+
+    Parameters
+    ----------
+    mlp : MLPRegressor or MLPClassifier
+        A fitted network.
+
+    Returns
+    -------
+    list of str
+        ``coefficient``, ``intercepts``, ``coefficient1``, ``intercepts1``...:
+        for each layer, its coefficient matrix then its intercepts, the order
+        of the converted graph.
+    """
+    check_is_fitted(mlp, "coefs_")
+    names = []
+    for i in range(len(mlp.coefs_)):
+        names += [f"coefficient{_suffix(i)}", f"intercepts{_suffix(i)}"]
+    return names
+
+
+def mlp_coefficient_names(mlp):
+    """Names of the coefficient matrices only, the weights ``alpha`` penalizes.
+
+    scikit-learn's L2 penalty ``alpha`` applies to ``coefs_``, not to
+    ``intercepts_``: pass these names to
+    :class:`helpers.ElasticLearningPenalty` (``weights=...``) or to the
+    ``penalty`` of :func:`helpers.add_loss_output` to penalize the same weights.
+
+    Parameters
+    ----------
+    mlp : MLPRegressor or MLPClassifier
+        A fitted network.
+
+    Returns
+    -------
+    list of str
+    """
+    return mlp_weight_names(mlp)[::2]
+
+
+def mlp_onnx_weights(mlp, onx=None):
+    """The weights of a fitted MLP, named and shaped as in its ONNX graph.
+
+    Parameters
+    ----------
+    mlp : MLPRegressor or MLPClassifier
+        A fitted network.
+    onx : onnx.ModelProto, optional
+        The converted model; when given, every name must be one of its
+        initializers, with the same shape.
+
+    Returns
+    -------
+    dict
+        Initializer name to float32 :class:`numpy.ndarray` (copies); the
+        intercepts have shape ``(1, fan_out)``.
+
+    Raises
+    ------
+    ValueError
+        When ``onx`` lacks an initializer or holds it with another shape.
+    """
+    names = mlp_weight_names(mlp)
+    values = []
+    for coef, intercept in zip(mlp.coefs_, mlp.intercepts_):
+        values += [np.array(coef, dtype=np.float32), np.array(intercept, dtype=np.float32).reshape(1, -1)]
+    weights = dict(zip(names, values))
+    if onx is not None:
+        inits = {init.name: tuple(init.dims) for init in onx.graph.initializer}
+        for name, value in weights.items():
+            if name not in inits:
+                raise ValueError(
+                    f"The ONNX model has no initializer {name!r} (it has {sorted(inits)}): "
+                    "was it converted from this network with skl2onnx?"
+                )
+            if inits[name] != value.shape:
+                raise ValueError(
+                    f"Initializer {name!r} has shape {inits[name]} in the ONNX model but "
+                    f"{value.shape} in the network: they are different networks."
+                )
+    return weights
+
+
+def onnx_weights_of(onx, names):
+    """Read initializers ``names`` of an ONNX model as numpy arrays.
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+    names : list of str
+
+    Returns
+    -------
+    dict
+        Name to :class:`numpy.ndarray`.
+    """
+    inits = {init.name: init for init in onx.graph.initializer}
+    missing = [name for name in names if name not in inits]
+    if missing:
+        raise ValueError(f"The ONNX model has no initializers {missing}.")
+    return {name: numpy_helper.to_array(inits[name]) for name in names}
+
+
+def mlp_with_weights(mlp, weights):
+    """A copy of a fitted MLP carrying weights trained elsewhere.
+
+    Use it to run scikit-learn's ``predict`` or ``score`` on weights trained
+    by onnxruntime, or to read them as ``coefs_`` and ``intercepts_``.
+
+    Parameters
+    ----------
+    mlp : MLPRegressor or MLPClassifier
+        A fitted network with the same architecture.
+    weights : dict
+        Initializer name to array, for every name of :func:`mlp_weight_names`
+        (``get_state()`` of an optimizer that trained all of them).
+
+    Returns
+    -------
+    MLPRegressor or MLPClassifier
+        A deep copy of ``mlp``; ``mlp`` itself is left unchanged.
+    """
+    names = mlp_weight_names(mlp)
+    missing = [name for name in names if name not in weights]
+    if missing:
+        raise ValueError(f"weights lacks {missing}; it has {sorted(weights)}.")
+    new = copy.deepcopy(mlp)
+    dtype = mlp.coefs_[0].dtype
+    for i in range(len(mlp.coefs_)):
+        coef = np.asarray(weights[names[2 * i]], dtype=dtype)
+        intercept = np.asarray(weights[names[2 * i + 1]], dtype=dtype).reshape(-1)
+        if coef.shape != mlp.coefs_[i].shape or intercept.shape != mlp.intercepts_[i].shape:
+            raise ValueError(
+                f"Layer {i}: got shapes {coef.shape} and {intercept.shape}, the network has "
+                f"{mlp.coefs_[i].shape} and {mlp.intercepts_[i].shape}."
+            )
+        new.coefs_[i], new.intercepts_[i] = coef.copy(), intercept.copy()
+    return new
+
+
+def continue_mlp_training(mlp, X, y, max_iter, random_state=None, **params):
+    """Train a copy of a fitted MLP for exactly ``max_iter`` more epochs.
+
+    The copy starts from ``mlp``'s current weights with a fresh optimizer
+    (zero velocities for ``solver='sgd'``, zero moments for ``'adam'``), as an
+    onnxruntime optimizer started from the same weights does. Every epoch
+    runs: the stop on a stalled training loss (``n_iter_no_change``) is
+    disabled and the warning about reaching ``max_iter`` is silenced.
+
+    Parameters
+    ----------
+    mlp : MLPRegressor or MLPClassifier
+        A fitted network, with ``solver`` 'sgd' or 'adam'.
+    X, y : array-like
+        Training data.
+    max_iter : int
+        Epochs to run.
+    random_state : int or None
+        Seeds the shuffling of the minibatches; None keeps ``mlp``'s.
+    **params
+        Other parameters to change first (``learning_rate_init``,
+        ``alpha``...).
+
+    Returns
+    -------
+    MLPRegressor or MLPClassifier
+        The trained copy; its ``loss_curve_`` holds the ``max_iter`` epochs
+        of this training only, and ``n_iter_ == max_iter``.
+    """
+    check_is_fitted(mlp, "coefs_")
+    if mlp.solver not in ("sgd", "adam"):
+        raise ValueError(f"Only the stochastic solvers 'sgd' and 'adam' train by epochs, got {mlp.solver!r}.")
+    new = copy.deepcopy(mlp)
+    settings = dict(
+        warm_start=True, max_iter=max_iter, n_iter_no_change=max_iter, early_stopping=False, **params
+    )
+    if random_state is not None:
+        settings["random_state"] = random_state
+    new.set_params(**settings)
+    # scikit-learn appends to these across warm starts: start them again
+    new.loss_curve_ = []
+    new.best_loss_ = np.inf
+    new._no_improvement_count = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        new.fit(X, y)
+    return new
+
+
+def fit_first_epoch(mlp, X, y):
+    """Fit a clone of an unfitted MLP for one epoch: a starting point to share.
+
+    scikit-learn draws the initial weights (seeded by ``random_state``) and
+    trains one epoch. Convert the result to ONNX and continue both trainings
+    from it (:func:`continue_mlp_training` for scikit-learn's), so that they
+    start from the same weights.
+
+    Parameters
+    ----------
+    mlp : MLPRegressor or MLPClassifier
+        The network's parameters; ``max_iter`` is ignored.
+    X, y : array-like
+        Training data.
+
+    Returns
+    -------
+    MLPRegressor or MLPClassifier
+        A fitted clone, ``n_iter_ == 1``.
+    """
+    new = clone(mlp).set_params(max_iter=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        new.fit(X, y)
+    return new
