@@ -192,7 +192,8 @@ class BaseOrtOptimizer(BaseEstimator):
                 self.validation_losses_.append(self._loss(*validation))
                 self.validation_epochs_.append(self.n_iter_)
                 postfix["val"] = f"{self.validation_losses_[-1]:.4g}"
-            bar.set_postfix(postfix)
+            if self.verbose:
+                bar.set_postfix(postfix)
             self._end_epoch()
         return self
 

@@ -78,6 +78,15 @@ def cuda_problem(index=0):
     return None
 
 
+@lru_cache(maxsize=None)
+def _auto_device():
+    """The choice of ``'auto'``, made and printed once per process."""
+    problem = cuda_problem(0)
+    chosen = Device("cpu") if problem else Device("cuda", 0)
+    print(f"device='auto': training on {chosen}" + (f" ({problem})." if problem else "."))
+    return chosen
+
+
 def resolve_device(device):
     """Parse ``device`` and check it can be used.
 
@@ -85,7 +94,8 @@ def resolve_device(device):
     ----------
     device : str or Device
         ``'cpu'``, ``'cuda'`` (GPU 0), ``'cuda:N'``, or ``'auto'`` (the first
-        GPU if one really works, else the CPU; a message says which).
+        GPU if one really works, else the CPU; a message says which, once
+        per process).
 
     Returns
     -------
@@ -104,10 +114,7 @@ def resolve_device(device):
     if name == "cpu":
         return Device("cpu")
     if name == "auto":
-        problem = cuda_problem(0)
-        chosen = Device("cpu") if problem else Device("cuda", 0)
-        print(f"device='auto': training on {chosen}" + (f" ({problem})." if problem else "."))
-        return chosen
+        return _auto_device()
     match = re.fullmatch(r"cuda(?::(\d+))?", name)
     if not match:
         raise ValueError(f"Unknown device {device!r}: use 'cpu', 'cuda', 'cuda:N' or 'auto'.")

@@ -108,7 +108,7 @@ class _Runtime:
         if checkpoint is None:
             self.set_weights(weights)
         self.parameters = [self.state.parameters[name]._parameter for name in self.names]
-        self.updater = None
+        self.updater = self._buffers = None
         if solver in ("momentum", "nesterov"):
             self.updater = SGDUpdate(
                 [w.shape for w in weights.values()],
@@ -147,9 +147,14 @@ class _Runtime:
             self.optimizer.set_learning_rate(learning_rate)
             self.optimizer.step()
         else:
-            weights = [onnxruntime.OrtValue(p.data) for p in self.parameters]
-            grads = [onnxruntime.OrtValue(p.grad) for p in self.parameters]
-            new = self.updater.step(weights, grads, learning_rate)
+            if self._buffers is None:
+                # the runtime keeps weights and gradients in fixed buffers
+                # (lazy_reset_grad clears them, it does not reallocate)
+                self._buffers = (
+                    [onnxruntime.OrtValue(p.data) for p in self.parameters],
+                    [onnxruntime.OrtValue(p.grad) for p in self.parameters],
+                )
+            new = self.updater.step(*self._buffers, learning_rate)
             for param, value in zip(self.parameters, new):
                 param.copy_from(self.state._state, value._ortvalue)
         self.module.lazy_reset_grad()

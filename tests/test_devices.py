@@ -21,10 +21,15 @@ def test_cpu_and_parsing():
 
 
 def test_auto_says_what_it_chose(capsys):
+    from helpers.devices import _auto_device  # noqa: PLC0415
+
+    _auto_device.cache_clear()
     device = resolve_device("auto")
     out = capsys.readouterr().out
     assert f"training on {device}" in out
     assert device == (Device("cuda", 0) if HAS_GPU else Device("cpu"))
+    resolve_device("auto")
+    assert capsys.readouterr().out == ""  # said once
 
 
 @pytest.mark.skipif(HAS_GPU, reason="checks the error raised where no GPU can be used")

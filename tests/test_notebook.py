@@ -5,6 +5,14 @@ from helpers import devices
 from helpers.notebook import use_device
 
 
+@pytest.fixture(autouse=True)
+def fresh_auto_choice():
+    """'auto' decides once per process: let each test decide again."""
+    devices._auto_device.cache_clear()
+    yield
+    devices._auto_device.cache_clear()
+
+
 def test_no_gpu(monkeypatch, capsys):
     monkeypatch.setattr(devices, "cuda_problem", lambda index=0: "no CUDA provider")
     assert use_device("auto") == "cpu"
