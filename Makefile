@@ -29,13 +29,17 @@ RUNTIME_PACKAGES := onnxruntime-training onnxruntime-training-cpu onnxruntime on
 KERNEL_NAME := ort-training
 KERNEL_DISPLAY_NAME := Python (ort-training)
 
+# Benchmark grid: quick (default) or full, or a TOML file; extra runner options
+GRID ?= quick
+BENCH_ARGS ?=
+
 # Extra options: make lab LAB_ARGS="--no-browser --port 8888", make test PYTEST_ARGS="-x -v"
 LAB_ARGS ?=
 PYTEST_ARGS ?=
 # Jupyter refuses to run as root unless told to (containers, CI machines).
 LAB_ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup lab test clean
+.PHONY: help setup lab test bench clean
 
 help:
 	@echo "Targets:"
@@ -44,6 +48,8 @@ help:
 	@echo "  lab     start JupyterLab on notebooks/ (LAB_ARGS=... passes options)"
 	@echo "  test    unit tests (tests/), then every notebook with nbval --nbval-lax"
 	@echo "          (PYTEST_ARGS=... passes options to both pytest runs)"
+	@echo "  bench   run the benchmark sweep (GRID=quick by default, GRID=full for the"
+	@echo "          reference grid; BENCH_ARGS=... passes options to python -m benchmarks)"
 	@echo "  clean   remove $(VENV), build artefacts, test caches and notebook checkpoints"
 	@echo "  help    this list"
 	@echo "Variables: VENV=$(VENV) PYTHON=$(PYTHON) GPU=$(GPU)"
@@ -82,6 +88,10 @@ test: setup
 	status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: nbval collected no notebook under notebooks/" >&2; fi; \
 	exit $$status
+
+# Executed benchmark notebooks keep their plots: no MPLBACKEND here.
+bench: setup
+	$(PY) -m benchmarks --grid $(GRID) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache
