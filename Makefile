@@ -39,7 +39,7 @@ PYTEST_ARGS ?=
 # Jupyter refuses to run as root unless told to (containers, CI machines).
 LAB_ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup lab test bench clean
+.PHONY: help setup lab test bench docs docs-test clean
 
 help:
 	@echo "Targets:"
@@ -50,6 +50,8 @@ help:
 	@echo "          (PYTEST_ARGS=... passes options to both pytest runs)"
 	@echo "  bench   run the benchmark sweep (GRID=quick by default, GRID=full for the"
 	@echo "          reference grid; BENCH_ARGS=... passes options to python -m benchmarks)"
+	@echo "  docs    build the documentation site into docs/_build/html (notebooks run, cached)"
+	@echo "  docs-test  quick site build, then headless Chromium opens its pages"
 	@echo "  clean   remove $(VENV), build artefacts, test caches and notebook checkpoints"
 	@echo "  help    this list"
 	@echo "Variables: VENV=$(VENV) PYTHON=$(PYTHON) GPU=$(GPU)"
@@ -88,6 +90,32 @@ test: setup
 	status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: nbval collected no notebook under notebooks/" >&2; fi; \
 	exit $$status
+	$(MAKE) docs-test
+
+DOCS_STAMP := $(VENV)/.setup-docs
+SPHINX := $(VENV)/bin/sphinx-build -W --keep-going -b html docs
+
+# Sphinx and myst-nb in the same environment; Chromium (Debian's package)
+# for the site test, installed when missing and root can install it.
+$(DOCS_STAMP): requirements/docs.txt $(STAMP)
+	$(PY) -m pip install -r requirements/docs.txt
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else \
+	    echo "warning: chromium is missing; make docs-test needs it: sudo apt-get install chromium" >&2; \
+	  fi; \
+	fi
+	touch $@
+
+docs: setup $(DOCS_STAMP)
+	$(SPHINX) docs/_build/html
+	@echo "open docs/_build/html/index.html"
+
+docs-test: setup $(DOCS_STAMP)
+	DOCS_QUICK=1 $(SPHINX) docs/_build/quick
+	DOCS_SITE=docs/_build/quick $(PY) -m pytest -p no:cacheprovider docs/test_site.py
 
 # Executed benchmark notebooks keep their plots: no MPLBACKEND here.
 bench: setup

@@ -4,14 +4,10 @@ All losses are means over the batch of a per-sample loss, optionally weighted
 per sample, plus a penalty on the weights. With ``d = prediction - label``,
 summed over the outputs of one sample:
 
-=================  ===========================================
-``score_name``     per-sample loss
-=================  ===========================================
-``squared_error``  ``sum d**2``
-``absolute_error`` ``sum |d|``
-``elastic``        ``sum l1_weight * |d| + l2_weight * d**2``
-``log``            ``-sum y log(p) + (1 - y) log(1 - p)``
-=================  ===========================================
+* ``squared_error``: ``sum d**2``
+* ``absolute_error``: ``sum abs(d)``
+* ``elastic``: ``sum l1_weight * abs(d) + l2_weight * d**2``
+* ``log``: ``-sum y log(p) + (1 - y) log(1 - p)``
 
 so ``loss = mean_i(w_i * loss_i) + sum_W (l1 * sum|W| + l2 * sum W**2)``.
 The squared error is the mean squared error of torch's ``MSELoss``; it is
