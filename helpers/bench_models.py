@@ -32,10 +32,10 @@ import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPRegressor
-from sklearn.preprocessing import StandardScaler
 from sklearn.utils import Bunch
+
+from .datasets import split_standardized
 
 #: Framework names, exactly as :mod:`benchmarks.aggregate` expects them.
 SKLEARN = "scikit-learn"
@@ -118,15 +118,9 @@ def make_data(n_samples, n_features, val_fraction=0.2, noise=0.3, random_state=0
     )
     rng = np.random.default_rng(random_state)
     y = (y - y.mean()) / (y.std() or 1.0) + noise * rng.standard_normal(n_samples)
-    X_train, X_val, y_train, y_val = train_test_split(
-        X, y, test_size=val_fraction, random_state=random_state
-    )
-    scaler = StandardScaler().fit(X_train)
+    split = split_standardized(X, y, val_fraction, random_state)
     return Bunch(
-        X_train=scaler.transform(X_train).astype(np.float32),
-        X_val=scaler.transform(X_val).astype(np.float32),
-        y_train=y_train.astype(np.float32),
-        y_val=y_val.astype(np.float32),
+        X_train=split.X_train, X_val=split.X_test, y_train=split.y_train, y_val=split.y_test,
         noise=noise,
     )
 

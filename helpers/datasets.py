@@ -11,6 +11,43 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import Bunch
 
 
+
+def split_standardized(X, y, test_size=0.25, random_state=0, stratify=None, y_dtype=np.float32):
+    """Split rows into a training and a test part, standardize the features.
+
+    The scaler is fitted on the training part only, so no statistic of the
+    test rows leaks into training.
+
+    Parameters
+    ----------
+    X, y : array-like
+    test_size : float or int
+        Fraction (or number) of rows kept for the test part.
+    random_state : int, RandomState or None
+        Seed of the split.
+    stratify : array-like, optional
+        Class labels whose shares both parts keep.
+    y_dtype : numpy dtype
+        Type of the returned targets.
+
+    Returns
+    -------
+    sklearn.utils.Bunch
+        ``X_train``, ``X_test`` (float32), ``y_train``, ``y_test`` and
+        ``scaler``, the fitted StandardScaler.
+    """
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=test_size, random_state=random_state, stratify=stratify
+    )
+    scaler = StandardScaler().fit(X_train)
+    return Bunch(
+        X_train=scaler.transform(X_train).astype(np.float32),
+        X_test=scaler.transform(X_test).astype(np.float32),
+        y_train=np.asarray(y_train).astype(y_dtype),
+        y_test=np.asarray(y_test).astype(y_dtype),
+        scaler=scaler,
+    )
+
 def make_synthetic_regression(
     n_samples=1000, n_features=10, n_informative=None, noise=0.0, bias=0.0, random_state=None
 ):
@@ -81,18 +118,9 @@ def load_diabetes_standardized(test_size=0.25, random_state=0):
         ``scaler`` (the fitted StandardScaler).
     """
     data = load_diabetes(scaled=False)
-    X_train, X_test, y_train, y_test = train_test_split(
-        data.data, data.target, test_size=test_size, random_state=random_state
-    )
-    scaler = StandardScaler().fit(X_train)
-    return Bunch(
-        X_train=scaler.transform(X_train).astype(np.float32),
-        X_test=scaler.transform(X_test).astype(np.float32),
-        y_train=y_train.astype(np.float32),
-        y_test=y_test.astype(np.float32),
-        feature_names=list(data.feature_names),
-        scaler=scaler,
-    )
+    split = split_standardized(data.data, data.target, test_size, random_state)
+    split.feature_names = list(data.feature_names)
+    return split
 
 
 def make_friedman1_standardized(n_samples=1000, noise=1.0, test_size=0.25, random_state=0):
@@ -126,18 +154,9 @@ def make_friedman1_standardized(n_samples=1000, noise=1.0, test_size=0.25, rando
     from sklearn.datasets import make_friedman1  # noqa: PLC0415
 
     X, y = make_friedman1(n_samples=n_samples, noise=noise, random_state=random_state)
-    X_train, X_test, y_train, y_test = train_test_split(
-        X, y, test_size=test_size, random_state=random_state
-    )
-    scaler = StandardScaler().fit(X_train)
-    return Bunch(
-        X_train=scaler.transform(X_train).astype(np.float32),
-        X_test=scaler.transform(X_test).astype(np.float32),
-        y_train=y_train.astype(np.float32),
-        y_test=y_test.astype(np.float32),
-        feature_names=[f"x{i}" for i in range(X.shape[1])],
-        scaler=scaler,
-    )
+    split = split_standardized(X, y, test_size, random_state)
+    split.feature_names = [f"x{i}" for i in range(X.shape[1])]
+    return split
 
 
 def load_diabetes_scaled(test_size=0.25, random_state=0):
@@ -207,20 +226,13 @@ def load_classification_standardized(name="digits", test_size=0.25, random_state
     if name not in CLASSIFICATION_DATASETS:
         raise ValueError(f"Unknown data set {name!r}, expected one of {CLASSIFICATION_DATASETS}.")
     data = getattr(datasets, f"load_{name}")()
-    X_train, X_test, y_train, y_test = train_test_split(
-        data.data, data.target, test_size=test_size, random_state=random_state, stratify=data.target
+    split = split_standardized(
+        data.data, data.target, test_size, random_state, stratify=data.target, y_dtype=np.int64
     )
-    scaler = StandardScaler().fit(X_train)
-    return Bunch(
-        X_train=scaler.transform(X_train).astype(np.float32),
-        X_test=scaler.transform(X_test).astype(np.float32),
-        y_train=y_train.astype(np.int64),
-        y_test=y_test.astype(np.int64),
-        n_classes=len(data.target_names),
-        feature_names=[str(f) for f in data.feature_names],
-        target_names=[str(t) for t in data.target_names],
-        scaler=scaler,
-    )
+    split.n_classes = len(data.target_names)
+    split.feature_names = [str(f) for f in data.feature_names]
+    split.target_names = [str(t) for t in data.target_names]
+    return split
 
 
 def one_hot(y, n_classes=None):
