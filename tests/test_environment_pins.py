@@ -101,9 +101,17 @@ def environment():
 
 def test_every_requirements_file_parses_with_exact_pins():
     files = sorted(REQUIREMENTS.glob("*.txt"))
-    assert [f.name for f in files] == ["base.txt", "cpu.txt", "gpu.txt"]
+    assert [f.name for f in files] == ["base.txt", "cpu.txt", "docs.txt", "gpu.txt"]
     for path in files:
         assert read_requirements(path), f"{path.name} pins nothing"
+
+
+def test_docs_pins_add_to_base_without_runtime(base):
+    """docs.txt is installed on top of cpu.txt or gpu.txt: no runtime, no clash."""
+    docs = read_requirements(REQUIREMENTS / "docs.txt")
+    assert runtimes(docs) == []
+    clashes = {name: (version, base[name]) for name, version in docs.items() if name in base and base[name] != version}
+    assert not clashes, f"docs.txt and base.txt pin different versions: {clashes}"
 
 
 def test_base_has_no_runtime(base):
