@@ -11,9 +11,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .devices import Device
-from .onnx_function import OPSET, IR_VERSION, OnnxFunction, make_model, to_ortvalue
-from .onnx_loss import SCORES, _Appender, _per_sample_loss
+from .onnx_function import IR_VERSION, OnnxFunction, make_model, to_ortvalue
+from .onnx_loss import _Appender, _per_sample_loss
 
 _LABEL, _PRED, _WEIGHT = "label", "prediction", "weight"
 
