@@ -28,14 +28,13 @@ its learning rate (:func:`ort_learning_rate`).
 """
 import copy
 import time
-import warnings
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPRegressor
 from sklearn.utils import Bunch
 
 from .datasets import split_standardized
+from .sklearn_bridge import fit_first_epoch
 
 #: Framework names, exactly as :mod:`benchmarks.aggregate` expects them.
 SKLEARN = "scikit-learn"
@@ -229,10 +228,9 @@ def initial_mlp(X, y, hidden, batch_size, learning_rate, random_state=0):
     """
     from skl2onnx import to_onnx  # noqa: PLC0415
 
-    mlp = sgd_mlp_regressor(hidden, batch_size, learning_rate, 1, random_state, warm_start=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        mlp.fit(X, y)
+    mlp = fit_first_epoch(
+        sgd_mlp_regressor(hidden, batch_size, learning_rate, 1, random_state, warm_start=True), X, y
+    )
     onx = to_onnx(mlp, X[:1].astype(np.float32))
     return mlp, onx
 
