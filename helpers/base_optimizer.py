@@ -5,6 +5,7 @@ input checks, shuffled minibatches (one permutation per epoch), the
 progress bar, the divergence check, validation losses, warm starts and
 pickling. Subclasses build the runtime objects and run one training step.
 """
+import math
 import numbers
 import warnings
 
@@ -17,8 +18,13 @@ from tqdm.auto import tqdm
 
 from .device_data import Batches
 from .devices import resolve_device
-from .runtime import check_model_ir_version, check_onnx_compatible, session_options
+from .runtime import check_model_ir_version, check_n_threads, check_onnx_compatible, session_options
 from .validation import check_features, check_positive_int, check_sample_weight, check_targets
+
+
+#: Steps whose losses stay on the device before they are read together: a
+#: divergence is caught within that many steps.
+_LOSSES_READ_TOGETHER = 64
 
 
 class TrainingDivergedError(FloatingPointError):
@@ -47,8 +53,16 @@ class BaseOrtOptimizer(BaseEstimator):
         """Build the runtime objects from the initial ``weights`` (a dict)."""
         raise NotImplementedError
 
-    def _train_step(self, X, y, w, t):
-        """Run forward, backward and update number ``t`` on one batch; return the loss."""
+    def _batch_arrays(self, X, y, w, weighted):
+        """The arrays cut into minibatches: features, labels, and the weights if ``weighted``."""
+        return [X, y, w] if weighted else [X, y]
+
+    def _train_step(self, batch, t):
+        """Run forward, backward and update number ``t`` on a :class:`~helpers.device_data.Batch`.
+
+        Return the loss in any form :meth:`_loss_value` reads (an
+        ``OrtValue`` left on the device, so that it is read with others).
+        """
         raise NotImplementedError
 
     def _loss(self, X, y, w):
@@ -73,6 +87,9 @@ class BaseOrtOptimizer(BaseEstimator):
 
     # -- checks ----------------------------------------------------------------
     def _check_params(self):
+        check_n_threads(self.n_threads)
+        if not isinstance(self.fast_gradients, bool):
+            raise TypeError(f"fast_gradients must be True or False, got {self.fast_gradients!r}.")
         check_positive_int("max_iter", self.max_iter)
         check_positive_int("batch_size", self.batch_size)
         every = self.validation_every
@@ -154,21 +171,27 @@ class BaseOrtOptimizer(BaseEstimator):
 
         period = self._validation_period()
         n = X.shape[0]
-        batches = Batches([X, y, w], self.device_)
+        batches = Batches(self._batch_arrays(X, y, w, sample_weight is not None), self.device_)
         bar = tqdm(
             range(self.max_iter), disable=not self.verbose, desc=type(self).__name__, unit="epoch"
         )
         for _ in bar:
             if not getattr(self, "exc", True):
                 last_good = self._get_weights()
-            total = 0.0
-            for start, end, (Xb, yb, wb) in batches.epoch(self._rng.permutation(n), self.batch_size):
+            total, pending, diverged = 0.0, [], None
+            for batch in batches.epoch(self._rng.permutation(n), self.batch_size):
                 self.t_ += 1
-                loss = self._train_step(Xb, yb, wb, self.t_)
-                if not np.isfinite(loss):
-                    break
-                total += float(loss) * (end - start)
-            if not np.isfinite(loss):
+                pending.append((self._train_step(batch, self.t_), batch.start, batch.end))
+                if len(pending) == _LOSSES_READ_TOGETHER:
+                    added, diverged = self._read_losses(pending)
+                    total, pending = total + added, []
+                    if diverged:
+                        break
+            if pending and not diverged:
+                added, diverged = self._read_losses(pending)
+                total += added
+            if diverged:
+                loss, start, end = diverged
                 message = (
                     f"The loss is {loss} at epoch {self.n_iter_ + 1}, rows "
                     f"{start}:{end} of the shuffled data: training diverged. "
@@ -196,6 +219,34 @@ class BaseOrtOptimizer(BaseEstimator):
                 bar.set_postfix(postfix)
             self._end_epoch()
         return self
+
+    def _read_losses(self, pending):
+        """Read the losses of several steps at once.
+
+        Parameters
+        ----------
+        pending : list of tuple
+            ``(loss, start, end)`` per step, ``loss`` as ``_train_step``
+            returned it (kept on the device until now).
+
+        Returns
+        -------
+        tuple
+            The sum of ``loss * (end - start)`` over the steps, and
+            ``(loss, start, end)`` of the first step whose loss is not finite
+            (None when all are).
+        """
+        total = 0.0
+        for handle, start, end in pending:
+            loss = self._loss_value(handle)
+            if not math.isfinite(loss):
+                return total, (loss, start, end)
+            total += loss * (end - start)
+        return total, None
+
+    def _loss_value(self, handle):
+        """The float behind what ``_train_step`` returned."""
+        return float(handle)
 
     def _prepare(self):
         """Check the parameters and the model, choose the device."""
@@ -288,7 +339,9 @@ class BaseOrtOptimizer(BaseEstimator):
         if getattr(self, "_predict_session", None) is None:
             model = self.get_trained_onnx()
             self._predict_session = onnxruntime.InferenceSession(
-                model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"]
+                model.SerializeToString(),
+                session_options(self.n_threads, "predict"),
+                providers=["CPUExecutionProvider"],
             )
         sess = self._predict_session
         pred = sess.run([self._prediction_name()], {sess.get_inputs()[0].name: X})[0]

@@ -485,12 +485,14 @@ class OrtWholeTrainer:
         self.setup_time_s = time.perf_counter() - start
 
     def prepare(self, X, y):
-        """The batch as the step expects it: float32 numpy arrays, ``y`` of shape (n, 1)."""
-        return X, y.reshape(-1, 1)
+        """The batch as the step expects it: a one-element tuple holding a batch of OrtValues."""
+        from .device_data import Batch  # noqa: PLC0415
 
-    def step(self, X, y):
+        return (Batch(0, len(X), [np.ascontiguousarray(X), np.ascontiguousarray(y.reshape(-1, 1))]),)
+
+    def step(self, batch):
         """One training step; returns the loss before the update."""
-        return self.runtime.train_step((X, y), self.lr)
+        return float(self.runtime.train_step(batch.ortvalues(), self.lr).numpy())
 
     def layers(self):
         """The current weights as ``(W, b)`` layers."""
@@ -541,13 +543,15 @@ class OrtForwardBackwardTrainer:
         self.setup_time_s = time.perf_counter() - start
 
     def prepare(self, X, y):
-        """The batch as the step expects it: float32 numpy arrays, ``y`` of shape (n, 1)."""
-        return X, y.reshape(-1, 1)
+        """The batch as the step expects it: a one-element tuple holding a batch of OrtValues."""
+        from .device_data import Batch  # noqa: PLC0415
 
-    def step(self, X, y):
+        return (Batch(0, len(X), [np.ascontiguousarray(X), np.ascontiguousarray(y.reshape(-1, 1))]),)
+
+    def step(self, batch):
         """One training step; returns the loss before the update."""
         self.t += 1
-        return self.optimizer._train_step(X, y, None, self.t)
+        return self.optimizer._loss_value(self.optimizer._train_step(batch, self.t))
 
     def layers(self):
         """The current weights as ``(W, b)`` layers."""

@@ -6,6 +6,7 @@ the permutation (indices) and each batch is gathered there by a small ONNX
 graph, so the rows never travel back and forth.
 """
 import numpy as np
+import onnxruntime
 from onnx import TensorProto, helper
 
 from .onnx_function import IR_VERSION, OPSET, OnnxFunction, to_ortvalue
@@ -30,8 +31,40 @@ def _gather_model(n_arrays):
     return model
 
 
+class Batch:
+    """One minibatch: rows ``start:end`` of the shuffled data.
+
+    Attributes
+    ----------
+    start, end : int
+        The rows of the shuffled data in this batch.
+    arrays : list
+        The batch of each array: numpy arrays on the CPU, OrtValues on a device.
+    """
+
+    __slots__ = ("start", "end", "arrays", "_ortvalues")
+
+    def __init__(self, start, end, arrays):
+        self.start, self.end, self.arrays = start, end, arrays
+        self._ortvalues = None
+
+    def ortvalues(self):
+        """The arrays as OrtValues, made once (no copy: views of the batch's rows)."""
+        if self._ortvalues is None:
+            self._ortvalues = [
+                value if isinstance(value, onnxruntime.OrtValue) else onnxruntime.OrtValue.ortvalue_from_numpy(value)
+                for value in self.arrays
+            ]
+        return self._ortvalues
+
+
 class Batches:
     """Cut shuffled minibatches of several arrays on a device.
+
+    On the CPU, each epoch copies the rows in the order of the permutation
+    into buffers allocated once per ``fit``; the batches are views of these
+    buffers, the same objects from one epoch to the next, so whatever a
+    training step derives from a batch once (its OrtValues) stays valid.
 
     Parameters
     ----------
@@ -41,6 +74,14 @@ class Batches:
     on_device : bool or None
         Gather the batches with an ONNX graph on the device (the default for
         a GPU) instead of slicing numpy arrays (the default for the CPU).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.devices import Device
+    >>> batches = Batches([np.arange(5, dtype=np.float32)], Device("cpu"))
+    >>> [(b.start, b.end, b.arrays[0].tolist()) for b in batches.epoch([4, 3, 2, 1, 0], 2)]
+    [(0, 2, [4.0, 3.0]), (2, 4, [2.0, 1.0]), (4, 5, [0.0])]
     """
 
     def __init__(self, arrays, device, on_device=None):
@@ -52,9 +93,22 @@ class Batches:
             self._gather = OnnxFunction(_gather_model(len(arrays)), device)
         else:
             self._data = arrays
+            self._buffers = None
+            self._batches = {}
+
+    def _cpu_batches(self, batch_size):
+        if self._buffers is None:
+            self._buffers = [np.empty_like(a) for a in self._data]
+        if batch_size not in self._batches:
+            self._batches[batch_size] = [
+                Batch(start, min(start + batch_size, self.n_rows),
+                      [b[start:start + batch_size] for b in self._buffers])
+                for start in range(0, self.n_rows, batch_size)
+            ]
+        return self._batches[batch_size]
 
     def epoch(self, order, batch_size):
-        """Yield ``(start, end, batch arrays)`` for one pass over the rows.
+        """Yield the :class:`Batch` objects of one pass over the rows.
 
         Parameters
         ----------
@@ -64,19 +118,21 @@ class Batches:
 
         Yields
         ------
-        tuple
-            ``start``, ``end`` and a list with the rows ``order[start:end]``
-            of each array (numpy arrays on the CPU, OrtValues on a device).
+        Batch
+            Rows ``order[start:end]`` of each array (numpy arrays on the CPU,
+            OrtValues on a device). On the CPU the arrays are overwritten by
+            the next epoch.
         """
-        n = self.n_rows
         if not self.on_device:
-            shuffled = [a[order] for a in self._data]
-            for start in range(0, n, batch_size):
-                end = min(start + batch_size, n)
-                yield start, end, [a[start:end] for a in shuffled]
+            batches = self._cpu_batches(batch_size)
+            order = np.asarray(order)
+            for data, buffer in zip(self._data, self._buffers):
+                np.take(data, order, axis=0, out=buffer)
+            yield from batches
             return
+        n = self.n_rows
         order = to_ortvalue(np.asarray(order, dtype=np.int64), self.device)
         for start in range(0, n, batch_size):
             end = min(start + batch_size, n)
             bounds = [np.array([start], dtype=np.int64), np.array([end], dtype=np.int64)]
-            yield start, end, self._gather(order, *bounds, *self._data)
+            yield Batch(start, end, self._gather(order, *bounds, *self._data))

@@ -18,8 +18,18 @@ from onnxruntime.capi._pybind_state import (
 )
 
 from .devices import resolve_device
+from .gradient_rewrites import rewrite_for_training
 from .onnx_graph import check_weights_to_train, initializers_to_inputs
-from .runtime import check_model_ir_version, native_stderr_captured, quiet_runtime_logs, session_options
+from .runtime import (
+    check_model_ir_version,
+    check_n_threads,
+    is_profiling,
+    native_stderr_captured,
+    quiet_runtime_logs,
+    resolved_threads,
+    session_options,
+)
+from .training_cache import GRADIENT_GRAPHS, content_key
 
 
 def _to_ortvalue(value, device):
@@ -46,6 +56,14 @@ class OrtGradientForwardBackward:
         The outputs; None means all graph outputs.
     device : str
         ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or ``'auto'``.
+    n_threads : int, optional
+        Threads of the sessions (intra-op); None lets onnxruntime choose, or
+        takes :func:`helpers.runtime.set_num_threads`.
+    fast_gradients : bool
+        Build the gradient graph from a copy of the model whose ``Relu``
+        nodes are rewritten into an exact equivalent with a faster gradient
+        (:mod:`helpers.gradient_rewrites`). Predictions (``training=False``)
+        run the model as given.
 
     Attributes
     ----------
@@ -59,6 +77,10 @@ class OrtGradientForwardBackward:
 
     Notes
     -----
+    The gradient graph and the sessions are built once per process for a
+    given model and settings (:mod:`helpers.training_cache`): building the
+    same model again, as a refit does, reuses them.
+
     The agent binds its inputs by position. The seeds therefore required
     weight names in alphabetical order. Here the order is read from the
     gradient graph, and :meth:`OrtGradientForwardBackwardFunction.forward`
@@ -73,6 +95,8 @@ class OrtGradientForwardBackward:
         input_names=None,
         output_names=None,
         device="cpu",
+        n_threads=None,
+        fast_gradients=True,
     ):
         if not isinstance(onnx_model, onnx.ModelProto):
             raise TypeError(
@@ -93,7 +117,16 @@ class OrtGradientForwardBackward:
         if unknown:
             raise ValueError(f"Unknown input names {sorted(unknown)}; inputs are {graph_inputs}.")
         self.device = resolve_device(device)
-        self._build()
+        check_n_threads(n_threads)
+        self.n_threads = n_threads
+        self.fast_gradients = fast_gradients
+        key = content_key(
+            onnx_model, self.weights_to_train, self.input_names, self.output_names, str(self.device),
+            resolved_threads(n_threads), fast_gradients, onnxruntime.__version__,
+        )
+        # sessions that write profiles are never shared through the cache
+        built = self._build() if is_profiling() else GRADIENT_GRAPHS.get_or_build(key, self._build)
+        self.__dict__.update(built)
 
     @property
     def providers(self):
@@ -103,56 +136,70 @@ class OrtGradientForwardBackward:
         return ["CPUExecutionProvider"]
 
     def _build(self):
+        """Build the gradient graph and its sessions; return them as attributes."""
         config = OrtModuleGraphBuilderConfiguration()
         config.initializer_names = self.weights_to_train
         config.initializer_names_to_train = self.weights_to_train
         config.input_names_require_grad = []
         config.build_gradient_graph = True
+        model = rewrite_for_training(self.onnx_model) if self.fast_gradients else self.onnx_model
         quiet_runtime_logs()
         with native_stderr_captured():
             builder = OrtModuleGraphBuilder()
-            builder.initialize(self.onnx_model.SerializeToString(), config)
+            builder.initialize(model.SerializeToString(), config)
             builder.build(TrainingGraphTransformerConfiguration())
-        self.gradient_model_ = onnx.load_from_string(builder.get_gradient_model())
-        self.graph_info_ = builder.get_graph_info()
-        self.feed_names_ = [i.name for i in self.gradient_model_.graph.input]
-        self.grad_names_ = [o.name for o in self.gradient_model_.graph.output]
-        info = self.graph_info_
+        gradient_model = onnx.load_from_string(builder.get_gradient_model())
+        info = builder.get_graph_info()
+        feed_names = [i.name for i in gradient_model.graph.input]
+        grad_names = [o.name for o in gradient_model.graph.output]
         expected = list(info.user_input_names) + list(info.initializer_names_to_train)
-        if sorted(expected) != sorted(self.feed_names_):
+        if sorted(expected) != sorted(feed_names):
             raise RuntimeError(
-                f"Unexpected inputs of the gradient graph {self.feed_names_}, expected {expected}."
+                f"Unexpected inputs of the gradient graph {feed_names}, expected {expected}."
             )
         # position of each weight (in weights_to_train order) among the gradient outputs
         grad_of = dict(zip(info.initializer_names_to_train, info.initializer_grad_names_to_train))
-        self._grad_positions = [self.grad_names_.index(grad_of[w]) for w in self.weights_to_train]
         user = list(info.user_input_names)
         if user != [n for n in self.input_names if n in user]:
             raise RuntimeError(f"Unexpected user inputs {user} for {self.input_names}.")
         # feed position -> position in (inputs + weights_to_train)
         given = self.input_names + self.weights_to_train
-        self._feed_order = [given.index(name) for name in self.feed_names_]
-
         ort_device = self.device.ort_device()
-        self._train_sess = onnxruntime.InferenceSession(
-            self.gradient_model_.SerializeToString(), session_options(), providers=self.providers
+        train_sess = onnxruntime.InferenceSession(
+            gradient_model.SerializeToString(),
+            session_options(self.n_threads, "model"),
+            providers=self.providers,
         )
         n_fw = len(info.user_output_names) + len(info.frontier_node_arg_map)
-        self._agent = C.TrainingAgent(
-            self._train_sess._sess,
-            self.feed_names_,
+        agent = C.TrainingAgent(
+            train_sess._sess,
+            feed_names,
             [ort_device] * n_fw,
-            self.grad_names_,
-            [ort_device] * len(self.grad_names_),
+            grad_names,
+            [ort_device] * len(grad_names),
             0,
         )
-        self.eval_model_ = initializers_to_inputs(self.onnx_model, self.weights_to_train)
-        self._eval_sess = onnxruntime.InferenceSession(
-            self.eval_model_.SerializeToString(), session_options(), providers=self.providers
-        )
-        self._user_outputs = list(info.user_output_names)
-        self._output_info = {
-            o.name: o for o in self.onnx_model.graph.output if o.name in self._user_outputs
+        eval_model = initializers_to_inputs(self.onnx_model, self.weights_to_train)
+        user_outputs = list(info.user_output_names)
+        return {
+            "gradient_model_": gradient_model,
+            "graph_info_": info,
+            "feed_names_": feed_names,
+            "grad_names_": grad_names,
+            "_grad_positions": [grad_names.index(grad_of[w]) for w in self.weights_to_train],
+            "_feed_order": [given.index(name) for name in feed_names],
+            "_train_sess": train_sess,
+            "_agent": agent,
+            "eval_model_": eval_model,
+            "_eval_sess": onnxruntime.InferenceSession(
+                eval_model.SerializeToString(),
+                session_options(self.n_threads, "predict"),
+                providers=self.providers,
+            ),
+            "_user_outputs": user_outputs,
+            "_output_info": {
+                o.name: o for o in self.onnx_model.graph.output if o.name in user_outputs
+            },
         }
 
     def new_instance(self):
@@ -187,9 +234,12 @@ class OrtGradientForwardBackwardFunction:
             )
         values, keep = [], []
         for value in inputs:
-            ort, ref = _to_ortvalue(value, parent.device)
-            values.append(ort)
-            keep.append(ref)
+            if isinstance(value, onnxruntime.OrtValue):
+                values.append(value)
+            else:
+                ort, ref = _to_ortvalue(value, parent.device)
+                values.append(ort)
+                keep.append(ref)
         return values, keep
 
     def forward(self, inputs, training=False):
@@ -224,11 +274,11 @@ class OrtGradientForwardBackwardFunction:
         outputs = C.OrtValueVector()
         state = C.PartialGraphExecutionState()
         parent._agent.run_forward(feeds, outputs, state, self._cache)
-        results = [onnxruntime.OrtValue(outputs[i]) for i in range(len(outputs))]
         # The runtime reads the inputs again during backward: they stay alive
-        # (arrays and OrtValues) until then.
-        self.states_.append((state, values, keep, [r.shape() for r in results]))
-        return results
+        # (arrays and OrtValues) until then, and so do the outputs, whose
+        # shapes the output gradients are checked against.
+        self.states_.append((state, values, keep, outputs))
+        return [onnxruntime.OrtValue(outputs[i]) for i in range(len(outputs))]
 
     def backward(self, grad_outputs):
         """Run the backward pass of the most recent training forward.
@@ -248,27 +298,29 @@ class OrtGradientForwardBackwardFunction:
         if not self.states_:
             raise RuntimeError("backward needs a training forward first: call forward(inputs, training=True).")
         parent = self.parent
-        state, _, _, shapes = self.states_[-1]
-        if len(grad_outputs) != len(shapes):
-            raise ValueError(f"backward expects {len(shapes)} output gradients, got {len(grad_outputs)}.")
-        values = []
-        for i, (grad, shape) in enumerate(zip(grad_outputs, shapes)):
-            ort, ref = _to_ortvalue(grad, parent.device)
-            if ort.data_type() != "tensor(float)":
+        state, _, _, outputs = self.states_[-1]
+        if len(grad_outputs) != len(outputs):
+            raise ValueError(f"backward expects {len(outputs)} output gradients, got {len(grad_outputs)}.")
+        feeds = C.OrtValueVector()
+        keep = []
+        for i, grad in enumerate(grad_outputs):
+            if not isinstance(grad, onnxruntime.OrtValue):
+                grad, ref = _to_ortvalue(grad, parent.device)
+                keep.append(ref)
+            value = grad._ortvalue
+            if value.data_type() != "tensor(float)":
                 raise TypeError(
-                    f"The gradient of output {i} has type {ort.data_type()}, expected "
+                    f"The gradient of output {i} has type {value.data_type()}, expected "
                     "tensor(float): convert it with .astype(numpy.float32)."
                 )
-            if list(ort.shape()) != list(shape):
+            shape = outputs[i].shape()
+            if value.shape() != shape:
                 raise ValueError(
-                    f"The gradient of output {i} has shape {ort.shape()}, but the output has "
+                    f"The gradient of output {i} has shape {value.shape()}, but the output has "
                     f"shape {shape}: they must be equal."
                 )
-            values.append((ort, ref))
+            feeds.push_back(value)
         self.states_.pop()
-        feeds = C.OrtValueVector()
-        for ort, _ in values:
-            feeds.push_back(ort._ortvalue)
-        outputs = C.OrtValueVector()
-        parent._agent.run_backward(feeds, outputs, state)
-        return [onnxruntime.OrtValue(outputs[p]) for p in parent._grad_positions]
+        gradients = C.OrtValueVector()
+        parent._agent.run_backward(feeds, gradients, state)
+        return [onnxruntime.OrtValue(gradients[p]) for p in parent._grad_positions]

@@ -27,8 +27,10 @@ def _fresh(obj, factory, base):
 class _Runtime:
     """Forward/backward function and the trained weights, on the device."""
 
-    def __init__(self, model, names, weights, device):
-        self.fb = OrtGradientForwardBackward(model, names, device=device)
+    def __init__(self, model, names, weights, device, n_threads, fast_gradients):
+        self.fb = OrtGradientForwardBackward(
+            model, names, device=device, n_threads=n_threads, fast_gradients=fast_gradients
+        )
         self.function = self.fb.new_instance()
         self.device = self.fb.device
         self.names = names
@@ -75,6 +77,17 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         When the loss becomes NaN or infinite: True raises
         :class:`helpers.TrainingDivergedError`; False warns, puts back the
         weights of the start of the epoch and stops.
+    n_threads : int, optional
+        Threads of onnxruntime's sessions (intra-op) for the model; None lets
+        onnxruntime choose (one per core), or takes
+        :func:`helpers.runtime.set_num_threads`. The loss, penalty and update
+        graphs run on the calling thread: they are elementwise, and a second
+        thread pool spinning beside the model's would slow it down.
+    fast_gradients : bool
+        Build the gradient graph with each ``Relu`` rewritten into an exact
+        equivalent whose gradient runs faster (:mod:`helpers.gradient_rewrites`);
+        the trained weights are the same, and the exported model keeps its
+        ``Relu``. False builds it from the graph as given.
 
     Attributes
     ----------
@@ -107,6 +120,8 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         learning_penalty=None,
         random_state=None,
         exc=True,
+        n_threads=None,
+        fast_gradients=True,
     ):
         self.model_onnx = model_onnx
         self.weights_to_train = weights_to_train
@@ -121,6 +136,8 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         self.learning_penalty = learning_penalty
         self.random_state = random_state
         self.exc = exc
+        self.n_threads = n_threads
+        self.fast_gradients = fast_gradients
 
     def _check_params(self):
         super()._check_params()
@@ -149,20 +166,33 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         return _static_dims(self.model_onnx.graph.output[0])
 
     def _start_training(self, weights):
-        self._runtime = _Runtime(self.model_onnx, self.weights_to_train_, weights, self.device_)
+        self._runtime = _Runtime(
+            self.model_onnx,
+            self.weights_to_train_,
+            weights,
+            self.device_,
+            self.n_threads,
+            self.fast_gradients,
+        )
         self.learning_rate_.init_learning_rate(self._runtime.device, self._runtime.weights)
 
     def _restore_extra_state(self):
         pass  # the learning rate object pickled its velocities itself
 
-    def _train_step(self, X, y, w, t):
+    def _train_step(self, batch, t):
         rt = self._runtime
         device = rt.device
+        X, y, *weighted = batch.ortvalues()
+        w = weighted[0] if weighted else None
         output = rt.function.forward([X, *rt.weights], training=True)[0]
         loss, grad = self.learning_loss_.loss_gradient(device, y, output, w)
         grads = rt.function.backward([grad])
         grads, penalty = self.learning_penalty_.update_gradients(device, rt.weights, grads, rt.names)
         self.learning_rate_.update_weights(rt.weights, grads, t)
+        return loss, penalty
+
+    def _loss_value(self, handle):
+        loss, penalty = handle
         penalty = penalty if isinstance(penalty, float) else float(penalty.numpy())
         return float(loss.numpy()) + penalty
 

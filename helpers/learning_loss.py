@@ -17,27 +17,30 @@ from .onnx_loss import _Appender, _per_sample_loss
 _LABEL, _PRED, _WEIGHT = "label", "prediction", "weight"
 
 
-def _skeleton(rank):
-    """An empty model with inputs label, prediction and weight."""
+def _skeleton(rank, weighted):
+    """An empty model with inputs label, prediction and, if ``weighted``, weight."""
     shape = ["N"] + [f"d{i}" for i in range(1, rank)]
-    return make_model([], [(_LABEL, shape), (_PRED, shape), (_WEIGHT, ["N"])], [], "loss")
+    inputs = [(_LABEL, shape), (_PRED, shape)] + ([(_WEIGHT, ["N"])] if weighted else [])
+    return make_model([], inputs, [], "loss")
 
 
 class BaseLearningLoss:
     """A loss and its gradient with respect to the prediction.
 
     Subclasses write the per-sample loss and the gradient in ONNX
-    (:meth:`_build`); this class compiles them for each device and rank of
-    the prediction, and runs them.
+    (:meth:`_build`); this class compiles them for each device, rank of the
+    prediction and presence of sample weights, and runs them. Without
+    weights the graph has no weight input and no multiplication by ones:
+    a training step runs this graph once, and its cost is mostly its
+    number of nodes.
     """
 
     def __init__(self):
         self._functions = {}
-        self._ones = {}
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_functions"], state["_ones"] = {}, {}
+        state["_functions"] = {}
         return state
 
     def get_params(self, deep=True):
@@ -58,25 +61,28 @@ class BaseLearningLoss:
         """Return (per-sample loss, elementwise gradient of the per-sample loss)."""
         raise NotImplementedError
 
-    def _function(self, device, rank, what):
-        key = (device, rank, what)
+    def _function(self, device, rank, what, weighted):
+        key = (device, rank, what, weighted)
         if key not in self._functions:
-            model = _skeleton(rank)
+            model = _skeleton(rank, weighted)
             app = _Appender(model, prefix="t_")
             per_sample, dloss = self._build(app, rank)
-            weighted = app.node("Mul", [per_sample, _WEIGHT])
+            if weighted:
+                per_sample = app.node("Mul", [per_sample, _WEIGHT])
             if what == "scores":
-                app.node("Identity", [weighted], output="scores")
+                app.node("Identity", [per_sample], output="scores")
                 model.graph.output.append(helper.make_tensor_value_info("scores", 1, None))
             else:
-                app.node("ReduceMean", [weighted], output="loss", keepdims=0)
+                app.node("ReduceMean", [per_sample], output="loss", keepdims=0)
                 n = app.node(
                     "Cast", [app.node("Shape", [_PRED], start=0, end=1)], to=onnx.TensorProto.FLOAT
                 )
-                w = _WEIGHT
-                if rank > 1:
-                    w = app.node("Unsqueeze", [w, app.const(list(range(1, rank)), np.int64)])
-                app.node("Div", [app.node("Mul", [dloss, w]), n], output="gradient")
+                if weighted:
+                    w = _WEIGHT
+                    if rank > 1:
+                        w = app.node("Unsqueeze", [w, app.const(list(range(1, rank)), np.int64)])
+                    dloss = app.node("Mul", [dloss, w])
+                app.node("Div", [dloss, n], output="gradient")
                 model.graph.output.extend(
                     [
                         helper.make_tensor_value_info("loss", 1, []),
@@ -87,13 +93,12 @@ class BaseLearningLoss:
             self._functions[key] = OnnxFunction(model, device)
         return self._functions[key]
 
-    def _weights(self, device, n, weight):
-        if weight is not None:
-            return weight
-        key = (device, n)
-        if key not in self._ones:
-            self._ones[key] = to_ortvalue(np.ones(n, dtype=np.float32), device)
-        return self._ones[key]
+    def _run(self, what, device, expected, predicted, weight):
+        predicted = to_ortvalue(predicted, device)
+        rank = len(predicted.shape())
+        if weight is None:
+            return self._function(device, rank, what, False)(expected, predicted)
+        return self._function(device, rank, what, True)(expected, predicted, weight)
 
     def loss_gradient(self, device, expected, predicted, weight=None):
         """Return the mean loss and its gradient with respect to ``predicted``.
@@ -104,24 +109,18 @@ class BaseLearningLoss:
         expected, predicted : OrtValue or numpy.ndarray
             Labels and predictions, of the same shape ``(N, ...)``.
         weight : OrtValue or numpy.ndarray, optional
-            Per-sample weights of shape ``(N,)``.
+            Per-sample weights of shape ``(N,)``; None weighs every sample 1.
 
         Returns
         -------
         tuple of OrtValue
             The loss (a scalar) and the gradient (shape of ``predicted``).
         """
-        predicted = to_ortvalue(predicted, device)
-        shape = predicted.shape()
-        fct = self._function(device, len(shape), "gradient")
-        return tuple(fct(expected, predicted, self._weights(device, shape[0], weight)))
+        return tuple(self._run("gradient", device, expected, predicted, weight))
 
     def loss_scores(self, device, expected, predicted, weight=None):
         """Return the loss of each sample (times its weight), shape ``(N,)``."""
-        predicted = to_ortvalue(predicted, device)
-        shape = predicted.shape()
-        fct = self._function(device, len(shape), "scores")
-        return fct(expected, predicted, self._weights(device, shape[0], weight))[0]
+        return self._run("scores", device, expected, predicted, weight)[0]
 
 
 class SquareLearningLoss(BaseLearningLoss):

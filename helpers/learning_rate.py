@@ -60,7 +60,9 @@ class BaseLearningRate:
         Parameters
         ----------
         weights : list of OrtValue
-            Replaced element by element by the updated weights.
+            Overwritten with the updated weights: each OrtValue keeps its
+            buffer (and an OrtValue made from a numpy array without a copy
+            writes into that array).
         gradients : list of OrtValue
             Gradients of the loss, same order and shapes.
         t : int
@@ -68,7 +70,7 @@ class BaseLearningRate:
         """
         if self._updater is None:
             raise RuntimeError("Call init_learning_rate(device, weights) first.")
-        self._updater.step_inplace(weights, gradients, self.value(t))
+        self._updater.update(weights, gradients, self.value(t))
 
 
 class LearningRateSGD(BaseLearningRate):

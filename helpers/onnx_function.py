@@ -49,9 +49,13 @@ class OnnxFunction:
     ----------
     model : onnx.ModelProto
     device : helpers.devices.Device
+    n_threads : int
+        Intra-op threads of its session. One by default: the losses,
+        penalties and batch gathers run as such functions are elementwise on
+        a batch, and a thread pool's wake-ups would cost more than they save.
     """
 
-    def __init__(self, model, device):
+    def __init__(self, model, device, n_threads=1):
         self.model = model
         self.device = device
         providers = (
@@ -60,7 +64,7 @@ class OnnxFunction:
             else ["CPUExecutionProvider"]
         )
         self._sess = onnxruntime.InferenceSession(
-            model.SerializeToString(), session_options(), providers=providers
+            model.SerializeToString(), session_options(n_threads, model.graph.name), providers=providers
         )
         self.input_names = [i.name for i in self._sess.get_inputs()]
         self.output_names = [o.name for o in self._sess.get_outputs()]
@@ -80,7 +84,8 @@ class OnnxFunction:
         # The outputs belong to the caller, unlike those of an IOBinding,
         # which change with the binding's next run.
         feeds = {
-            name: to_ortvalue(v, self.device)._ortvalue for name, v in zip(self.input_names, inputs)
+            name: (v if isinstance(v, onnxruntime.OrtValue) else to_ortvalue(v, self.device))._ortvalue
+            for name, v in zip(self.input_names, inputs)
         }
         result = self._sess._sess.run_with_ort_values(feeds, self.output_names, None)
         return [onnxruntime.OrtValue(result[i]) for i in range(len(result))]

@@ -1,8 +1,8 @@
 """Stochastic gradient descent updates run as one ONNX graph.
 
 The weights and their gradients stay where the runtime keeps them (CPU or
-GPU): one graph updates every weight at once, so a step costs one call into
-onnxruntime whatever the number of weights. The update rules are those of
+GPU): one graph updates every weight at once, in the weights' own buffers,
+so a step costs one call into onnxruntime whatever the number of weights. The update rules are those of
 scikit-learn's ``MLPRegressor(solver='sgd')``::
 
     velocity = momentum * velocity - lr * gradient
@@ -83,7 +83,14 @@ def build_sgd_update_graph(n_weights, momentum=False, nesterov=False, ir_version
 
 
 class SGDUpdate:
-    """Applies an SGD step to a list of weights held in :class:`OrtValue`.
+    """Applies an SGD step, in place, to a list of weights held in :class:`OrtValue`.
+
+    Each weight (and velocity) is bound as both the input and the output of
+    the update graph, so a step writes into the buffers the weights already
+    use: no allocation, no copy, and the bindings are made once for as long
+    as the same weights are given. Every node of the graph is elementwise and
+    reads a weight (or velocity) before any node writes it, which is what
+    makes the aliasing safe.
 
     Parameters
     ----------
@@ -97,33 +104,50 @@ class SGDUpdate:
         ``'cpu'`` or ``'cuda'``; weights, gradients and velocities live there.
     device_id : int
         The GPU index for ``'cuda'``.
+    n_threads : int
+        Threads of the update's session. One by default: the update is
+        elementwise, and a thread pool of its own would spin beside the
+        model's pool and slow the model down.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onnxruntime import OrtValue
+    >>> weight = OrtValue.ortvalue_from_numpy(np.ones(2, dtype=np.float32))
+    >>> gradient = OrtValue.ortvalue_from_numpy(np.full(2, 10, dtype=np.float32))
+    >>> SGDUpdate([(2,)]).update([weight], [gradient], learning_rate=0.01)
+    >>> weight.numpy()
+    array([0.9, 0.9], dtype=float32)
     """
 
-    def __init__(self, shapes, momentum=0.0, nesterov=False, device="cpu", device_id=0):
+    def __init__(self, shapes, momentum=0.0, nesterov=False, device="cpu", device_id=0, n_threads=1):
         self.shapes = [tuple(s) for s in shapes]
         self.momentum = float(momentum)
         self.nesterov = nesterov
         self.device, self.device_id = device, device_id
         providers = (
-            ["CUDAExecutionProvider", "CPUExecutionProvider"]
+            [("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"]
             if device == "cuda"
             else ["CPUExecutionProvider"]
         )
         model = build_sgd_update_graph(len(shapes), self.momentum > 0, nesterov)
         self._sess = onnxruntime.InferenceSession(
-            model.SerializeToString(), session_options(), providers=providers
+            model.SerializeToString(), session_options(n_threads, "update"), providers=providers
         )
-        self._binding = self._sess.io_binding()
+        self._binding = self._sess.io_binding()._iobinding
+        self._lr_value = None
         self._lr = self._scalar(0.0)
-        self._binding.bind_ortvalue_input("lr", self._lr)
+        self._binding.bind_ortvalue_input("lr", self._lr._ortvalue)
+        self.velocities = []
         if self.momentum > 0:
             self._mu = self._scalar(self.momentum)
-            self._binding.bind_ortvalue_input("momentum", self._mu)
+            self._binding.bind_ortvalue_input("momentum", self._mu._ortvalue)
             self.velocities = [self._zeros(s) for s in self.shapes]
-            self._next_velocities = [self._zeros(s) for s in self.shapes]
-        else:
-            self.velocities = []
-        self._new_weights = [self._zeros(s) for s in self.shapes]
+            for i, v in enumerate(self.velocities):
+                self._binding.bind_ortvalue_input(f"V{i}", v._ortvalue)
+                self._binding.bind_ortvalue_output(f"V{i}_new", v._ortvalue)
+        self._bound_weights = [None] * len(self.shapes)
+        self._bound_gradients = [None] * len(self.shapes)
 
     def _scalar(self, value):
         return OrtValue.ortvalue_from_numpy(
@@ -135,51 +159,36 @@ class SGDUpdate:
             np.zeros(shape, dtype=np.float32), self.device, self.device_id
         )
 
-    def step(self, weights, gradients, learning_rate):
-        """Compute the updated weights.
+    def update(self, weights, gradients, learning_rate):
+        """Replace each weight by its updated value, in its own buffer.
 
         Parameters
         ----------
-        weights, gradients : list of OrtValue
-            Current weights and their gradients, on the updater's device.
+        weights : list of OrtValue
+            Current weights, on the updater's device; overwritten.
+        gradients : list of OrtValue
+            Their gradients, same order and shapes.
         learning_rate : float
             The learning rate of this step.
-
-        Returns
-        -------
-        list of OrtValue
-            The new weights. They are buffers of this object, overwritten by
-            the next call: copy them into the weights before calling again.
         """
-        self._lr.update_inplace(np.array(learning_rate, dtype=np.float32))
+        if learning_rate != self._lr_value:
+            self._lr.update_inplace(np.array(learning_rate, dtype=np.float32))
+            self._lr_value = learning_rate
         bind = self._binding
-        for i, (w, g, new_w) in enumerate(zip(weights, gradients, self._new_weights)):
-            bind.bind_ortvalue_input(f"W{i}", w)
-            bind.bind_ortvalue_input(f"G{i}", g)
-            bind.bind_ortvalue_output(f"W{i}_new", new_w)
-            if self.velocities:
-                bind.bind_ortvalue_input(f"V{i}", self.velocities[i])
-                bind.bind_ortvalue_output(f"V{i}_new", self._next_velocities[i])
-        self._sess.run_with_iobinding(bind)
-        if self.velocities:
-            self.velocities, self._next_velocities = self._next_velocities, self.velocities
-        return self._new_weights
-
-    def step_inplace(self, weights, gradients, learning_rate):
-        """Update ``weights`` (a list of OrtValue), swapping buffers, not copying.
-
-        After the call, ``weights[i]`` is a buffer holding the new weight and
-        the old buffer becomes this object's output buffer for the next step.
-        The arrays behind the OrtValues first given must not be used directly
-        afterwards: read the weights through the list.
-        """
-        new = self.step(weights, gradients, learning_rate)
-        for i, value in enumerate(new):
-            weights[i], self._new_weights[i] = value, weights[i]
+        bound_w, bound_g = self._bound_weights, self._bound_gradients
+        for i, (w, g) in enumerate(zip(weights, gradients)):
+            if bound_w[i] is not w:
+                bind.bind_ortvalue_input(f"W{i}", w._ortvalue)
+                bind.bind_ortvalue_output(f"W{i}_new", w._ortvalue)
+                bound_w[i] = w
+            if bound_g[i] is not g:
+                bind.bind_ortvalue_input(f"G{i}", g._ortvalue)
+                bound_g[i] = g
+        self._sess._sess.run_with_iobinding(bind, None)
 
     def get_velocities(self):
         """Return the velocities as numpy arrays (empty without momentum)."""
-        return [v.numpy() for v in self.velocities]
+        return [v.numpy().copy() for v in self.velocities]
 
     def set_velocities(self, values):
         """Set the velocities from numpy arrays, one per weight."""

@@ -7,24 +7,27 @@ model, an eval model, an optimizer model and a checkpoint, and
 ``Module``/``Optimizer``/``CheckpointState`` run them.
 """
 import base64
-import contextlib
+import functools
+import io
 import json
 import os
-import io
 import tempfile
 
 import numpy as np
 import onnx
 import onnxruntime
+from onnxruntime.capi import _pybind_state as C
 from onnxruntime.training import artifacts, onnxblock
-from onnxruntime.training.api import CheckpointState, Module, Optimizer
+from onnxruntime.training.api import CheckpointState, Module
 
 from .base_optimizer import BaseOrtOptimizer
+from .gradient_rewrites import count_rewrites, restore_rewrites, rewrite_for_training
 from .learning_rates import check_schedule, learning_rate_at
 from .onnx_graph import check_weights_to_train, initializers_to_inputs
 from .onnx_loss import add_loss_output, loss_metadata, remove_loss_output
 from .runtime import native_stderr_captured, quiet_runtime_logs, session_options
 from .sgd_update import SGDUpdate
+from .training_cache import cached_artifact_folder, content_key
 
 #: The update rules of :class:`OrtGradientOptimizer`.
 SOLVERS = ("sgd", "momentum", "nesterov", "adamw")
@@ -75,39 +78,87 @@ def _decode_array(text):
     return np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False)
 
 
+def _write_artifacts(onx_loss, names, folder, solver, adamw, fast_gradients):
+    """Write the artifacts, the training graph rewritten for fast gradients."""
+    training_model = rewrite_for_training(onx_loss) if fast_gradients else onx_loss
+    generate_training_artifacts(training_model, names, folder, solver, **adamw)
+
+
+def _restore_eval_model(folder):
+    """Put the plain ``Relu`` nodes back into the evaluation model of ``folder``."""
+    path = os.path.join(folder, "eval_model.onnx")
+    eval_model = onnx.load(path)
+    if count_rewrites(eval_model):
+        onnx.save(restore_rewrites(eval_model), path)
+
+
 class _Runtime:
     """The on-device training objects of one fit.
+
+    The artifacts come from the process's cache (:mod:`helpers.training_cache`)
+    unless ``artifact_dir`` asks for them in a folder of the user's. The
+    module has no evaluation session: losses on held-out data run in the
+    optimizer's own scoring session.
 
     Parameters
     ----------
     artifact_dir : str, optional
-        Keep the training artifacts in this folder instead of a temporary one.
+        Write the training artifacts in this folder and keep them.
     checkpoint : str, optional
         Start from this checkpoint (weights and optimizer state) instead of
         ``weights``.
     """
 
-    def __init__(self, onx_loss, weights, solver, adamw, device, momentum, artifact_dir=None, checkpoint=None):
-        with contextlib.ExitStack() as stack:
-            if artifact_dir is None:
-                folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="ort_artifacts_"))
-            else:
-                folder = artifact_dir
-                os.makedirs(folder, exist_ok=True)
-            generate_training_artifacts(onx_loss, list(weights), folder, solver, **adamw)
-            self.state = CheckpointState.load_checkpoint(checkpoint or os.path.join(folder, "checkpoint"))
-            self.module = Module(
-                os.path.join(folder, "training_model.onnx"),
-                self.state,
-                os.path.join(folder, "eval_model.onnx"),
-                device=str(device),
-                session_options=session_options(),
+    def __init__(
+        self,
+        onx_loss,
+        weights,
+        solver,
+        adamw,
+        device,
+        momentum,
+        n_threads=None,
+        fast_gradients=True,
+        artifact_dir=None,
+        checkpoint=None,
+    ):
+        names = list(weights)
+        write = functools.partial(
+            _write_artifacts, onx_loss, names, solver=solver, adamw=adamw, fast_gradients=fast_gradients
+        )
+        if artifact_dir is None:
+            key = content_key(
+                onx_loss, names, solver, sorted(adamw.items()), fast_gradients,
+                onnx.__version__, onnxruntime.__version__,
             )
-            self.optimizer = Optimizer(os.path.join(folder, "optimizer_model.onnx"), self.module)
-        self.names = list(weights)
+            folder = cached_artifact_folder(key, write)
+        else:
+            folder = artifact_dir
+            os.makedirs(folder, exist_ok=True)
+            write(folder)
+            _restore_eval_model(folder)
+        self.state = CheckpointState.load_checkpoint(checkpoint or os.path.join(folder, "checkpoint"))
+        self.module = Module(
+            os.path.join(folder, "training_model.onnx"),
+            self.state,
+            None,
+            device=str(device),
+            session_options=session_options(n_threads, "model"),
+        )
+        # The optimizer's session gets its own options: one thread, as every
+        # elementwise graph of the project (see helpers.sgd_update.SGDUpdate).
+        self.optimizer = C.Optimizer(
+            os.path.join(folder, "optimizer_model.onnx"),
+            self.state._state,
+            self.module._device,
+            session_options(1, "update"),
+        )
+        self.names = names
         if checkpoint is None:
             self.set_weights(weights)
         self.parameters = [self.state.parameters[name]._parameter for name in self.names]
+        self._ort_device = device.ort_device()
+        self._learning_rate = None
         self.updater = self._buffers = None
         if solver in ("momentum", "nesterov"):
             self.updater = SGDUpdate(
@@ -142,24 +193,36 @@ class _Runtime:
         return {name: self.state.parameters[name].data.copy() for name in self.names}
 
     def train_step(self, inputs, learning_rate):
-        loss = self.module(*inputs)
+        """Run one training step on ``inputs`` (OrtValues); return the loss.
+
+        The loss stays an ``OrtValue`` (the base loop reads the losses of many
+        steps at once), and the C objects are called directly: the Python
+        wrappers of ``Module`` and ``Optimizer`` cost as much as the kernels
+        of a small network.
+        """
+        feeds = C.OrtValueVector()
+        feeds.reserve(len(inputs))
+        for value in inputs:
+            feeds.push_back(value._ortvalue)
+        fetches = C.OrtValueVector()
+        self.module._model.train_step_with_ort_values(feeds, fetches)
         if self.updater is None:
-            self.optimizer.set_learning_rate(learning_rate)
-            self.optimizer.step()
+            if learning_rate != self._learning_rate:
+                self.optimizer.set_learning_rate(learning_rate)
+                self._learning_rate = learning_rate
+            self.optimizer.optimizer_step()
         else:
             if self._buffers is None:
                 # the runtime keeps weights and gradients in fixed buffers
-                # (lazy_reset_grad clears them, it does not reallocate)
+                # (lazy_reset_grad clears them, it does not reallocate):
+                # the update graph writes the new weights into them
                 self._buffers = (
                     [onnxruntime.OrtValue(p.data) for p in self.parameters],
                     [onnxruntime.OrtValue(p.grad) for p in self.parameters],
                 )
-            new = self.updater.step(*self._buffers, learning_rate)
-            for param, value in zip(self.parameters, new):
-                param.copy_from(self.state._state, value._ortvalue)
-        self.module.lazy_reset_grad()
-        # numpy inputs give a numpy loss, OrtValue inputs (on a GPU) an OrtValue
-        return float(loss.numpy() if isinstance(loss, onnxruntime.OrtValue) else loss)
+            self.updater.update(*self._buffers, learning_rate)
+        self.module._model.lazy_reset_grad()
+        return fetches[0]
 
 
 class OrtGradientOptimizer(BaseOrtOptimizer):
@@ -214,6 +277,14 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         a number of epochs (1: every epoch); 0 never computes them.
     random_state : int, RandomState or None
         Seeds the shuffling of the minibatches.
+    n_threads : int, optional
+        Threads of onnxruntime's sessions (intra-op); None lets onnxruntime
+        choose (one per core), or takes :func:`helpers.runtime.set_num_threads`.
+    fast_gradients : bool
+        Rewrite each ``Relu`` of the training graph as an exact equivalent
+        whose gradient runs faster (:mod:`helpers.gradient_rewrites`);
+        the trained weights are the same, and the exported model keeps
+        its ``Relu``. False trains the graph as given.
     artifact_dir : str, optional
         Folder where ``fit`` writes the training artifacts (training, eval
         and optimizer models, initial checkpoint) and leaves them for
@@ -268,6 +339,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         verbose=0,
         validation_every=0.1,
         random_state=None,
+        n_threads=None,
+        fast_gradients=True,
         artifact_dir=None,
         checkpoint_path=None,
         checkpoint_every=1,
@@ -289,6 +362,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         self.verbose = verbose
         self.validation_every = validation_every
         self.random_state = random_state
+        self.n_threads = n_threads
+        self.fast_gradients = fast_gradients
         self.artifact_dir = artifact_dir
         self.checkpoint_path = checkpoint_path
         self.checkpoint_every = checkpoint_every
@@ -351,10 +426,9 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
             )
         return super()._check_data(X, y, sample_weight)
 
-    def _inputs(self, X, y, w):
-        if self._record()["weight_name"] is None:
-            return X, y
-        return X, y, w
+    def _batch_arrays(self, X, y, w, weighted):
+        # the loss model takes weights (ones when none were given) or nothing
+        return [X, y] if self._record()["weight_name"] is None else [X, y, w]
 
     # -- training -----------------------------------------------------------------
     def _start_training(self, weights, checkpoint=None):
@@ -366,6 +440,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
             adamw,
             self.device_,
             self.momentum,
+            n_threads=self.n_threads,
+            fast_gradients=self.fast_gradients,
             artifact_dir=self.artifact_dir,
             checkpoint=checkpoint,
         )
@@ -458,9 +534,9 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         if self._runtime.updater is not None:
             self._runtime.updater.set_velocities(self._saved_velocities)
 
-    def _train_step(self, X, y, w, t):
+    def _train_step(self, batch, t):
         eta = learning_rate_at(self.learning_rate_schedule, self.learning_rate, t, self.power_t)
-        return self._runtime.train_step(self._inputs(X, y, w), eta)
+        return self._runtime.train_step(batch.ortvalues(), eta)
 
     def _loss(self, X, y, w):
         if getattr(self, "_scorer", None) is None:
@@ -475,12 +551,17 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
             )
             model = initializers_to_inputs(scoring, self.weights_to_train_)
             self._scorer = onnxruntime.InferenceSession(
-                model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"]
+                model.SerializeToString(),
+                session_options(self.n_threads, "score"),
+                providers=["CPUExecutionProvider"],
             )
         names = [i.name for i in self._scorer.get_inputs()]
         feeds = dict(zip(names, (X, y, w)))
         feeds.update(self.get_state())
         return float(self._scorer.run(None, feeds)[0])
+    def _loss_value(self, handle):
+        return float(handle.numpy())
+
     def _get_weights(self):
         return self._runtime.get_weights()
 

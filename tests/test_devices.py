@@ -65,12 +65,14 @@ def test_batches_cover_each_row_once(on_device):
     X = rng.standard_normal((23, 3)).astype(np.float32)
     y = np.arange(23, dtype=np.float32)
     order = rng.permutation(23)
-    batches = list(Batches([X, y], Device("cpu"), on_device=on_device).epoch(order, 5))
-    assert [(s, e) for s, e, _ in batches] == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 23)]
-    rows = np.concatenate([np.asarray(b[1].numpy() if on_device else b[1]) for _, _, b in batches])
-    np.testing.assert_array_equal(rows, order.astype(np.float32))
-    first_X = batches[0][2][0]
-    np.testing.assert_array_equal(first_X.numpy() if on_device else first_X, X[order[:5]])
+    cut = Batches([X, y], Device("cpu"), on_device=on_device)
+    for epoch in range(2):  # the second epoch refills the buffers of the first
+        order = rng.permutation(23)
+        batches = [(b.start, b.end, [v.numpy() for v in b.ortvalues()]) for b in cut.epoch(order, 5)]
+        assert [(s, e) for s, e, _ in batches] == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 23)]
+        rows = np.concatenate([b[1] for _, _, b in batches])
+        np.testing.assert_array_equal(rows, order.astype(np.float32))
+        np.testing.assert_array_equal(batches[0][2][0], X[order[:5]])
 
 
 @pytest.mark.gpu

@@ -40,11 +40,17 @@ def test_main_opset(linear_onnx):
 def test_set_num_threads():
     try:
         runtime.set_num_threads(1)
-        options = runtime.session_options()
-        assert options.intra_op_num_threads == 1
-        assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+        assert runtime.session_options().intra_op_num_threads == 1
+        # an explicit count wins over the default set for the process
+        assert runtime.session_options(3).intra_op_num_threads == 3
         with pytest.raises(ValueError, match="integer >= 1"):
             runtime.set_num_threads(0)
     finally:
         runtime.set_num_threads(None)
     assert runtime.session_options().intra_op_num_threads == 0
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_session_options_rejects_bad_thread_counts(bad):
+    with pytest.raises(ValueError, match="n_threads must be an integer >= 1 or None"):
+        runtime.session_options(bad)

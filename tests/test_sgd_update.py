@@ -29,10 +29,11 @@ def test_steps_match_scikit_learn_rules(momentum, nesterov):
     updater = SGDUpdate(SHAPES, momentum, nesterov)
     current = [OrtValue.ortvalue_from_numpy(w.copy()) for w in weights]
     grad_values = [OrtValue.ortvalue_from_numpy(g) for g in grads]
+    buffers = [v.data_ptr() for v in current]
     for _ in range(3):
-        new = updater.step(current, grad_values, 0.1)
-        for value, updated in zip(current, new):
-            value.update_inplace(updated.numpy())
+        updater.update(current, grad_values, 0.1)
+    # in place: the weights keep their buffers
+    assert [v.data_ptr() for v in current] == buffers
     expected, velocities = _reference(weights, grads, 0.1, momentum, nesterov, 3)
     for value, ref in zip(current, expected):
         np.testing.assert_allclose(value.numpy(), ref, rtol=1e-5)
@@ -59,3 +60,23 @@ def test_graph_inputs():
     assert names == ["lr", "momentum", "W0", "G0", "V0", "W1", "G1", "V1"]
     with pytest.raises(ValueError, match="needs momentum"):
         build_sgd_update_graph(1, momentum=False, nesterov=True)
+
+
+def test_learning_rate_change_is_applied():
+    weight = OrtValue.ortvalue_from_numpy(np.zeros(2, dtype=np.float32))
+    grad = OrtValue.ortvalue_from_numpy(np.ones(2, dtype=np.float32))
+    updater = SGDUpdate([(2,)])
+    updater.update([weight], [grad], 0.1)
+    updater.update([weight], [grad], 0.5)
+    np.testing.assert_allclose(weight.numpy(), [-0.6, -0.6], rtol=1e-6)
+
+
+def test_new_weight_buffers_are_bound_again():
+    grad = OrtValue.ortvalue_from_numpy(np.ones(2, dtype=np.float32))
+    updater = SGDUpdate([(2,)])
+    first = OrtValue.ortvalue_from_numpy(np.zeros(2, dtype=np.float32))
+    second = OrtValue.ortvalue_from_numpy(np.full(2, 5.0, dtype=np.float32))
+    updater.update([first], [grad], 1.0)
+    updater.update([second], [grad], 1.0)
+    np.testing.assert_array_equal(first.numpy(), [-1.0, -1.0])
+    np.testing.assert_array_equal(second.numpy(), [4.0, 4.0])
