@@ -17,10 +17,13 @@ import os
 import tempfile
 import time
 
+import numpy as np
+import onnxruntime
 import pandas as pd
+from onnx import TensorProto, helper
 from sklearn.base import clone
 
-from .runtime import profiling_sessions
+from .runtime import profiling_sessions, session_options
 
 #: What each session label of the helpers runs, for the tables.
 SESSION_ROLES = {
@@ -179,3 +182,83 @@ def summarize_by_session(table):
         .sum()
         .sort_values("µs per step", ascending=False)
     )
+
+
+def step_products_model(opset=15):
+    """The five matrix products of a training step of a one-hidden-layer MLP, in one graph.
+
+    With ``x`` (batch, d), ``w1`` (d, h), ``w2`` (h, 1) and ``g`` the
+    gradient of the loss with respect to the output (batch, 1): two forward
+    products ``h = x @ w1`` and ``p = h @ w2``, three backward ones with the
+    transposes a gradient graph uses, ``grad_w2 = h.T @ g``,
+    ``grad_h = g @ w2.T``, ``grad_w1 = x.T @ grad_h``. Nothing else (biases,
+    activation, loss, update): the time of a training step over this one is
+    what the rest of the step costs.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Inputs ``x``, ``w1``, ``w2``, ``g``; outputs ``p``, ``grad_w1``, ``grad_w2``.
+    """
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("MatMul", ["h", "w2"], ["p"]),
+        helper.make_node("Gemm", ["h", "g"], ["grad_w2"], transA=1),
+        helper.make_node("Gemm", ["g", "w2"], ["grad_h"], transB=1),
+        helper.make_node("Gemm", ["x", "grad_h"], ["grad_w1"], transA=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "step_products",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("x", "w1", "w2", "g")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("p", "grad_w1", "grad_w2")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+class StepProducts:
+    """The runtime's bound for a training step: its matrix products, one session call.
+
+    Parameters
+    ----------
+    n_features, hidden : int
+        The network ``n_features -> hidden -> 1``.
+    n_threads : int, optional
+        Threads of the session, as for the optimizers.
+    random_state : int
+        Seeds the weights and the output gradient.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> bound = StepProducts(n_features=4, hidden=8)
+    >>> bound.run(np.ones((16, 4), dtype=np.float32))
+    >>> bound.flops(16)
+    2816
+    """
+
+    def __init__(self, n_features, hidden, n_threads=None, random_state=0):
+        rng = np.random.default_rng(random_state)
+        self.w1 = rng.standard_normal((n_features, hidden)).astype(np.float32)
+        self.w2 = rng.standard_normal((hidden, 1)).astype(np.float32)
+        self._rng = rng
+        self._gradients = {}
+        self._session = onnxruntime.InferenceSession(
+            step_products_model().SerializeToString(),
+            session_options(n_threads, "step_products"),
+            providers=["CPUExecutionProvider"],
+        )
+
+    def run(self, X):
+        """Compute the five products for the batch ``X``."""
+        n = X.shape[0]
+        if n not in self._gradients:
+            self._gradients[n] = self._rng.standard_normal((n, 1)).astype(np.float32)
+        self._session.run(None, {"x": X, "w1": self.w1, "w2": self.w2, "g": self._gradients[n]})
+
+    def flops(self, batch_size):
+        """Floating point operations of the five products (two per multiply-add)."""
+        d, h = self.w1.shape
+        return 2 * batch_size * (2 * d * h + 3 * h)
