@@ -15,11 +15,13 @@ the pieces that make that true once, for every notebook:
   :class:`OrtForwardBackwardTrainer`: one training step (forward, loss,
   backward, update) of torch, of the whole-training API and of the
   forward/backward API, all minimizing ``mean((prediction - y) ** 2)``;
-* :class:`NumpyMatmul`: the matrix products of one step alone, the physical
-  reference of the scaling benchmark;
+* :class:`NumpyMatmul`, :class:`OrtStepProducts`: the matrix products of
+  one step alone, in numpy (BLAS) and in onnxruntime's kernels: the
+  references of the scaling benchmark, the second the runtime's own bound;
 * :func:`run_batches`, :func:`run_epoch`, :func:`interleaved_measure`,
-  :func:`interleaved_fit_times`, :func:`is_comparable`: running, timing
-  and the check that compared runs reached comparable losses.
+  :func:`interleaved_fit_times`, :func:`marginal_step_cost`,
+  :func:`is_comparable`: running, timing and the check that compared runs
+  reached comparable losses.
 
 The loss is torch's ``MSELoss``, the ``squared_error`` of
 :func:`helpers.add_loss_output`: twice scikit-learn's, whose squared error
@@ -44,6 +46,10 @@ ORTMODULE = "ORTModule"
 ORT_WHOLE = "ort whole-training"
 ORT_FORWARD_BACKWARD = "ort forward-backward"
 NUMPY_MATMUL = "numpy matmul"
+ORT_BOUND = "onnxruntime matmul bound"
+
+#: The two references: the step's matrix products alone, not frameworks.
+BOUNDS = (NUMPY_MATMUL, ORT_BOUND)
 
 #: The columns every benchmark row has (see :mod:`benchmarks.aggregate`).
 ROW_KEYS = (
@@ -461,6 +467,9 @@ class OrtWholeTrainer:
     lr : float
     betas, eps, weight_decay
         AdamW's settings.
+    n_threads : int, optional
+        Intra-op threads of the training session (the optimizer's ``n_threads``);
+        None takes :func:`helpers.runtime.set_num_threads` or onnxruntime's default.
 
     Attributes
     ----------
@@ -468,7 +477,9 @@ class OrtWholeTrainer:
         Seconds spent generating the artifacts and building the sessions.
     """
 
-    def __init__(self, onx, optimizer="sgd", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(
+        self, onx, optimizer="sgd", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, n_threads=None
+    ):
         from .devices import resolve_device  # noqa: PLC0415
         from .onnx_graph import get_train_initializer  # noqa: PLC0415
         from .onnx_loss import add_loss_output  # noqa: PLC0415
@@ -481,7 +492,9 @@ class OrtWholeTrainer:
         self.lr = lr
         weights = get_train_initializer(onx)
         adamw = {"betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
-        self.runtime = _Runtime(add_loss_output(onx), weights, optimizer, adamw, resolve_device("cpu"), 0.9)
+        self.runtime = _Runtime(
+            add_loss_output(onx), weights, optimizer, adamw, resolve_device("cpu"), 0.9, n_threads=n_threads
+        )
         self.setup_time_s = time.perf_counter() - start
 
     def prepare(self, X, y):
@@ -514,6 +527,9 @@ class OrtForwardBackwardTrainer:
         The network without loss.
     lr : float
         Constant learning rate (:class:`helpers.LearningRateSGD`).
+    n_threads : int, optional
+        Intra-op threads of the model's session (the optimizer's ``n_threads``);
+        None takes :func:`helpers.runtime.set_num_threads` or onnxruntime's default.
 
     Attributes
     ----------
@@ -521,7 +537,7 @@ class OrtForwardBackwardTrainer:
         Seconds spent building the gradient graph and the sessions.
     """
 
-    def __init__(self, onx, lr=1e-3):
+    def __init__(self, onx, lr=1e-3, n_threads=None):
         from .forward_backward_optimizer import OrtGradientForwardBackwardOptimizer  # noqa: PLC0415
         from .learning_rate import LearningRateSGD  # noqa: PLC0415
         from .onnx_graph import get_train_initializer  # noqa: PLC0415
@@ -536,6 +552,7 @@ class OrtForwardBackwardTrainer:
             batch_size=1,
             learning_rate=LearningRateSGD(eta0=lr, learning_rate="constant"),
             validation_every=0,
+            n_threads=n_threads,
         )
         self.optimizer.fit(np.zeros((1, n_features), np.float32), np.zeros((1, 1), np.float32))
         self.optimizer.set_state(initial)
@@ -606,6 +623,56 @@ class NumpyMatmul:
         d, h = self.W1.shape
         o = self.W2.shape[1]
         return 2 * batch_size * (d * h + h * o + h * o + o * h + d * h)
+
+
+class OrtStepProducts:
+    """The matrix products of one training step, run by onnxruntime's kernels: the runtime's bound.
+
+    The five products of :class:`NumpyMatmul` in one ONNX graph
+    (:class:`helpers.profiling.StepProducts`: the forward ``MatMul`` nodes,
+    the backward ``Gemm`` nodes with the transposes a gradient graph uses),
+    run in one session call per step. Both training APIs run these kernels
+    and more: no step of theirs can be faster, and their time over this one
+    is what the rest of the step (biases, ReLU, loss, update, calls) costs.
+    numpy's BLAS may be faster or slower than onnxruntime's own GEMM (MLAS),
+    so :class:`NumpyMatmul` is no bound for onnxruntime; this is.
+
+    Parameters
+    ----------
+    layers : list of tuple
+        Two ``(W, b)`` layers (see :func:`mlp_layers`), one output.
+    n_threads : int, optional
+        Intra-op threads of the session, as for the optimizers.
+    """
+
+    #: The products of a step, by name, as :class:`NumpyMatmul`'s.
+    PRODUCTS = NumpyMatmul.PRODUCTS
+
+    def __init__(self, layers, n_threads=None):
+        from .profiling import StepProducts  # noqa: PLC0415
+
+        if len(layers) != 2:
+            raise ValueError(f"OrtStepProducts expects one hidden layer (2 layers), got {len(layers)}.")
+        (W1, _), (W2, _) = layers
+        if W2.shape[1] != 1:
+            raise ValueError(f"OrtStepProducts expects one output, the network has {W2.shape[1]}.")
+        self.products = StepProducts(W1.shape[0], W1.shape[1], n_threads=n_threads)
+        # the network's own weights: the values change no time, but the step is the step of this network
+        self.products.w1 = np.ascontiguousarray(W1, dtype=np.float32)
+        self.products.w2 = np.ascontiguousarray(W2, dtype=np.float32)
+
+    def prepare(self, X, y):
+        """The batch as the session takes it (the gradient ``g`` is drawn once per batch size)."""
+        return (np.ascontiguousarray(X, dtype=np.float32),)
+
+    def step(self, X):
+        """The five products of one step, one session call; returns nothing useful (0.0)."""
+        self.products.run(X)
+        return 0.0
+
+    def flops(self, batch_size):
+        """Floating point operations of the five products (2 per multiply-add)."""
+        return self.products.flops(batch_size)
 
 
 # -- running and timing -----------------------------------------------------------------------
@@ -736,6 +803,53 @@ def interleaved_measure(functions, repeat=5, min_time=0.05):
                 function()
             times[name].append((time.perf_counter() - start) / number)
     return {name: _summary(values, numbers[name]) for name, values in times.items()}
+
+
+def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.perf_counter):
+    """The marginal cost of one training step: what each extra epoch costs, per step.
+
+    Each fit is warmed up once (``fit(1)``), then ``repeats`` rounds time
+    ``fit(e1)`` and ``fit(e2)`` of every framework in turn. With the fastest
+    time of each, ``(t(e2) - t(e1)) / ((e2 - e1) * steps_per_epoch)`` is the
+    cost of one step, free of what a fit pays once (building the graphs and
+    sessions, generating artifacts); that fixed cost is ``t(e1)`` minus the
+    ``e1`` epochs' steps.
+
+    Parameters
+    ----------
+    fits : dict
+        Name to ``fit(epochs)``: a whole training of that many epochs.
+    steps_per_epoch : int
+    e1, e2 : int
+        Epochs of the short and the long fit, ``e2 > e1``.
+    repeats : int
+        Rounds; the fastest time of each fit is kept.
+    clock : callable
+        Returns seconds (tests pass a fake one).
+
+    Returns
+    -------
+    dict
+        Name to ``{'step_s', 'fixed_s'}``.
+    """
+    if not e2 > e1 >= 1:
+        raise ValueError(f"Expected e2 > e1 >= 1, got e1={e1}, e2={e2}.")
+    for fit in fits.values():
+        fit(1)  # warm-up: caches, first-call allocations
+    short = {name: [] for name in fits}
+    long = {name: [] for name in fits}
+    for _ in range(repeats):
+        for name, fit in fits.items():
+            for epochs, times in ((e1, short), (e2, long)):
+                start = clock()
+                fit(epochs)
+                times[name].append(clock() - start)
+    out = {}
+    for name in fits:
+        a, b = min(short[name]), min(long[name])
+        step = (b - a) / ((e2 - e1) * steps_per_epoch)
+        out[name] = {"step_s": step, "fixed_s": a - e1 * steps_per_epoch * step}
+    return out
 
 
 def timing_note(timing, spread=2.0):

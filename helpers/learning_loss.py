@@ -93,6 +93,32 @@ class BaseLearningLoss:
             self._functions[key] = OnnxFunction(model, device)
         return self._functions[key]
 
+    def gradient_model(self, rank=2, weighted=False):
+        """Return the ONNX graph computing the loss and its gradient.
+
+        Parameters
+        ----------
+        rank : int
+            Rank of the prediction (2 for an output of shape ``(N, k)``).
+        weighted : bool
+            Whether the graph takes per-sample weights.
+
+        Returns
+        -------
+        onnx.ModelProto
+            Inputs ``label``, ``prediction`` (and ``weight``); outputs
+            ``loss`` and ``gradient``.
+
+        Examples
+        --------
+        >>> model = SquareLearningLoss().gradient_model(rank=2)
+        >>> [i.name for i in model.graph.input], [o.name for o in model.graph.output]
+        (['label', 'prediction'], ['loss', 'gradient'])
+        """
+        from .devices import Device  # noqa: PLC0415
+
+        return self._function(Device("cpu"), rank, "gradient", weighted).model
+
     def _run(self, what, device, expected, predicted, weight):
         predicted = to_ortvalue(predicted, device)
         rank = len(predicted.shape())

@@ -1,0 +1,147 @@
+"""Refits reuse artifacts and gradient graphs; the thread count reaches every session."""
+import os
+import tempfile
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from helpers import (
+    LearningRateSGD,
+    OrtGradientForwardBackwardOptimizer,
+    OrtGradientOptimizer,
+    add_loss_output,
+    runtime,
+    training_cache,
+    whole_training,
+)
+from helpers.model_factories import mlp_onnx
+from helpers.training_cache import ARTIFACTS, GRADIENT_GRAPHS, ContentCache, content_key
+
+
+@pytest.fixture(autouse=True)
+def empty_caches():
+    training_cache.clear_training_caches()
+    yield
+    training_cache.clear_training_caches()
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 5)).astype(np.float32)
+    return X, (X[:, :1] * 2 - 1).astype(np.float32)
+
+
+def test_content_cache_is_bounded_and_least_recently_used_goes_first():
+    evicted = []
+    cache = ContentCache(maxsize=2, on_evict=evicted.append)
+    cache.get_or_build("a", lambda: "A")
+    cache.get_or_build("b", lambda: "B")
+    cache.get_or_build("a", lambda: "not built")  # a is now the most recent
+    cache.get_or_build("c", lambda: "C")
+    assert evicted == ["B"] and len(cache) == 2
+    assert (cache.hits, cache.misses) == (1, 3)
+
+
+def test_content_key_follows_the_weights():
+    model = mlp_onnx(3, hidden=(4,), random_state=0)
+    assert content_key(model, "sgd") == content_key(mlp_onnx(3, hidden=(4,), random_state=0), "sgd")
+    assert content_key(model, "sgd") != content_key(mlp_onnx(3, hidden=(4,), random_state=1), "sgd")
+    assert content_key(model, "sgd") != content_key(model, "adamw")
+
+
+def _artifact_folders():
+    return sorted(os.listdir(training_cache.artifact_root()))
+
+
+def test_whole_training_refit_reuses_artifacts_without_temporary_folders(data, monkeypatch):
+    X, y = data
+    opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(5, hidden=(6,))), max_iter=2, batch_size=20, random_state=0)
+    first = clone(opt).fit(X, y)
+    assert (ARTIFACTS.misses, ARTIFACTS.hits) == (1, 0)
+    folders = _artifact_folders()
+    calls = []
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: calls.append(a) or pytest.fail("mkdtemp"))
+    second = clone(opt).fit(X, y)
+    assert (ARTIFACTS.misses, ARTIFACTS.hits) == (1, 1)
+    assert _artifact_folders() == folders and not calls
+    assert second.train_losses_ == first.train_losses_
+    # another setting is another entry
+    monkeypatch.undo()
+    clone(opt).set_params(solver="adamw").fit(X, y)
+    clone(opt).set_params(fast_gradients=False).fit(X, y)
+    assert ARTIFACTS.misses == 3 and len(_artifact_folders()) == 3
+
+
+def test_failed_artifact_generation_leaves_nothing(data, monkeypatch):
+    X, y = data
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("interrupted")
+
+    monkeypatch.setattr(whole_training, "generate_training_artifacts", broken)
+    before = _artifact_folders()
+    with pytest.raises(RuntimeError, match="interrupted"):
+        OrtGradientOptimizer(add_loss_output(mlp_onnx(5, hidden=(6,))), max_iter=1).fit(X, y)
+    assert len(ARTIFACTS) == 0 and _artifact_folders() == before
+
+
+def test_forward_backward_refit_shares_the_gradient_graph(data):
+    X, y = data
+    opt = OrtGradientForwardBackwardOptimizer(
+        mlp_onnx(5, hidden=(6,)), learning_rate=LearningRateSGD(0.01, learning_rate="constant"),
+        max_iter=3, batch_size=20, random_state=0,
+    )
+    first = clone(opt).fit(X, y)
+    second = clone(opt).fit(X, y)
+    assert (GRADIENT_GRAPHS.misses, GRADIENT_GRAPHS.hits) == (1, 1)
+    assert first._runtime.fb._agent is second._runtime.fb._agent
+    # sharing the sessions does not share the weights: more epochs of one leave the other alone
+    before = second.get_state()
+    first.set_params(warm_start=True).fit(X, y)
+    for name, value in second.get_state().items():
+        np.testing.assert_array_equal(value, before[name])
+    np.testing.assert_array_equal(first.train_losses_[:3], second.train_losses_)
+    clone(opt).set_params(n_threads=1).fit(X, y)
+    assert GRADIENT_GRAPHS.misses == 2
+
+
+@pytest.mark.parametrize("make", ["whole", "forward_backward"])
+def test_n_threads_reaches_the_model_sessions(data, monkeypatch, make):
+    X, y = data
+    seen = []
+    original = runtime.session_options
+
+    def recording(n_threads=None, label="session"):
+        seen.append((label, n_threads))
+        return original(n_threads, label)
+
+    for module in ("whole_training", "forward_backward", "base_optimizer"):
+        monkeypatch.setattr(f"helpers.{module}.session_options", recording)
+    model = mlp_onnx(5, hidden=(6,))
+    if make == "whole":
+        opt = OrtGradientOptimizer(add_loss_output(model), max_iter=1, n_threads=1)
+    else:
+        opt = OrtGradientForwardBackwardOptimizer(model, max_iter=1, n_threads=1)
+    opt.fit(X, y, X_val=X, y_val=y)
+    opt.predict(X)
+    model_sessions = [n for label, n in seen if label in ("model", "predict", "score")]
+    assert model_sessions and set(model_sessions) == {1}
+
+
+@pytest.mark.parametrize("bad", [0, 2.5, "4", True])
+def test_bad_thread_counts_are_refused(data, bad):
+    X, y = data
+    for opt in (
+        OrtGradientOptimizer(add_loss_output(mlp_onnx(5, hidden=(6,))), n_threads=bad),
+        OrtGradientForwardBackwardOptimizer(mlp_onnx(5, hidden=(6,)), n_threads=bad),
+    ):
+        with pytest.raises(ValueError, match="n_threads must be an integer >= 1 or None"):
+            opt.fit(X, y)
+
+
+def test_fast_gradients_must_be_a_boolean(data):
+    X, y = data
+    with pytest.raises(TypeError, match="fast_gradients must be True or False"):
+        OrtGradientForwardBackwardOptimizer(mlp_onnx(5, hidden=(6,)), fast_gradients="yes").fit(X, y)
