@@ -62,8 +62,9 @@ class OrtGradientForwardBackward:
     fast_gradients : bool
         Build the gradient graph from a copy of the model whose ``Relu``
         nodes are rewritten into an exact equivalent with a faster gradient
-        (:mod:`helpers.gradient_rewrites`). Predictions (``training=False``)
-        run the model as given.
+        and, when the model has one input, whose first dimension is named as
+        the batch (:mod:`helpers.gradient_rewrites`). Predictions
+        (``training=False``) run the model as given.
 
     Attributes
     ----------
@@ -142,7 +143,13 @@ class OrtGradientForwardBackward:
         config.initializer_names_to_train = self.weights_to_train
         config.input_names_require_grad = []
         config.build_gradient_graph = True
-        model = rewrite_for_training(self.onnx_model) if self.fast_gradients else self.onnx_model
+        # one user input holds one row per sample: its first dimension is the batch
+        batch_inputs = self.input_names if len(self.input_names) == 1 else ()
+        model = (
+            rewrite_for_training(self.onnx_model, batch_inputs)
+            if self.fast_gradients
+            else self.onnx_model
+        )
         quiet_runtime_logs()
         with native_stderr_captured():
             builder = OrtModuleGraphBuilder()

@@ -80,7 +80,9 @@ def _decode_array(text):
 
 def _write_artifacts(onx_loss, names, folder, solver, adamw, fast_gradients):
     """Write the artifacts, the training graph rewritten for fast gradients."""
-    training_model = rewrite_for_training(onx_loss) if fast_gradients else onx_loss
+    initializers = {i.name for i in onx_loss.graph.initializer}
+    per_row = [i.name for i in onx_loss.graph.input if i.name not in initializers]
+    training_model = rewrite_for_training(onx_loss, per_row) if fast_gradients else onx_loss
     generate_training_artifacts(training_model, names, folder, solver, **adamw)
 
 

@@ -148,3 +148,27 @@ def test_forward_backward_weights_equal_with_and_without_rewrite(data):
     assert fits[True].train_losses_[-1] < fits[True].train_losses_[0] / 2
     assert "Relu" not in _ops(fits[True]._runtime.fb.gradient_model_)
     assert _ops(fits[True].get_trained_onnx()).count("Relu") == 2
+
+
+def test_named_batch_dimension_removes_runtime_shape_nodes():
+    """One named batch symbol: no BroadcastGradientArgs nor shape arithmetic in the gradient graph."""
+    model = mlp_onnx(6, hidden=(5,))
+    plain = _ops(OrtGradientForwardBackward(model, fast_gradients=False).gradient_model_)
+    fast = _ops(OrtGradientForwardBackward(model, fast_gradients=True).gradient_model_)
+    assert "BroadcastGradientArgs" in plain
+    assert "BroadcastGradientArgs" not in fast and "Shape" not in fast
+    assert len(fast) < len(plain)
+
+
+def test_batch_dimension_takes_an_existing_name_and_leaves_fixed_sizes():
+    model = add_loss_output(mlp_onnx(3, hidden=(4,)))
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "rows"
+    rewritten = rewrite_for_training(model, ["X", "label"])
+    dims = {i.name: i.type.tensor_type.shape.dim[0] for i in rewritten.graph.input}
+    assert dims["X"].dim_param == dims["label"].dim_param == "rows"
+    fixed = mlp_onnx(3, hidden=(4,))
+    fixed.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 8
+    dim = rewrite_for_training(fixed, ["X"]).graph.input[0].type.tensor_type.shape.dim[0]
+    assert dim.dim_value == 8 and not dim.dim_param
+    # no input named: the model's dimensions are left as they are
+    assert not rewrite_for_training(mlp_onnx(3, hidden=(4,))).graph.input[0].type.tensor_type.shape.dim[0].dim_param
