@@ -6,13 +6,16 @@ configuration, with these keys (absent when they do not apply):
 * ``benchmark``: ``'sklearn'``, ``'torch'`` or ``'scaling'``;
 * ``model`` (``'linear'``, ``'mlp'``), ``framework`` (``'scikit-learn'``,
   ``'torch eager'``, ``'torch.compile'``, ``'ORTModule'``,
-  ``'ort whole-training'``, ``'ort forward-backward'``, ``'numpy matmul'``),
+  ``'ort whole-training'``, ``'ort forward-backward'``, and the two
+  references of ``scaling``, ``'numpy matmul'`` and ``'onnxruntime matmul bound'``),
   ``optimizer``;
 * the configuration: ``n_samples``, ``n_features``, ``hidden``,
   ``batch_size``, ``epochs``, ``updates``, and for ``scaling`` the name of
   the ``varied`` parameter;
 * the measures: ``fit_time_s``, ``time_per_update_s``,
   ``time_per_sample_s``, ``samples_per_s``, ``train_loss``, ``val_loss``;
+* for ``scaling``, ``ratio_to_numpy`` and ``ratio_to_ort_bound``: the time
+  per update over that of each reference;
 * ``comparable`` (False flags a row whose loss is not close to the
   reference's), ``note``, ``error``.
 
@@ -32,6 +35,9 @@ TARGETS = [
     ("whole-training step / torch eager step", "ort whole-training", "torch eager", 0.25),
     ("forward-backward step / torch eager step", "ort forward-backward", "torch eager", 0.5),
 ]
+
+#: The references of the scaling benchmark (the step's matrix products alone), not frameworks.
+REFERENCES = ("numpy matmul", "onnxruntime matmul bound")
 
 
 def load_rows(results):
@@ -136,7 +142,7 @@ def _bound_ratios(df):
         group = group[group.batch_size == largest]
         bound = group[group.framework == "numpy matmul"].time_per_update_s.median()
         config = f"batch_size={largest}" + ("" if threads is None else f", threads={threads}")
-        for framework, runs in group[group.framework != "numpy matmul"].groupby("framework"):
+        for framework, runs in group[~group.framework.isin(REFERENCES)].groupby("framework"):
             out.append(
                 {"framework": framework, "config": config, "ratio": runs.time_per_update_s.median() / bound}
             )
@@ -180,6 +186,13 @@ TABLE_COLUMNS = [
     "train_loss", "val_loss", "comparable", "note", "error",
 ]
 
+#: The scaling table adds the ratios to its two references.
+_at = TABLE_COLUMNS.index("time_per_update_s") + 1
+SCALING_COLUMNS = TABLE_COLUMNS[:_at] + ["ratio_to_ort_bound", "ratio_to_numpy"] + TABLE_COLUMNS[_at:]
+
+#: Line styles of the references in the scaling plots.
+REFERENCE_STYLES = {"numpy matmul": ":", "onnxruntime matmul bound": "--"}
+
 
 def _plots(df, results):
     import matplotlib  # noqa: PLC0415
@@ -195,8 +208,10 @@ def _plots(df, results):
         fig, ax = plt.subplots(figsize=(6, 4))
         for framework, rows in group.groupby("framework"):
             rows = rows.groupby(varied)["time_per_update_s"].median()
-            style = "k--" if framework == "numpy matmul" else "o-"
-            ax.loglog(rows.index, rows.values, style, label=framework)
+            if framework in REFERENCE_STYLES:
+                ax.loglog(rows.index, rows.values, REFERENCE_STYLES[framework], color="black", label=framework)
+            else:
+                ax.loglog(rows.index, rows.values, "o-", label=framework)
         ax.set_xlabel(varied)
         ax.set_ylabel("seconds per update")
         ax.set_title(f"Time per training step against {varied}")
@@ -256,6 +271,7 @@ def summarize(results):
         if targets:
             lines += ["## Targets", ""] + targets + [""]
         for benchmark, group in df.groupby("benchmark"):
-            lines += [f"## {benchmark}", ""] + _markdown_table(group, TABLE_COLUMNS) + [""]
+            columns = SCALING_COLUMNS if benchmark == "scaling" else TABLE_COLUMNS
+            lines += [f"## {benchmark}", ""] + _markdown_table(group, columns) + [""]
     atomic_write_text(md_path, "\n".join(lines) + "\n")
     return [csv_path, md_path, *_plots(df, results)]

@@ -353,8 +353,8 @@ def torch_mlp(onx):
     for i, (W, b) in enumerate(layers):
         linear = torch.nn.Linear(W.shape[0], W.shape[1])
         with torch.no_grad():
-            linear.weight.copy_(torch.from_numpy(np.ascontiguousarray(W.T)))
-            linear.bias.copy_(torch.from_numpy(b))
+            linear.weight.copy_(torch.from_numpy(np.array(W.T, order="C")))
+            linear.bias.copy_(torch.from_numpy(np.array(b)))  # a copy: initializers may be read-only
         modules.append(linear)
         if i < len(layers) - 1:
             modules.append(torch.nn.ReLU())

@@ -112,25 +112,35 @@ def measure(function, repeat=5, number=None, min_time=0.05):
     }
 
 
-def atomic_write_text(path, text):
-    """Write ``text`` to ``path`` so that a reader never sees half a file.
+def atomic_write_bytes(path, data):
+    """Write ``data`` to ``path`` so that a reader never sees half a file.
 
-    The text goes to a temporary file in the same folder, which then replaces
-    ``path`` in one step; an interruption leaves the old file or none.
+    The data goes to a temporary file in the same folder, which then replaces
+    ``path`` in one step; an interruption leaves the old file or none. The
+    file gets the permissions of an ordinary new file (the umask's), not the
+    private ones of a temporary file.
     """
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp_", suffix=os.path.basename(path))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def atomic_write_text(path, text):
+    """Write ``text`` (UTF-8) to ``path`` atomically, as :func:`atomic_write_bytes`."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def write_record(path, notebook, parameters, rows, started=None):

@@ -185,6 +185,69 @@ def test_numpy_matmul_products(mlp_and_onnx, batches):
         bm.NumpyMatmul(bm.mlp_layers(bm.zero_linear_onnx(3)))
 
 
+def test_ort_step_products(mlp_and_onnx, batches):
+    """The runtime's bound: the same products as numpy's, the network's weights, its own threads."""
+    _, onx = mlp_and_onnx
+    layers = bm.mlp_layers(onx)
+    bound = bm.OrtStepProducts(layers, n_threads=1)
+    assert bound.PRODUCTS == bm.NumpyMatmul.PRODUCTS
+    np.testing.assert_array_equal(bound.products.w1, layers[0][0])
+    np.testing.assert_array_equal(bound.products.w2, layers[1][0])
+    prepared = bound.prepare(*batches[0])
+    assert len(prepared) == 1 and prepared[0].shape == (16, 6) and prepared[0].dtype == np.float32
+    assert bound.step(*prepared) == 0.0
+    assert bound.flops(16) == bm.NumpyMatmul(layers).flops(16)
+    assert bound.products._session.get_session_options().intra_op_num_threads == 1
+    assert bm.ORT_BOUND in bm.BOUNDS and bm.NUMPY_MATMUL in bm.BOUNDS
+    with pytest.raises(ValueError, match="one hidden layer"):
+        bm.OrtStepProducts(bm.mlp_layers(bm.zero_linear_onnx(3)))
+
+
+def test_ort_trainers_take_n_threads(mlp_and_onnx, monkeypatch):
+    """n_threads reaches the sessions that run the model, in both trainers."""
+    from helpers import whole_training
+
+    _, onx = mlp_and_onnx
+    fb = bm.OrtForwardBackwardTrainer(onx, 0.01, n_threads=1)
+    assert fb.optimizer.n_threads == 1
+    assert fb.optimizer._runtime.fb._train_sess.get_session_options().intra_op_num_threads == 1
+    calls = []
+    real = whole_training.session_options
+
+    def spy(n_threads=None, label="session"):
+        calls.append((n_threads, label))
+        return real(n_threads, label)
+
+    monkeypatch.setattr(whole_training, "session_options", spy)
+    whole = bm.OrtWholeTrainer(onx, "sgd", 0.01, n_threads=1)
+    assert (1, "model") in calls
+    assert np.isfinite(whole.step(*whole.prepare(np.ones((4, 6), np.float32), np.ones(4, np.float32))))
+
+
+def test_marginal_step_cost_with_a_fake_clock():
+    """(t(e2) - t(e1)) / extra steps, best of the repeats, fits in turn after one warm-up each."""
+    now = [0.0]
+    calls = []
+    costs = {"a": (0.5, 0.01), "b": (0.1, 0.002)}  # fixed seconds, seconds per step
+
+    def fit_of(name):
+        def fit(epochs):
+            calls.append((name, epochs))
+            fixed, step = costs[name]
+            # the first timed round is slower: the best of the repeats must ignore it
+            slow = 2.0 if sum(c[0] == name for c in calls) <= 3 else 1.0
+            now[0] += slow * (fixed + step * 10 * epochs)
+        return fit
+
+    out = bm.marginal_step_cost({"a": fit_of("a"), "b": fit_of("b")}, steps_per_epoch=10, e1=1, e2=4,
+                                repeats=2, clock=lambda: now[0])
+    assert calls == [("a", 1), ("b", 1)] + [("a", 1), ("a", 4), ("b", 1), ("b", 4)] * 2
+    assert out["a"]["step_s"] == pytest.approx(0.01) and out["a"]["fixed_s"] == pytest.approx(0.5)
+    assert out["b"]["step_s"] == pytest.approx(0.002) and out["b"]["fixed_s"] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="e2 > e1"):
+        bm.marginal_step_cost({}, 10, e1=2, e2=2)
+
+
 def test_run_epoch_counts_updates(data):
     class Count:
         def __init__(self):

@@ -1,18 +1,24 @@
 """The benchmark notebooks with tiny parameters, and the sweep runner on a two-run grid."""
 import json
 import os
+import shutil
+import subprocess
+import sys
 
+import numpy as np
+import pandas as pd
 import papermill
 import pytest
 
-from benchmarks import runner
-from benchmarks.aggregate import load_rows
+from benchmarks import runner, thread_scaling
+from benchmarks.aggregate import load_rows, summarize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCHMARKS = os.path.join(os.path.dirname(HERE), "benchmarks")
+ROOT = os.path.dirname(HERE)
+BENCHMARKS = os.path.join(ROOT, "benchmarks")
 FRAMEWORKS = {
     "scikit-learn", "torch eager", "torch.compile", "ORTModule", "ort whole-training",
-    "ort forward-backward", "numpy matmul",
+    "ort forward-backward", "numpy matmul", "onnxruntime matmul bound",
 }
 
 
@@ -34,7 +40,9 @@ def _check_record(path, benchmark):
     "notebook, benchmark, expected",
     [
         ("bench_torch.ipynb", "torch", {"torch eager", "ort whole-training", "ort forward-backward", "ORTModule"}),
-        ("bench_scaling.ipynb", "scaling", {"torch eager", "ort whole-training", "ort forward-backward", "numpy matmul"}),
+        ("bench_scaling.ipynb", "scaling", {
+            "torch eager", "ort whole-training", "ort forward-backward", "numpy matmul", "onnxruntime matmul bound",
+        }),
     ],
 )
 def test_notebook_with_tiny_parameters(tmp_path, notebook, benchmark, expected):
@@ -52,6 +60,25 @@ def test_notebook_with_tiny_parameters(tmp_path, notebook, benchmark, expected):
     assert expected <= frameworks
     ortmodule = [row for row in record["rows"] if row["framework"] == "ORTModule"]
     assert all(row["error"] for row in ortmodule)  # torch 2.13: cannot import, said in the row
+    if benchmark == "scaling":
+        _check_scaling_bound(tmp_path, record_path, record)
+
+
+def _check_scaling_bound(tmp_path, record_path, record):
+    """Every row has its ratio to the runtime's bound; the summary shows the row and the column."""
+    for row in record["rows"]:
+        assert row["ratio_to_ort_bound"] > 0 and row["ratio_to_numpy"] > 0
+        if row["framework"] == "onnxruntime matmul bound":
+            assert row["ratio_to_ort_bound"] == 1.0 and row["gflops"] > 0
+    results = tmp_path / "results"
+    os.makedirs(results / "runs" / "scaling-test")
+    shutil.copy(record_path, results / "runs" / "scaling-test" / "record.json")
+    summarize(str(results))
+    summary = (results / "summary.md").read_text(encoding="utf-8")
+    assert "ratio_to_ort_bound" in summary and "| onnxruntime matmul bound |" in summary
+    # a reference is not a framework judged against numpy's products
+    assert "step / numpy matmul time, ort whole-training" in summary
+    assert "numpy matmul time, onnxruntime matmul bound" not in summary
 
 
 def test_runner_on_a_two_run_grid(tmp_path, capsys):
@@ -106,3 +133,66 @@ def test_grids_expand(tmp_path):
     assert len({r["id"] for r in quick}) == len(quick) >= 3
     assert len(full) > len(quick)
     assert {r["benchmark"].split("_")[0] for r in full} == {"sklearn", "torch", "scaling"}
+
+
+def test_thread_scaling_quick(tmp_path):
+    """The thread-scaling script, as a user runs it, on a tiny size and one thread."""
+    out = tmp_path / "out"
+    subprocess.run(
+        [sys.executable, os.path.join("benchmarks", "thread_scaling.py"), "--quick", "--threads", "1",
+         "--out", str(out)],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    # the three files, no temporary file left behind
+    assert sorted(os.listdir(out)) == ["thread_scaling.csv", "thread_scaling.md", "thread_scaling.png"]
+    df = pd.read_csv(out / "thread_scaling.csv")
+    assert list(df.columns) == list(thread_scaling.COLUMNS)
+    assert len(df) == 5 and sorted(df.framework) == sorted(thread_scaling.FRAMEWORKS)
+    assert set(df["size"]) == set(thread_scaling.QUICK_SIZES) and (df.threads == 1).all()
+    assert df[["ms_per_step", "fixed_ms", "ratio_to_torch", "ratio_to_ort_bound"]].notna().all().all()
+    by_framework = df.set_index("framework")
+    assert by_framework.loc["torch eager", "ratio_to_torch"] == 1.0
+    assert by_framework.loc["onnxruntime matmul bound", "ratio_to_ort_bound"] == 1.0
+    assert (df.speedup_vs_1_thread == 1.0).all()
+    text = (out / "thread_scaling.md").read_text(encoding="utf-8")
+    assert "How do both APIs scale with threads, against torch?" in text
+    assert "| 8-16-1@32 | 1 |" in text
+    assert "Machine:" in text and "onnxruntime-training 1.19.2" in text and "torch" in text
+    assert "only 1 thread(s) measured" in text
+    for written in (text, (out / "thread_scaling.csv").read_text(encoding="utf-8")):
+        assert str(tmp_path) not in written and ROOT not in written and os.path.expanduser("~") + "/" not in written
+    assert (out / "thread_scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_thread_scaling_ratios_and_answer():
+    """Ratios compare frameworks at one size and thread count; the speed-up compares with one thread."""
+    rows = []
+    for threads, factor in ((1, 1.0), (2, 0.5)):
+        for framework, ms in (("ort whole-training", 1.0), ("ort forward-backward", 2.0), ("torch eager", 4.0),
+                              ("onnxruntime matmul bound", 0.5), ("numpy matmul", 0.25)):
+            rows.append({"size": "4-8-1@16", "n_features": 4, "hidden": 8, "batch_size": 16, "n_samples": 128,
+                         "threads": threads, "framework": framework, "ms_per_step": ms * factor,
+                         "fixed_ms": 3.0})
+    rows[-2]["ms_per_step"] = 1.0  # the bound at 2 threads did not scale
+    df = thread_scaling.add_ratios(pd.DataFrame(rows))
+    at = df.set_index(["threads", "framework"])
+    assert at.loc[(2, "ort whole-training"), "ratio_to_torch"] == pytest.approx(0.25)
+    assert at.loc[(2, "ort whole-training"), "ratio_to_ort_bound"] == pytest.approx(0.5)
+    assert at.loc[(2, "torch eager"), "speedup_vs_1_thread"] == pytest.approx(2.0)
+    assert at.loc[(2, "onnxruntime matmul bound"), "speedup_vs_1_thread"] == pytest.approx(0.5)
+    assert np.allclose(at.loc[1, "speedup_vs_1_thread"], 1.0)
+    (line,) = thread_scaling.answer(df)
+    assert "1 -> 2 threads" in line and "whole-training 1 -> 0.5 ms (x2.00)" in line
+    assert "whole-training 0.25x torch eager" in line
+    # no thread count 1 measured: no speed-up over one thread
+    assert df.assign(threads=df.threads + 1).pipe(thread_scaling.add_ratios).speedup_vs_1_thread.isna().all()
+
+
+def test_thread_scaling_arguments():
+    assert thread_scaling.parse_size("100-50-1@100")["n_samples"] == 8000
+    assert thread_scaling.parse_size("500-500-1@1000")["n_samples"] == 8000
+    assert thread_scaling.parse_threads("2,1,2") == [2, 1]
+    for bad in (["--sizes", "100x50"], ["--threads", "0"], ["--threads", "a"], ["--epochs", "4,1"]):
+        with pytest.raises(SystemExit):
+            thread_scaling.main(bad)

@@ -1,0 +1,390 @@
+"""How a training step scales with threads: both onnxruntime APIs against torch and the matrix products.
+
+For each network size (``D-H-1@B``: a ReLU MLP ``D -> H -> 1`` trained on
+batches of ``B`` rows with plain SGD) and each thread count, the script
+measures the marginal cost of one training step of
+
+* the whole-training API (:class:`helpers.OrtGradientOptimizer`),
+* the forward/backward API (:class:`helpers.OrtGradientForwardBackwardOptimizer`),
+* torch eager (the same network, ``MSELoss``, ``torch.optim.SGD``),
+* the onnxruntime bound: the step's five matrix products run by onnxruntime's
+  kernels in one session call (:class:`helpers.bench_models.OrtStepProducts`),
+* numpy's products: the same five products with numpy's BLAS
+  (:class:`helpers.bench_models.NumpyMatmul`).
+
+Every one of them runs whole epochs (a permutation of the rows per epoch, the
+shuffled rows gathered, one step per batch), and the marginal cost of a step is
+``(fit of E2 epochs - fit of E1 epochs) / extra steps``, best of alternating
+repeats (:func:`helpers.bench_models.marginal_step_cost`), so that the set-up of
+a fit (artifacts, sessions) is not counted in the step. Threads are given to
+each framework explicitly: ``n_threads`` to the onnxruntime optimizers and to
+the bound, ``torch.set_num_threads`` to torch, ``threadpoolctl`` to numpy's BLAS.
+
+It writes, in ``--out``: ``thread_scaling.csv`` (one row per size, thread count
+and framework), ``thread_scaling.md`` (the answer, a table, the machine) and
+``thread_scaling.png`` (time per step against threads, one panel per size)::
+
+    .venv/bin/python -m benchmarks.thread_scaling --threads 1,2 --out results/
+"""
+import argparse
+import io
+import math
+import os
+import re
+import sys
+import time
+
+if __package__ in (None, ""):  # run as a file: python benchmarks/thread_scaling.py
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np
+import pandas as pd
+
+from helpers import bench_models as bm
+from helpers.benchmarking import atomic_write_bytes, machine_info, package_versions
+
+#: The sizes measured by default: the small MLP of the targets and the large one.
+PRESETS = ("100-50-1@100", "500-500-1@1000")
+#: A tiny size for ``--quick`` (tests, smoke runs).
+QUICK_SIZES = ("8-16-1@32",)
+#: The frameworks, in the order of the tables.
+FRAMEWORKS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD, bm.TORCH, bm.ORT_BOUND, bm.NUMPY_MATMUL)
+#: One colour per framework (the onnxruntime APIs as in ``bench_sklearn.ipynb``).
+COLORS = {
+    bm.ORT_WHOLE: "tab:blue",
+    bm.ORT_FORWARD_BACKWARD: "tab:orange",
+    bm.TORCH: "tab:green",
+    bm.ORT_BOUND: "black",
+    bm.NUMPY_MATMUL: "tab:gray",
+}
+#: The CSV's columns, in order.
+COLUMNS = (
+    "size", "n_features", "hidden", "batch_size", "n_samples", "threads", "framework", "ms_per_step",
+    "fixed_ms", "ratio_to_torch", "ratio_to_ort_bound", "speedup_vs_1_thread",
+)
+#: Learning rate of every framework: small, so that no run diverges.
+LEARNING_RATE = 1e-4
+#: Rows per epoch at least, so that an epoch has enough steps to time.
+MIN_ROWS = 8000
+MIN_STEPS = 8
+
+_SIZE = re.compile(r"^(\d+)-(\d+)-1@(\d+)$")
+
+
+def parse_size(text):
+    """``'D-H-1@B'`` -> ``dict(size, n_features, hidden, batch_size, n_samples)``.
+
+    ``n_samples`` is a multiple of the batch size (every batch is full), at
+    least :data:`MIN_ROWS` rows and :data:`MIN_STEPS` batches.
+    """
+    match = _SIZE.match(text.strip())
+    if not match:
+        raise ValueError(f"A size is 'D-H-1@B' (for example {PRESETS[0]!r}), got {text!r}.")
+    d, h, b = (int(v) for v in match.groups())
+    if min(d, h, b) < 1:
+        raise ValueError(f"Sizes must be positive, got {text!r}.")
+    steps = max(MIN_STEPS, math.ceil(MIN_ROWS / b))
+    return {"size": text.strip(), "n_features": d, "hidden": h, "batch_size": b, "n_samples": steps * b}
+
+
+def parse_threads(text):
+    """``'1,2,4'`` -> ``[1, 2, 4]`` (positive, duplicates dropped, order kept)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--threads takes integers separated by commas, got {text!r}.") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"--threads takes integers >= 1, got {text!r}.")
+    return list(dict.fromkeys(values))
+
+
+def _shuffled_epochs(step, X, batch_size, epochs, seed):
+    """Run ``step(batch)`` over ``epochs`` shuffled epochs, as the training loops do."""
+    rng = np.random.default_rng(seed)
+    n = X.shape[0]
+    for _ in range(epochs):
+        shuffled = X[rng.permutation(n)]
+        for start in range(0, n, batch_size):
+            step(shuffled[start:start + batch_size])
+
+
+def make_fits(config, threads, random_state=0):
+    """The ``fit(epochs)`` of every framework for one size and one thread count.
+
+    Returns
+    -------
+    dict
+        Framework name to a callable ``fit(epochs)``, in :data:`FRAMEWORKS` order.
+    """
+    import torch  # noqa: PLC0415
+
+    from helpers import (  # noqa: PLC0415
+        LearningRateSGD,
+        OrtGradientForwardBackwardOptimizer,
+        OrtGradientOptimizer,
+        add_loss_output,
+    )
+    from helpers.model_factories import mlp_onnx  # noqa: PLC0415
+
+    d, h, b, n = config["n_features"], config["hidden"], config["batch_size"], config["n_samples"]
+    X, y = bm.random_regression(n, d, random_state=random_state)
+    onx = mlp_onnx(d, hidden=(h,), random_state=random_state)
+    onx_loss = add_loss_output(onx)
+    layers = bm.mlp_layers(onx)
+
+    def whole(epochs):
+        OrtGradientOptimizer(
+            onx_loss, learning_rate=LEARNING_RATE, max_iter=epochs, batch_size=b, n_threads=threads,
+            validation_every=0, random_state=random_state,
+        ).fit(X, y)
+
+    def forward_backward(epochs):
+        OrtGradientForwardBackwardOptimizer(
+            onx, learning_rate=LearningRateSGD(LEARNING_RATE, learning_rate="constant"), max_iter=epochs,
+            batch_size=b, n_threads=threads, validation_every=0, random_state=random_state,
+        ).fit(X, y)
+
+    X_torch, y_torch = torch.from_numpy(X), torch.from_numpy(y).reshape(-1, 1)
+
+    def torch_eager(epochs):  # threads: torch.set_num_threads, set by the caller
+        model = bm.torch_mlp(onx)
+        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+        loss_fn = torch.nn.MSELoss()
+        generator = torch.Generator().manual_seed(random_state)
+        for _ in range(epochs):
+            order = torch.randperm(n, generator=generator)
+            for start in range(0, n, b):
+                rows = order[start:start + b]
+                optimizer.zero_grad(set_to_none=True)
+                loss_fn(model(X_torch[rows]), y_torch[rows]).backward()
+                optimizer.step()
+
+    bound = bm.OrtStepProducts(layers, n_threads=threads)
+
+    def ort_bound(epochs):
+        _shuffled_epochs(bound.step, X, b, epochs, random_state)
+
+    products = bm.NumpyMatmul(layers)
+    _, g, hidden = products.prepare(X[:b], y[:b])
+
+    def numpy_products(epochs):  # threads: threadpoolctl, set by the caller
+        _shuffled_epochs(lambda batch: products.step(batch, g, hidden), X, b, epochs, random_state)
+
+    return {
+        bm.ORT_WHOLE: whole,
+        bm.ORT_FORWARD_BACKWARD: forward_backward,
+        bm.TORCH: torch_eager,
+        bm.ORT_BOUND: ort_bound,
+        bm.NUMPY_MATMUL: numpy_products,
+    }
+
+
+def measure(config, threads, epochs=(1, 4), repeats=3, random_state=0):
+    """Marginal step cost of every framework for one size and thread count.
+
+    Returns
+    -------
+    list of dict
+        One row per framework: the configuration, ``threads``, ``framework``,
+        ``ms_per_step`` and ``fixed_ms`` (what a fit costs once).
+    """
+    import torch  # noqa: PLC0415
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415
+
+    fits = make_fits(config, threads, random_state)
+    steps_per_epoch = config["n_samples"] // config["batch_size"]
+    previous = torch.get_num_threads()
+    with threadpool_limits(limits=threads, user_api="blas"):
+        torch.set_num_threads(threads)
+        try:
+            costs = bm.marginal_step_cost(fits, steps_per_epoch, epochs[0], epochs[1], repeats)
+        finally:
+            torch.set_num_threads(previous)
+    return [
+        {**config, "threads": threads, "framework": name, "ms_per_step": cost["step_s"] * 1e3,
+         "fixed_ms": cost["fixed_s"] * 1e3}
+        for name, cost in costs.items()
+    ]
+
+
+def add_ratios(df):
+    """Add ``ratio_to_torch``, ``ratio_to_ort_bound`` and ``speedup_vs_1_thread`` columns.
+
+    The ratios compare frameworks at the same size and thread count; the
+    speed-up compares a framework with itself at one thread (empty when one
+    thread was not measured).
+    """
+    df = df.copy()
+
+    def times_of(selected, keys):
+        reference = df[selected].set_index(keys)["ms_per_step"]
+        return reference.reindex(pd.MultiIndex.from_frame(df[keys])).to_numpy()
+
+    for column, reference in (("ratio_to_torch", bm.TORCH), ("ratio_to_ort_bound", bm.ORT_BOUND)):
+        df[column] = df["ms_per_step"].to_numpy() / times_of(df.framework == reference, ["size", "threads"])
+    df["speedup_vs_1_thread"] = times_of(df.threads == 1, ["size", "framework"]) / df["ms_per_step"].to_numpy()
+    return df[list(COLUMNS)]
+
+
+def _ms(value):
+    return f"{value:.3g}"
+
+
+def answer(df):
+    """Sentences answering: how do both APIs scale with threads, against torch?"""
+    lines = []
+    for size, group in df.groupby("size", sort=False):
+        times = group.pivot_table(index="threads", columns="framework", values="ms_per_step")
+        low, high = times.index.min(), times.index.max()
+        apis = ((bm.ORT_WHOLE, "whole-training"), (bm.ORT_FORWARD_BACKWARD, "forward/backward"))
+        against = ", ".join(
+            f"{label} {times.loc[high, name] / times.loc[high, bm.TORCH]:.2f}x torch eager" for name, label in apis
+        )
+        if low == high:
+            lines.append(
+                f"- `{size}`: only {low} thread(s) measured, so no scaling to report; "
+                f"per step {against}."
+            )
+            continue
+        moves = "; ".join(
+            f"{label} {_ms(times.loc[low, name])} -> {_ms(times.loc[high, name])} ms "
+            f"(x{times.loc[low, name] / times.loc[high, name]:.2f})"
+            for name, label in (*apis, (bm.TORCH, "torch eager"), (bm.ORT_BOUND, "onnxruntime bound"))
+        )
+        lines.append(f"- `{size}`, {low} -> {high} threads: {moves}; at {high} threads {against}.")
+    return lines
+
+
+def markdown(df, epochs, repeats):
+    """The text of ``thread_scaling.md``."""
+    versions = package_versions()
+    machine = machine_info()
+    ort = versions.get("onnxruntime-training-cpu", versions.get("onnxruntime-training", "?"))
+    table = df.pivot_table(index=["size", "threads"], columns="framework", values="ms_per_step", sort=False)
+    columns = [f for f in FRAMEWORKS if f in table]
+    lines = [
+        "# Thread scaling of a training step",
+        "",
+        "How do both APIs scale with threads, against torch? (x: speed-up from the fewest to the most threads; "
+        "ratios to torch at the most threads, below 1 is faster than torch.)",
+        "",
+        *answer(df),
+        "",
+        f"Milliseconds per step: the marginal cost of one step, (fit of {epochs[1]} epochs - fit of "
+        f"{epochs[0]}) / extra steps, best of {repeats} alternating repeats; ReLU MLP `D-H-1`, batches of "
+        "`B` rows, plain SGD, every framework on the row's threads. The two last columns are the step's "
+        "five matrix products alone, in onnxruntime's kernels (the runtime's bound) and in numpy.",
+        "",
+        "| size | threads | " + " | ".join(columns) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in columns) + " |",
+    ]
+    for (size, threads), row in table.iterrows():
+        lines.append(f"| {size} | {threads} | " + " | ".join(_ms(row[c]) for c in columns) + " |")
+    usable = machine.get("usable_cores")
+    lines += [
+        "",
+        f"Machine: {machine['cpu']}, {machine['logical_cores']} logical cores"
+        + (f" ({usable} usable)" if usable is not None else "")
+        + f"; Python {machine['python']}; onnxruntime-training {ort}, "
+        + ", ".join(f"{k} {v}" for k, v in versions.items() if not k.startswith("onnxruntime"))
+        + ".",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def plot(df):
+    """Time per step against threads, log y, one panel per size; returns the PNG bytes."""
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    sizes = list(dict.fromkeys(df["size"]))
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 4), squeeze=False)
+    for ax, size in zip(axes[0], sizes):
+        group = df[df["size"] == size]
+        for framework in FRAMEWORKS:
+            rows = group[group.framework == framework].sort_values("threads")
+            if rows.empty:
+                continue
+            bound = framework in bm.BOUNDS
+            ax.plot(rows.threads, rows.ms_per_step, "--" if bound else "-", marker="o", color=COLORS[framework],
+                    label=framework)
+        ax.set_yscale("log")
+        ax.set_xticks(sorted(group.threads.unique()))
+        ax.set_xlabel("threads")
+        ax.set_ylabel("ms per step (marginal, log scale)")
+        ax.set_title(f"MLP {size}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def main(argv=None):
+    """Measure, then write the CSV, the markdown summary and the plot; see ``--help``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.thread_scaling",
+        description="Marginal cost of a training step against the number of threads: both onnxruntime "
+        "APIs, torch eager, onnxruntime's matrix products (the bound) and numpy's.",
+    )
+    parser.add_argument(
+        "--threads", default=None,
+        help=f"thread counts, comma-separated (default 1 to the {os.cpu_count()} cores: "
+        f"{','.join(map(str, range(1, (os.cpu_count() or 1) + 1)))})",
+    )
+    parser.add_argument(
+        "--sizes", default=None,
+        help=f"network sizes D-H-1@B, comma-separated (default {','.join(PRESETS)}; "
+        f"with --quick {','.join(QUICK_SIZES)})",
+    )
+    parser.add_argument("--out", default="results", help="output folder (default results)")
+    parser.add_argument("--epochs", default="1,4", help="E1,E2: epochs of the short and the long fit (default 1,4)")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating repeats, the best is kept (default 3)")
+    parser.add_argument(
+        "--quick", action="store_true",
+        help="tiny sizes, 4 steps per epoch, epochs 1,2 and one repeat: checks the script, measures nothing",
+    )
+    args = parser.parse_args(argv)
+    try:
+        threads = parse_threads(args.threads) if args.threads else list(range(1, (os.cpu_count() or 1) + 1))
+        sizes = [parse_size(s) for s in (args.sizes.split(",") if args.sizes else
+                                          QUICK_SIZES if args.quick else PRESETS)]
+        epochs = tuple(int(e) for e in args.epochs.split(","))
+        if len(epochs) != 2 or not epochs[1] > epochs[0] >= 1:
+            raise ValueError(f"--epochs takes E1,E2 with E2 > E1 >= 1, got {args.epochs!r}.")
+    except ValueError as exc:
+        parser.error(str(exc))
+    repeats = args.repeats
+    if args.quick:
+        for config in sizes:
+            config["n_samples"] = 4 * config["batch_size"]
+        epochs, repeats = (1, 2), 1
+    if repeats < 1:
+        parser.error("--repeats must be >= 1")
+
+    measured = []
+    for config in sizes:
+        for n_threads in threads:
+            start = time.perf_counter()
+            rows = measure(config, n_threads, epochs, repeats)
+            measured += rows
+            timings = ", ".join(f"{r['framework']} {r['ms_per_step']:.3g}" for r in rows)
+            print(f"{config['size']}, {n_threads} threads: {timings} ms per step "
+                  f"({time.perf_counter() - start:.1f} s)", flush=True)
+    df = add_ratios(pd.DataFrame(measured))
+    paths = {name: os.path.join(args.out, f"thread_scaling.{name}") for name in ("csv", "md", "png")}
+    atomic_write_bytes(paths["csv"], df.to_csv(index=False, float_format="%.6g").encode())
+    atomic_write_bytes(paths["md"], markdown(df, epochs, repeats).encode())
+    atomic_write_bytes(paths["png"], plot(df))
+    for path in paths.values():
+        print("wrote", path)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
