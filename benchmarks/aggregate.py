@@ -169,8 +169,9 @@ def _label(value):
     return str(value)
 
 
-def _markdown_table(df, columns):
-    columns = [c for c in columns if c in df]
+def markdown_table(df, columns=None):
+    """Lines of a markdown table of ``df``'s ``columns`` (all by default); NaN and None as ``-``."""
+    columns = [c for c in (columns or list(df.columns)) if c in df]
     view = df[columns].copy()
     for c in columns:
         # object columns mix floats with None (a row without that measure)
@@ -272,6 +273,6 @@ def summarize(results):
             lines += ["## Targets", ""] + targets + [""]
         for benchmark, group in df.groupby("benchmark"):
             columns = SCALING_COLUMNS if benchmark == "scaling" else TABLE_COLUMNS
-            lines += [f"## {benchmark}", ""] + _markdown_table(group, columns) + [""]
+            lines += [f"## {benchmark}", ""] + markdown_table(group, columns) + [""]
     atomic_write_text(md_path, "\n".join(lines) + "\n")
     return [csv_path, md_path, *_plots(df, results)]
