@@ -264,7 +264,10 @@ class OrtGradientForwardBackwardFunction:
         Returns
         -------
         list of OrtValue
-            The outputs ``parent.output_names``, on the training device.
+            The outputs ``parent.output_names``, on the training device. After
+            a training forward they are valid until the matching
+            :meth:`backward`: the backward pass may reuse their memory, so
+            copy what must outlive it (``output.numpy().copy()``).
         """
         parent = self.parent
         values, keep = self._feeds(inputs)

@@ -85,9 +85,12 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         thread pool spinning beside the model's would slow it down.
     fast_gradients : bool
         Build the gradient graph with each ``Relu`` rewritten into an exact
-        equivalent whose gradient runs faster (:mod:`helpers.gradient_rewrites`);
-        the trained weights are the same, and the exported model keeps its
-        ``Relu``. False builds it from the graph as given.
+        equivalent whose gradient runs faster, and the batch dimension named
+        (:mod:`helpers.gradient_rewrites`): the gradient graph has fewer
+        nodes and fuses ``MatMul`` with ``Add``, so the trained weights equal
+        those without it up to float32 rounding (about 1e-7 relative); the
+        exported model keeps its ``Relu``. False builds it from the graph as
+        given.
 
     Attributes
     ----------

@@ -183,10 +183,11 @@ def _probe_model(ir_version):
 
 def _runtime_accepts(ir_version):
     try:
+        # plain options: the probe is never profiled nor given the users' threads
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = _ERROR_SEVERITY
         sess = onnxruntime.InferenceSession(
-            _probe_model(ir_version).SerializeToString(),
-            session_options(),
-            providers=["CPUExecutionProvider"],
+            _probe_model(ir_version).SerializeToString(), options, providers=["CPUExecutionProvider"]
         )
         sess.run(None, {"x": np.zeros(1, dtype=np.float32)})
     except Exception as exc:  # the runtime raises its own Fail/InvalidGraph types

@@ -284,9 +284,11 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         choose (one per core), or takes :func:`helpers.runtime.set_num_threads`.
     fast_gradients : bool
         Rewrite each ``Relu`` of the training graph as an exact equivalent
-        whose gradient runs faster (:mod:`helpers.gradient_rewrites`);
-        the trained weights are the same, and the exported model keeps
-        its ``Relu``. False trains the graph as given.
+        whose gradient runs faster, and name the batch dimension of the
+        per-row inputs (:mod:`helpers.gradient_rewrites`); the trained
+        weights are the same up to float32 rounding (the smaller graph
+        fuses some nodes), and the exported model keeps its ``Relu``.
+        False trains the graph as given.
     artifact_dir : str, optional
         Folder where ``fit`` writes the training artifacts (training, eval
         and optimizer models, initial checkpoint) and leaves them for

@@ -119,7 +119,7 @@ def test_whole_training_weights_equal_with_and_without_rewrite(data, tmp_path):
         y,
     )
     plain, fast = fits[False].get_state(), fits[True].get_state()
-    for name in plain:
+    for name in plain:  # the rewritten graph fuses some nodes: float32 rounding may differ
         np.testing.assert_allclose(fast[name], plain[name], rtol=1e-6, atol=1e-7)
     assert fits[True].train_losses_[-1] < fits[True].train_losses_[0] / 2  # it did train
     exported = fits[True].get_trained_onnx()

@@ -10,6 +10,8 @@ import pytest  # noqa: E402
 
 from helpers.plotting import (  # noqa: E402
     plot_coefficients,
+    plot_kernel_comparison,
+    plot_kernel_times,
     plot_loss_curves,
     plot_training_history,
 )
@@ -118,3 +120,86 @@ def test_coefficients_one_bar_group_per_model():
 def test_coefficients_empty_table_raises():
     with pytest.raises(ValueError, match="shape"):
         plot_coefficients(pd.DataFrame())
+
+
+def kernel_table(rows):
+    """A kernel table as helpers.profiling.kernel_table returns it (session, op_type, µs, share)."""
+    table = pd.DataFrame(rows, columns=["session", "op_type", "µs per step"])
+    table["share of step (%)"] = 100 * table["µs per step"] / table["µs per step"].sum()
+    return table
+
+
+def test_kernel_times_top_rows_slowest_first_one_colour_per_session():
+    table = kernel_table(
+        [
+            ("model", "Add", 5.0),
+            ("model", "MatMul", 300.0),
+            ("update", "(overhead)", 40.0),
+            ("model", "ReluGrad", 120.0),
+            ("model", "(overhead)", 30.0),
+            ("update", "Sub", 1.0),
+        ]
+    )
+    ax = plot_kernel_times(table, top=4, title="where the step goes")
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["MatMul", "ReluGrad", "(overhead)", "(overhead)"]
+    # one container per session, in the order they first appear among the slowest rows
+    assert [len(c) for c in ax.containers] == [3, 1]
+    assert legend_labels(ax) == ["model", "update"]
+    widths = {(round(bar.get_y() + bar.get_height() / 2), bar.get_width()) for c in ax.containers for bar in c}
+    assert widths == {(0, 300.0), (1, 120.0), (2, 40.0), (3, 30.0)}
+    colours = [c.patches[0].get_facecolor() for c in ax.containers]
+    assert colours[0] != colours[1]
+    assert all(bar.get_facecolor() == colours[0] for bar in ax.containers[0])
+    # the slowest is drawn at the top
+    bottom, top = ax.get_ylim()
+    assert bottom > top
+    assert "µs" in ax.get_xlabel()
+    assert ax.get_title() == "where the step goes"
+    # shares written at the end of the bars
+    assert [t.get_text().strip() for t in ax.texts] == ["60%", "24%", "8%", "6%"]
+
+
+def test_kernel_times_colours_given_and_no_share_column():
+    table = kernel_table([("model", "MatMul", 3.0), ("loss", "Sub", 1.0)]).drop(columns="share of step (%)")
+    ax = plot_kernel_times(table, colors={"loss": "red"})
+    assert ax.containers[1].patches[0].get_facecolor() == matplotlib.colors.to_rgba("red")
+    assert len(ax.texts) == 0
+
+
+def test_kernel_times_errors():
+    with pytest.raises(ValueError, match="no rows"):
+        plot_kernel_times(kernel_table([]))
+    with pytest.raises(ValueError, match="lacks the columns"):
+        plot_kernel_times(pd.DataFrame({"op_type": ["MatMul"]}))
+    with pytest.raises(ValueError, match="top"):
+        plot_kernel_times(kernel_table([("model", "MatMul", 1.0)]), top=0)
+
+
+def test_kernel_comparison_matches_kernels_across_profiles():
+    model, update = "model (forward + backward)", "weight update"
+    slow = kernel_table(
+        [(model, "ReluGrad", 480.0), (model, "MatMul", 200.0), (model, "Mul", 1.0), (update, "Mul", 30.0)]
+    )
+    fast = kernel_table(
+        [(model, "MatMul", 210.0), (model, "Where", 50.0), (model, "Mul", 40.0), (update, "Mul", 30.0)]
+    )
+    ax = plot_kernel_comparison({"fast_gradients=False": slow, "fast_gradients=True": fast}, top=4)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    # ordered by the largest time over the profiles; Mul is in two sessions, so they are named
+    assert labels == ["ReluGrad", "MatMul", "Where", "Mul, model"]
+    assert len(ax.containers) == 2
+    assert [len(c) for c in ax.containers] == [4, 4]
+    np.testing.assert_array_equal([bar.get_width() for bar in ax.containers[0]], [480.0, 200.0, 0.0, 1.0])
+    np.testing.assert_array_equal([bar.get_width() for bar in ax.containers[1]], [0.0, 210.0, 50.0, 40.0])
+    assert legend_labels(ax) == ["fast_gradients=False", "fast_gradients=True"]
+    assert "µs" in ax.get_xlabel()
+
+
+def test_kernel_comparison_sums_duplicate_rows_and_checks_input():
+    table = kernel_table([("model", "MatMul", 2.0), ("model", "MatMul", 3.0)])
+    ax = plot_kernel_comparison({"a": table})
+    assert [bar.get_width() for bar in ax.containers[0]] == [5.0]
+    with pytest.raises(ValueError, match="empty"):
+        plot_kernel_comparison({})
+    with pytest.raises(ValueError, match="'b'"):
+        plot_kernel_comparison({"a": table, "b": table.iloc[:0]})
