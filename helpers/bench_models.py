@@ -805,7 +805,7 @@ def interleaved_measure(functions, repeat=5, min_time=0.05):
     return {name: _summary(values, numbers[name]) for name, values in times.items()}
 
 
-def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.perf_counter):
+def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.perf_counter, pause_s=0.2):
     """The marginal cost of one training step: what each extra epoch costs, per step.
 
     Each fit is warmed up once (``fit(1)``), then ``repeats`` rounds time
@@ -826,6 +826,10 @@ def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.
         Rounds; the fastest time of each fit is kept.
     clock : callable
         Returns seconds (tests pass a fake one).
+    pause_s : float
+        Idle time before each timed fit: the thread pools of the framework
+        timed before (OpenMP, OpenBLAS, onnxruntime) spin a while after their
+        last task, and would take cores from the next one.
 
     Returns
     -------
@@ -841,6 +845,8 @@ def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.
     for _ in range(repeats):
         for name, fit in fits.items():
             for epochs, times in ((e1, short), (e2, long)):
+                if pause_s:
+                    time.sleep(pause_s)
                 start = clock()
                 fit(epochs)
                 times[name].append(clock() - start)
