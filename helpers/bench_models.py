@@ -42,7 +42,6 @@ from .sklearn_bridge import fit_first_epoch
 SKLEARN = "scikit-learn"
 TORCH = "torch eager"
 TORCH_COMPILE = "torch.compile"
-ORTMODULE = "ORTModule"
 ORT_WHOLE = "ort whole-training"
 ORT_FORWARD_BACKWARD = "ort forward-backward"
 NUMPY_MATMUL = "numpy matmul"
@@ -392,10 +391,9 @@ class TorchTrainer:
     lr : float
     betas, eps, weight_decay
         AdamW's settings.
-    wrap : {None, 'compile', 'ortmodule'}
-        Run the network through ``torch.compile`` or onnxruntime's
-        ``ORTModule``; either may raise (ORTModule does not import with
-        torch 2.9 and later).
+    wrap : {None, 'compile'}
+        Run the network through ``torch.compile`` (which may raise when no
+        compiler works on the machine).
 
     Attributes
     ----------
@@ -413,10 +411,6 @@ class TorchTrainer:
         self.forward = self.model
         if wrap == "compile":
             self.forward = torch.compile(self.model)
-        elif wrap == "ortmodule":
-            from onnxruntime.training.ortmodule import ORTModule  # noqa: PLC0415
-
-            self.forward = ORTModule(self.model)
         elif wrap is not None:
             raise ValueError(f"Unknown wrap {wrap!r}.")
         if optimizer == "sgd":
