@@ -477,7 +477,7 @@ class OrtWholeTrainer:
         from .devices import resolve_device  # noqa: PLC0415
         from .onnx_graph import get_train_initializer  # noqa: PLC0415
         from .onnx_loss import add_loss_output  # noqa: PLC0415
-        from .whole_training import _Runtime  # noqa: PLC0415
+        from .whole_training import WholeTrainingSession  # noqa: PLC0415
 
         if optimizer not in ("sgd", "adamw"):
             raise ValueError(f"Unknown optimizer {optimizer!r}: 'sgd' or 'adamw'.")
@@ -486,7 +486,7 @@ class OrtWholeTrainer:
         self.lr = lr
         weights = get_train_initializer(onx)
         adamw = {"betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
-        self.runtime = _Runtime(
+        self.runtime = WholeTrainingSession(
             add_loss_output(onx), weights, optimizer, adamw, resolve_device("cpu"), 0.9, n_threads=n_threads
         )
         self.setup_time_s = time.perf_counter() - start

@@ -94,21 +94,53 @@ def _restore_eval_model(folder):
         onnx.save(restore_rewrites(eval_model), path)
 
 
-class _Runtime:
-    """The on-device training objects of one fit.
+class WholeTrainingSession:
+    """The on-device training objects of one fit: a step is :meth:`train_step`.
 
-    The artifacts come from the process's cache (:mod:`helpers.training_cache`)
+    :class:`OrtGradientOptimizer` builds one per fit; a training loop of
+    one's own (or a benchmark timing single steps) can use it directly. The
+    artifacts come from the process's cache (:mod:`helpers.training_cache`)
     unless ``artifact_dir`` asks for them in a folder of the user's. The
     module has no evaluation session: losses on held-out data run in the
     optimizer's own scoring session.
 
     Parameters
     ----------
+    onx_loss : onnx.ModelProto
+        A model whose single output is its loss (:func:`helpers.add_loss_output`).
+    weights : dict
+        Name to initial value of each weight to train.
+    solver : {'sgd', 'momentum', 'nesterov', 'adamw'}
+        The update rule (see :class:`OrtGradientOptimizer`).
+    adamw : dict
+        ``betas``, ``eps``, ``weight_decay`` of AdamW.
+    device : helpers.devices.Device
+    momentum : float
+        Momentum of ``'momentum'`` and ``'nesterov'``.
+    n_threads : int, optional
+        Threads of the training session.
+    fast_gradients : bool
+        Train the graph rewritten by :func:`helpers.gradient_rewrites.rewrite_for_training`.
     artifact_dir : str, optional
         Write the training artifacts in this folder and keep them.
     checkpoint : str, optional
         Start from this checkpoint (weights and optimizer state) instead of
         ``weights``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onnxruntime import OrtValue
+    >>> from helpers import add_loss_output, get_train_initializer
+    >>> from helpers.devices import Device
+    >>> from helpers.model_factories import mlp_onnx
+    >>> onx = mlp_onnx(3, hidden=(4,))
+    >>> session = WholeTrainingSession(add_loss_output(onx), get_train_initializer(onx), "sgd", {},
+    ...                                Device("cpu"), momentum=0.0)
+    >>> X, y = np.ones((8, 3), dtype=np.float32), np.zeros((8, 1), dtype=np.float32)
+    >>> loss = session.train_step([OrtValue.ortvalue_from_numpy(X), OrtValue.ortvalue_from_numpy(y)], 0.01)
+    >>> float(loss.numpy()) >= 0
+    True
     """
 
     def __init__(
@@ -224,7 +256,7 @@ class _Runtime:
                 )
             self.updater.update(*self._buffers, learning_rate)
         self.module._model.lazy_reset_grad()
-        return fetches[0]
+        return onnxruntime.OrtValue(fetches[0])
 
 
 class OrtGradientOptimizer(BaseOrtOptimizer):
@@ -437,7 +469,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
     # -- training -----------------------------------------------------------------
     def _start_training(self, weights, checkpoint=None):
         adamw = {"betas": tuple(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
-        self._runtime = _Runtime(
+        self._runtime = WholeTrainingSession(
             self.model_onnx,
             weights,
             self.solver,
