@@ -48,8 +48,9 @@ help:
 	@echo "  lab     start JupyterLab on notebooks/ (LAB_ARGS=... passes options)"
 	@echo "  test    unit tests (tests/), then every notebook with nbval --nbval-lax"
 	@echo "          (PYTEST_ARGS=... passes options to both pytest runs)"
-	@echo "  bench   run the benchmark sweep (GRID=quick by default, GRID=full for the"
-	@echo "          reference grid; BENCH_ARGS=... passes options to python -m benchmarks)"
+	@echo "  bench   run the benchmark sweep into results/local (GRID=quick by default,"
+	@echo "          GRID=full for the reference grid; BENCH_ARGS=... passes options to"
+	@echo "          python -m benchmarks, e.g. \"--jobs 2\" or \"--scheduler tcp://HOST:8786\")"
 	@echo "  docs    build the documentation site into docs/_build/html (notebooks run, cached)"
 	@echo "  docs-test  quick site build, then headless Chromium opens its pages"
 	@echo "  clean   remove $(VENV), build artefacts, test caches and notebook checkpoints"
@@ -117,7 +118,9 @@ docs-test: setup $(DOCS_STAMP)
 	DOCS_QUICK=1 $(SPHINX) docs/_build/quick
 	DOCS_SITE=docs/_build/quick $(PY) -m pytest -p no:cacheprovider docs/test_site.py
 
-# Executed benchmark notebooks keep their plots: no MPLBACKEND here.
+# Executed benchmark notebooks keep their plots: no MPLBACKEND here. Sweeps go to
+# results/local; only `BENCH_ARGS="--results results/reference"` (with GRID=full)
+# writes the committed reference (results/README.md).
 bench: setup
 	$(PY) -m benchmarks --grid $(GRID) $(BENCH_ARGS)
 

@@ -3,4 +3,6 @@ import sys
 
 from .runner import main
 
-sys.exit(main())
+# Guarded: the worker processes of a LocalCluster (--jobs N) may import the main module again.
+if __name__ == "__main__":
+    sys.exit(main())

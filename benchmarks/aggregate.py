@@ -1,25 +1,28 @@
-"""Gather the records of the benchmark runs into tables and plots.
+"""Gather the records of a sweep into a summary that answers the question first.
 
-Every record (``results/runs/*/record.json``) holds rows, one per measured
-configuration, with these keys (absent when they do not apply):
+Every record (``<results>/records/<run id>.json``, or the one left in
+``<results>/runs/<run id>/record.json``) holds rows, one per measured
+configuration and framework, with these keys (absent when they do not apply):
 
-* ``benchmark``: ``'sklearn'``, ``'torch'`` or ``'scaling'``;
-* ``model`` (``'linear'``, ``'mlp'``), ``framework`` (``'scikit-learn'``,
-  ``'torch eager'``, ``'torch.compile'``, ``'ORTModule'``,
-  ``'ort whole-training'``, ``'ort forward-backward'``, and the two
-  references of ``scaling``, ``'numpy matmul'`` and ``'onnxruntime matmul bound'``),
-  ``optimizer``;
+* ``benchmark``: ``'sklearn'``, ``'torch'``, ``'scaling'`` or ``'your_model'``;
+* ``model`` (``'linear'``, ``'mlp'``...), ``framework`` (``'scikit-learn'``,
+  ``'torch eager'``, ``'torch.compile'``, ``'ort whole-training'``,
+  ``'ort forward-backward'``, and the two references of ``scaling``,
+  ``'numpy matmul'`` and ``'onnxruntime matmul bound'``), ``optimizer``,
+  ``threads``;
 * the configuration: ``n_samples``, ``n_features``, ``hidden``,
-  ``batch_size``, ``epochs``, ``updates``, and for ``scaling`` the name of
-  the ``varied`` parameter;
-* the measures: ``fit_time_s``, ``time_per_update_s``,
-  ``time_per_sample_s``, ``samples_per_s``, ``train_loss``, ``val_loss``;
-* for ``scaling``, ``ratio_to_numpy`` and ``ratio_to_ort_bound``: the time
-  per update over that of each reference;
+  ``batch_size``, ``epochs``, ``updates``, and for ``scaling`` the ``varied``
+  parameter;
+* the measures: ``fit_time_s``, ``time_per_update_s``, ``time_per_sample_s``,
+  ``samples_per_s``, ``train_loss``, ``val_loss``, ratios to the references;
 * ``comparable`` (False flags a row whose loss is not close to the
   reference's), ``note``, ``error``.
 
-:func:`summarize` writes ``summary.csv``, ``summary.md`` and PNG plots.
+:func:`summarize` writes ``summary.md`` (the answer, the conditions, the
+targets, the plots: at most a page), ``details.md`` (every table),
+``summary.csv`` (every row) and the plots (:mod:`benchmarks.plots`).
+Figures of different machines are never mixed: the answer has one table per
+machine.
 """
 import glob
 import json
@@ -30,143 +33,171 @@ import pandas as pd
 
 from helpers.benchmarking import atomic_write_text
 
-#: Targets of the summary: (title, benchmark, numerator, denominator, bound).
-TARGETS = [
-    ("whole-training step / torch eager step", "ort whole-training", "torch eager", 0.25),
-    ("forward-backward step / torch eager step", "ort forward-backward", "torch eager", 0.5),
-]
-
 #: The references of the scaling benchmark (the step's matrix products alone), not frameworks.
 REFERENCES = ("numpy matmul", "onnxruntime matmul bound")
+#: The two onnxruntime APIs and their peers, as in the records.
+APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward/backward"}
+PEERS = {"torch eager": "torch", "scikit-learn": "scikit-learn"}
+#: Why ORTModule has no row: the one sentence the summary says about it.
+ORTMODULE_SENTENCE = (
+    "ORTModule, onnxruntime's torch integration, has no row: it imports torch internals "
+    "(`torch.onnx._internal.jit_utils`) that torch 2.9 removed, and the project pins torch 2.13."
+)
 
 
-def load_rows(results):
-    """Return every row of every complete record under ``results/runs``."""
-    frames = []
+def _read(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def record_paths(results, run_ids=None):
+    """The record of each run under ``results`` (``records/`` first), by run id."""
+    paths = {}
     for path in sorted(glob.glob(os.path.join(results, "runs", "*", "record.json"))):
-        with open(path, encoding="utf-8") as f:
-            record = json.load(f)
+        paths[os.path.basename(os.path.dirname(path))] = path
+    for path in sorted(glob.glob(os.path.join(results, "records", "*.json"))):
+        paths[os.path.basename(path)[: -len(".json")]] = path
+    if run_ids is not None:
+        paths = {k: v for k, v in paths.items() if k in set(run_ids)}
+    return paths
+
+
+def _machine(record):
+    """A short name of the machine that ran a record: processor and cores."""
+    worker = record.get("worker") or {}
+    machine = worker.get("machine") or record.get("machine", {})
+    cores = machine.get("usable_cores") or machine.get("logical_cores")
+    name = machine.get("cpu") or "unknown processor"
+    return f"{name}, {cores} cores" if cores else name
+
+
+def load_rows(results, run_ids=None):
+    """Every row of every record of ``results`` (only the runs ``run_ids`` when given)."""
+    frames = []
+    for run, path in record_paths(results, run_ids).items():
+        record = _read(path)
         rows = pd.DataFrame(record["rows"])
         if rows.empty:
             continue
-        rows["run"] = os.path.basename(os.path.dirname(path))
+        rows["run"] = run
         rows["notebook"] = record["notebook"]
-        rows["cpu"] = record["machine"].get("cpu")
-        rows["threads"] = record["machine"].get("torch_threads")
-        rows["onnxruntime"] = record["versions"].get(
-            "onnxruntime-training-cpu", record["versions"].get("onnxruntime-training")
-        )
+        rows["machine"] = _machine(record)
+        if "threads" not in rows:
+            rows["threads"] = record.get("machine", {}).get("torch_threads")
+        else:
+            rows["threads"] = rows["threads"].fillna(record.get("machine", {}).get("torch_threads"))
+        rows["worker"] = (record.get("worker") or {}).get("address", "local")
+        versions = record.get("versions", {})
+        rows["onnxruntime"] = versions.get("onnxruntime-training-cpu", versions.get("onnxruntime-training"))
+        rows["torch_version"] = versions.get("torch")
         frames.append(rows)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _config_columns(df):
-    keys = ("model", "n_samples", "n_features", "hidden", "batch_size", "optimizer", "threads")
-    return [c for c in keys if c in df]
+def speed_phrase(ratio):
+    """``'1.9x faster'`` for a time ratio of 0.53, ``'1.3x slower'`` for 1.3, ``'same'`` near 1.
 
-
-def step_ratios(df, numerator, denominator):
-    """Ratio of time per update of two frameworks, configuration by configuration."""
-    torch_rows = df[df.get("benchmark") == "torch"] if "benchmark" in df else df.iloc[0:0]
-    if torch_rows.empty or "time_per_update_s" not in torch_rows:
-        return pd.DataFrame()
-    keys = _config_columns(torch_rows)
-    table = torch_rows.pivot_table(index=keys, columns="framework", values="time_per_update_s", aggfunc="median")
-    if numerator not in table or denominator not in table:
-        return pd.DataFrame()
-    out = (table[numerator] / table[denominator]).rename("ratio").reset_index()
-    return out.dropna()
-
-
-def _targets(df):
-    lines = ["| target | configuration | measured | goal | verdict |", "| --- | --- | --- | --- | --- |"]
-    found = False
-    for title, numerator, denominator, goal in TARGETS:
-        ratios = step_ratios(df, numerator, denominator)
-        if ratios.empty:
-            continue
-        # every measured configuration, smallest network first: one line each
-        ratios = ratios.sort_values([c for c in ("hidden", "n_features", "batch_size", "optimizer") if c in ratios])
-        for _, row in ratios.iterrows():
-            config = ", ".join(f"{k}={row[k]}" for k in ratios.columns if k != "ratio")
-            verdict = "met" if row.ratio <= goal else f"missed by x{row.ratio / goal:.2f}"
-            lines.append(f"| {title} | {config} | {row.ratio:.3f} | <= {goal} | {verdict} |")
-            found = True
-    fit = _fit_speedups(df)
-    for _, row in fit.iterrows():
-        verdict = "met" if row.speedup >= 2 else f"missed by x{2 / row.speedup:.2f}"
-        lines.append(
-            f"| MLPRegressor fit time / {row.framework} fit time | {row.config} | "
-            f"{row.speedup:.2f} | >= 2 | {verdict} |"
-        )
-        found = True
-    bound = _bound_ratios(df)
-    for _, row in bound.iterrows():
-        verdict = "met" if row.ratio <= 1.5 else f"missed by x{row.ratio / 1.5:.2f}"
-        lines.append(
-            f"| step / numpy matmul time, {row.framework} | {row.config} | {row.ratio:.2f} | <= 1.5 | {verdict} |"
-        )
-        found = True
-    return lines if found else []
-
-
-def _fit_speedups(df):
-    if "benchmark" not in df:
-        return pd.DataFrame()
-    rows = df[(df.benchmark == "sklearn") & (df.get("model") == "mlp")]
-    if rows.empty or "fit_time_s" not in rows:
-        return pd.DataFrame()
-    keys = [c for c in ("n_samples", "hidden", "batch_size") if c in rows]
-    out = []
-    for config, group in rows.groupby(keys):
-        times = group.groupby("framework")["fit_time_s"].median()
-        if "scikit-learn" not in times:
-            continue
-        for framework, seconds in times.items():
-            if framework.startswith("ort"):
-                label = ", ".join(f"{k}={v}" for k, v in zip(keys, np.atleast_1d(config)))
-                out.append({"framework": framework, "config": label, "speedup": times["scikit-learn"] / seconds})
-    return pd.DataFrame(out)
-
-
-def _bound_ratios(df):
-    if "benchmark" not in df:
-        return pd.DataFrame()
-    rows = df[(df.benchmark == "scaling") & (df.get("varied") == "batch_size")]
-    if rows.empty:
-        return pd.DataFrame()
-    out = []
-    # one comparison per thread count: a 1-thread run must not mix with a 2-thread one
-    for threads, group in rows.groupby("threads") if "threads" in rows else [(None, rows)]:
-        largest = group.batch_size.max()
-        group = group[group.batch_size == largest]
-        bound = group[group.framework == "numpy matmul"].time_per_update_s.median()
-        config = f"batch_size={largest}" + ("" if threads is None else f", threads={threads}")
-        for framework, runs in group[~group.framework.isin(REFERENCES)].groupby("framework"):
-            out.append(
-                {"framework": framework, "config": config, "ratio": runs.time_per_update_s.median() / bound}
-            )
-    return pd.DataFrame(out)
-
-
-def _cell(value):
-    """One table cell: floats with 4 significant digits, missing values empty."""
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return ""
-    if isinstance(value, (bool, np.bool_)):
-        return str(bool(value))
-    if isinstance(value, (float, np.floating)):
-        return f"{value:.4g}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def _label(value):
-    """A configuration value as a plot label: ``20`` not ``20.0``, ``-`` when missing."""
-    if value is None or (isinstance(value, float) and np.isnan(value)):
+    Examples
+    --------
+    >>> speed_phrase(0.5), speed_phrase(1.32), speed_phrase(1.02)
+    ('2.0x faster', '1.3x slower', 'same')
+    """
+    if ratio is None or not np.isfinite(ratio):
         return "-"
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return str(int(value))
-    return str(value)
+    if abs(np.log(ratio)) < np.log(1.05):
+        return "same"
+    return f"{1 / ratio:.1f}x faster" if ratio < 1 else f"{ratio:.1f}x slower"
+
+
+def _size(row):
+    hidden = row.get("hidden")
+    if row.get("model") == "linear" or hidden is None or pd.isna(hidden):
+        return f"linear {int(row['n_features'])} features, batch {_int(row.get('batch_size'), 1)}"
+    return f"MLP {int(row['n_features'])}-{int(hidden)}-1, batch {_int(row.get('batch_size'), 1)}"
+
+
+def _int(value, default):
+    return int(value) if value is not None and not pd.isna(value) else default
+
+
+def answer_ratios(df):
+    """Time of each onnxruntime API over its peer's, per machine, threads and model size.
+
+    The torch benchmark compares steps (plain SGD only: AdamW has no
+    forward/backward row); the scikit-learn benchmark compares whole fits
+    (same epochs, same update rule).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``machine``, ``threads``, ``size``, ``api``, ``peer``, ``ratio``.
+    """
+    out = []
+    sources = (
+        ("torch", "time_per_update_s", "torch eager"),
+        ("sklearn", "fit_time_s", "scikit-learn"),
+    )
+    for benchmark, measure, peer in sources:
+        rows = df[(df.get("benchmark") == benchmark)] if "benchmark" in df else df.iloc[0:0]
+        if "optimizer" in rows:
+            rows = rows[rows.optimizer.isna() | (rows.optimizer == "sgd")]
+        if rows.empty or measure not in rows:
+            continue
+        rows = rows.dropna(subset=[measure]).copy()
+        rows["size"] = [_size(r) for r in rows.to_dict("records")]
+        for (machine, threads, size), group in rows.groupby(["machine", "threads", "size"], sort=False):
+            times = group.groupby("framework")[measure].median()
+            if peer not in times:
+                continue
+            for api in APIS:
+                if api in times:
+                    out.append({"machine": machine, "threads": int(threads), "size": size,
+                                "api": api, "peer": peer, "ratio": times[api] / times[peer]})
+    return pd.DataFrame(out, columns=["machine", "threads", "size", "api", "peer", "ratio"])
+
+
+def _answer_table(ratios):
+    """Rows: model size; columns: each API against each peer, as speed phrases."""
+    ratios = ratios.assign(column=[f"{APIS[a]} vs {PEERS[p]}" for a, p in zip(ratios.api, ratios.peer)])
+    table = ratios.pivot_table(index="size", columns="column", values="ratio", aggfunc="median", sort=False)
+    order = [f"{APIS[a]} vs {PEERS[p]}" for p in PEERS for a in APIS]
+    table = table[[c for c in order if c in table]]
+    lines = ["| model, batch | " + " | ".join(table.columns) + " |",
+             "| --- | " + " | ".join("---" for _ in table.columns) + " |"]
+    for size, row in table.iterrows():
+        lines.append(f"| {size} | " + " | ".join(speed_phrase(v) for v in row) + " |")
+    return lines
+
+
+def _span(ratios):
+    """``'1.5x'`` or ``'1.5x to 4.9x'``: a range of speed factors (>= 1)."""
+    low, high = ratios.min(), ratios.max()
+    return f"{low:.1f}x" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}x to {high:.1f}x"
+
+
+def answer_sentences(ratios):
+    """One sentence per API and peer: how often onnxruntime is faster, and by how much."""
+    sentences = []
+    for (api, peer), group in ratios.groupby(["api", "peer"], sort=False):
+        faster = group[group.ratio < 1 / 1.05]
+        slower = group[group.ratio > 1.05]
+        text = f"The {APIS[api]} API against {PEERS[peer]}: faster in {len(faster)} of {len(group)} configurations"
+        if not faster.empty:
+            text += f" ({_span(1 / faster.ratio)})"
+        if not slower.empty:
+            where = "; ".join(sorted(set(slower["size"])))
+            text += f", slower in {len(slower)} ({_span(slower.ratio)}: {where})"
+        sentences.append(text + ".")
+    return sentences
+
+
+def _step_targets(results):
+    """The table of ``step_targets.md`` beside ``results`` (or above it), if any."""
+    for folder in (results, os.path.dirname(os.path.abspath(results))):
+        path = os.path.join(folder, "step_targets.csv")
+        if os.path.exists(path):
+            return pd.read_csv(path), os.path.relpath(path, results)
+    return None, None
 
 
 def markdown_table(df, columns=None):
@@ -174,105 +205,93 @@ def markdown_table(df, columns=None):
     columns = [c for c in (columns or list(df.columns)) if c in df]
     view = df[columns].copy()
     for c in columns:
-        # object columns mix floats with None (a row without that measure)
         view[c] = view[c].map(_cell)
     lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
     lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in view.itertuples(index=False)]
     return lines
 
 
+def _cell(value):
+    """One table cell: floats with 4 significant digits, missing values ``-``."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "-"
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.4g}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+#: The columns of the detailed tables.
 TABLE_COLUMNS = [
-    "model", "framework", "optimizer", "n_samples", "n_features", "hidden", "batch_size",
-    "varied", "time_per_update_s", "time_per_sample_s", "samples_per_s", "fit_time_s",
+    "model", "framework", "optimizer", "threads", "n_samples", "n_features", "hidden", "batch_size",
+    "varied", "time_per_update_s", "ratio_to_ort_bound", "ratio_to_numpy", "fit_time_s",
     "train_loss", "val_loss", "comparable", "note", "error",
 ]
 
-#: The scaling table adds the ratios to its two references.
-_at = TABLE_COLUMNS.index("time_per_update_s") + 1
-SCALING_COLUMNS = TABLE_COLUMNS[:_at] + ["ratio_to_ort_bound", "ratio_to_numpy"] + TABLE_COLUMNS[_at:]
 
-#: Line styles of the references in the scaling plots.
-REFERENCE_STYLES = {"numpy matmul": ":", "onnxruntime matmul bound": "--"}
-
-
-def _plots(df, results):
-    import matplotlib  # noqa: PLC0415
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    paths = []
-    if "benchmark" not in df:
-        return paths
-    scaling = df[df.benchmark == "scaling"]
-    for varied, group in scaling.groupby("varied") if not scaling.empty else []:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for framework, rows in group.groupby("framework"):
-            rows = rows.groupby(varied)["time_per_update_s"].median()
-            if framework in REFERENCE_STYLES:
-                ax.loglog(rows.index, rows.values, REFERENCE_STYLES[framework], color="black", label=framework)
-            else:
-                ax.loglog(rows.index, rows.values, "o-", label=framework)
-        ax.set_xlabel(varied)
-        ax.set_ylabel("seconds per update")
-        ax.set_title(f"Time per training step against {varied}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        path = os.path.join(results, f"scaling_{varied}.png")
-        fig.savefig(path, dpi=100, bbox_inches="tight")
-        plt.close(fig)
-        paths.append(path)
-    for benchmark, value in (("torch", "time_per_update_s"), ("sklearn", "fit_time_s")):
-        rows = df[(df.benchmark == benchmark)]
-        if rows.empty or value not in rows or rows[value].isna().all():
-            continue
-        keys = [c for c in ("model", "hidden", "batch_size", "optimizer") if c in rows]
-        if "threads" in rows and rows.threads.nunique() > 1:
-            keys.append("threads")
-        rows = rows.dropna(subset=[value]).copy()
-        # a missing key (no hidden layer in a linear model) must not drop the row
-        for key in keys:
-            rows[key] = rows[key].map(_label)
-        table = rows.pivot_table(index=keys, columns="framework", values=value, aggfunc="median", sort=False)
-        fig, ax = plt.subplots(figsize=(7, 0.5 * len(table) + 2))
-        table.plot.barh(ax=ax, logx=True)
-        ax.set_xlabel(value.replace("_", " "))
-        ax.set_title(f"{benchmark}: {value.replace('_s', '').replace('_', ' ')} (log scale, lower is better)")
-        ax.legend(fontsize=8)
-        path = os.path.join(results, f"{benchmark}.png")
-        fig.savefig(path, dpi=100, bbox_inches="tight")
-        plt.close(fig)
-        paths.append(path)
-    return paths
+def summary_text(df, results, plots):
+    """The text of ``summary.md``: the answer, the conditions, the targets, the plots."""
+    lines = ["# Is onnxruntime training faster than torch and scikit-learn?", ""]
+    if df.empty:
+        return "\n".join(lines + ["No complete run in this folder yet: `python -m benchmarks` runs a sweep.", ""])
+    ratios = answer_ratios(df)
+    for machine, group in ratios.groupby("machine", sort=False) if not ratios.empty else []:
+        for threads, part in group.groupby("threads"):
+            lines += [f"## {machine}, {threads} threads", ""]
+            lines += [" ".join(answer_sentences(part)), ""]
+            lines += _answer_table(part) + [""]
+    rows = df[df.machine.isin(ratios.machine)] if not ratios.empty else df
+    versions = rows.iloc[0]
+    lines += [
+        "Ratios of time at equal thread counts, same data, same initial weights, same batches, same "
+        "update rule (plain SGD): a step against torch eager, a whole fit against scikit-learn.",
+        f"onnxruntime-training {versions.onnxruntime}, torch {versions.torch_version}; "
+        f"{df.run.nunique()} runs on {df.machine.nunique()} machine(s). " + ORTMODULE_SENTENCE,
+        "",
+    ]
+    targets, path = _step_targets(results)
+    if targets is not None:
+        lines += ["## Targets", "",
+                  "Each target for the configuration it was set for, measured side by side by "
+                  f"`python -m benchmarks.step_targets` (`{path}`):", ""]
+        lines += markdown_table(targets) + [""]
+    if plots:
+        lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plots] + [""]
+    lines += ["Every table of the sweep is in `details.md`, every row in `summary.csv`, beside this file.", ""]
+    return "\n".join(lines)
 
 
-def summarize(results):
-    """Write ``summary.csv``, ``summary.md`` and plots from the records.
+def details_text(df):
+    """The text of ``details.md``: one table per benchmark, every row."""
+    lines = ["# Benchmark details", "", "Every row of the sweep; the answer is in `summary.md`.", ""]
+    for benchmark, group in df.groupby("benchmark") if not df.empty else []:
+        lines += [f"## {benchmark}", ""] + markdown_table(group, TABLE_COLUMNS) + [""]
+    return "\n".join(lines)
+
+
+def summarize(results, run_ids=None):
+    """Write ``summary.md``, ``details.md``, ``summary.csv`` and the plots of ``results``.
+
+    Parameters
+    ----------
+    results : str
+        A results folder (``records/`` and ``runs/`` below it).
+    run_ids : iterable of str, optional
+        Summarize only these runs (the grid just run); all by default.
 
     Returns
     -------
     list of str
         The paths written.
     """
-    df = load_rows(results)
+    from .plots import write_plots  # noqa: PLC0415  (matplotlib, only when summarizing)
+
+    df = load_rows(results, run_ids)
     os.makedirs(results, exist_ok=True)
-    csv_path = os.path.join(results, "summary.csv")
-    md_path = os.path.join(results, "summary.md")
-    atomic_write_text(csv_path, df.to_csv(index=False))
-    lines = ["# Benchmark summary", ""]
-    if df.empty:
-        lines.append("No complete run yet: `python -m benchmarks` runs the quick grid.")
-    else:
-        lines += [
-            f"{df.run.nunique()} runs, {len(df)} rows. Machine: {df.cpu.iloc[0]}, "
-            f"{df.threads.iloc[0]} threads; onnxruntime-training {df.onnxruntime.iloc[0]}.",
-            "",
-        ]
-        targets = _targets(df)
-        if targets:
-            lines += ["## Targets", ""] + targets + [""]
-        for benchmark, group in df.groupby("benchmark"):
-            columns = SCALING_COLUMNS if benchmark == "scaling" else TABLE_COLUMNS
-            lines += [f"## {benchmark}", ""] + markdown_table(group, columns) + [""]
-    atomic_write_text(md_path, "\n".join(lines) + "\n")
-    return [csv_path, md_path, *_plots(df, results)]
+    plots = write_plots(df, results) if not df.empty else []
+    paths = {name: os.path.join(results, name) for name in ("summary.csv", "summary.md", "details.md")}
+    atomic_write_text(paths["summary.csv"], df.to_csv(index=False))
+    atomic_write_text(paths["summary.md"], summary_text(df, results, [os.path.basename(p) for p in plots]))
+    atomic_write_text(paths["details.md"], details_text(df))
+    return [*paths.values(), *plots]
