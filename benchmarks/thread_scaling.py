@@ -40,6 +40,7 @@ if __package__ in (None, ""):  # run as a file: python benchmarks/thread_scaling
 import numpy as np
 import pandas as pd
 
+from benchmarks import style
 from helpers import bench_models as bm
 from helpers.benchmarking import atomic_write_bytes, machine_info, package_versions
 
@@ -49,14 +50,6 @@ PRESETS = ("100-50-1@100", "500-500-1@1000")
 QUICK_SIZES = ("8-16-1@32",)
 #: The frameworks, in the order of the tables.
 FRAMEWORKS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD, bm.TORCH, bm.ORT_BOUND, bm.NUMPY_MATMUL)
-#: One colour per framework (the onnxruntime APIs as in ``bench_sklearn.ipynb``).
-COLORS = {
-    bm.ORT_WHOLE: "tab:blue",
-    bm.ORT_FORWARD_BACKWARD: "tab:orange",
-    bm.TORCH: "tab:green",
-    bm.ORT_BOUND: "black",
-    bm.NUMPY_MATMUL: "tab:gray",
-}
 #: The CSV's columns, in order.
 COLUMNS = (
     "size", "n_features", "hidden", "batch_size", "n_samples", "threads", "framework", "ms_per_step",
@@ -309,7 +302,7 @@ def plot(df):
             if rows.empty:
                 continue
             bound = framework in bm.BOUNDS
-            ax.plot(rows.threads, rows.ms_per_step, "--" if bound else "-", marker="o", color=COLORS[framework],
+            ax.plot(rows.threads, rows.ms_per_step, "--" if bound else "-", marker="o", color=style.color(framework),
                     label=framework)
         ax.set_yscale("log")
         ax.set_xticks(sorted(group.threads.unique()))
@@ -317,10 +310,9 @@ def plot(df):
         ax.set_ylabel("ms per step (marginal, log scale)")
         ax.set_title(f"MLP {size}")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
+    style.legend_outside(axes[0][-1])
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
     return buffer.getvalue()
 
