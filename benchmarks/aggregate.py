@@ -238,7 +238,7 @@ def summary_text(df, results, plots):
     ratios = answer_ratios(df)
     for machine, group in ratios.groupby("machine", sort=False) if not ratios.empty else []:
         for threads, part in group.groupby("threads"):
-            lines += [f"## {machine}, {threads} threads", ""]
+            lines += [f"## {machine}, {threads} thread{'' if threads == 1 else 's'}", ""]
             lines += [" ".join(answer_sentences(part)), ""]
             lines += _answer_table(part) + [""]
     rows = df[df.machine.isin(ratios.machine)] if not ratios.empty else df

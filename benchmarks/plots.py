@@ -61,13 +61,15 @@ def _bars(df, results, benchmark, measure, title):
     rows = df[(df.benchmark == benchmark)].dropna(subset=[measure]) if measure in df else df.iloc[0:0]
     if rows.empty:
         return []
+    order = [c for c in ("threads", "optimizer", "model", "n_features", "hidden", "batch_size") if c in rows]
+    rows = rows.sort_values(order, na_position="first")
     rows = rows.assign(
         configuration=[
             ", ".join(p for p in (
                 f"{r.get('model', 'mlp')} {_v(r.get('n_features'))}-{_v(r.get('hidden'))}-1"
                 if r.get("model") != "linear" else f"linear {_v(r.get('n_features'))}",
                 f"batch {_v(r.get('batch_size'))}", r.get("optimizer") if isinstance(r.get("optimizer"), str) else "",
-                f"{_v(r.get('threads'))} threads") if p)
+                f"{_v(r.get('threads'))} thread{'' if r.get('threads') == 1 else 's'}") if p)
             for r in rows.to_dict("records")
         ]
     )
