@@ -509,21 +509,23 @@ class OrtWholeTrainer:
 class OrtForwardBackwardTrainer:
     """One training step of the forward/backward API with plain SGD.
 
-    The step of :class:`helpers.OrtGradientForwardBackwardOptimizer`:
-    ``TrainingAgent`` forward, the squared error and its gradient (an ONNX
-    graph), ``TrainingAgent`` backward, the SGD update (an ONNX graph). The
-    optimizer is fitted once on one row to build its runtime, then its
-    weights are put back to those of ``onx``.
+    The step of :class:`helpers.OrtGradientForwardBackwardOptimizer`, built
+    from the same public pieces: the gradient graph of
+    :class:`helpers.OrtGradientForwardBackward` (``TrainingAgent`` forward),
+    the squared error and its gradient (:class:`helpers.SquareLearningLoss`,
+    an ONNX graph), the backward pass, the SGD update
+    (:class:`helpers.LearningRateSGD`, an ONNX graph writing the weights in
+    place).
 
     Parameters
     ----------
     onx : onnx.ModelProto
         The network without loss.
     lr : float
-        Constant learning rate (:class:`helpers.LearningRateSGD`).
+        Constant learning rate.
     n_threads : int, optional
-        Intra-op threads of the model's session (the optimizer's ``n_threads``);
-        None takes :func:`helpers.runtime.set_num_threads` or onnxruntime's default.
+        Intra-op threads of the model's session; None takes
+        :func:`helpers.runtime.set_num_threads` or onnxruntime's default.
 
     Attributes
     ----------
@@ -532,41 +534,46 @@ class OrtForwardBackwardTrainer:
     """
 
     def __init__(self, onx, lr=1e-3, n_threads=None):
-        from .forward_backward_optimizer import OrtGradientForwardBackwardOptimizer  # noqa: PLC0415
-        from .learning_rate import LearningRateSGD  # noqa: PLC0415
+        import onnxruntime  # noqa: PLC0415
+
+        from . import LearningRateSGD, OrtGradientForwardBackward, SquareLearningLoss  # noqa: PLC0415
         from .onnx_graph import get_train_initializer  # noqa: PLC0415
 
         start = time.perf_counter()
         self.onx = onx
+        self.gradient = OrtGradientForwardBackward(onx, n_threads=n_threads)
+        self.function = self.gradient.new_instance()
+        self.device = self.gradient.device
         initial = get_train_initializer(onx)
-        n_features = mlp_layers(onx)[0][0].shape[0]
-        self.optimizer = OrtGradientForwardBackwardOptimizer(
-            onx,
-            max_iter=1,
-            batch_size=1,
-            learning_rate=LearningRateSGD(eta0=lr, learning_rate="constant"),
-            validation_every=0,
-            n_threads=n_threads,
-        )
-        self.optimizer.fit(np.zeros((1, n_features), np.float32), np.zeros((1, 1), np.float32))
-        self.optimizer.set_state(initial)
+        self.names = self.gradient.weights_to_train
+        self.weights = [
+            onnxruntime.OrtValue.ortvalue_from_numpy(initial[name].copy()) for name in self.names
+        ]
+        self.loss = SquareLearningLoss()
+        self.learning_rate = LearningRateSGD(eta0=lr, learning_rate="constant")
+        self.learning_rate.init_learning_rate(self.device, self.weights)
         self.t = 0
         self.setup_time_s = time.perf_counter() - start
 
     def prepare(self, X, y):
-        """The batch as the step expects it: a one-element tuple holding a batch of OrtValues."""
-        from .device_data import Batch  # noqa: PLC0415
+        """The batch as the step expects it: OrtValues of ``X`` and of ``y`` shaped (n, 1)."""
+        import onnxruntime  # noqa: PLC0415
 
-        return (Batch(0, len(X), [np.ascontiguousarray(X), np.ascontiguousarray(y.reshape(-1, 1))]),)
+        arrays = [np.ascontiguousarray(X), np.ascontiguousarray(y.reshape(-1, 1))]
+        return tuple(onnxruntime.OrtValue.ortvalue_from_numpy(a) for a in arrays)
 
-    def step(self, batch):
+    def step(self, X, y):
         """One training step; returns the loss before the update."""
         self.t += 1
-        return self.optimizer._loss_value(self.optimizer._train_step(batch, self.t))
+        prediction = self.function.forward([X, *self.weights], training=True)[0]
+        loss, gradient = self.loss.loss_gradient(self.device, y, prediction)
+        gradients = self.function.backward([gradient])
+        self.learning_rate.update_weights(self.weights, gradients, self.t)
+        return float(loss.numpy())
 
     def layers(self):
         """The current weights as ``(W, b)`` layers."""
-        return mlp_layers(self.onx, self.optimizer.get_state())
+        return mlp_layers(self.onx, {n: w.numpy() for n, w in zip(self.names, self.weights)})
 
 
 class NumpyMatmul:

@@ -209,8 +209,8 @@ def test_ort_trainers_take_n_threads(mlp_and_onnx, monkeypatch):
 
     _, onx = mlp_and_onnx
     fb = bm.OrtForwardBackwardTrainer(onx, 0.01, n_threads=1)
-    assert fb.optimizer.n_threads == 1
-    assert fb.optimizer._runtime.fb._train_sess.get_session_options().intra_op_num_threads == 1
+    assert fb.gradient.n_threads == 1
+    assert fb.gradient._train_sess.get_session_options().intra_op_num_threads == 1
     calls = []
     real = whole_training.session_options
 
