@@ -31,7 +31,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from helpers.benchmarking import atomic_write_text
+from benchmarks.records import atomic_write_text
 
 #: The references of the scaling benchmark (the step's matrix products alone), not frameworks.
 REFERENCES = ("numpy matmul", "onnxruntime matmul bound")

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from helpers.benchmarking import atomic_write_bytes
+from benchmarks.records import atomic_write_bytes
 
 from . import style
 

@@ -49,7 +49,7 @@ import warnings
 
 from tqdm.auto import tqdm
 
-from helpers.benchmarking import atomic_write_bytes, atomic_write_text
+from benchmarks.records import atomic_write_bytes, atomic_write_text
 
 from .aggregate import summarize
 
@@ -176,7 +176,7 @@ def expand(grid):
 
 def _worker_info():
     """The machine that executes this run: dask worker address (or 'local'), threads, processor."""
-    from helpers.benchmarking import machine_info  # noqa: PLC0415
+    from benchmarks.records import machine_info  # noqa: PLC0415
 
     try:
         from distributed import get_worker  # noqa: PLC0415

@@ -28,8 +28,8 @@ import pandas as pd
 
 from benchmarks.aggregate import markdown_table
 from benchmarks.thread_scaling import LEARNING_RATE, make_fits, parse_size
-from helpers import bench_models as bm
-from helpers.benchmarking import atomic_write_text, machine_info, package_versions
+from benchmarks import models as bm
+from benchmarks.records import atomic_write_text, machine_info, package_versions
 
 SKLEARN = "scikit-learn MLPRegressor"
 

@@ -8,14 +8,14 @@ measures the marginal cost of one training step of
 * the forward/backward API (:class:`helpers.OrtGradientForwardBackwardOptimizer`),
 * torch eager (the same network, ``MSELoss``, ``torch.optim.SGD``),
 * the onnxruntime bound: the step's five matrix products run by onnxruntime's
-  kernels in one session call (:class:`helpers.bench_models.OrtStepProducts`),
+  kernels in one session call (:class:`benchmarks.models.OrtStepProducts`),
 * numpy's products: the same five products with numpy's BLAS
-  (:class:`helpers.bench_models.NumpyMatmul`).
+  (:class:`benchmarks.models.NumpyMatmul`).
 
 Every one of them runs whole epochs (a permutation of the rows per epoch, the
 shuffled rows gathered, one step per batch), and the marginal cost of a step is
 ``(fit of E2 epochs - fit of E1 epochs) / extra steps``, best of alternating
-repeats (:func:`helpers.bench_models.marginal_step_cost`), so that the set-up of
+repeats (:func:`benchmarks.models.marginal_step_cost`), so that the set-up of
 a fit (artifacts, sessions) is not counted in the step. Threads are given to
 each framework explicitly: ``n_threads`` to the onnxruntime optimizers and to
 the bound, ``torch.set_num_threads`` to torch, ``threadpoolctl`` to numpy's BLAS.
@@ -41,8 +41,8 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import style
-from helpers import bench_models as bm
-from helpers.benchmarking import atomic_write_bytes, machine_info, package_versions
+from benchmarks import models as bm
+from benchmarks.records import atomic_write_bytes, machine_info, package_versions
 
 #: The sizes measured by default: the small MLP of the targets and the large one.
 PRESETS = ("100-50-1@100", "500-500-1@1000")

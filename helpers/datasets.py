@@ -259,3 +259,24 @@ def one_hot(y, n_classes=None):
     encoded = np.zeros((y.size, n_classes), dtype=np.float32)
     encoded[np.arange(y.size), y] = 1.0
     return encoded
+
+
+def random_regression(n_samples, n_features, noise=0.3, random_state=0):
+    """A cheap float32 regression problem for the benchmarks that time steps.
+
+    ``X`` is standard normal, ``y = X @ w + noise * e`` with ``w`` a random
+    unit vector and ``e`` standard normal: features and target are already
+    standardized (the target's variance is ``1 + noise ** 2``), without the float64 copies of ``make_regression`` (which
+    matter for millions of values).
+
+    Returns
+    -------
+    X : numpy.ndarray of shape (n_samples, n_features), float32
+    y : numpy.ndarray of shape (n_samples,), float32
+    """
+    rng = np.random.default_rng(random_state)
+    X = rng.standard_normal((n_samples, n_features), dtype=np.float32)
+    w = rng.standard_normal(n_features, dtype=np.float32)
+    w /= np.linalg.norm(w)
+    y = X @ w + np.float32(noise) * rng.standard_normal(n_samples, dtype=np.float32)
+    return X, y.astype(np.float32)

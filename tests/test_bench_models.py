@@ -9,7 +9,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDRegressor
 
-from helpers import bench_models as bm
+from benchmarks import models as bm
 
 
 @pytest.fixture(scope="module")

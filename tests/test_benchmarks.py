@@ -440,7 +440,7 @@ def test_thread_scaling_arguments():
 
 def test_step_targets_verdicts_follow_the_ratios():
     from benchmarks import step_targets as st
-    from helpers import bench_models as bm
+    from benchmarks import models as bm
 
     times = {
         ("100-50-1@100", bm.ORT_WHOLE): 0.05, ("100-50-1@100", bm.ORT_FORWARD_BACKWARD): 0.09,

@@ -35,8 +35,15 @@ import numpy as np
 from sklearn.neural_network import MLPRegressor
 from sklearn.utils import Bunch
 
-from .datasets import split_standardized
-from .sklearn_bridge import fit_first_epoch
+from helpers.datasets import random_regression, split_standardized  # noqa: F401 (re-exported)
+from helpers.sklearn_bridge import fit_first_epoch
+from helpers.timing import (  # noqa: F401 (the benchmarks' notebooks use them as bm.*)
+    fit_times,
+    interleaved_fit_times,
+    interleaved_measure,
+    marginal_step_cost,
+    timing_note,
+)
 
 #: Framework names, exactly as :mod:`benchmarks.aggregate` expects them.
 SKLEARN = "scikit-learn"
@@ -127,27 +134,6 @@ def make_data(n_samples, n_features, val_fraction=0.2, noise=0.3, random_state=0
         X_train=split.X_train, X_val=split.X_test, y_train=split.y_train, y_val=split.y_test,
         noise=noise,
     )
-
-
-def random_regression(n_samples, n_features, noise=0.3, random_state=0):
-    """A cheap float32 regression problem for the benchmarks that time steps.
-
-    ``X`` is standard normal, ``y = X @ w + noise * e`` with ``w`` a random
-    unit vector and ``e`` standard normal: features and target are already
-    standardized (the target's variance is ``1 + noise ** 2``), without the float64 copies of ``make_regression`` (which
-    matter for millions of values).
-
-    Returns
-    -------
-    X : numpy.ndarray of shape (n_samples, n_features), float32
-    y : numpy.ndarray of shape (n_samples,), float32
-    """
-    rng = np.random.default_rng(random_state)
-    X = rng.standard_normal((n_samples, n_features), dtype=np.float32)
-    w = rng.standard_normal(n_features, dtype=np.float32)
-    w /= np.linalg.norm(w)
-    y = X @ w + np.float32(noise) * rng.standard_normal(n_samples, dtype=np.float32)
-    return X, y.astype(np.float32)
 
 
 def draw_batches(X, y, batch_size, n_batches, random_state=0):
@@ -265,7 +251,7 @@ def zero_linear_onnx(n_features):
     from sklearn.linear_model import LinearRegression  # noqa: PLC0415
     from skl2onnx import to_onnx  # noqa: PLC0415
 
-    from .onnx_graph import get_train_initializer, replace_initializers  # noqa: PLC0415
+    from helpers.onnx_graph import get_train_initializer, replace_initializers  # noqa: PLC0415
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n_features + 2, n_features)).astype(np.float32)
@@ -300,7 +286,7 @@ def mlp_layers(onx, weights=None):
     ValueError
         When the graph holds another operator (another activation...).
     """
-    from .onnx_graph import get_train_initializer  # noqa: PLC0415
+    from helpers.onnx_graph import get_train_initializer  # noqa: PLC0415
 
     ops = {node.op_type for node in onx.graph.node}
     if ops - _ALLOWED_OPS:
@@ -474,10 +460,10 @@ class OrtWholeTrainer:
     def __init__(
         self, onx, optimizer="sgd", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, n_threads=None
     ):
-        from .devices import resolve_device  # noqa: PLC0415
-        from .onnx_graph import get_train_initializer  # noqa: PLC0415
-        from .onnx_loss import add_loss_output  # noqa: PLC0415
-        from .whole_training import WholeTrainingSession  # noqa: PLC0415
+        from helpers.devices import resolve_device  # noqa: PLC0415
+        from helpers.onnx_graph import get_train_initializer  # noqa: PLC0415
+        from helpers.onnx_loss import add_loss_output  # noqa: PLC0415
+        from helpers.whole_training import WholeTrainingSession  # noqa: PLC0415
 
         if optimizer not in ("sgd", "adamw"):
             raise ValueError(f"Unknown optimizer {optimizer!r}: 'sgd' or 'adamw'.")
@@ -493,7 +479,7 @@ class OrtWholeTrainer:
 
     def prepare(self, X, y):
         """The batch as the step expects it: a one-element tuple holding a batch of OrtValues."""
-        from .device_data import Batch  # noqa: PLC0415
+        from helpers.device_data import Batch  # noqa: PLC0415
 
         return (Batch(0, len(X), [np.ascontiguousarray(X), np.ascontiguousarray(y.reshape(-1, 1))]),)
 
@@ -536,8 +522,8 @@ class OrtForwardBackwardTrainer:
     def __init__(self, onx, lr=1e-3, n_threads=None):
         import onnxruntime  # noqa: PLC0415
 
-        from . import LearningRateSGD, OrtGradientForwardBackward, SquareLearningLoss  # noqa: PLC0415
-        from .onnx_graph import get_train_initializer  # noqa: PLC0415
+        from helpers import LearningRateSGD, OrtGradientForwardBackward, SquareLearningLoss  # noqa: PLC0415
+        from helpers.onnx_graph import get_train_initializer  # noqa: PLC0415
 
         start = time.perf_counter()
         self.onx = onx
@@ -650,7 +636,7 @@ class OrtStepProducts:
     PRODUCTS = NumpyMatmul.PRODUCTS
 
     def __init__(self, layers, n_threads=None):
-        from .profiling import StepProducts  # noqa: PLC0415
+        from helpers.profiling import StepProducts  # noqa: PLC0415
 
         if len(layers) != 2:
             raise ValueError(f"OrtStepProducts expects one hidden layer (2 layers), got {len(layers)}.")
@@ -714,157 +700,6 @@ def run_epoch(trainer, X, y, batch_size, rng):
         trainer.step(*trainer.prepare(Xs[start:start + batch_size], ys[start:start + batch_size]))
         steps += 1
     return steps
-
-
-def _summary(times, number):
-    return {
-        "median": float(np.median(times)),
-        "min": float(min(times)),
-        "max": float(max(times)),
-        "number": number,
-        "repeat": len(times),
-    }
-
-
-def fit_times(prepare, fit, repeat=3):
-    """Time ``fit()`` ``repeat`` times, each after an untimed ``prepare()``.
-
-    ``prepare`` puts the estimator back to its starting weights, so that
-    every timed fit does the same work.
-
-    Returns
-    -------
-    dict
-        ``median``, ``min``, ``max`` seconds, ``number`` (1), ``repeat``.
-    """
-    return interleaved_fit_times({"fit": (prepare, fit)}, repeat)["fit"]
-
-
-def interleaved_fit_times(fits, repeat=3):
-    """Time several fits in turn, ``repeat`` rounds, each fit after its ``prepare()``.
-
-    On a shared machine the load changes from second to second. Timing the
-    frameworks in turn, round after round, spreads those changes over all
-    of them instead of penalizing the one measured at the wrong moment.
-
-    Parameters
-    ----------
-    fits : dict
-        Name to ``(prepare, fit)``, two callables without arguments.
-    repeat : int
-
-    Returns
-    -------
-    dict
-        Name to ``median``, ``min``, ``max`` seconds, ``number`` (1), ``repeat``.
-    """
-    times = {name: [] for name in fits}
-    for _ in range(repeat):
-        for name, (prepare, fit) in fits.items():
-            prepare()
-            start = time.perf_counter()
-            fit()
-            times[name].append(time.perf_counter() - start)
-    return {name: _summary(values, 1) for name, values in times.items()}
-
-
-def interleaved_measure(functions, repeat=5, min_time=0.05):
-    """:func:`helpers.benchmarking.measure` for several functions, timed in turn.
-
-    Each function is warmed up and calibrated by ``measure`` (enough calls
-    for a run to last ``min_time``); then ``repeat`` rounds time one run of
-    every function in turn, so that a burst of load from other processes
-    falls on all of them.
-
-    Parameters
-    ----------
-    functions : dict
-        Name to a callable without arguments.
-    repeat : int
-    min_time : float
-
-    Returns
-    -------
-    dict
-        Name to ``median``, ``min``, ``max`` seconds per call, ``number`` of
-        calls per run and ``repeat``.
-    """
-    from .benchmarking import measure  # noqa: PLC0415
-
-    numbers = {
-        name: measure(function, repeat=1, min_time=min_time)["number"]
-        for name, function in functions.items()
-    }
-    times = {name: [] for name in functions}
-    for _ in range(repeat):
-        for name, function in functions.items():
-            number = numbers[name]
-            start = time.perf_counter()
-            for _ in range(number):
-                function()
-            times[name].append((time.perf_counter() - start) / number)
-    return {name: _summary(values, numbers[name]) for name, values in times.items()}
-
-
-def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.perf_counter, pause_s=0.2):
-    """The marginal cost of one training step: what each extra epoch costs, per step.
-
-    Each fit is warmed up once (``fit(1)``), then ``repeats`` rounds time
-    ``fit(e1)`` and ``fit(e2)`` of every framework in turn. With the fastest
-    time of each, ``(t(e2) - t(e1)) / ((e2 - e1) * steps_per_epoch)`` is the
-    cost of one step, free of what a fit pays once (building the graphs and
-    sessions, generating artifacts); that fixed cost is ``t(e1)`` minus the
-    ``e1`` epochs' steps.
-
-    Parameters
-    ----------
-    fits : dict
-        Name to ``fit(epochs)``: a whole training of that many epochs.
-    steps_per_epoch : int
-    e1, e2 : int
-        Epochs of the short and the long fit, ``e2 > e1``.
-    repeats : int
-        Rounds; the fastest time of each fit is kept.
-    clock : callable
-        Returns seconds (tests pass a fake one).
-    pause_s : float
-        Idle time before each timed fit: the thread pools of the framework
-        timed before (OpenMP, OpenBLAS, onnxruntime) spin a while after their
-        last task, and would take cores from the next one.
-
-    Returns
-    -------
-    dict
-        Name to ``{'step_s', 'fixed_s'}``.
-    """
-    if not e2 > e1 >= 1:
-        raise ValueError(f"Expected e2 > e1 >= 1, got e1={e1}, e2={e2}.")
-    for fit in fits.values():
-        fit(1)  # warm-up: caches, first-call allocations
-    short = {name: [] for name in fits}
-    long = {name: [] for name in fits}
-    for _ in range(repeats):
-        for name, fit in fits.items():
-            for epochs, times in ((e1, short), (e2, long)):
-                if pause_s:
-                    time.sleep(pause_s)
-                start = clock()
-                fit(epochs)
-                times[name].append(clock() - start)
-    out = {}
-    for name in fits:
-        a, b = min(short[name]), min(long[name])
-        step = (b - a) / ((e2 - e1) * steps_per_epoch)
-        out[name] = {"step_s": step, "fixed_s": a - e1 * steps_per_epoch * step}
-    return out
-
-
-def timing_note(timing, spread=2.0):
-    """A warning for the note of a row whose runs disagree (a busy machine), else ''."""
-    ratio = timing["max"] / timing["min"] if timing["min"] > 0 else float("inf")
-    if ratio <= spread:
-        return ""
-    return f"unstable timing: slowest run {ratio:.1f} x the fastest, the machine was busy"
 
 
 def is_comparable(value, reference, tolerance=0.1):

@@ -7,7 +7,6 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import tempfile
 import time
 from importlib import metadata
@@ -64,51 +63,6 @@ def machine_info():
             for pool in threadpool_info()
         ],
         "env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_CORETYPE") if k in os.environ},
-    }
-
-
-def measure(function, repeat=5, number=None, min_time=0.05):
-    """Time ``function()`` and return seconds per call, as the median of ``repeat`` runs.
-
-    Parameters
-    ----------
-    function : callable
-        Called without arguments.
-    repeat : int
-        Number of timed runs; the median resists the noise of a shared machine.
-    number : int, optional
-        Calls per run; by default, enough calls for a run to last ``min_time``.
-    min_time : float
-        Seconds a run lasts at least when ``number`` is None.
-
-    Returns
-    -------
-    dict
-        ``median``, ``min`` and ``max`` seconds per call, ``number`` and ``repeat``.
-    """
-    function()  # warm up: first-call allocations, lazy initializations
-    if number is None:
-        number, elapsed = 1, 0.0
-        while True:
-            start = time.perf_counter()
-            for _ in range(number):
-                function()
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_time:
-                break
-            number *= 2 if elapsed == 0 else max(2, int(min_time / elapsed * 1.2))
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            function()
-        times.append((time.perf_counter() - start) / number)
-    return {
-        "median": statistics.median(times),
-        "min": min(times),
-        "max": max(times),
-        "number": number,
-        "repeat": repeat,
     }
 
 

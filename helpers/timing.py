@@ -1,0 +1,207 @@
+"""Time training code as the project's benchmarks do, from a notebook or a script.
+
+Machines are shared and noisy: compare functions measured side by side, in
+turns, and keep the fastest of several runs. :func:`marginal_step_cost`
+gives the cost of one training step free of what a fit pays once (graphs,
+sessions, artifacts): the fit of more epochs minus the fit of fewer, over the
+extra steps.
+"""
+import statistics
+import time
+
+import numpy as np
+
+
+def measure(function, repeat=5, number=None, min_time=0.05):
+    """Time ``function()`` and return seconds per call, as the median of ``repeat`` runs.
+
+    Parameters
+    ----------
+    function : callable
+        Called without arguments.
+    repeat : int
+        Number of timed runs; the median resists the noise of a shared machine.
+    number : int, optional
+        Calls per run; by default, enough calls for a run to last ``min_time``.
+    min_time : float
+        Seconds a run lasts at least when ``number`` is None.
+
+    Returns
+    -------
+    dict
+        ``median``, ``min`` and ``max`` seconds per call, ``number`` and ``repeat``.
+    """
+    function()  # warm up: first-call allocations, lazy initializations
+    if number is None:
+        number, elapsed = 1, 0.0
+        while True:
+            start = time.perf_counter()
+            for _ in range(number):
+                function()
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_time:
+                break
+            number *= 2 if elapsed == 0 else max(2, int(min_time / elapsed * 1.2))
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            function()
+        times.append((time.perf_counter() - start) / number)
+    return {
+        "median": statistics.median(times),
+        "min": min(times),
+        "max": max(times),
+        "number": number,
+        "repeat": repeat,
+    }
+
+
+def _summary(times, number):
+    return {
+        "median": float(np.median(times)),
+        "min": float(min(times)),
+        "max": float(max(times)),
+        "number": number,
+        "repeat": len(times),
+    }
+
+
+def fit_times(prepare, fit, repeat=3):
+    """Time ``fit()`` ``repeat`` times, each after an untimed ``prepare()``.
+
+    ``prepare`` puts the estimator back to its starting weights, so that
+    every timed fit does the same work.
+
+    Returns
+    -------
+    dict
+        ``median``, ``min``, ``max`` seconds, ``number`` (1), ``repeat``.
+    """
+    return interleaved_fit_times({"fit": (prepare, fit)}, repeat)["fit"]
+
+
+def interleaved_fit_times(fits, repeat=3):
+    """Time several fits in turn, ``repeat`` rounds, each fit after its ``prepare()``.
+
+    On a shared machine the load changes from second to second. Timing the
+    frameworks in turn, round after round, spreads those changes over all
+    of them instead of penalizing the one measured at the wrong moment.
+
+    Parameters
+    ----------
+    fits : dict
+        Name to ``(prepare, fit)``, two callables without arguments.
+    repeat : int
+
+    Returns
+    -------
+    dict
+        Name to ``median``, ``min``, ``max`` seconds, ``number`` (1), ``repeat``.
+    """
+    times = {name: [] for name in fits}
+    for _ in range(repeat):
+        for name, (prepare, fit) in fits.items():
+            prepare()
+            start = time.perf_counter()
+            fit()
+            times[name].append(time.perf_counter() - start)
+    return {name: _summary(values, 1) for name, values in times.items()}
+
+
+def interleaved_measure(functions, repeat=5, min_time=0.05):
+    """:func:`measure` for several functions, timed in turn.
+
+    Each function is warmed up and calibrated by ``measure`` (enough calls
+    for a run to last ``min_time``); then ``repeat`` rounds time one run of
+    every function in turn, so that a burst of load from other processes
+    falls on all of them.
+
+    Parameters
+    ----------
+    functions : dict
+        Name to a callable without arguments.
+    repeat : int
+    min_time : float
+
+    Returns
+    -------
+    dict
+        Name to ``median``, ``min``, ``max`` seconds per call, ``number`` of
+        calls per run and ``repeat``.
+    """
+
+    numbers = {
+        name: measure(function, repeat=1, min_time=min_time)["number"]
+        for name, function in functions.items()
+    }
+    times = {name: [] for name in functions}
+    for _ in range(repeat):
+        for name, function in functions.items():
+            number = numbers[name]
+            start = time.perf_counter()
+            for _ in range(number):
+                function()
+            times[name].append((time.perf_counter() - start) / number)
+    return {name: _summary(values, numbers[name]) for name, values in times.items()}
+
+
+def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.perf_counter, pause_s=0.2):
+    """The marginal cost of one training step: what each extra epoch costs, per step.
+
+    Each fit is warmed up once (``fit(1)``), then ``repeats`` rounds time
+    ``fit(e1)`` and ``fit(e2)`` of every framework in turn. With the fastest
+    time of each, ``(t(e2) - t(e1)) / ((e2 - e1) * steps_per_epoch)`` is the
+    cost of one step, free of what a fit pays once (building the graphs and
+    sessions, generating artifacts); that fixed cost is ``t(e1)`` minus the
+    ``e1`` epochs' steps.
+
+    Parameters
+    ----------
+    fits : dict
+        Name to ``fit(epochs)``: a whole training of that many epochs.
+    steps_per_epoch : int
+    e1, e2 : int
+        Epochs of the short and the long fit, ``e2 > e1``.
+    repeats : int
+        Rounds; the fastest time of each fit is kept.
+    clock : callable
+        Returns seconds (tests pass a fake one).
+    pause_s : float
+        Idle time before each timed fit: the thread pools of the framework
+        timed before (OpenMP, OpenBLAS, onnxruntime) spin a while after their
+        last task, and would take cores from the next one.
+
+    Returns
+    -------
+    dict
+        Name to ``{'step_s', 'fixed_s'}``.
+    """
+    if not e2 > e1 >= 1:
+        raise ValueError(f"Expected e2 > e1 >= 1, got e1={e1}, e2={e2}.")
+    for fit in fits.values():
+        fit(1)  # warm-up: caches, first-call allocations
+    short = {name: [] for name in fits}
+    long = {name: [] for name in fits}
+    for _ in range(repeats):
+        for name, fit in fits.items():
+            for epochs, times in ((e1, short), (e2, long)):
+                if pause_s:
+                    time.sleep(pause_s)
+                start = clock()
+                fit(epochs)
+                times[name].append(clock() - start)
+    out = {}
+    for name in fits:
+        a, b = min(short[name]), min(long[name])
+        step = (b - a) / ((e2 - e1) * steps_per_epoch)
+        out[name] = {"step_s": step, "fixed_s": a - e1 * steps_per_epoch * step}
+    return out
+
+
+def timing_note(timing, spread=2.0):
+    """A warning for the note of a row whose runs disagree (a busy machine), else ''."""
+    ratio = timing["max"] / timing["min"] if timing["min"] > 0 else float("inf")
+    if ratio <= spread:
+        return ""
+    return f"unstable timing: slowest run {ratio:.1f} x the fastest, the machine was busy"
