@@ -200,6 +200,17 @@ def _step_targets(results):
     return None, None
 
 
+def _training_costs(results):
+    """Paths, relative to ``results``, of the time-to-loss and peak-memory plots beside or above it."""
+    found = []
+    for name in ("time_to_loss.png", "peak_memory.png"):
+        for folder in (results, os.path.dirname(os.path.abspath(results))):
+            if os.path.exists(os.path.join(folder, name)):
+                found.append(os.path.relpath(os.path.join(folder, name), results))
+                break
+    return found
+
+
 def markdown_table(df, columns=None):
     """Lines of a markdown table of ``df``'s ``columns`` (all by default); NaN and None as ``-``."""
     columns = [c for c in (columns or list(df.columns)) if c in df]
@@ -256,6 +267,13 @@ def summary_text(df, results, plots):
                   "Each target for the configuration it was set for, measured side by side by "
                   f"`python -m benchmarks.step_targets` (`{path}`):", ""]
         lines += markdown_table(targets) + [""]
+    costs = _training_costs(results)
+    if costs:
+        lines += ["## Time to a loss, and memory", "",
+                  "Which framework reaches a given loss first, set-up included "
+                  "(`python -m benchmarks.time_to_loss`), and the peak memory of a fresh process that "
+                  "imports its framework and trains (`python -m benchmarks.peak_memory`):", ""]
+        lines += [f"![{os.path.basename(p)}]({p})" for p in costs] + [""]
     if plots:
         lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plots] + [""]
     lines += ["Every table of the sweep is in `details.md`, every row in `summary.csv`, beside this file.", ""]

@@ -1,0 +1,147 @@
+"""How much memory training takes: peak resident memory of a fresh process per framework.
+
+For each framework a new Python process imports that framework (and only
+what it needs), reads its resident memory (the import cost), trains the same
+MLP for a few epochs, then reads its peak resident memory
+(``resource.getrusage``). The difference is what training itself needs::
+
+    .venv/bin/python -m benchmarks.peak_memory --out results/
+
+writes ``peak_memory.csv`` and ``peak_memory.png``.
+"""
+import argparse
+import io
+import json
+import os
+import resource
+import subprocess
+import sys
+
+if __package__ in (None, ""):  # run as a file
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+#: The frameworks measured, each in a process of its own.
+FRAMEWORKS = ("ort whole-training", "ort forward-backward", "torch eager", "scikit-learn")
+
+
+def _rss_mb():
+    """Current resident memory of this process, in MB (Linux)."""
+    with open("/proc/self/statm", encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _child(framework, n_features, hidden, n_samples, batch_size, epochs):
+    """Import, measure, train, measure: what one process prints (JSON)."""
+    import numpy as np  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n_samples, n_features), dtype=np.float32)
+    y = X[:, :1].sum(axis=1).astype(np.float32)
+    if framework == "scikit-learn":
+        from sklearn.neural_network import MLPRegressor  # noqa: PLC0415
+
+        imported = _rss_mb()
+        MLPRegressor(hidden_layer_sizes=(hidden,), solver="sgd", batch_size=batch_size, max_iter=epochs,
+                     learning_rate_init=1e-3, momentum=0, tol=0, n_iter_no_change=10**6).fit(X, y)
+    elif framework == "torch eager":
+        import torch  # noqa: PLC0415
+
+        imported = _rss_mb()
+        model = torch.nn.Sequential(torch.nn.Linear(n_features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+        Xt, yt = torch.from_numpy(X), torch.from_numpy(y).reshape(-1, 1)
+        for _ in range(epochs):
+            for first in range(0, n_samples, batch_size):
+                optimizer.zero_grad()
+                ((model(Xt[first:first + batch_size]) - yt[first:first + batch_size]) ** 2).mean().backward()
+                optimizer.step()
+    else:
+        from helpers import (  # noqa: PLC0415
+            LearningRateSGD,
+            OrtGradientForwardBackwardOptimizer,
+            OrtGradientOptimizer,
+            add_loss_output,
+        )
+        from helpers.model_factories import mlp_onnx  # noqa: PLC0415
+
+        imported = _rss_mb()
+        onx = mlp_onnx(n_features, hidden=(hidden,))
+        if framework == "ort whole-training":
+            optimizer = OrtGradientOptimizer(add_loss_output(onx), learning_rate=1e-3)
+        else:
+            optimizer = OrtGradientForwardBackwardOptimizer(onx, learning_rate=LearningRateSGD(1e-3, learning_rate="constant"))
+        optimizer.set_params(max_iter=epochs, batch_size=batch_size, validation_every=0).fit(X, y)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
+    print(json.dumps({"framework": framework, "import_mb": imported, "peak_mb": peak}))
+
+
+def measure(n_features=100, hidden=50, n_samples=8000, batch_size=100, epochs=3):
+    """Peak memory of each framework, each in a fresh process.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``framework``, ``import_mb`` (after the imports), ``peak_mb`` and
+        ``training_mb`` (peak minus imports).
+    """
+    import pandas as pd  # noqa: PLC0415
+
+    rows = []
+    for framework in FRAMEWORKS:
+        args = [framework, n_features, hidden, n_samples, batch_size, epochs]
+        code = f"from benchmarks.peak_memory import _child; _child(*{args!r})"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    df = pd.DataFrame(rows)
+    df["training_mb"] = df.peak_mb - df.import_mb
+    return df
+
+
+def plot(df, title):
+    """Stacked horizontal bars: memory after the imports, then what training adds; PNG bytes."""
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    from benchmarks import style  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(df) + 1.5))
+    colors = [style.color(f) for f in df.framework]
+    ax.barh(df.framework, df.import_mb, color=colors, alpha=0.45, label="after the imports")
+    ax.barh(df.framework, df.training_mb, left=df.import_mb, color=colors, label="added by training")
+    for y, (_, row) in enumerate(df.iterrows()):
+        ax.text(row.peak_mb, y, f" {row.peak_mb:.0f} MB", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("peak resident memory of a fresh process (MB)")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlim(0, df.peak_mb.max() * 1.2)
+    ax.grid(True, axis="x", alpha=0.3)
+    style.legend_outside(ax)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def main(argv=None):
+    """Measure and write; see ``--help``."""
+    from benchmarks.records import atomic_write_bytes, atomic_write_text  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.peak_memory", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a tiny network (tests)")
+    parser.add_argument("--out", default="results")
+    args = parser.parse_args(argv)
+    size = dict(n_features=8, hidden=16, n_samples=640, batch_size=32, epochs=1) if args.quick else {}
+    df = measure(**size)
+    params = {"n_features": 100, "hidden": 50, "batch_size": 100, **size}
+    title = (f"Peak memory, MLP {params['n_features']}-{params['hidden']}-1, batches of "
+             f"{params['batch_size']}: light bars are the imports, dark ones what training adds")
+    atomic_write_text(os.path.join(args.out, "peak_memory.csv"), df.to_csv(index=False))
+    atomic_write_bytes(os.path.join(args.out, "peak_memory.png"), plot(df, title))
+    print(df.round(1).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

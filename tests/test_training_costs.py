@@ -1,0 +1,27 @@
+"""Time to a loss and peak memory: like-for-like curves, a process per framework."""
+import numpy as np
+
+from benchmarks import peak_memory, time_to_loss
+
+
+def test_loss_curves_train_the_same_model_alike():
+    curves = time_to_loss.loss_curves(n_features=6, hidden=8, n_samples=256, batch_size=32, epochs=3, n_threads=1)
+    assert set(curves.framework) == {"ort whole-training", "ort forward-backward", "torch eager"}
+    last = curves[curves.epoch == 3].set_index("framework").loss
+    # same initial weights, same batches, same update rule: the same loss
+    np.testing.assert_allclose(last.to_numpy(), last.iloc[0], rtol=1e-4)
+    for _, group in curves.groupby("framework"):
+        assert (group.seconds > 0).all() and group.loss.iloc[-1] < group.loss.iloc[0]
+    assert time_to_loss.plot(curves, "t").startswith(b"\x89PNG")
+
+
+def test_peak_memory_measures_each_framework_in_its_own_process(tmp_path):
+    assert peak_memory.main(["--quick", "--out", str(tmp_path)]) == 0
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "peak_memory.csv")
+    assert list(df.framework) == list(peak_memory.FRAMEWORKS)
+    assert (df.import_mb > 50).all() and (df.peak_mb >= df.import_mb).all()
+    # the training helpers import torch (onnxruntime.training does): more than scikit-learn alone
+    assert df.set_index("framework").import_mb["ort whole-training"] > df.set_index("framework").import_mb["scikit-learn"]
+    assert (tmp_path / "peak_memory.png").read_bytes().startswith(b"\x89PNG")
