@@ -17,7 +17,7 @@ from .learning_penalty import ElasticLearningPenalty, NoLearningPenalty
 from .learning_rate import LearningRateSGD, LearningRateSGDNesterov
 from .onnx_graph import get_train_initializer, onnx_rename_weights
 from .onnx_loss import add_loss_output
-from .runtime import RuntimeCompatibilityError, check_onnx_compatible
+from .runtime import RuntimeCompatibilityError, UntrainableModelError, check_onnx_compatible
 from .whole_training import OrtGradientOptimizer
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "OrtGradientOptimizer",
     "RuntimeCompatibilityError",
     "TrainingDivergedError",
+    "UntrainableModelError",
     "add_loss_output",
     "check_onnx_compatible",
     "get_train_initializer",

@@ -23,6 +23,7 @@ from .onnx_graph import check_weights_to_train, initializers_to_inputs
 from .runtime import (
     check_model_ir_version,
     check_n_threads,
+    explain_untrainable,
     is_profiling,
     native_stderr_captured,
     quiet_runtime_logs,
@@ -138,6 +139,15 @@ class OrtGradientForwardBackward:
 
     def _build(self):
         """Build the gradient graph and its sessions; return them as attributes."""
+        try:
+            return self._build_sessions()
+        except Exception as exc:  # the runtime raises its own types
+            clear = explain_untrainable(self.onnx_model, exc)
+            if clear is None:
+                raise
+            raise clear from None
+
+    def _build_sessions(self):
         config = OrtModuleGraphBuilderConfiguration()
         config.initializer_names = self.weights_to_train
         config.initializer_names_to_train = self.weights_to_train

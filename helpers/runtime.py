@@ -27,6 +27,49 @@ class RuntimeCompatibilityError(RuntimeError):
     """The installed packages cannot work together (onnx too new, and so on)."""
 
 
+class UntrainableModelError(ValueError):
+    """onnxruntime cannot compute the gradient of some operator of the model."""
+
+
+def untrainable_operators(model, message):
+    """The operators of ``model`` that a runtime error ``message`` says have no gradient.
+
+    onnxruntime names the missing gradient kernel (``ResizeGrad``) or the
+    gradient builder the operator; the model's own operator types are
+    matched against that text.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> model = helper.make_model(helper.make_graph([helper.make_node("Resize", ["x"], ["y"])], "g", [], []))
+    >>> untrainable_operators(model, "Could not find an implementation for ResizeGrad(1) node")
+    ['Resize']
+    """
+    import re  # noqa: PLC0415
+
+    found = set(re.findall(r"\b([A-Z][A-Za-z0-9]*)Grad\b", message))
+    found |= set(re.findall(r"gradient[^.]*?\b(?:op|operator)\s*:?\s*'?([A-Z][A-Za-z0-9]*)", message, re.I))
+    types = {node.op_type for node in model.graph.node}
+    return sorted(found & types)
+
+
+def explain_untrainable(model, error):
+    """Turn a runtime failure to build or load a training graph into a clear error, if it is one.
+
+    Returns an :class:`UntrainableModelError` naming the operators, or None
+    when the message names none of the model's operators.
+    """
+    operators = untrainable_operators(model, str(error))
+    if not operators:
+        return None
+    return UntrainableModelError(
+        f"onnxruntime {onnxruntime.__version__} cannot train this model: no gradient for "
+        f"{', '.join(operators)} on this device. Replace {'it' if len(operators) == 1 else 'them'} "
+        "in the model (for instance an upsampling by a transposed convolution), or freeze the part "
+        "of the graph before it."
+    )
+
+
 def quiet_runtime_logs():
     """Keep onnxruntime's info and warning lines out of the output.
 

@@ -25,7 +25,7 @@ from .gradient_rewrites import count_rewrites, restore_rewrites, rewrite_for_tra
 from .learning_rates import check_schedule, learning_rate_at
 from .onnx_graph import check_weights_to_train, initializers_to_inputs
 from .onnx_loss import add_loss_output, loss_metadata, remove_loss_output
-from .runtime import native_stderr_captured, quiet_runtime_logs, session_options
+from .runtime import explain_untrainable, native_stderr_captured, quiet_runtime_logs, session_options
 from .sgd_update import SGDUpdate
 from .training_cache import cached_artifact_folder, content_key
 
@@ -172,13 +172,19 @@ class WholeTrainingSession:
             write(folder)
             _restore_eval_model(folder)
         self.state = CheckpointState.load_checkpoint(checkpoint or os.path.join(folder, "checkpoint"))
-        self.module = Module(
-            os.path.join(folder, "training_model.onnx"),
-            self.state,
-            None,
-            device=str(device),
-            session_options=session_options(n_threads, "model"),
-        )
+        try:
+            self.module = Module(
+                os.path.join(folder, "training_model.onnx"),
+                self.state,
+                None,
+                device=str(device),
+                session_options=session_options(n_threads, "model"),
+            )
+        except Exception as exc:  # the runtime raises its own types
+            clear = explain_untrainable(onx_loss, exc)
+            if clear is None:
+                raise
+            raise clear from None
         # The optimizer's session gets its own options: one thread, as every
         # elementwise graph of the project (see helpers.sgd_update.SGDUpdate).
         self.optimizer = C.Optimizer(

@@ -25,3 +25,23 @@ def test_peak_memory_measures_each_framework_in_its_own_process(tmp_path):
     # the training helpers import torch (onnxruntime.training does): more than scikit-learn alone
     assert df.set_index("framework").import_mb["ort whole-training"] > df.set_index("framework").import_mb["scikit-learn"]
     assert (tmp_path / "peak_memory.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_an_operator_without_gradient_is_named_by_both_apis():
+    import pytest
+    import torch
+
+    from benchmarks.example_models import upsampling_model
+    from helpers import (
+        OrtGradientForwardBackwardOptimizer,
+        OrtGradientOptimizer,
+        UntrainableModelError,
+        add_loss_output,
+    )
+    from helpers.artifact_models import export_for_training
+
+    onx = export_for_training(upsampling_model(), torch.zeros(2, 8))
+    X, y = np.zeros((4, 8), np.float32), np.zeros((4, 1), np.float32)
+    for optimizer in (OrtGradientOptimizer(add_loss_output(onx)), OrtGradientForwardBackwardOptimizer(onx)):
+        with pytest.raises(UntrainableModelError, match="no gradient for Resize"):
+            optimizer.set_params(max_iter=1).fit(X, y)
