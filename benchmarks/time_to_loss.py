@@ -30,7 +30,7 @@ from benchmarks.records import atomic_write_bytes, atomic_write_text
 from helpers.datasets import random_regression
 
 
-def _curve(fit, epochs, repeats=3):
+def curve(fit, epochs, repeats=3):
     """``(seconds, loss)`` of fresh fits of 1, 2, ... ``epochs`` epochs, the fastest of ``repeats``.
 
     ``fit(k)`` trains from scratch and returns the last epoch's loss.
@@ -112,7 +112,7 @@ def loss_curves(n_features=100, hidden=50, n_samples=8000, batch_size=100, lr=0.
     fits[bm.TORCH] = _torch_fit(onx, batch_size, lr, random_state)
     rows = []
     for framework, fit in fits.items():
-        points = _curve(lambda k, fit=fit: fit(k, X, y), epochs)
+        points = curve(lambda k, fit=fit: fit(k, X, y), epochs)
         rows += [(framework, i + 1, t, loss) for i, (t, loss) in enumerate(points)]
     return pd.DataFrame(rows, columns=["framework", "epoch", "seconds", "loss"])
 

@@ -1,5 +1,6 @@
 """Time to a loss and peak memory: like-for-like curves, a process per framework."""
 import numpy as np
+import pytest
 
 from benchmarks import peak_memory, time_to_loss
 
@@ -45,3 +46,35 @@ def test_an_operator_without_gradient_is_named_by_both_apis():
     for optimizer in (OrtGradientOptimizer(add_loss_output(onx)), OrtGradientForwardBackwardOptimizer(onx)):
         with pytest.raises(UntrainableModelError, match="no gradient for Resize"):
             optimizer.set_params(max_iter=1).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "parameters, expected",
+    [
+        (dict(epochs=2), {"torch eager", "ort forward-backward", "ort whole-training"}),
+        (dict(model_function="benchmarks.example_models:tanh_regressor", input_shape=[16], task="regression",
+              n_samples=256, epochs=2), {"torch eager", "ort forward-backward", "ort whole-training"}),
+    ],
+    ids=["digits", "regression"],
+)
+def test_bench_your_model_writes_a_record(tmp_path, parameters, expected):
+    import json
+    import os
+
+    import papermill
+
+    record = tmp_path / "record.json"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    papermill.execute_notebook(
+        os.path.join(root, "benchmarks", "bench_your_model.ipynb"), str(tmp_path / "out.ipynb"),
+        parameters={**parameters, "record_path": str(record)}, kernel_name="ort-training",
+        cwd=os.path.join(root, "benchmarks"), progress_bar=False,
+    )
+    rows = {row["framework"]: row for row in json.loads(record.read_text())["rows"]}
+    assert set(rows) == expected
+    assert rows["ort forward-backward"]["comparable"] is True
+    assert rows["ort forward-backward"]["time_to_loss"] and rows["torch eager"]["time_per_update_s"] > 0
+    if parameters.get("task") == "regression":
+        assert rows["ort whole-training"]["comparable"] is True
+    else:
+        assert "softmax cross-entropy" in rows["ort whole-training"]["error"]
