@@ -3,7 +3,7 @@
 For each framework a new Python process imports that framework (and only
 what it needs), reads its resident memory (the import cost), trains the same
 MLP for a few epochs, then reads its peak resident memory
-(``resource.getrusage``). The difference is what training itself needs::
+(``VmHWM``). The difference is what training itself needs::
 
     .venv/bin/python -m benchmarks.peak_memory --out results/
 
@@ -13,7 +13,6 @@ import argparse
 import io
 import json
 import os
-import resource
 import subprocess
 import sys
 
@@ -24,32 +23,81 @@ if __package__ in (None, ""):  # run as a file
 FRAMEWORKS = ("ort whole-training", "ort forward-backward", "torch eager", "scikit-learn")
 
 
+def _peak_mb():
+    """Peak resident memory of this process, in MB (Linux ``VmHWM``).
+
+    Not ``resource.getrusage(...).ru_maxrss``: Linux keeps it across ``exec``,
+    so a child started from a large process (a Jupyter kernel) would report
+    its parent's peak.
+    """
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("/proc/self/status has no VmHWM line: peak memory is measured on Linux only.")
+
+
 def _rss_mb():
     """Current resident memory of this process, in MB (Linux)."""
     with open("/proc/self/statm", encoding="ascii") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def _child(framework, n_features, hidden, n_samples, batch_size, epochs):
-    """Import, measure, train, measure: what one process prints (JSON)."""
+def _module(model_function, n_features, hidden):
+    """The torch module of ``model_function``, or the MLP ``n_features -> hidden -> 1``."""
+    import importlib  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+
+    if model_function:
+        name, function = model_function.split(":")
+        return getattr(importlib.import_module(name), function)()
+    return torch.nn.Sequential(torch.nn.Linear(n_features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
+
+
+def _onnx(model_function, n_features, hidden):
+    """The ONNX model the onnxruntime APIs train: the module exported, or the MLP built directly."""
+    import warnings  # noqa: PLC0415
+
+    if not model_function:
+        from helpers.model_factories import mlp_onnx  # noqa: PLC0415
+
+        return mlp_onnx(n_features, hidden=(hidden,))
+    import torch  # noqa: PLC0415
+
+    from helpers.artifact_models import export_for_training  # noqa: PLC0415
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return export_for_training(_module(model_function, n_features, hidden), torch.zeros(2, n_features))
+
+
+def _child(framework, n_features, hidden, n_samples, batch_size, epochs, model_function=None, n_outputs=1):
+    """Import, measure, train, measure: what one process prints (JSON).
+
+    With ``model_function`` (``"package.module:function"`` returning a torch
+    module of ``n_features`` inputs and ``n_outputs`` outputs) the module is
+    trained instead of the MLP ``n_features -> hidden -> 1``, by torch and by
+    both onnxruntime APIs (squared error: memory, not accuracy, is measured).
+    """
     import numpy as np  # noqa: PLC0415
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n_samples, n_features), dtype=np.float32)
-    y = X[:, :1].sum(axis=1).astype(np.float32)
+    y = rng.standard_normal((n_samples, n_outputs), dtype=np.float32)
     if framework == "scikit-learn":
         from sklearn.neural_network import MLPRegressor  # noqa: PLC0415
 
         imported = _rss_mb()
         MLPRegressor(hidden_layer_sizes=(hidden,), solver="sgd", batch_size=batch_size, max_iter=epochs,
-                     learning_rate_init=1e-3, momentum=0, tol=0, n_iter_no_change=10**6).fit(X, y)
+                     learning_rate_init=1e-3, momentum=0, tol=0, n_iter_no_change=10**6).fit(X, y.ravel())
     elif framework == "torch eager":
         import torch  # noqa: PLC0415
 
         imported = _rss_mb()
-        model = torch.nn.Sequential(torch.nn.Linear(n_features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
+        model = _module(model_function, n_features, hidden)
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-        Xt, yt = torch.from_numpy(X), torch.from_numpy(y).reshape(-1, 1)
+        Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
         for _ in range(epochs):
             for first in range(0, n_samples, batch_size):
                 optimizer.zero_grad()
@@ -62,21 +110,23 @@ def _child(framework, n_features, hidden, n_samples, batch_size, epochs):
             OrtGradientOptimizer,
             add_loss_output,
         )
-        from helpers.model_factories import mlp_onnx  # noqa: PLC0415
-
         imported = _rss_mb()
-        onx = mlp_onnx(n_features, hidden=(hidden,))
+        onx = _onnx(model_function, n_features, hidden)
         if framework == "ort whole-training":
             optimizer = OrtGradientOptimizer(add_loss_output(onx), learning_rate=1e-3)
         else:
             optimizer = OrtGradientForwardBackwardOptimizer(onx, learning_rate=LearningRateSGD(1e-3, learning_rate="constant"))
         optimizer.set_params(max_iter=epochs, batch_size=batch_size, validation_every=0).fit(X, y)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
+    peak = _peak_mb()
     print(json.dumps({"framework": framework, "import_mb": imported, "peak_mb": peak}))
 
 
-def measure(n_features=100, hidden=50, n_samples=8000, batch_size=100, epochs=3):
+def measure(n_features=100, hidden=50, n_samples=8000, batch_size=100, epochs=3, model_function=None,
+            n_outputs=1, frameworks=FRAMEWORKS):
     """Peak memory of each framework, each in a fresh process.
+
+    ``model_function`` trains a module of one's own instead of the MLP
+    (``n_features`` inputs, ``n_outputs`` outputs; scikit-learn is then left out).
 
     Returns
     -------
@@ -87,8 +137,10 @@ def measure(n_features=100, hidden=50, n_samples=8000, batch_size=100, epochs=3)
     import pandas as pd  # noqa: PLC0415
 
     rows = []
-    for framework in FRAMEWORKS:
-        args = [framework, n_features, hidden, n_samples, batch_size, epochs]
+    for framework in frameworks:
+        if model_function and framework == "scikit-learn":
+            continue
+        args = [framework, n_features, hidden, n_samples, batch_size, epochs, model_function, n_outputs]
         code = f"from benchmarks.peak_memory import _child; _child(*{args!r})"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
