@@ -1,9 +1,10 @@
 """How much memory training takes: peak resident memory of a fresh process per framework.
 
 For each framework a new Python process imports that framework (and only
-what it needs), reads its resident memory (the import cost), trains the same
-MLP for a few epochs, then reads its peak resident memory
-(``VmHWM``). The difference is what training itself needs::
+what it needs) and builds the model, reads its peak resident memory so far
+(``VmHWM``: the cost of the imports), trains the same MLP for a few epochs,
+then reads its peak resident memory again. The difference is what training
+itself needs::
 
     .venv/bin/python -m benchmarks.peak_memory --out results/
 
@@ -35,12 +36,6 @@ def _peak_mb():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError("/proc/self/status has no VmHWM line: peak memory is measured on Linux only.")
-
-
-def _rss_mb():
-    """Current resident memory of this process, in MB (Linux)."""
-    with open("/proc/self/statm", encoding="ascii") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def _module(model_function, n_features, hidden):
@@ -88,14 +83,14 @@ def _child(framework, n_features, hidden, n_samples, batch_size, epochs, model_f
     if framework == "scikit-learn":
         from sklearn.neural_network import MLPRegressor  # noqa: PLC0415
 
-        imported = _rss_mb()
+        imported = _peak_mb()
         MLPRegressor(hidden_layer_sizes=(hidden,), solver="sgd", batch_size=batch_size, max_iter=epochs,
                      learning_rate_init=1e-3, momentum=0, tol=0, n_iter_no_change=10**6).fit(X, y.ravel())
     elif framework == "torch eager":
         import torch  # noqa: PLC0415
 
-        imported = _rss_mb()
         model = _module(model_function, n_features, hidden)
+        imported = _peak_mb()
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
         Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
         for _ in range(epochs):
@@ -110,8 +105,8 @@ def _child(framework, n_features, hidden, n_samples, batch_size, epochs, model_f
             OrtGradientOptimizer,
             add_loss_output,
         )
-        imported = _rss_mb()
-        onx = _onnx(model_function, n_features, hidden)
+        onx = _onnx(model_function, n_features, hidden)  # preparing the model is not training
+        imported = _peak_mb()
         if framework == "ort whole-training":
             optimizer = OrtGradientOptimizer(add_loss_output(onx), learning_rate=1e-3)
         else:
@@ -131,7 +126,7 @@ def measure(n_features=100, hidden=50, n_samples=8000, batch_size=100, epochs=3,
     Returns
     -------
     pandas.DataFrame
-        ``framework``, ``import_mb`` (after the imports), ``peak_mb`` and
+        ``framework``, ``import_mb`` (peak after the imports and the model built), ``peak_mb`` and
         ``training_mb`` (peak minus imports).
     """
     import pandas as pd  # noqa: PLC0415
@@ -160,7 +155,7 @@ def plot(df, title):
 
     fig, ax = plt.subplots(figsize=(7, 0.6 * len(df) + 1.5))
     colors = [style.color(f) for f in df.framework]
-    ax.barh(df.framework, df.import_mb, color=colors, alpha=0.45, label="after the imports")
+    ax.barh(df.framework, df.import_mb, color=colors, alpha=0.45, label="imports and model")
     ax.barh(df.framework, df.training_mb, left=df.import_mb, color=colors, label="added by training")
     for y, (_, row) in enumerate(df.iterrows()):
         ax.text(row.peak_mb, y, f" {row.peak_mb:.0f} MB", va="center", fontsize=8)
