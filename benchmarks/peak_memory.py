@@ -11,7 +11,6 @@ itself needs::
 writes ``peak_memory.csv`` and ``peak_memory.png``.
 """
 import argparse
-import io
 import json
 import os
 import subprocess
@@ -165,10 +164,7 @@ def plot(df, title):
     ax.set_xlim(0, df.peak_mb.max() * 1.2)
     ax.grid(True, axis="x", alpha=0.3)
     style.legend_outside(ax)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return buffer.getvalue()
+    return style.png_bytes(fig)
 
 
 def main(argv=None):

@@ -6,7 +6,6 @@ benchmark, the fit time in the scikit-learn benchmark, and, from the
 ``your_model`` benchmark, the loss against wall-clock time and the peak
 memory of each framework.
 """
-import io
 import os
 
 import numpy as np
@@ -20,12 +19,7 @@ REFERENCE_STYLES = {"numpy matmul": ":", "onnxruntime matmul bound": "--"}
 
 
 def _save(fig, path):
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+    atomic_write_bytes(path, style.png_bytes(fig))
     return path
 
 

@@ -7,6 +7,8 @@ Examples
 >>> spans_decades([0.1, 5.0]), spans_decades([1.0, 5.0])
 (True, False)
 """
+import io
+
 import numpy as np
 
 #: The colour of each framework, the same in every figure.
@@ -38,3 +40,13 @@ def spans_decades(values):
 def legend_outside(ax, **kwargs):
     """Put the legend of ``ax`` to the right of the axes, where it covers no data."""
     return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8, **kwargs)
+
+
+def png_bytes(fig):
+    """The figure as PNG bytes (trimmed to its content, legends outside included); closes it."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()

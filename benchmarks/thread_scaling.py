@@ -27,7 +27,6 @@ and framework), ``thread_scaling.md`` (the answer, a table, the machine) and
     .venv/bin/python -m benchmarks.thread_scaling --threads 1,2 --out results/
 """
 import argparse
-import io
 import math
 import os
 import re
@@ -311,10 +310,7 @@ def plot(df):
         ax.set_title(f"MLP {size}")
         ax.grid(True, which="both", alpha=0.3)
     style.legend_outside(axes[0][-1])
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return buffer.getvalue()
+    return style.png_bytes(fig)
 
 
 def main(argv=None):

@@ -13,7 +13,6 @@ call into a library) is paid by a warm-up fit before::
 writes ``time_to_loss.csv`` and ``time_to_loss.png``.
 """
 import argparse
-import io
 import os
 import sys
 import time
@@ -134,10 +133,7 @@ def plot(curves, title):
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     style.legend_outside(ax)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return buffer.getvalue()
+    return style.png_bytes(fig)
 
 
 def main(argv=None):
