@@ -35,9 +35,9 @@ import numpy as np
 from sklearn.neural_network import MLPRegressor
 from sklearn.utils import Bunch
 
-from helpers.datasets import random_regression, split_standardized  # noqa: F401 (re-exported)
-from helpers.sklearn_bridge import fit_first_epoch
-from helpers.timing import (  # noqa: F401 (the benchmarks' notebooks use them as bm.*)
+from helpers.teaching.datasets import random_regression, split_standardized  # noqa: F401 (re-exported)
+from helpers.teaching.sklearn_bridge import fit_first_epoch
+from helpers.measure.timing import (  # noqa: F401 (the benchmarks' notebooks use them as bm.*)
     fit_times,
     interleaved_fit_times,
     interleaved_measure,
@@ -251,7 +251,7 @@ def zero_linear_onnx(n_features):
     from sklearn.linear_model import LinearRegression  # noqa: PLC0415
     from skl2onnx import to_onnx  # noqa: PLC0415
 
-    from helpers.onnx_graph import get_train_initializer, replace_initializers  # noqa: PLC0415
+    from helpers.core.onnx_graph import get_train_initializer, replace_initializers  # noqa: PLC0415
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n_features + 2, n_features)).astype(np.float32)
@@ -286,7 +286,7 @@ def mlp_layers(onx, weights=None):
     ValueError
         When the graph holds another operator (another activation...).
     """
-    from helpers.onnx_graph import get_train_initializer  # noqa: PLC0415
+    from helpers.core.onnx_graph import get_train_initializer  # noqa: PLC0415
 
     ops = {node.op_type for node in onx.graph.node}
     if ops - _ALLOWED_OPS:
@@ -440,16 +440,15 @@ class OrtWholeTrainer:
     onx : onnx.ModelProto
         The network without loss.
     optimizer : {'sgd', 'adamw'}
-        onnxruntime's SGD or AdamW optimizer model. onnxruntime's AdamW
-        follows Hugging Face's formula (``adam_mode=1``): ``eps`` is added to
-        ``sqrt(v)`` before the bias correction, torch's after; the steps
-        differ by a relative ``eps`` term, negligible at ``eps=1e-8``.
+        onnxruntime's SGD or AdamW optimizer model; the AdamW one is switched
+        to torch's formula (``adam_mode=0``, see
+        :func:`helpers.whole_training.artifacts.generate_training_artifacts`).
     lr : float
     betas, eps, weight_decay
         AdamW's settings.
     n_threads : int, optional
         Intra-op threads of the training session (the optimizer's ``n_threads``);
-        None takes :func:`helpers.runtime.set_num_threads` or onnxruntime's default.
+        None takes :func:`helpers.core.sessions.set_num_threads` or onnxruntime's default.
 
     Attributes
     ----------
@@ -460,10 +459,11 @@ class OrtWholeTrainer:
     def __init__(
         self, onx, optimizer="sgd", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, n_threads=None
     ):
-        from helpers.devices import resolve_device  # noqa: PLC0415
-        from helpers.onnx_graph import get_train_initializer  # noqa: PLC0415
-        from helpers.onnx_loss import add_loss_output  # noqa: PLC0415
-        from helpers.whole_training import WholeTrainingSession  # noqa: PLC0415
+        from helpers.core.devices import resolve_device  # noqa: PLC0415
+        from helpers.core.onnx_graph import get_train_initializer  # noqa: PLC0415
+        from helpers.core.update_rules import make_update_rule  # noqa: PLC0415
+        from helpers.whole_training.loss_output import add_loss_output  # noqa: PLC0415
+        from helpers.whole_training.session import WholeTrainingSession  # noqa: PLC0415
 
         if optimizer not in ("sgd", "adamw"):
             raise ValueError(f"Unknown optimizer {optimizer!r}: 'sgd' or 'adamw'.")
@@ -471,21 +471,23 @@ class OrtWholeTrainer:
         self.onx = onx
         self.lr = lr
         weights = get_train_initializer(onx)
-        adamw = {"betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
+        rule = make_update_rule(optimizer, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
         self.runtime = WholeTrainingSession(
-            add_loss_output(onx), weights, optimizer, adamw, resolve_device("cpu"), 0.9, n_threads=n_threads
+            add_loss_output(onx), weights, rule, resolve_device("cpu"), n_threads=n_threads
         )
+        self.t = 0
         self.setup_time_s = time.perf_counter() - start
 
     def prepare(self, X, y):
         """The batch as the step expects it: a one-element tuple holding a batch of OrtValues."""
-        from helpers.device_data import Batch  # noqa: PLC0415
+        from helpers.core.batches import Batch  # noqa: PLC0415
 
         return (Batch(0, len(X), [np.ascontiguousarray(X), np.ascontiguousarray(y.reshape(-1, 1))]),)
 
     def step(self, batch):
         """One training step; returns the loss before the update."""
-        return float(self.runtime.train_step(batch.ortvalues(), self.lr).numpy())
+        self.t += 1
+        return float(self.runtime.train_step(batch.ortvalues(), self.lr, self.t).numpy())
 
     def layers(self):
         """The current weights as ``(W, b)`` layers."""
@@ -511,7 +513,7 @@ class OrtForwardBackwardTrainer:
         Constant learning rate.
     n_threads : int, optional
         Intra-op threads of the model's session; None takes
-        :func:`helpers.runtime.set_num_threads` or onnxruntime's default.
+        :func:`helpers.core.sessions.set_num_threads` or onnxruntime's default.
 
     Attributes
     ----------
@@ -523,7 +525,7 @@ class OrtForwardBackwardTrainer:
         import onnxruntime  # noqa: PLC0415
 
         from helpers import LearningRateSGD, OrtGradientForwardBackward, SquareLearningLoss  # noqa: PLC0415
-        from helpers.onnx_graph import get_train_initializer  # noqa: PLC0415
+        from helpers.core.onnx_graph import get_train_initializer  # noqa: PLC0415
 
         start = time.perf_counter()
         self.onx = onx
@@ -616,7 +618,7 @@ class OrtStepProducts:
     """The matrix products of one training step, run by onnxruntime's kernels: the runtime's bound.
 
     The five products of :class:`NumpyMatmul` in one ONNX graph
-    (:class:`helpers.profiling.StepProducts`: the forward ``MatMul`` nodes,
+    (:class:`helpers.measure.profiling.StepProducts`: the forward ``MatMul`` nodes,
     the backward ``Gemm`` nodes with the transposes a gradient graph uses),
     run in one session call per step. Both training APIs run these kernels
     and more: no step of theirs can be faster, and their time over this one
@@ -636,7 +638,7 @@ class OrtStepProducts:
     PRODUCTS = NumpyMatmul.PRODUCTS
 
     def __init__(self, layers, n_threads=None):
-        from helpers.profiling import StepProducts  # noqa: PLC0415
+        from helpers.measure.profiling import StepProducts  # noqa: PLC0415
 
         if len(layers) != 2:
             raise ValueError(f"OrtStepProducts expects one hidden layer (2 layers), got {len(layers)}.")

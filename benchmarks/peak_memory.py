@@ -54,12 +54,12 @@ def _onnx(model_function, n_features, hidden):
     import warnings  # noqa: PLC0415
 
     if not model_function:
-        from helpers.model_factories import mlp_onnx  # noqa: PLC0415
+        from helpers.teaching.model_factories import mlp_onnx  # noqa: PLC0415
 
         return mlp_onnx(n_features, hidden=(hidden,))
     import torch  # noqa: PLC0415
 
-    from helpers.artifact_models import export_for_training  # noqa: PLC0415
+    from helpers.whole_training.artifacts import export_for_training  # noqa: PLC0415
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

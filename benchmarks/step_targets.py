@@ -99,7 +99,7 @@ def measure_refit_setup(threads, repeats=20):
         OrtGradientOptimizer,
         add_loss_output,
     )
-    from helpers.model_factories import mlp_onnx  # noqa: PLC0415
+    from helpers.teaching.model_factories import mlp_onnx  # noqa: PLC0415
 
     config = parse_size(TARGETS[0][1])
     X, y = bm.random_regression(config["batch_size"], config["n_features"])

@@ -116,7 +116,7 @@ def make_fits(config, threads, random_state=0):
         OrtGradientOptimizer,
         add_loss_output,
     )
-    from helpers.model_factories import mlp_onnx  # noqa: PLC0415
+    from helpers.teaching.model_factories import mlp_onnx  # noqa: PLC0415
 
     d, h, b, n = config["n_features"], config["hidden"], config["batch_size"], config["n_samples"]
     X, y = bm.random_regression(n, d, random_state=random_state)

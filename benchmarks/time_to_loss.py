@@ -26,7 +26,7 @@ import pandas as pd
 from benchmarks import models as bm
 from benchmarks import style
 from benchmarks.records import atomic_write_bytes, atomic_write_text
-from helpers.datasets import random_regression
+from helpers.teaching.datasets import random_regression
 
 
 def curve(fit, epochs, repeats=3):
@@ -48,7 +48,7 @@ def curve(fit, epochs, repeats=3):
 
 
 def _ort_fit(make):
-    from helpers.training_cache import clear_training_caches  # noqa: PLC0415
+    from helpers.core.training_cache import clear_training_caches  # noqa: PLC0415
 
     def fit(epochs, X, y):
         clear_training_caches()
@@ -97,7 +97,7 @@ def loss_curves(n_features=100, hidden=50, n_samples=8000, batch_size=100, lr=0.
         OrtGradientOptimizer,
         add_loss_output,
     )
-    from helpers.model_factories import mlp_onnx  # noqa: PLC0415
+    from helpers.teaching.model_factories import mlp_onnx  # noqa: PLC0415
     X, y = random_regression(n_samples, n_features, random_state=random_state)
     onx = mlp_onnx(n_features, hidden=(hidden,), random_state=random_state)
     common = dict(batch_size=batch_size, n_threads=n_threads, random_state=random_state)

@@ -1,24 +1,37 @@
 """Train ONNX models with onnxruntime-training, from notebooks.
 
 The public names follow the seeds of this project (onnxcustom's training
-helpers), rebuilt on the APIs onnxruntime-training 1.19.2 still has.
+helpers), rebuilt on the APIs onnxruntime-training 1.19.2 still has. The
+code is organised in four packages:
+
+* :mod:`helpers.core`: what both APIs share (sessions, devices, batches,
+  graph editing, learning rates, update rules, penalties, loss formulas,
+  the scikit-learn estimator base);
+* :mod:`helpers.whole_training`: the API where the loss is in the graph and
+  onnxruntime updates the weights (:class:`OrtGradientOptimizer`);
+* :mod:`helpers.forward_backward`: the API where onnxruntime computes a
+  layer's forward and backward passes and the caller does the rest
+  (:class:`OrtGradientForwardBackwardOptimizer`);
+* :mod:`helpers.teaching` and :mod:`helpers.measure`: data sets, models,
+  plots and comparisons for the notebooks; timing and profiling.
 """
-from .base_optimizer import TrainingDivergedError
-from .devices import DeviceError
-from .forward_backward import OrtGradientForwardBackward, OrtGradientForwardBackwardFunction
-from .forward_backward_optimizer import OrtGradientForwardBackwardOptimizer
-from .learning_loss import (
+from .core.devices import DeviceError
+from .core.estimator import TrainingDivergedError
+from .core.learning_rates import LearningRateSGD, LearningRateSGDNesterov
+from .core.onnx_graph import get_train_initializer, onnx_rename_weights
+from .core.penalties import ElasticLearningPenalty, NoLearningPenalty
+from .core.runtime import RuntimeCompatibilityError, UntrainableModelError, check_onnx_compatible
+from .core.sessions import set_num_threads
+from .forward_backward.function import OrtGradientForwardBackward, OrtGradientForwardBackwardFunction
+from .forward_backward.losses import (
     AbsoluteLearningLoss,
     ElasticLearningLoss,
     NegLogLearningLoss,
     SquareLearningLoss,
 )
-from .learning_penalty import ElasticLearningPenalty, NoLearningPenalty
-from .learning_rate import LearningRateSGD, LearningRateSGDNesterov
-from .onnx_graph import get_train_initializer, onnx_rename_weights
-from .onnx_loss import add_loss_output
-from .runtime import RuntimeCompatibilityError, UntrainableModelError, check_onnx_compatible
-from .whole_training import OrtGradientOptimizer
+from .forward_backward.optimizer import OrtGradientForwardBackwardOptimizer
+from .whole_training.loss_output import add_loss_output
+from .whole_training.optimizer import OrtGradientOptimizer
 
 __all__ = [
     "AbsoluteLearningLoss",
@@ -32,13 +45,14 @@ __all__ = [
     "OrtGradientForwardBackward",
     "OrtGradientForwardBackwardFunction",
     "OrtGradientForwardBackwardOptimizer",
-    "SquareLearningLoss",
     "OrtGradientOptimizer",
     "RuntimeCompatibilityError",
+    "SquareLearningLoss",
     "TrainingDivergedError",
     "UntrainableModelError",
     "add_loss_output",
     "check_onnx_compatible",
     "get_train_initializer",
     "onnx_rename_weights",
+    "set_num_threads",
 ]

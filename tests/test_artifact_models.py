@@ -9,7 +9,7 @@ import pytest
 import torch
 from onnxruntime.training import artifacts
 
-from helpers.artifact_models import (
+from helpers.whole_training.artifacts import (
     artifact_paths,
     converter_output_captured,
     export_for_training,
@@ -17,7 +17,7 @@ from helpers.artifact_models import (
     load_training_artifacts,
     train_step,
 )
-from helpers.runtime import max_ir_version, native_stderr_captured
+from helpers.core.runtime import max_ir_version, native_stderr_captured
 
 
 class _TransposedLinear(torch.nn.Module):

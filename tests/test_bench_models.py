@@ -205,20 +205,20 @@ def test_ort_step_products(mlp_and_onnx, batches):
 
 def test_ort_trainers_take_n_threads(mlp_and_onnx, monkeypatch):
     """n_threads reaches the sessions that run the model, in both trainers."""
-    from helpers import whole_training
+    from helpers.whole_training import session
 
     _, onx = mlp_and_onnx
     fb = bm.OrtForwardBackwardTrainer(onx, 0.01, n_threads=1)
     assert fb.gradient.n_threads == 1
     assert fb.gradient._train_sess.get_session_options().intra_op_num_threads == 1
     calls = []
-    real = whole_training.session_options
+    real = session.session_options
 
     def spy(n_threads=None, label="session"):
         calls.append((n_threads, label))
         return real(n_threads, label)
 
-    monkeypatch.setattr(whole_training, "session_options", spy)
+    monkeypatch.setattr(session, "session_options", spy)
     whole = bm.OrtWholeTrainer(onx, "sgd", 0.01, n_threads=1)
     assert (1, "model") in calls
     assert np.isfinite(whole.step(*whole.prepare(np.ones((4, 6), np.float32), np.ones(4, np.float32))))

@@ -55,7 +55,7 @@ def test_load_checkpoint_checks_the_training(onx_loss, linear_data, tmp_path):
     X, y = linear_data
     path = str(tmp_path / "c")
     _optimizer(onx_loss, "sgd", max_iter=1, checkpoint_path=path).fit(X, y)
-    with pytest.raises(ValueError, match="solver 'sgd'.*'adamw'"):
+    with pytest.raises(ValueError, match=r"SGDRule\(\).*AdamWRule"):
         _optimizer(onx_loss, "adamw", warm_start=True).load_checkpoint(path)
 
 
@@ -74,7 +74,7 @@ def test_artifact_dir_keeps_the_artifacts(onx_loss, linear_data, tmp_path):
 def _module_and_optimizer(onx_loss, folder):
     from onnxruntime.training.api import CheckpointState, Module, Optimizer  # noqa: PLC0415
 
-    from helpers.whole_training import generate_training_artifacts  # noqa: PLC0415
+    from helpers.whole_training.artifacts import generate_training_artifacts  # noqa: PLC0415
 
     folder.mkdir()
     generate_training_artifacts(onx_loss, ["coef", "intercept"], str(folder))
@@ -97,7 +97,7 @@ def _learning_rates(module, optimizer, scheduler, X, y, steps):
 def test_linear_lr_scheduler_workaround(onx_loss, linear_data, tmp_path):
     from onnxruntime.training.api import LinearLRScheduler  # noqa: PLC0415
 
-    from helpers.schedulers import linear_learning_rate, linear_lr_scheduler  # noqa: PLC0415
+    from helpers.whole_training.schedulers import linear_learning_rate, linear_lr_scheduler  # noqa: PLC0415
 
     X, y = linear_data[0][:20], linear_data[1][:20].reshape(-1, 1)
     expected = [linear_learning_rate(s, 2, 10, 0.1) for s in range(12)]

@@ -1,4 +1,4 @@
-"""helpers.comparison: one run per seed and library, on the right scales."""
+"""helpers.teaching.comparison: one run per seed and library, on the right scales."""
 import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, r2_score
@@ -13,10 +13,10 @@ from helpers import (
     OrtGradientOptimizer,
     add_loss_output,
 )
-from helpers.comparison import summarize_runs, train_side_by_side
-from helpers.datasets import one_hot
-from helpers.onnx_graph import select_outputs
-from helpers.sklearn_bridge import continue_mlp_training, fit_first_epoch, mlp_weight_names
+from helpers.teaching.comparison import summarize_runs, train_side_by_side
+from helpers.teaching.datasets import one_hot
+from helpers.core.onnx_graph import select_outputs
+from helpers.teaching.sklearn_bridge import continue_mlp_training, fit_first_epoch, mlp_weight_names
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ def _summary(means, stds):
 
 
 def test_check_same_level_accepts_a_gap_within_the_spread():
-    from helpers.comparison import check_same_level  # noqa: PLC0415
+    from helpers.teaching.comparison import check_same_level  # noqa: PLC0415
 
     gap, allowed = check_same_level(_summary([1.46, 1.25], [0.18, 0.06]), "score")
     assert gap == pytest.approx(0.21) and allowed == pytest.approx(2 * 0.24)
@@ -116,7 +116,7 @@ def test_check_same_level_accepts_a_gap_within_the_spread():
 
 
 def test_check_same_level_refuses_a_larger_gap():
-    from helpers.comparison import check_same_level  # noqa: PLC0415
+    from helpers.teaching.comparison import check_same_level  # noqa: PLC0415
 
     with pytest.raises(AssertionError, match="differ by 0.3"):
         check_same_level(_summary([1.0, 1.3], [0.01, 0.02]), "score", rtol=0.1)

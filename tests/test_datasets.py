@@ -1,8 +1,8 @@
-"""helpers.datasets: shapes, types and the known truth of the data sets."""
+"""helpers.teaching.datasets: shapes, types and the known truth of the data sets."""
 import numpy as np
 import pytest
 
-from helpers.datasets import load_diabetes_standardized, make_synthetic_regression
+from helpers.teaching.datasets import load_diabetes_standardized, make_synthetic_regression
 
 
 def test_synthetic_shapes_and_dtypes():

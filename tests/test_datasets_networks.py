@@ -1,8 +1,8 @@
-"""helpers.datasets, the data sets of the neural network notebooks (05 to 07)."""
+"""helpers.teaching.datasets, the data sets of the neural network notebooks (05 to 07)."""
 import numpy as np
 import pytest
 
-from helpers.datasets import (
+from helpers.teaching.datasets import (
     CLASSIFICATION_DATASETS,
     load_classification_standardized,
     load_diabetes_scaled,

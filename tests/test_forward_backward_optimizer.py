@@ -172,7 +172,7 @@ def test_divergence(linear_onnx, linear_data):
     with pytest.raises(TrainingDivergedError, match="smaller learning rate"):
         _fit(linear_onnx, X * 100, y, learning_rate=big)
     with pytest.warns(RuntimeWarning, match="Training stopped"):
-        opt = _fit(linear_onnx, X * 100, y, learning_rate=big, exc=False)
+        opt = _fit(linear_onnx, X * 100, y, learning_rate=big, on_divergence="stop")
     assert all(np.isfinite(v).all() for v in opt.get_state().values())
     assert opt.n_iter_ < 20
 

@@ -15,8 +15,8 @@ from helpers import (
     add_loss_output,
     get_train_initializer,
 )
-from helpers.gradient_rewrites import count_rewrites, restore_rewrites, rewrite_for_training
-from helpers.model_factories import mlp_onnx
+from helpers.core.gradient_rewrites import count_rewrites, restore_rewrites, rewrite_for_training
+from helpers.teaching.model_factories import mlp_onnx
 
 
 def _ops(model):

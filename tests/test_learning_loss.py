@@ -9,8 +9,8 @@ from helpers import (
     NegLogLearningLoss,
     SquareLearningLoss,
 )
-from helpers.devices import Device
-from helpers.learning_loss import make_learning_loss
+from helpers.core.devices import Device
+from helpers.forward_backward.losses import make_learning_loss
 
 CPU = Device("cpu")
 

@@ -1,11 +1,12 @@
-"""Learning rates: scikit-learn's schedules and update rules, checked in numpy."""
+"""Learning rates: scikit-learn's schedules, the seeds' objects, and the one place both optimizers resolve them."""
 import numpy as np
 import pytest
 from onnxruntime import OrtValue
 
-from helpers import LearningRateSGD, LearningRateSGDNesterov
-from helpers.devices import Device
-from helpers.learning_rate import make_learning_rate
+from helpers import LearningRateSGD, LearningRateSGDNesterov, OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer
+from helpers.core.devices import Device
+from helpers.core.learning_rates import LearningRateSchedule, resolve_learning_rate
+from helpers.core.update_rules import AdamWRule, MomentumRule, NesterovRule, SGDRule
 
 
 def test_schedules():
@@ -27,7 +28,8 @@ def test_schedules():
     ],
     ids=["sgd", "nesterov", "momentum"],
 )
-def test_update_matches_numpy(rate, momentum, nesterov):
+def test_hand_written_loop_matches_numpy(rate, momentum, nesterov):
+    """init_learning_rate/update_weights, torch's buffer in numpy (constant rate)."""
     rng = np.random.default_rng(0)
     shapes = [(3, 2), (2,)]
     start = [rng.standard_normal(s).astype(np.float32) for s in shapes]
@@ -35,24 +37,59 @@ def test_update_matches_numpy(rate, momentum, nesterov):
     weights = [OrtValue.ortvalue_from_numpy(w.copy()) for w in start]
     rate.init_learning_rate(Device("cpu"), weights)
     ref = [w.astype(np.float64) for w in start]
-    vel = [np.zeros_like(w) for w in ref]
+    buf = [np.zeros_like(w) for w in ref]
     for t, g in enumerate(grads, start=1):
         rate.update_weights(weights, [OrtValue.ortvalue_from_numpy(x) for x in g], t)
         for k in range(2):
-            vel[k] = momentum * vel[k] - 0.1 * g[k]
-            ref[k] = ref[k] + (momentum * vel[k] - 0.1 * g[k] if nesterov else vel[k])
+            buf[k] = momentum * buf[k] + g[k]
+            ref[k] = ref[k] - 0.1 * (g[k] + momentum * buf[k] if nesterov else buf[k])
     for got, expected in zip(weights, ref):
         np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
 
 
-def test_aliases_and_errors():
-    assert isinstance(make_learning_rate("SGD"), LearningRateSGD)
-    assert isinstance(make_learning_rate("Nesterov"), LearningRateSGDNesterov)
+def test_resolve_float_and_objects():
+    schedule, rule = resolve_learning_rate(0.1, "invscaling", power_t=0.5, solver="adamw", weight_decay=0.01)
+    assert type(schedule) is LearningRateSchedule and schedule.value(4) == pytest.approx(0.05)
+    assert isinstance(rule, AdamWRule) and rule.weight_decay == 0.01
+    given = LearningRateSGDNesterov(eta0=0.2, momentum=0.5)
+    schedule, rule = resolve_learning_rate(given)
+    assert schedule == given and schedule is not given
+    assert isinstance(rule, NesterovRule) and rule.momentum == 0.5
+    assert isinstance(resolve_learning_rate("SGD")[1], SGDRule)
+    assert isinstance(resolve_learning_rate(LearningRateSGDNesterov(nesterov=False))[1], MomentumRule)
+    # the object's own rule, named again, is no contradiction
+    assert isinstance(resolve_learning_rate(given, solver="nesterov")[1], NesterovRule)
+
+
+def test_resolve_errors():
     with pytest.raises(ValueError, match="Unknown learning_rate 'adam'"):
-        make_learning_rate("adam")
+        resolve_learning_rate("adam")
+    with pytest.raises(ValueError, match="contradict"):
+        resolve_learning_rate(LearningRateSGD(), solver="adamw")
+    with pytest.raises(ValueError, match="contradict"):
+        resolve_learning_rate(LearningRateSGD(), learning_rate_schedule="optimal")
+    with pytest.raises(TypeError, match="learning_rate must be a float"):
+        resolve_learning_rate(True)
+    with pytest.raises(ValueError, match="Unknown learning-rate schedule 'adaptive'"):
+        resolve_learning_rate(0.1, "adaptive")
     with pytest.raises(ValueError, match="needs alpha > 0"):
         LearningRateSGD(alpha=0, learning_rate="optimal")
     with pytest.raises(ValueError, match=r"momentum must be in \(0, 1\)"):
         LearningRateSGDNesterov(momentum=1.0)
     with pytest.raises(RuntimeError, match="init_learning_rate"):
         LearningRateSGD().update_weights([], [], 1)
+
+
+@pytest.mark.parametrize("optimizer", [OrtGradientOptimizer, OrtGradientForwardBackwardOptimizer])
+def test_both_optimizers_give_the_same_error(optimizer, linear_onnx, linear_data):
+    """One vocabulary: the same bad parameter fails the same way in both APIs."""
+    from helpers import add_loss_output
+
+    X, y = linear_data
+    model = add_loss_output(linear_onnx) if optimizer is OrtGradientOptimizer else linear_onnx
+    with pytest.raises(ValueError, match="Unknown solver 'adam'"):
+        optimizer(model, solver="adam").fit(X, y)
+    with pytest.raises(ValueError, match="contradict"):
+        optimizer(model, learning_rate=LearningRateSGD(), solver="momentum").fit(X, y)
+    with pytest.raises(ValueError, match="on_divergence must be one of"):
+        optimizer(model, on_divergence="ignore").fit(X, y)

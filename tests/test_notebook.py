@@ -1,8 +1,8 @@
-"""helpers.notebook.use_device: the device string and the sentence about the CPU."""
+"""helpers.teaching.notebook.use_device: the device string and the sentence about the CPU."""
 import pytest
 
-from helpers import devices
-from helpers.notebook import use_device
+from helpers.core import devices
+from helpers.teaching.notebook import use_device
 
 
 @pytest.fixture(autouse=True)

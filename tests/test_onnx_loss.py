@@ -9,9 +9,9 @@ import pytest
 from onnxruntime.training.api import CheckpointState, Module
 
 from helpers import add_loss_output, get_train_initializer
-from helpers.onnx_graph import replace_initializers
-from helpers.onnx_loss import loss_metadata, remove_loss_output
-from helpers.whole_training import generate_training_artifacts
+from helpers.core.onnx_graph import replace_initializers
+from helpers.whole_training.loss_output import loss_metadata, remove_loss_output
+from helpers.whole_training.artifacts import generate_training_artifacts
 
 
 def _loss(model, feeds):
@@ -194,7 +194,7 @@ def test_metadata_and_remove_loss_output(linear_onnx, batch):
 
 
 def test_add_loss_output_errors(linear_onnx):
-    with pytest.raises(ValueError, match="Unknown score_name"):
+    with pytest.raises(ValueError, match="Unknown loss 'hinge'"):
         add_loss_output(linear_onnx, score_name="hinge")
     with pytest.raises(TypeError, match="l1_weight"):
         add_loss_output(linear_onnx, l1_weight=0.5)

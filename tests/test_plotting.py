@@ -1,4 +1,4 @@
-"""helpers.plotting: what the figures hold, not how they look."""
+"""helpers.teaching.plotting: what the figures hold, not how they look."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -8,10 +8,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers.plotting import (  # noqa: E402
+from helpers.teaching.kernel_plots import plot_kernel_comparison, plot_kernel_times  # noqa: E402
+from helpers.teaching.plotting import (  # noqa: E402
     plot_coefficients,
-    plot_kernel_comparison,
-    plot_kernel_times,
     plot_loss_curves,
     plot_training_history,
 )
@@ -123,7 +122,7 @@ def test_coefficients_empty_table_raises():
 
 
 def kernel_table(rows):
-    """A kernel table as helpers.profiling.kernel_table returns it (session, op_type, µs, share)."""
+    """A kernel table as helpers.measure.profiling.kernel_table returns it (session, op_type, µs, share)."""
     table = pd.DataFrame(rows, columns=["session", "op_type", "µs per step"])
     table["share of step (%)"] = 100 * table["µs per step"] / table["µs per step"].sum()
     return table

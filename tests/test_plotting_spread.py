@@ -1,4 +1,4 @@
-"""helpers.plotting.plot_loss_spread: the median and the band hold the right values."""
+"""helpers.teaching.plotting.plot_loss_spread: the median and the band hold the right values."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers.plotting import plot_loss_spread  # noqa: E402
+from helpers.teaching.plotting import plot_loss_spread  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@ import os
 import onnx
 import pytest
 
-from helpers import runtime
+from helpers.core import runtime, sessions
 
 
 def test_max_ir_version_is_what_the_runtime_loads():
@@ -39,18 +39,18 @@ def test_main_opset(linear_onnx):
 
 def test_set_num_threads():
     try:
-        runtime.set_num_threads(1)
-        assert runtime.session_options().intra_op_num_threads == 1
+        sessions.set_num_threads(1)
+        assert sessions.session_options().intra_op_num_threads == 1
         # an explicit count wins over the default set for the process
-        assert runtime.session_options(3).intra_op_num_threads == 3
+        assert sessions.session_options(3).intra_op_num_threads == 3
         with pytest.raises(ValueError, match="integer >= 1"):
-            runtime.set_num_threads(0)
+            sessions.set_num_threads(0)
     finally:
-        runtime.set_num_threads(None)
-    assert runtime.session_options().intra_op_num_threads == 0
+        sessions.set_num_threads(None)
+    assert sessions.session_options().intra_op_num_threads == 0
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
 def test_session_options_rejects_bad_thread_counts(bad):
     with pytest.raises(ValueError, match="n_threads must be an integer >= 1 or None"):
-        runtime.session_options(bad)
+        sessions.session_options(bad)

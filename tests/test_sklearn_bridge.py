@@ -1,4 +1,4 @@
-"""helpers.sklearn_bridge: weights move between scikit-learn's MLPs and ONNX unchanged,
+"""helpers.teaching.sklearn_bridge: weights move between scikit-learn's MLPs and ONNX unchanged,
 and the documented learning-rate and penalty mappings give scikit-learn's updates."""
 import warnings
 
@@ -16,9 +16,9 @@ from helpers import (
     OrtGradientForwardBackwardOptimizer,
     get_train_initializer,
 )
-from helpers.datasets import one_hot
-from helpers.onnx_graph import replace_initializers, select_outputs
-from helpers.sklearn_bridge import (
+from helpers.teaching.datasets import one_hot
+from helpers.core.onnx_graph import replace_initializers, select_outputs
+from helpers.teaching.sklearn_bridge import (
     continue_mlp_training,
     fit_first_epoch,
     mlp_coefficient_names,

@@ -6,17 +6,11 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from helpers import (
-    LearningRateSGD,
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
-    add_loss_output,
-    runtime,
-    training_cache,
-    whole_training,
-)
-from helpers.model_factories import mlp_onnx
-from helpers.training_cache import ARTIFACTS, GRADIENT_GRAPHS, ContentCache, content_key
+from helpers import LearningRateSGD, OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
+from helpers.core import sessions, training_cache
+from helpers.whole_training import artifacts
+from helpers.core.training_cache import ARTIFACTS, GRADIENT_GRAPHS, ContentCache, content_key
+from helpers.teaching.model_factories import mlp_onnx
 
 
 @pytest.fixture(autouse=True)
@@ -80,7 +74,7 @@ def test_failed_artifact_generation_leaves_nothing(data, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("interrupted")
 
-    monkeypatch.setattr(whole_training, "generate_training_artifacts", broken)
+    monkeypatch.setattr(artifacts, "generate_training_artifacts", broken)
     before = _artifact_folders()
     with pytest.raises(RuntimeError, match="interrupted"):
         OrtGradientOptimizer(add_loss_output(mlp_onnx(5, hidden=(6,))), max_iter=1).fit(X, y)
@@ -111,13 +105,14 @@ def test_forward_backward_refit_shares_the_gradient_graph(data):
 def test_n_threads_reaches_the_model_sessions(data, monkeypatch, make):
     X, y = data
     seen = []
-    original = runtime.session_options
+    original = sessions.session_options
 
     def recording(n_threads=None, label="session"):
         seen.append((label, n_threads))
         return original(n_threads, label)
 
-    for module in ("whole_training", "forward_backward", "base_optimizer"):
+    # every session is made by the session layer; onnxruntime's Module takes its options
+    for module in ("core.sessions", "whole_training.session"):
         monkeypatch.setattr(f"helpers.{module}.session_options", recording)
     model = mlp_onnx(5, hidden=(6,))
     if make == "whole":

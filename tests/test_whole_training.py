@@ -12,8 +12,8 @@ from sklearn.model_selection import GridSearchCV
 from skl2onnx import to_onnx
 
 from helpers import OrtGradientOptimizer, TrainingDivergedError, add_loss_output
-from helpers import runtime
-from helpers.onnx_graph import get_train_initializer
+from helpers.core import runtime
+from helpers.core.onnx_graph import get_train_initializer
 
 
 @pytest.fixture(scope="module")
@@ -303,7 +303,7 @@ def test_bad_weight_names(onx_loss, linear_data, weights, match):
         ({"solver": "lbfgs"}, "Unknown solver"),
         ({"learning_rate": -1.0}, "learning rate must be a float > 0"),
         ({"learning_rate_schedule": "adaptive"}, "Unknown learning-rate schedule"),
-        ({"learning_rate_schedule": "optimal"}, "needs alpha > 0"),
+        ({"learning_rate_schedule": "optimal", "alpha": 0}, "needs alpha > 0"),
         ({"batch_size": 0}, "batch_size must be an integer >= 1"),
         ({"max_iter": 2.5}, "max_iter must be an integer >= 1"),
         ({"solver": "momentum", "momentum": 1.5}, r"momentum must be in \(0, 1\)"),

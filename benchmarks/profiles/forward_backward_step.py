@@ -8,8 +8,8 @@ import numpy as np, time, warnings
 from sklearn.neural_network import MLPRegressor
 from skl2onnx import to_onnx
 from helpers import *
-from helpers.devices import Device
-from helpers.runtime import set_num_threads
+from helpers.core.devices import Device
+from helpers.core.sessions import set_num_threads
 from onnxruntime import OrtValue
 set_num_threads(2)
 warnings.simplefilter('ignore')

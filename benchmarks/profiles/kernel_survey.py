@@ -6,7 +6,7 @@ Run from the repository root::
 
 For each configuration (model, loss, update rule) and each training API that
 offers it, one epoch is fitted ``--repeat`` times with onnxruntime's profiler
-on (:func:`helpers.profiling.profile_training`), each kernel keeping its best
+on (:func:`helpers.measure.profiling.profile_training`), each kernel keeping its best
 time; the script prints the top kernels of the step, then a summary: the top
 kernel, the share of the gradient kernels (operator types ending in ``Grad``)
 and the *suspects*, kernels other than matrix products that take more than
@@ -38,10 +38,10 @@ from helpers import (
     OrtGradientOptimizer,
     add_loss_output,
 )
-from helpers.datasets import one_hot
-from helpers.model_factories import mlp_onnx
-from helpers.profiling import profile_training
-from helpers.runtime import quiet_runtime_logs
+from helpers.teaching.datasets import one_hot
+from helpers.teaching.model_factories import mlp_onnx
+from helpers.measure.profiling import profile_training
+from helpers.core.runtime import quiet_runtime_logs
 
 #: Model and batch sizes; ``steps`` is the number of profiled training steps.
 SIZES = {
@@ -146,7 +146,7 @@ def profile_best_of(optimizer, X, y, repeat):
     Returns
     -------
     pandas.DataFrame
-        The columns of :func:`helpers.profiling.profile_training`'s table,
+        The columns of :func:`helpers.measure.profiling.profile_training`'s table,
         sorted by time, with ``attrs['n_steps']``.
     """
     tables = [profile_training(optimizer, X, y) for _ in range(repeat)]

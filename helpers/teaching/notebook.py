@@ -1,5 +1,5 @@
 """Small utilities the notebooks share."""
-from . import devices
+from ..core import devices
 
 
 def use_device(device="auto"):

@@ -6,7 +6,6 @@ later write. These functions turn that, and a few other traps, into clear
 errors, and keep the C++ info lines of the runtime out of the user's output.
 """
 import contextlib
-import numbers
 import os
 import sys
 import tempfile
@@ -18,9 +17,7 @@ from onnx import TensorProto, helper
 
 import onnxruntime
 
-#: Severity of the onnxruntime C++ logger set by :func:`quiet_runtime_logs`
-#: (3 = errors only).
-_ERROR_SEVERITY = 3
+from .sessions import ERROR_SEVERITY, make_session
 
 
 class RuntimeCompatibilityError(RuntimeError):
@@ -76,7 +73,7 @@ def quiet_runtime_logs():
     ``generate_artifacts`` and the training sessions print one line per graph
     transformer otherwise.
     """
-    onnxruntime.set_default_logger_severity(_ERROR_SEVERITY)
+    onnxruntime.set_default_logger_severity(ERROR_SEVERITY)
 
 
 @contextlib.contextmanager
@@ -106,110 +103,6 @@ def native_stderr_captured():
             captured.append(sink.read().decode(errors="replace"))
 
 
-#: Threads of the sessions created from now on (None: onnxruntime's default,
-#: one per core), set by :func:`set_num_threads`.
-_THREADS = {"intra_op": None}
-
-
-def check_n_threads(n_threads, name="n_threads"):
-    """Raise ``ValueError`` unless ``n_threads`` is None or an integer >= 1."""
-    if n_threads is not None and (
-        isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) or n_threads < 1
-    ):
-        raise ValueError(f"{name} must be an integer >= 1 or None, got {n_threads!r}.")
-
-
-def set_num_threads(n_threads):
-    """Set the default thread count of the onnxruntime sessions created afterwards.
-
-    Benchmarks call it to give every framework the same threads (torch:
-    ``torch.set_num_threads``). The optimizers' ``n_threads`` parameter,
-    when given, takes precedence.
-
-    Parameters
-    ----------
-    n_threads : int or None
-        Threads per session; None goes back to onnxruntime's default.
-
-    Examples
-    --------
-    >>> set_num_threads(2)
-    >>> session_options().intra_op_num_threads
-    2
-    >>> set_num_threads(None)
-    """
-    check_n_threads(n_threads)
-    _THREADS["intra_op"] = None if n_threads is None else int(n_threads)
-
-
-def resolved_threads(n_threads=None):
-    """The thread count a session made now with ``n_threads`` gets (None: onnxruntime's choice)."""
-    return n_threads if n_threads is not None else _THREADS["intra_op"]
-
-
-#: Where sessions write their profiles while :func:`profiling_sessions` is
-#: active (None: no profiling).
-_PROFILING = {"folder": None}
-
-
-@contextlib.contextmanager
-def profiling_sessions(folder):
-    """Make the sessions created inside the block write onnxruntime profiles.
-
-    Each session writes a JSON trace named after its ``label`` (see
-    :func:`session_options`) into ``folder`` when it ends.
-    :func:`helpers.profiling.profile_training` uses it.
-
-    Parameters
-    ----------
-    folder : str
-        An existing folder.
-    """
-    previous = _PROFILING["folder"]
-    _PROFILING["folder"] = folder
-    try:
-        yield folder
-    finally:
-        _PROFILING["folder"] = previous
-
-
-def is_profiling():
-    """Whether sessions created now write profiles (their objects must not be cached)."""
-    return _PROFILING["folder"] is not None
-
-
-def session_options(n_threads=None, label="session"):
-    """Return :class:`onnxruntime.SessionOptions` that log errors only.
-
-    Parameters
-    ----------
-    label : str
-        What the session runs (``'model'``, ``'loss'``, ``'update'``...):
-        the name of its trace inside :func:`profiling_sessions`.
-    n_threads : int, optional
-        Intra-op threads of the session; None takes the count of
-        :func:`set_num_threads`, or onnxruntime's default (one per core).
-        Idle threads spin a while before sleeping, onnxruntime's default:
-        a training step runs many small kernels in a row, and waking a
-        sleeping thread for each costs a quarter of a small network's step.
-
-    Examples
-    --------
-    >>> session_options(1).intra_op_num_threads
-    1
-    """
-    check_n_threads(n_threads)
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = _ERROR_SEVERITY
-    threads = resolved_threads(n_threads)
-    if threads is not None:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-    if _PROFILING["folder"] is not None:
-        options.enable_profiling = True
-        options.profile_file_prefix = os.path.join(_PROFILING["folder"], label)
-    return options
-
 
 def _probe_model(ir_version):
     """A one-node model (Identity) stamped with ``ir_version``."""
@@ -228,10 +121,8 @@ def _runtime_accepts(ir_version):
     try:
         # plain options: the probe is never profiled nor given the users' threads
         options = onnxruntime.SessionOptions()
-        options.log_severity_level = _ERROR_SEVERITY
-        sess = onnxruntime.InferenceSession(
-            _probe_model(ir_version).SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
+        options.log_severity_level = ERROR_SEVERITY
+        sess = make_session(_probe_model(ir_version), options=options)
         sess.run(None, {"x": np.zeros(1, dtype=np.float32)})
     except Exception as exc:  # the runtime raises its own Fail/InvalidGraph types
         if "IR version" in str(exc):

@@ -253,3 +253,15 @@ def select_outputs(onx, output_names):
         )
     del graph.value_info[:]
     return model
+
+
+def static_dims(value_info):
+    """The dimensions of a tensor's type: an int where fixed, None where not.
+
+    Examples
+    --------
+    >>> from onnx import TensorProto, helper
+    >>> static_dims(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]))
+    [None, 3]
+    """
+    return [d.dim_value if d.HasField("dim_value") else None for d in value_info.type.tensor_type.shape.dim]

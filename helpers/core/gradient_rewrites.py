@@ -193,7 +193,7 @@ def count_rewrites(model):
 
     Examples
     --------
-    >>> from helpers.model_factories import mlp_onnx
+    >>> from helpers.teaching.model_factories import mlp_onnx
     >>> count_rewrites(rewrite_for_training(mlp_onnx(3, hidden=(4, 4))))
     2
     """

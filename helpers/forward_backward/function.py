@@ -4,8 +4,8 @@
 forward and its backward pass, separated by a ``YieldOp``, and
 ``TrainingAgent`` runs either half. Nothing else is done for the caller: the
 loss gradient, the weight update and any regularization come from outside
-(:mod:`helpers.learning_loss`, :mod:`helpers.learning_rate`,
-:mod:`helpers.learning_penalty`, or torch).
+(:mod:`helpers.forward_backward.losses`, :mod:`helpers.core.learning_rates`,
+:mod:`helpers.core.penalties`, or torch).
 """
 import numpy as np
 import onnx
@@ -17,20 +17,12 @@ from onnxruntime.capi._pybind_state import (
     TrainingGraphTransformerConfiguration,
 )
 
-from .devices import resolve_device
-from .gradient_rewrites import rewrite_for_training
-from .onnx_graph import check_weights_to_train, initializers_to_inputs
-from .runtime import (
-    check_model_ir_version,
-    check_n_threads,
-    explain_untrainable,
-    is_profiling,
-    native_stderr_captured,
-    quiet_runtime_logs,
-    resolved_threads,
-    session_options,
-)
-from .training_cache import GRADIENT_GRAPHS, content_key
+from ..core.devices import resolve_device
+from ..core.gradient_rewrites import rewrite_for_training
+from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs
+from ..core.runtime import check_model_ir_version, explain_untrainable, native_stderr_captured, quiet_runtime_logs
+from ..core.sessions import check_n_threads, is_profiling, make_session, resolved_threads
+from ..core.training_cache import GRADIENT_GRAPHS, content_key
 
 
 def _to_ortvalue(value, device):
@@ -59,12 +51,12 @@ class OrtGradientForwardBackward:
         ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or ``'auto'``.
     n_threads : int, optional
         Threads of the sessions (intra-op); None lets onnxruntime choose, or
-        takes :func:`helpers.runtime.set_num_threads`.
+        takes :func:`helpers.core.sessions.set_num_threads`.
     fast_gradients : bool
         Build the gradient graph from a copy of the model whose ``Relu``
         nodes are rewritten into an exact equivalent with a faster gradient
         and, when the model has one input, whose first dimension is named as
-        the batch (:mod:`helpers.gradient_rewrites`). Predictions
+        the batch (:mod:`helpers.core.gradient_rewrites`). Predictions
         (``training=False``) run the model as given.
 
     Attributes
@@ -80,7 +72,7 @@ class OrtGradientForwardBackward:
     Notes
     -----
     The gradient graph and the sessions are built once per process for a
-    given model and settings (:mod:`helpers.training_cache`): building the
+    given model and settings (:mod:`helpers.core.training_cache`): building the
     same model again, as a refit does, reuses them.
 
     The agent binds its inputs by position. The seeds therefore required
@@ -130,13 +122,6 @@ class OrtGradientForwardBackward:
         built = self._build() if is_profiling() else GRADIENT_GRAPHS.get_or_build(key, self._build)
         self.__dict__.update(built)
 
-    @property
-    def providers(self):
-        """Execution providers of the sessions, in order of preference."""
-        if self.device.type == "cuda":
-            return [("CUDAExecutionProvider", {"device_id": self.device.index}), "CPUExecutionProvider"]
-        return ["CPUExecutionProvider"]
-
     def _build(self):
         """Build the gradient graph and its sessions; return them as attributes."""
         try:
@@ -182,11 +167,7 @@ class OrtGradientForwardBackward:
         # feed position -> position in (inputs + weights_to_train)
         given = self.input_names + self.weights_to_train
         ort_device = self.device.ort_device()
-        train_sess = onnxruntime.InferenceSession(
-            gradient_model.SerializeToString(),
-            session_options(self.n_threads, "model"),
-            providers=self.providers,
-        )
+        train_sess = make_session(gradient_model, self.device, self.n_threads, "model")
         n_fw = len(info.user_output_names) + len(info.frontier_node_arg_map)
         agent = C.TrainingAgent(
             train_sess._sess,
@@ -208,11 +189,7 @@ class OrtGradientForwardBackward:
             "_train_sess": train_sess,
             "_agent": agent,
             "eval_model_": eval_model,
-            "_eval_sess": onnxruntime.InferenceSession(
-                eval_model.SerializeToString(),
-                session_options(self.n_threads, "predict"),
-                providers=self.providers,
-            ),
+            "_eval_sess": make_session(eval_model, self.device, self.n_threads, "predict"),
             "_user_outputs": user_outputs,
             "_output_info": {
                 o.name: o for o in self.onnx_model.graph.output if o.name in user_outputs
@@ -284,7 +261,7 @@ class OrtGradientForwardBackwardFunction:
         if not training:
             names = parent.input_names + parent.weights_to_train
             feeds = {name: value._ortvalue for name, value in zip(names, values)}
-            # the C session, indexed: see helpers.onnx_function.OnnxFunction
+            # the C session, indexed: see helpers.core.onnx_function.OnnxFunction
             result = parent._eval_sess._sess.run_with_ort_values(feeds, parent.output_names, None)
             return [onnxruntime.OrtValue(result[i]) for i in range(len(result))]
         feeds = C.OrtValueVector()

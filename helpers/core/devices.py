@@ -13,7 +13,7 @@ import onnxruntime
 from onnx import TensorProto, helper
 from onnxruntime.capi import _pybind_state as C
 
-from .runtime import session_options
+from .sessions import make_session
 
 _GPU_FIX = (
     "Training on a GPU needs the GPU package onnxruntime-training==1.19.2 (instead of "
@@ -62,11 +62,7 @@ def cuda_problem(index=0):
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
         return f"the installed onnxruntime ({onnxruntime.__version__}) has no CUDA provider"
     try:
-        sess = onnxruntime.InferenceSession(
-            _probe_model().SerializeToString(),
-            session_options(),
-            providers=[("CUDAExecutionProvider", {"device_id": index})],
-        )
+        sess = make_session(_probe_model(), Device("cuda", index), cpu_fallback=False)
         if "CUDAExecutionProvider" not in sess.get_providers():
             return "the CUDA provider could not start (no GPU, or CUDA/cuDNN libraries missing)"
         x = onnxruntime.OrtValue.ortvalue_from_numpy(np.array([1.0, 2.0], dtype=np.float32), "cuda", index)

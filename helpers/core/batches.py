@@ -70,7 +70,7 @@ class Batches:
     ----------
     arrays : list of numpy.ndarray
         Float32 arrays with the same number of rows.
-    device : helpers.devices.Device
+    device : helpers.core.devices.Device
     on_device : bool or None
         Gather the batches with an ONNX graph on the device (the default for
         a GPU) instead of slicing numpy arrays (the default for the CPU).
@@ -78,7 +78,7 @@ class Batches:
     Examples
     --------
     >>> import numpy as np
-    >>> from helpers.devices import Device
+    >>> from helpers.core.devices import Device
     >>> batches = Batches([np.arange(5, dtype=np.float32)], Device("cpu"))
     >>> [(b.start, b.end, b.arrays[0].tolist()) for b in batches.epoch([4, 3, 2, 1, 0], 2)]
     [(0, 2, [4.0, 3.0]), (2, 4, [2.0, 1.0]), (4, 5, [0.0])]

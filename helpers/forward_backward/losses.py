@@ -11,8 +11,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .onnx_function import IR_VERSION, OnnxFunction, make_model, to_ortvalue
-from .onnx_loss import _Appender, _per_sample_loss
+from ..core.onnx_function import IR_VERSION, OnnxFunction, make_model, to_ortvalue
+from ..core.loss_graphs import LOSS_ALIASES, GraphAppender, canonical_loss_name, per_sample_loss
 
 _LABEL, _PRED, _WEIGHT = "label", "prediction", "weight"
 
@@ -65,7 +65,7 @@ class BaseLearningLoss:
         key = (device, rank, what, weighted)
         if key not in self._functions:
             model = _skeleton(rank, weighted)
-            app = _Appender(model, prefix="t_")
+            app = GraphAppender(model, prefix="t_")
             per_sample, dloss = self._build(app, rank)
             if weighted:
                 per_sample = app.node("Mul", [per_sample, _WEIGHT])
@@ -115,7 +115,7 @@ class BaseLearningLoss:
         >>> [i.name for i in model.graph.input], [o.name for o in model.graph.output]
         (['label', 'prediction'], ['loss', 'gradient'])
         """
-        from .devices import Device  # noqa: PLC0415
+        from ..core.devices import Device  # noqa: PLC0415
 
         return self._function(Device("cpu"), rank, "gradient", weighted).model
 
@@ -131,7 +131,7 @@ class BaseLearningLoss:
 
         Parameters
         ----------
-        device : helpers.devices.Device
+        device : helpers.core.devices.Device
         expected, predicted : OrtValue or numpy.ndarray
             Labels and predictions, of the same shape ``(N, ...)``.
         weight : OrtValue or numpy.ndarray, optional
@@ -153,7 +153,7 @@ class SquareLearningLoss(BaseLearningLoss):
     """Squared error ``sum_j (p - y)**2`` per sample, torch's ``MSELoss``."""
 
     def _build(self, app, rank):
-        per_sample = _per_sample_loss(app, "squared_error", _PRED, _LABEL, rank, {})
+        per_sample = per_sample_loss(app, "squared_error", _PRED, _LABEL, rank, {})
         diff = app.node("Sub", [_PRED, _LABEL])
         return per_sample, app.node("Mul", [diff, app.const(2.0)])
 
@@ -162,7 +162,7 @@ class AbsoluteLearningLoss(BaseLearningLoss):
     """Absolute error ``sum_j |p - y|`` per sample; its gradient is the sign."""
 
     def _build(self, app, rank):
-        per_sample = _per_sample_loss(app, "absolute_error", _PRED, _LABEL, rank, {})
+        per_sample = per_sample_loss(app, "absolute_error", _PRED, _LABEL, rank, {})
         return per_sample, app.node("Sign", [app.node("Sub", [_PRED, _LABEL])])
 
 
@@ -188,7 +188,7 @@ class ElasticLearningLoss(BaseLearningLoss):
 
     def _build(self, app, rank):
         params = self.get_params()
-        per_sample = _per_sample_loss(app, "elastic", _PRED, _LABEL, rank, params)
+        per_sample = per_sample_loss(app, "elastic", _PRED, _LABEL, rank, params)
         diff = app.node("Sub", [_PRED, _LABEL])
         l1 = app.node("Mul", [app.node("Sign", [diff]), app.const(self.l1_weight)])
         l2 = app.node("Mul", [diff, app.const(2 * self.l2_weight)])
@@ -230,7 +230,7 @@ class NegLogLearningLoss(BaseLearningLoss):
     def _build(self, app, rank):
         if self.probability_function == "sigmoid":
             proba = app.node("Sigmoid", [_PRED])
-            per_sample = _per_sample_loss(app, "log", proba, _LABEL, rank, {"eps": self.eps})
+            per_sample = per_sample_loss(app, "log", proba, _LABEL, rank, {"eps": self.eps})
         else:
             if rank != 2:
                 raise ValueError("The softmax log loss needs scores of shape (N, n_classes).")
@@ -241,37 +241,47 @@ class NegLogLearningLoss(BaseLearningLoss):
         return per_sample, app.node("Sub", [proba, _LABEL])
 
 
-#: Names accepted for ``learning_loss``, with the class each one builds.
-LOSS_ALIASES = {
-    "square_error": SquareLearningLoss,
+#: The loss classes, by the names of :data:`helpers.core.loss_graphs.LOSSES`.
+LEARNING_LOSSES = {
     "squared_error": SquareLearningLoss,
     "absolute_error": AbsoluteLearningLoss,
     "elastic": ElasticLearningLoss,
     "log": NegLogLearningLoss,
-    "neglog": NegLogLearningLoss,
 }
-for _cls in (SquareLearningLoss, AbsoluteLearningLoss, ElasticLearningLoss, NegLogLearningLoss):
-    LOSS_ALIASES[_cls.__name__] = _cls
 
 
 def make_learning_loss(learning_loss, **kwargs):
-    """Return a loss object from an instance, a class name or an alias.
+    """Return a loss object from an instance, a loss name or a class name.
 
     Parameters
     ----------
     learning_loss : BaseLearningLoss or str
-        An instance, or one of :data:`LOSS_ALIASES` (``'square_error'``,
-        ``'elastic'``, ``'SquareLearningLoss'``...).
+        An instance, a name of :data:`helpers.core.loss_graphs.LOSSES` or one
+        of its aliases (``'square_error'``, ``'neglog'``...), or a class name
+        (``'SquareLearningLoss'``).
     **kwargs
         Passed to the class when ``learning_loss`` is a string.
+
+    Examples
+    --------
+    >>> make_learning_loss("square_error")
+    SquareLearningLoss()
+    >>> make_learning_loss("elastic", l1_weight=0.2)
+    ElasticLearningLoss(l1_weight=0.2, l2_weight=0.5)
     """
     if isinstance(learning_loss, BaseLearningLoss):
         if kwargs:
             raise ValueError("Extra arguments are only accepted with a loss given by name.")
         return learning_loss
-    if isinstance(learning_loss, str) and learning_loss in LOSS_ALIASES:
-        return LOSS_ALIASES[learning_loss](**kwargs)
-    raise ValueError(
-        f"Unknown learning_loss {learning_loss!r}: use a BaseLearningLoss or one of "
-        f"{sorted(LOSS_ALIASES)}."
-    )
+    by_class = {cls.__name__: cls for cls in LEARNING_LOSSES.values()}
+    if isinstance(learning_loss, str) and learning_loss in by_class:
+        return by_class[learning_loss](**kwargs)
+    try:
+        name = canonical_loss_name(learning_loss)
+    except ValueError:
+        raise ValueError(
+            f"Unknown learning_loss {learning_loss!r}: use a BaseLearningLoss, one of "
+            f"{list(LEARNING_LOSSES)} (or an alias: {sorted(LOSS_ALIASES)}) or a class name "
+            f"{sorted(by_class)}."
+        ) from None
+    return LEARNING_LOSSES[name](**kwargs)

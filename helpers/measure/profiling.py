@@ -23,7 +23,7 @@ import pandas as pd
 from onnx import TensorProto, helper
 from sklearn.base import clone
 
-from .runtime import profiling_sessions, session_options
+from ..core.sessions import make_session, profiling_sessions
 
 #: What each session label of the helpers runs, for the tables.
 SESSION_ROLES = {
@@ -84,7 +84,7 @@ def kernel_table(folder, n_steps):
     Parameters
     ----------
     folder : str
-        Traces written inside :func:`helpers.runtime.profiling_sessions`.
+        Traces written inside :func:`helpers.core.sessions.profiling_sessions`.
     n_steps : int
         Training steps the traces cover.
 
@@ -151,7 +151,7 @@ def profile_training(optimizer, X, y, max_iter=1, **fit_params):
     --------
     >>> import numpy as np
     >>> from helpers import OrtGradientForwardBackwardOptimizer
-    >>> from helpers.model_factories import mlp_onnx
+    >>> from helpers.teaching.model_factories import mlp_onnx
     >>> X = np.random.default_rng(0).standard_normal((64, 4)).astype(np.float32)
     >>> opt = OrtGradientForwardBackwardOptimizer(mlp_onnx(4, 8), batch_size=16)
     >>> table = profile_training(opt, X, X[:, :1])
@@ -245,11 +245,7 @@ class StepProducts:
         self.w2 = rng.standard_normal((hidden, 1)).astype(np.float32)
         self._rng = rng
         self._gradients = {}
-        self._session = onnxruntime.InferenceSession(
-            step_products_model().SerializeToString(),
-            session_options(n_threads, "step_products"),
-            providers=["CPUExecutionProvider"],
-        )
+        self._session = make_session(step_products_model(), n_threads=n_threads, label="step_products")
 
     def run(self, X):
         """Compute the five products for the batch ``X``."""

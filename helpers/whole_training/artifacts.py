@@ -1,10 +1,14 @@
-"""Forward-only models for ``generate_artifacts``, and the artifacts it writes.
+"""The training artifacts: the files ``generate_artifacts`` writes, and the models it starts from.
 
-``onnxruntime.training.artifacts.generate_artifacts`` starts from a
-forward-only ONNX model. This module exports one from PyTorch with the
-settings training needs, loads the four artifacts back into the objects of
-``onnxruntime.training.api``, and runs one training step, so that the
-notebooks about training artifacts can stay about the artifacts.
+``onnxruntime.training.artifacts.generate_artifacts`` turns a forward-only
+ONNX model into a training model, an eval model, an optimizer model and a
+checkpoint. :func:`generate_training_artifacts` writes them for a model
+from :func:`helpers.add_loss_output` (what
+:class:`helpers.OrtGradientOptimizer` trains); :func:`export_for_training`
+exports a forward-only model from PyTorch with the settings training needs;
+:func:`load_training_artifacts` loads the four files back into the objects
+of ``onnxruntime.training.api``, and :func:`train_step` runs one step, so
+that the notebooks about training artifacts can stay about the artifacts.
 """
 import contextlib
 import io
@@ -18,9 +22,13 @@ import onnx
 import onnxruntime
 import pandas as pd
 import torch
+from onnxruntime.training import artifacts as ort_artifacts
+from onnxruntime.training import onnxblock
 from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
-from .runtime import check_model_ir_version, session_options
+from ..core.gradient_rewrites import count_rewrites, restore_rewrites, rewrite_for_training
+from ..core.runtime import check_model_ir_version, native_stderr_captured, quiet_runtime_logs
+from ..core.sessions import session_options
 
 #: Default opset of :func:`export_for_training`: supported by the TorchScript
 #: exporter of torch 2.13 and by onnxruntime 1.19.2.
@@ -78,7 +86,7 @@ def export_for_training(
 
     Raises
     ------
-    helpers.runtime.RuntimeCompatibilityError
+    helpers.core.runtime.RuntimeCompatibilityError
         When the exported model has an IR version onnxruntime refuses.
     """
     if isinstance(example_input, torch.Tensor):
@@ -119,7 +127,7 @@ def converter_output_captured():
     and logs one INFO line per model through the logger
     ``ort_format_model.utils``, which importing ``onnxruntime.training``
     sends to the root handler on stderr.
-    :func:`helpers.runtime.native_stderr_captured` does not see either: it
+    :func:`helpers.core.runtime.native_stderr_captured` does not see either: it
     catches what C++ code writes. Use both around the call.
 
     Yields
@@ -261,3 +269,78 @@ def list_artifacts(directory):
     return pd.DataFrame(
         {"file": names, "bytes": [os.path.getsize(os.path.join(directory, n)) for n in names]}
     )
+
+
+def generate_training_artifacts(onx_loss, weights_to_train, directory, solver="sgd", **adamw):
+    """Write the training artifacts of a model whose only output is its loss.
+
+    Parameters
+    ----------
+    onx_loss : onnx.ModelProto
+        A model from :func:`helpers.add_loss_output` (or any model whose
+        single output is a scalar loss).
+    weights_to_train : list of str
+        Float initializers to train; the other initializers are frozen.
+    directory : str
+        Existing folder that receives ``training_model.onnx``,
+        ``eval_model.onnx``, ``optimizer_model.onnx`` and ``checkpoint``.
+    solver : str
+        ``'adamw'`` writes an AdamW optimizer model with torch's formulas
+        (:class:`helpers.core.update_rules.AdamWRule`), the others an SGD one.
+    **adamw
+        ``betas``, ``eps``, ``weight_decay`` of the AdamW optimizer model.
+    """
+    frozen = [i.name for i in onx_loss.graph.initializer if i.name not in weights_to_train]
+    optimizer = (
+        onnxblock.optim.AdamW(**adamw) if solver == "adamw" else ort_artifacts.OptimType.SGD
+    )
+    quiet_runtime_logs()
+    with native_stderr_captured():
+        ort_artifacts.generate_artifacts(
+            onx_loss,
+            requires_grad=list(weights_to_train),
+            frozen_params=frozen,
+            loss=None,
+            optimizer=optimizer,
+            artifact_directory=directory,
+        )
+    if solver == "adamw":
+        _use_torch_adamw(os.path.join(directory, "optimizer_model.onnx"))
+
+
+def _use_torch_adamw(path):
+    """Switch the AdamW optimizer model to torch's formulas.
+
+    onnxblock writes its ``AdamWOptimizer`` node with ``adam_mode=1``, the
+    Hugging Face variant (``eps`` added before the bias correction, the
+    weight decay applied after the step); ``adam_mode=0`` is
+    ``torch.optim.AdamW``, the formula the forward/backward API runs too.
+    """
+    model = onnx.load(path)
+    for node in model.graph.node:
+        if node.op_type == "AdamWOptimizer":
+            for attribute in node.attribute:
+                if attribute.name == "adam_mode":
+                    attribute.i = 0
+    onnx.save(model, path)
+
+
+def write_training_artifacts(onx_loss, names, folder, solver, adamw, fast_gradients):
+    """Write the artifacts of ``onx_loss`` into ``folder``, its graph rewritten for fast gradients.
+
+    The inputs that are not initializers hold one row per sample: their
+    first dimension is named as the batch (see
+    :func:`helpers.core.gradient_rewrites.rewrite_for_training`).
+    """
+    initializers = {i.name for i in onx_loss.graph.initializer}
+    per_row = [i.name for i in onx_loss.graph.input if i.name not in initializers]
+    training_model = rewrite_for_training(onx_loss, per_row) if fast_gradients else onx_loss
+    generate_training_artifacts(training_model, names, folder, solver, **adamw)
+
+
+def restore_eval_model(folder):
+    """Put the plain ``Relu`` nodes back into the evaluation model of ``folder``."""
+    path = os.path.join(folder, "eval_model.onnx")
+    eval_model = onnx.load(path)
+    if count_rewrites(eval_model):
+        onnx.save(restore_rewrites(eval_model), path)

@@ -10,17 +10,25 @@ import numbers
 import warnings
 
 import numpy as np
-import onnxruntime
+import onnx
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from tqdm.auto import tqdm
 
-from .device_data import Batches
+from .batches import Batches
 from .devices import resolve_device
-from .runtime import check_model_ir_version, check_n_threads, check_onnx_compatible, session_options
+from .learning_rates import resolve_learning_rate
+from .onnx_graph import get_train_initializer, replace_initializers, static_dims
+from .runtime import check_model_ir_version, check_onnx_compatible
+from .sessions import check_n_threads, make_session
 from .validation import check_features, check_positive_int, check_sample_weight, check_targets
 
+
+#: What ``fit`` does when the loss becomes NaN or infinite: raise
+#: :class:`TrainingDivergedError`, or warn, put back the weights of the start
+#: of the epoch and stop.
+ON_DIVERGENCE = ("raise", "stop")
 
 #: Steps whose losses stay on the device before they are read together: a
 #: divergence is caught within that many steps.
@@ -31,26 +39,76 @@ class TrainingDivergedError(FloatingPointError):
     """The loss became NaN or infinite during training."""
 
 
-def _static_dims(value_info):
-    return [
-        d.dim_value if d.HasField("dim_value") else None
-        for d in value_info.type.tensor_type.shape.dim
-    ]
-
-
 class BaseOrtOptimizer(BaseEstimator):
     """Training loop shared by the optimizers of this package.
 
-    Subclasses set the constructor parameters ``model_onnx``,
-    ``weights_to_train``, ``max_iter``, ``batch_size``, ``device``,
-    ``warm_start``, ``verbose``, ``validation_every``, ``random_state`` and
-    implement the ``_start_training``, ``_train_step``, ``_loss`` methods and
-    the weight accessors ``_get_weights``, ``_set_weights``.
+    It defines the parameters both APIs share (the docstrings of
+    :class:`helpers.OrtGradientOptimizer` and
+    :class:`helpers.OrtGradientForwardBackwardOptimizer` describe them) and
+    uses nothing else. A subclass lists them in its own ``__init__`` (as
+    scikit-learn requires) and passes them here, then writes the hooks
+    below: it builds a training session for each fit
+    (:meth:`_start_training`), and that session keeps the weights
+    (``get_weights``, ``set_weights``) and, for rules with buffers, a
+    :class:`~helpers.core.update_rules.WeightUpdater` as ``updater``.
     """
 
+    #: Attributes holding onnxruntime objects, which a pickle drops (rebuilt when needed).
+    _session_attributes = ("_runtime", "_predict_session")
+
+    def __init__(
+        self,
+        model_onnx,
+        weights_to_train,
+        max_iter,
+        batch_size,
+        learning_rate,
+        learning_rate_schedule,
+        power_t,
+        alpha,
+        solver,
+        momentum,
+        betas,
+        eps,
+        weight_decay,
+        device,
+        warm_start,
+        verbose,
+        validation_every,
+        random_state,
+        n_threads,
+        fast_gradients,
+        on_divergence,
+    ):
+        self.model_onnx = model_onnx
+        self.weights_to_train = weights_to_train
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.learning_rate_schedule = learning_rate_schedule
+        self.power_t = power_t
+        self.alpha = alpha
+        self.solver = solver
+        self.momentum = momentum
+        self.betas = betas
+        self.eps = eps
+        self.weight_decay = weight_decay
+        self.device = device
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.validation_every = validation_every
+        self.random_state = random_state
+        self.n_threads = n_threads
+        self.fast_gradients = fast_gradients
+        self.on_divergence = on_divergence
+
     # -- hooks for subclasses -------------------------------------------------
+    def _check_model(self):
+        """Check ``model_onnx`` for this API; set ``weights_to_train_``."""
+        raise NotImplementedError
+
     def _start_training(self, weights):
-        """Build the runtime objects from the initial ``weights`` (a dict)."""
+        """Set ``self._runtime``, the training session, from the initial ``weights`` (a dict)."""
         raise NotImplementedError
 
     def _batch_arrays(self, X, y, w, weighted):
@@ -58,23 +116,19 @@ class BaseOrtOptimizer(BaseEstimator):
         return [X, y, w] if weighted else [X, y]
 
     def _train_step(self, batch, t):
-        """Run forward, backward and update number ``t`` on a :class:`~helpers.device_data.Batch`.
+        """Run forward, backward and update number ``t`` on a :class:`~helpers.core.batches.Batch`.
 
         Return the loss in any form :meth:`_loss_value` reads (an
         ``OrtValue`` left on the device, so that it is read with others).
         """
         raise NotImplementedError
 
+    def _loss_value(self, handle):
+        """The float behind what :meth:`_train_step` returned."""
+        raise NotImplementedError
+
     def _loss(self, X, y, w):
         """Return the mean loss on ``X``, penalty excluded, without updating."""
-        raise NotImplementedError
-
-    def _get_weights(self):
-        """Return the trained weights of the runtime objects."""
-        raise NotImplementedError
-
-    def _set_weights(self, weights):
-        """Write ``weights`` into the runtime objects."""
         raise NotImplementedError
 
     def _label_shape(self):
@@ -85,9 +139,23 @@ class BaseOrtOptimizer(BaseEstimator):
         """The prediction model (no loss), with the initial weights."""
         raise NotImplementedError
 
+    def _prediction_name(self):
+        """The output of the prediction model that ``predict`` returns."""
+        return self._prediction_model.graph.output[0].name
+
+    def _end_epoch(self):
+        """Called after each complete epoch (checkpoints, for instance)."""
+
     # -- checks ----------------------------------------------------------------
     def _check_params(self):
+        if not isinstance(self.model_onnx, onnx.ModelProto):
+            raise TypeError(
+                f"model_onnx must be an onnx.ModelProto, got {type(self.model_onnx).__name__}; "
+                "load a file with onnx.load(path)."
+            )
         check_n_threads(self.n_threads)
+        if self.on_divergence not in ON_DIVERGENCE:
+            raise ValueError(f"on_divergence must be one of {ON_DIVERGENCE}, got {self.on_divergence!r}.")
         if not isinstance(self.fast_gradients, bool):
             raise TypeError(f"fast_gradients must be True or False, got {self.fast_gradients!r}.")
         check_positive_int("max_iter", self.max_iter)
@@ -100,9 +168,21 @@ class BaseOrtOptimizer(BaseEstimator):
                 "validation_every must be a fraction of max_iter below 1, a number "
                 f"of epochs >= 1, or 0 for never; got {every!r}."
             )
+        self.learning_rate_, self.update_rule_ = resolve_learning_rate(
+            self.learning_rate,
+            self.learning_rate_schedule,
+            self.power_t,
+            self.alpha,
+            self.solver,
+            self.momentum,
+            tuple(self.betas),
+            self.eps,
+            self.weight_decay,
+        )
+        self._check_model()
 
     def _n_features(self):
-        dims = _static_dims(self._prediction_model.graph.input[0])
+        dims = static_dims(self._prediction_model.graph.input[0])
         return dims[1] if len(dims) == 2 else None
 
     def _validation_period(self):
@@ -166,7 +246,7 @@ class BaseOrtOptimizer(BaseEstimator):
         elif getattr(self, "_runtime", None) is None:
             # unpickled: rebuild the runtime from the saved weights
             self._start_training(self._saved_weights)
-            self._restore_extra_state()
+            self._restore_update_state()
         self._predict_session = None
 
         period = self._validation_period()
@@ -176,8 +256,8 @@ class BaseOrtOptimizer(BaseEstimator):
             range(self.max_iter), disable=not self.verbose, desc=type(self).__name__, unit="epoch"
         )
         for _ in bar:
-            if not getattr(self, "exc", True):
-                last_good = self._get_weights()
+            if self.on_divergence == "stop":
+                last_good = self._runtime.get_weights()
             total, pending, diverged = 0.0, [], None
             for batch in batches.epoch(self._rng.permutation(n), self.batch_size):
                 self.t_ += 1
@@ -198,7 +278,7 @@ class BaseOrtOptimizer(BaseEstimator):
                     "Try a smaller learning rate, or scale the features "
                     "(sklearn.preprocessing.StandardScaler)."
                 )
-                if getattr(self, "exc", True):
+                if self.on_divergence == "raise":
                     raise TrainingDivergedError(message)
                 warnings.warn(
                     message + " Training stopped; the weights are those of the "
@@ -206,7 +286,7 @@ class BaseOrtOptimizer(BaseEstimator):
                     RuntimeWarning,
                     stacklevel=2,
                 )
-                self._set_weights(last_good)
+                self._runtime.set_weights(last_good)
                 break
             self.n_iter_ += 1
             self.train_losses_.append(total / n)
@@ -244,10 +324,6 @@ class BaseOrtOptimizer(BaseEstimator):
             total += loss * (end - start)
         return total, None
 
-    def _loss_value(self, handle):
-        """The float behind what ``_train_step`` returned."""
-        return float(handle)
-
     def _prepare(self):
         """Check the parameters and the model, choose the device."""
         check_onnx_compatible()
@@ -256,12 +332,7 @@ class BaseOrtOptimizer(BaseEstimator):
         self._prediction_model = self._inference_model()
         self.device_ = resolve_device(self.device)
 
-    def _end_epoch(self):
-        """Called after each complete epoch (checkpoints, for instance)."""
-
     def _initial_weights(self):
-        from .onnx_graph import get_train_initializer  # noqa: PLC0415
-
         init = get_train_initializer(self.model_onnx)
         return {name: init[name] for name in self.weights_to_train_}
 
@@ -277,7 +348,7 @@ class BaseOrtOptimizer(BaseEstimator):
         self._check_is_fitted()
         if getattr(self, "_runtime", None) is None:
             return {k: v.copy() for k, v in self._saved_weights.items()}
-        return self._get_weights()
+        return self._runtime.get_weights()
 
     def set_state(self, state):
         """Replace the trained weights, for example to continue training.
@@ -304,7 +375,7 @@ class BaseOrtOptimizer(BaseEstimator):
         if getattr(self, "_runtime", None) is None:
             self._saved_weights = new
         else:
-            self._set_weights(new)
+            self._runtime.set_weights(new)
         self._predict_session = None
 
     def get_trained_onnx(self):
@@ -316,8 +387,6 @@ class BaseOrtOptimizer(BaseEstimator):
             No loss and no label: the model given to the optimizer, before
             the loss was added, carrying the trained weights.
         """
-        from .onnx_graph import replace_initializers  # noqa: PLC0415
-
         return replace_initializers(self._prediction_model, self.get_state())
 
     # -- prediction ----------------------------------------------------------------
@@ -338,19 +407,12 @@ class BaseOrtOptimizer(BaseEstimator):
         X = check_features(X, self._n_features())
         if getattr(self, "_predict_session", None) is None:
             model = self.get_trained_onnx()
-            self._predict_session = onnxruntime.InferenceSession(
-                model.SerializeToString(),
-                session_options(self.n_threads, "predict"),
-                providers=["CPUExecutionProvider"],
-            )
+            self._predict_session = make_session(model, n_threads=self.n_threads, label="predict")
         sess = self._predict_session
         pred = sess.run([self._prediction_name()], {sess.get_inputs()[0].name: X})[0]
         if self._y_ndim == 1 and pred.ndim == 2 and pred.shape[1] == 1:
             pred = pred.ravel()
         return pred
-
-    def _prediction_name(self):
-        return self._prediction_model.graph.output[0].name
 
     def score(self, X, y, sample_weight=None):
         """Return minus the mean loss on ``(X, y)``: higher is better.
@@ -375,15 +437,16 @@ class BaseOrtOptimizer(BaseEstimator):
     # -- pickling --------------------------------------------------------------------
     def __getstate__(self):
         state = dict(self.__dict__)
-        if state.get("_runtime") is not None:
-            state["_saved_weights"] = self._get_weights()
-            state.update(self._runtime_extra_state())
-        state["_runtime"] = state["_predict_session"] = state["_scorer"] = None
+        runtime = state.get("_runtime")
+        if runtime is not None:
+            state["_saved_weights"] = runtime.get_weights()
+            state["_saved_update_state"] = runtime.updater.get_state() if runtime.updater else []
+        for name in self._session_attributes:
+            state[name] = None
         return state
 
-    def _runtime_extra_state(self):
-        """What else a pickle keeps to resume training (velocities...)."""
-        return {}
-
-    def _restore_extra_state(self):
-        """Put back into a rebuilt runtime what ``_runtime_extra_state`` kept."""
+    def _restore_update_state(self):
+        """Put back the update rule's buffers a pickle kept, into a rebuilt session."""
+        saved = getattr(self, "_saved_update_state", [])
+        if self._runtime.updater is not None and saved:
+            self._runtime.updater.set_state(saved)

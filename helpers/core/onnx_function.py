@@ -8,7 +8,7 @@ import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
 
-from .runtime import session_options
+from .sessions import make_session
 
 #: Opset and IR version of the graphs this package builds.
 OPSET, IR_VERSION = 15, 8
@@ -48,7 +48,7 @@ class OnnxFunction:
     Parameters
     ----------
     model : onnx.ModelProto
-    device : helpers.devices.Device
+    device : helpers.core.devices.Device
     n_threads : int
         Intra-op threads of its session. One by default: the losses,
         penalties and batch gathers run as such functions are elementwise on
@@ -58,14 +58,7 @@ class OnnxFunction:
     def __init__(self, model, device, n_threads=1):
         self.model = model
         self.device = device
-        providers = (
-            [("CUDAExecutionProvider", {"device_id": device.index}), "CPUExecutionProvider"]
-            if device.type == "cuda"
-            else ["CPUExecutionProvider"]
-        )
-        self._sess = onnxruntime.InferenceSession(
-            model.SerializeToString(), session_options(n_threads, model.graph.name), providers=providers
-        )
+        self._sess = make_session(model, device, n_threads, model.graph.name)
         self.input_names = [i.name for i in self._sess.get_inputs()]
         self.output_names = [o.name for o in self._sess.get_outputs()]
 

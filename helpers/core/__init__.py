@@ -1,0 +1,21 @@
+"""What both training APIs share.
+
+* :mod:`~helpers.core.sessions`: every onnxruntime session of the project
+  is made here (providers, device id, threads, options, profiling);
+* :mod:`~helpers.core.runtime`: checks of the installed runtime and clear
+  errors (IR versions, untrainable operators), quiet logs;
+* :mod:`~helpers.core.devices` and :mod:`~helpers.core.batches`: where
+  training runs, and the minibatches taken there;
+* :mod:`~helpers.core.onnx_graph`, :mod:`~helpers.core.onnx_function`,
+  :mod:`~helpers.core.gradient_rewrites`: reading, editing and running
+  ONNX graphs;
+* :mod:`~helpers.core.learning_rates`, :mod:`~helpers.core.update_rules`,
+  :mod:`~helpers.core.penalties`, :mod:`~helpers.core.loss_graphs`: the
+  training vocabulary (schedules, torch's update rules, penalties, losses),
+  each with one registry;
+* :mod:`~helpers.core.estimator` and :mod:`~helpers.core.parameters`: the
+  scikit-learn estimator both optimizers derive from, and the parameters
+  they share;
+* :mod:`~helpers.core.validation`, :mod:`~helpers.core.training_cache`:
+  input checks, and the per-process cache of artifacts and gradient graphs.
+"""

@@ -1,0 +1,114 @@
+"""The parameters both optimizers share, documented once.
+
+:func:`document_parameters` puts :data:`SHARED_PARAMETERS` and
+:data:`SHARED_ATTRIBUTES` into an optimizer's docstring where it says
+``{shared_parameters}`` and ``{shared_attributes}``, so that one idea has
+one description in both APIs.
+"""
+
+SHARED_PARAMETERS = """\
+    weights_to_train : list of str, optional
+        Float initializers to train; None means all of them.
+    max_iter : int
+        Number of epochs.
+    batch_size : int
+        Rows per minibatch; the last batch of an epoch may be smaller.
+    learning_rate : float, str or LearningRateSGD
+        A float is the initial learning rate ``eta0`` of
+        ``learning_rate_schedule``, for the update rule ``solver``. The
+        seeds' objects (:class:`helpers.LearningRateSGD`,
+        :class:`helpers.LearningRateSGDNesterov`, or their names ``'SGD'``
+        and ``'Nesterov'``) bring their own schedule and update rule.
+    learning_rate_schedule : {'constant', 'invscaling', 'optimal'}
+        scikit-learn's schedules (:mod:`helpers.core.learning_rates`):
+        ``eta0``, ``eta0 / t ** power_t``, or ``1 / (alpha * (t0 + t - 1))``
+        at update ``t``.
+    power_t : float
+        Exponent of ``'invscaling'``.
+    alpha : float
+        The regularization strength ``'optimal'`` derives its rate from.
+    solver : {'sgd', 'momentum', 'nesterov', 'adamw'}
+        The update rule, with torch's formulas
+        (:mod:`helpers.core.update_rules`): ``torch.optim.SGD`` without and
+        with (Nesterov's) momentum, ``torch.optim.AdamW``.
+    momentum : float
+        Momentum of ``'momentum'`` and ``'nesterov'``, in (0, 1).
+    betas : tuple of float
+        AdamW's moment decay rates.
+    eps : float
+        AdamW's denominator term.
+    weight_decay : float
+        AdamW's decoupled weight decay.
+    device : str
+        ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or ``'auto'`` (a GPU when one
+        really works, else the CPU). On a GPU the data is copied there once
+        per ``fit``, the batches are gathered there and the weights stay there.
+    warm_start : bool
+        When True, ``fit`` continues from the current weights, update-rule
+        state and shuffling instead of starting again.
+    verbose : int
+        Shows a progress bar with the epoch and the loss when > 0.
+    validation_every : float or int
+        Epochs between two validation losses: a value below 1 is a fraction
+        of ``max_iter`` (0.1: every tenth of the training), a value from 1 on
+        a number of epochs (1: every epoch); 0 never computes them.
+    random_state : int, RandomState or None
+        Seeds the shuffling of the minibatches.
+    n_threads : int, optional
+        Threads of the model's onnxruntime session (intra-op); None lets
+        onnxruntime choose (one per core), or takes
+        :func:`helpers.set_num_threads`. The loss, penalty and update graphs
+        run on one thread: they are elementwise, and a second thread pool
+        spinning beside the model's would slow it down.
+    fast_gradients : bool
+        Train a copy of the graph where each ``Relu`` is rewritten into an
+        exact equivalent whose gradient runs faster and the batch dimension
+        of the per-row inputs is named (:mod:`helpers.core.gradient_rewrites`).
+        The gradient graph is smaller and fuses ``MatMul`` with ``Add``, so
+        the trained weights equal those without it up to float32 rounding
+        (about 1e-7 relative); the exported model keeps its ``Relu``. False
+        trains the graph as given.
+    on_divergence : {'raise', 'stop'}
+        When the loss becomes NaN or infinite: ``'raise'`` raises
+        :class:`helpers.TrainingDivergedError`; ``'stop'`` warns, puts back
+        the weights of the start of the epoch and stops."""
+
+SHARED_ATTRIBUTES = """\
+    train_losses_ : list of float
+        Mean loss of each epoch (penalty included), computed while the
+        weights change.
+    validation_losses_ : list of float
+        Loss on the validation set without the penalty, at epochs
+        ``validation_epochs_``.
+    validation_epochs_ : list of int
+        Epochs (counted from 1) of the validation losses.
+    n_iter_ : int
+        Number of epochs run.
+    t_ : int
+        Number of weight updates (minibatches) run.
+    weights_to_train_ : list of str
+        The trained weights.
+    learning_rate_ : LearningRateSchedule
+        The schedule of the last ``fit`` (a copy of the object given, if any).
+    update_rule_ : BaseUpdateRule
+        The update rule of the last ``fit``."""
+
+
+def document_parameters(cls):
+    """Class decorator: write the shared parameters and attributes into ``cls.__doc__``.
+
+    Examples
+    --------
+    >>> @document_parameters
+    ... class Example:
+    ...     '''Parameters
+    ...     ----------
+    ... {shared_parameters}
+    ...     '''
+    >>> "on_divergence : {'raise', 'stop'}" in Example.__doc__
+    True
+    """
+    cls.__doc__ = cls.__doc__.replace("{shared_parameters}", SHARED_PARAMETERS).replace(
+        "{shared_attributes}", SHARED_ATTRIBUTES
+    )
+    return cls

@@ -1,0 +1,11 @@
+"""The forward/backward API: onnxruntime runs a layer's forward and backward passes, the caller the rest.
+
+* :mod:`~helpers.forward_backward.function`: the gradient graph and the
+  ``TrainingAgent`` that runs it (:class:`helpers.OrtGradientForwardBackward`);
+* :mod:`~helpers.forward_backward.losses`: losses with their gradients, as
+  ONNX graphs;
+* :mod:`~helpers.forward_backward.session`: the function, weights and
+  update of one fit;
+* :mod:`~helpers.forward_backward.optimizer`:
+  :class:`helpers.OrtGradientForwardBackwardOptimizer`.
+"""

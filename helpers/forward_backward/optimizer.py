@@ -1,0 +1,162 @@
+"""Train an ONNX layer with the forward/backward API.
+
+:class:`OrtGradientForwardBackwardOptimizer` runs the forward and backward
+passes with :class:`helpers.OrtGradientForwardBackward`; the loss gradient
+(:mod:`helpers.forward_backward.losses`), the penalty
+(:mod:`helpers.core.penalties`) and the update
+(:mod:`helpers.core.update_rules`) run as ONNX graphs on the training device
+(:class:`~helpers.forward_backward.session.ForwardBackwardSession`).
+"""
+import numpy as np
+
+from ..core.devices import Device
+from ..core.estimator import BaseOrtOptimizer
+from ..core.onnx_graph import check_weights_to_train, static_dims
+from ..core.parameters import document_parameters
+from ..core.penalties import make_learning_penalty
+from .losses import make_learning_loss
+from .session import ForwardBackwardSession
+
+
+@document_parameters
+class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
+    """Train an ONNX model (no loss inside) with explicit loss, penalty and update.
+
+    Parameters
+    ----------
+    model_onnx : onnx.ModelProto
+        The model to train, with one input (the features) and one output.
+{shared_parameters}
+    learning_loss : str or BaseLearningLoss
+        ``'squared_error'``, ``'absolute_error'``, ``'elastic'``, ``'log'``
+        (:data:`helpers.core.loss_graphs.LOSSES`, with their aliases such
+        as ``'square_error'``) or an object (:class:`helpers.SquareLearningLoss`...).
+        ``'log'`` takes raw scores (logits): its probability function is
+        part of the loss.
+    learning_penalty : None, str, dict or BaseLearningPenalty
+        None, ``'elastic'``, a dict ``{weight: {'l1': a, 'l2': b}}`` as
+        :func:`helpers.add_loss_output` takes, or an object
+        (:class:`helpers.ElasticLearningPenalty`).
+
+    Attributes
+    ----------
+{shared_attributes}
+    learning_loss_, learning_penalty_ : objects
+        The loss and penalty of the last ``fit`` (copies of those given).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers import OrtGradientForwardBackwardOptimizer
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> X = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
+    >>> y = X.sum(axis=1, keepdims=True)
+    >>> opt = OrtGradientForwardBackwardOptimizer(mlp_onnx(3, hidden=(8,)), max_iter=20, learning_rate=0.05,
+    ...                                           solver="adamw", batch_size=16, random_state=0).fit(X, y)
+    >>> bool(opt.train_losses_[-1] < opt.train_losses_[0])
+    True
+    """
+
+    def __init__(
+        self,
+        model_onnx,
+        weights_to_train=None,
+        max_iter=100,
+        batch_size=10,
+        learning_rate="SGD",
+        learning_rate_schedule="constant",
+        power_t=0.25,
+        alpha=0.0001,
+        solver="sgd",
+        momentum=0.9,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.0,
+        device="cpu",
+        warm_start=False,
+        verbose=0,
+        validation_every=0.1,
+        random_state=None,
+        n_threads=None,
+        fast_gradients=True,
+        on_divergence="raise",
+        learning_loss="squared_error",
+        learning_penalty=None,
+    ):
+        super().__init__(
+            model_onnx, weights_to_train, max_iter, batch_size, learning_rate, learning_rate_schedule,
+            power_t, alpha, solver, momentum, betas, eps, weight_decay, device, warm_start, verbose,
+            validation_every, random_state, n_threads, fast_gradients, on_divergence,
+        )
+        self.learning_loss = learning_loss
+        self.learning_penalty = learning_penalty
+
+    def _check_model(self):
+        outputs = [o.name for o in self.model_onnx.graph.output]
+        if len(outputs) != 1:
+            raise ValueError(
+                f"The model has outputs {outputs}: this optimizer trains a model with "
+                "one output. Convert a classifier to return its raw scores only."
+            )
+        self.weights_to_train_ = check_weights_to_train(self.model_onnx, self.weights_to_train)
+        # fresh copies: the objects cache compiled graphs for one fit
+        loss = make_learning_loss(self.learning_loss)
+        penalty = make_learning_penalty(self.learning_penalty)
+        self.learning_loss_ = type(loss)(**loss.get_params())
+        self.learning_penalty_ = type(penalty)(**penalty.get_params())
+        self.learning_penalty_.coefficients(self.weights_to_train_)  # unknown weights fail now
+
+    def _inference_model(self):
+        return self.model_onnx
+
+    def _label_shape(self):
+        return static_dims(self.model_onnx.graph.output[0])
+
+    def _start_training(self, weights):
+        self._runtime = ForwardBackwardSession(
+            self.model_onnx, weights, self.update_rule_, self.device_, self.n_threads, self.fast_gradients
+        )
+
+    def _train_step(self, batch, t):
+        X, y, *weighted = batch.ortvalues()
+        return self._runtime.train_step(
+            X,
+            y,
+            weighted[0] if weighted else None,
+            self.learning_loss_,
+            self.learning_penalty_,
+            self.learning_rate_.value(t),
+            t,
+        )
+
+    def _loss_value(self, handle):
+        loss, penalty = handle
+        penalty = penalty if isinstance(penalty, float) else float(penalty.numpy())
+        return float(loss.numpy()) + penalty
+
+    def losses(self, X, y, sample_weight=None):
+        """Return the loss of each sample (times its weight), without penalty.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like
+        sample_weight : array-like of shape (n_samples,), optional
+
+        Returns
+        -------
+        numpy.ndarray of shape (n_samples,)
+        """
+        self._check_is_fitted()
+        X, y, w = self._check_data(X, y, sample_weight)
+        return self._scores(X, y, w)
+
+    def _scores(self, X, y, w):
+        if getattr(self, "_runtime", None) is None:  # unpickled: the exported model predicts
+            pred, device = self.predict(X).reshape(y.shape).astype(np.float32), Device("cpu")
+        else:
+            pred, device = self._runtime.predict(X), self._runtime.device
+        return self.learning_loss_.loss_scores(device, y, pred, w).numpy()
+
+    def _loss(self, X, y, w):
+        return float(self._scores(X, y, w).mean())

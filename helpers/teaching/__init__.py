@@ -1,0 +1,12 @@
+"""What the notebooks use to teach: data sets, small models, plots, and side-by-side comparisons with scikit-learn.
+
+* :mod:`~helpers.teaching.datasets` and :mod:`~helpers.teaching.model_factories`:
+  standardized data sets and ONNX models built directly;
+* :mod:`~helpers.teaching.sklearn_bridge`: scikit-learn's MLPs and the
+  ONNX weights of the same network;
+* :mod:`~helpers.teaching.comparison`: several seeds of two trainers, side
+  by side;
+* :mod:`~helpers.teaching.plotting` and :mod:`~helpers.teaching.kernel_plots`:
+  the figures of the notebooks;
+* :mod:`~helpers.teaching.notebook`: the device choice of a notebook.
+"""

@@ -1,0 +1,14 @@
+"""The whole-training API: the loss is part of the graph, onnxruntime updates the weights.
+
+* :mod:`~helpers.whole_training.loss_output`: append a loss to a model
+  (:func:`helpers.add_loss_output`) and take it off again;
+* :mod:`~helpers.whole_training.artifacts`: the files ``generate_artifacts``
+  writes, and torch models exported for it;
+* :mod:`~helpers.whole_training.session`: the ``Module`` and ``Optimizer``
+  of one fit;
+* :mod:`~helpers.whole_training.checkpoints`: the training state a
+  checkpoint carries;
+* :mod:`~helpers.whole_training.optimizer`: :class:`helpers.OrtGradientOptimizer`;
+* :mod:`~helpers.whole_training.schedulers`: onnxruntime's linear scheduler,
+  fixed.
+"""

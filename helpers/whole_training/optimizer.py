@@ -1,0 +1,245 @@
+"""The whole-training API: the loss is in the graph, the runtime trains it.
+
+:class:`OrtGradientOptimizer` keeps the interface of the seeds' optimizer,
+built on ``TrainingSession``, which onnxruntime removed. It is built on the
+on-device training API instead (:class:`~helpers.whole_training.session.WholeTrainingSession`):
+``generate_artifacts`` writes a training model, an eval model, an optimizer
+model and a checkpoint, and ``Module``/``Optimizer``/``CheckpointState``
+run them.
+"""
+from ..core.estimator import BaseOrtOptimizer
+from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs
+from ..core.parameters import document_parameters
+from ..core.sessions import make_session
+from .checkpoints import (
+    CHECKPOINT_KEY,
+    check_training_state,
+    read_training_state,
+    restore_training_state,
+    training_state,
+)
+from .loss_output import add_loss_output, loss_metadata, remove_loss_output
+from .session import WholeTrainingSession
+
+
+@document_parameters
+class OrtGradientOptimizer(BaseOrtOptimizer):
+    """Train an ONNX model whose graph computes its own loss.
+
+    The model is usually the output of :func:`helpers.add_loss_output`. Each
+    step runs the training model (forward and backward) in onnxruntime, then
+    updates the weights on the same device: ``'sgd'`` and ``'adamw'`` with
+    onnxruntime's optimizer model, ``'momentum'`` and ``'nesterov'`` with an
+    ONNX graph of this package (:mod:`helpers.core.update_rules`).
+
+    Parameters
+    ----------
+    model_onnx : onnx.ModelProto
+        A model whose single output is a scalar loss, with inputs features,
+        label and optionally per-sample weights, in that order.
+{shared_parameters}
+    artifact_dir : str, optional
+        Folder where ``fit`` writes the training artifacts (training, eval
+        and optimizer models, initial checkpoint) and leaves them for
+        inspection; by default they come from a cache of the process.
+    checkpoint_path : str, optional
+        File where ``fit`` saves a checkpoint every ``checkpoint_every``
+        epochs (see :meth:`save_checkpoint`): an interrupted training can
+        resume from it with :meth:`load_checkpoint`.
+    checkpoint_every : int
+        Epochs between two checkpoints.
+
+    Attributes
+    ----------
+{shared_attributes}
+
+    Notes
+    -----
+    A pickled optimizer keeps its weights, its momentum buffers and its
+    shuffling state, so ``warm_start`` continues after unpickling; AdamW's
+    moment estimates live in onnxruntime's optimizer and restart from zero
+    (a checkpoint keeps them).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers import OrtGradientOptimizer, add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> X = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
+    >>> y = X.sum(axis=1, keepdims=True)
+    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(8,))), max_iter=20,
+    ...                            learning_rate=0.05, batch_size=16, random_state=0).fit(X, y)
+    >>> bool(opt.train_losses_[-1] < opt.train_losses_[0])
+    True
+    """
+
+    _session_attributes = BaseOrtOptimizer._session_attributes + ("_scorer",)
+
+    def __init__(
+        self,
+        model_onnx,
+        weights_to_train=None,
+        max_iter=100,
+        batch_size=10,
+        learning_rate=1e-3,
+        learning_rate_schedule="constant",
+        power_t=0.25,
+        alpha=0.0001,
+        solver="sgd",
+        momentum=0.9,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.0,
+        device="cpu",
+        warm_start=False,
+        verbose=0,
+        validation_every=0.1,
+        random_state=None,
+        n_threads=None,
+        fast_gradients=True,
+        on_divergence="raise",
+        artifact_dir=None,
+        checkpoint_path=None,
+        checkpoint_every=1,
+    ):
+        super().__init__(
+            model_onnx, weights_to_train, max_iter, batch_size, learning_rate, learning_rate_schedule,
+            power_t, alpha, solver, momentum, betas, eps, weight_decay, device, warm_start, verbose,
+            validation_every, random_state, n_threads, fast_gradients, on_divergence,
+        )
+        self.artifact_dir = artifact_dir
+        self.checkpoint_path = checkpoint_path
+        self.checkpoint_every = checkpoint_every
+
+    # -- checks -------------------------------------------------------------------
+    def _check_model(self):
+        outputs = [o.name for o in self.model_onnx.graph.output]
+        if len(outputs) != 1:
+            raise ValueError(
+                f"The model has outputs {outputs}: the whole-training API needs a "
+                "single output, the loss. Add it with helpers.add_loss_output."
+            )
+        self.weights_to_train_ = check_weights_to_train(self.model_onnx, self.weights_to_train)
+        self._loss_record = self._scorer = None
+        self._loss_record = self._record()
+
+    def _label_shape(self):
+        record = self._record()
+        label = next(i for i in self.model_onnx.graph.input if i.name == record["label_name"])
+        return [
+            d.dim_value if d.HasField("dim_value") else None
+            for d in label.type.tensor_type.shape.dim
+        ]
+
+    def _record(self):
+        """What add_loss_output recorded, read once per fit."""
+        if getattr(self, "_loss_record", None) is not None:
+            return self._loss_record
+        record = loss_metadata(self.model_onnx)
+        if record is None:
+            raise ValueError(
+                "The model was not made by helpers.add_loss_output, so its label and "
+                "prediction cannot be found. Add the loss with add_loss_output."
+            )
+        return record
+
+    def _inference_model(self):
+        self._record()
+        return remove_loss_output(self.model_onnx)
+
+    def _prediction_name(self):
+        return self._record()["output_name"]
+
+    def _check_data(self, X, y, sample_weight=None):
+        if sample_weight is not None and self._record()["weight_name"] is None:
+            raise ValueError(
+                "sample_weight was given but the loss has no weight input: build it "
+                "with add_loss_output(..., weight_name='weight')."
+            )
+        return super()._check_data(X, y, sample_weight)
+
+    def _batch_arrays(self, X, y, w, weighted):
+        # the loss model takes weights (ones when none were given) or nothing
+        return [X, y] if self._record()["weight_name"] is None else [X, y, w]
+
+    # -- training -----------------------------------------------------------------
+    def _start_training(self, weights, checkpoint=None):
+        self._runtime = WholeTrainingSession(
+            self.model_onnx,
+            weights,
+            self.update_rule_,
+            self.device_,
+            n_threads=self.n_threads,
+            fast_gradients=self.fast_gradients,
+            artifact_dir=self.artifact_dir,
+            checkpoint=checkpoint,
+        )
+
+    def _end_epoch(self):
+        if self.checkpoint_path and self.n_iter_ % self.checkpoint_every == 0:
+            self.save_checkpoint(self.checkpoint_path)
+
+    def save_checkpoint(self, path):
+        """Save everything needed to continue training exactly, atomically.
+
+        The checkpoint of onnxruntime (weights, optimizer state such as
+        AdamW's moments) carries, as a property, the rest of the training
+        state (:mod:`helpers.whole_training.checkpoints`). The file is
+        written beside ``path`` then renamed: an interruption leaves the
+        previous checkpoint intact.
+
+        Parameters
+        ----------
+        path : str
+            The checkpoint file.
+        """
+        self._check_is_fitted()
+        self._runtime.save(path, {CHECKPOINT_KEY: training_state(self)})
+
+    def load_checkpoint(self, path):
+        """Restore a training saved by :meth:`save_checkpoint`.
+
+        Build the optimizer with the parameters of the saved training and
+        ``warm_start=True``, load, then ``fit`` runs ``max_iter`` more epochs
+        exactly as the uninterrupted training would have.
+
+        Parameters
+        ----------
+        path : str
+            A checkpoint file written by :meth:`save_checkpoint`.
+
+        Returns
+        -------
+        self
+        """
+        self._prepare()
+        state = read_training_state(path)
+        check_training_state(self, state)
+        self._start_training(self._initial_weights(), checkpoint=path)
+        restore_training_state(self, state)
+        self._predict_session = self._scorer = None
+        return self
+
+    def _train_step(self, batch, t):
+        return self._runtime.train_step(batch.ortvalues(), self.learning_rate_.value(t), t)
+
+    def _loss(self, X, y, w):
+        if getattr(self, "_scorer", None) is None:
+            record = self._record()
+            scoring = add_loss_output(
+                self._prediction_model,
+                score_name=record["score_name"],
+                label_name=record["label_name"],
+                weight_name=record["weight_name"] or "sample_weight",
+                output_index=record["output_index"],
+                **record["score_kwargs"],
+            )
+            model = initializers_to_inputs(scoring, self.weights_to_train_)
+            self._scorer = make_session(model, n_threads=self.n_threads, label="score")
+        names = [i.name for i in self._scorer.get_inputs()]
+        feeds = dict(zip(names, (X, y, w)))
+        feeds.update(self.get_state())
+        return float(self._scorer.run(None, feeds)[0])
+
+    def _loss_value(self, handle):
+        return float(handle.numpy())

@@ -1,0 +1,176 @@
+"""The on-device training objects of one fit of the whole-training API."""
+import functools
+import os
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime
+from onnxruntime.capi import _pybind_state as C
+from onnxruntime.training.api import CheckpointState, Module
+
+from ..core.runtime import explain_untrainable
+from ..core.sessions import session_options
+from ..core.training_cache import cached_artifact_folder, content_key
+from ..core.update_rules import WeightUpdater
+from .artifacts import restore_eval_model, write_training_artifacts
+
+#: The update rules run by onnxruntime's optimizer model; the others run as
+#: a :class:`~helpers.core.update_rules.WeightUpdater` graph.
+RUNTIME_RULES = ("sgd", "adamw")
+
+
+class WholeTrainingSession:
+    """The on-device training objects of one fit: a step is :meth:`train_step`.
+
+    :class:`helpers.OrtGradientOptimizer` builds one per fit; a training loop
+    of one's own (or a benchmark timing single steps) can use it directly.
+    The artifacts come from the process's cache
+    (:mod:`helpers.core.training_cache`) unless ``artifact_dir`` asks for
+    them in a folder of the user's. ``'sgd'`` and ``'adamw'`` update the
+    weights with onnxruntime's optimizer model; ``'momentum'`` and
+    ``'nesterov'`` with a :class:`~helpers.core.update_rules.WeightUpdater`
+    working on the runtime's own weight and gradient buffers.
+
+    Parameters
+    ----------
+    onx_loss : onnx.ModelProto
+        A model whose single output is its loss (:func:`helpers.add_loss_output`).
+    weights : dict
+        Name to initial value of each weight to train.
+    rule : helpers.core.update_rules.BaseUpdateRule
+        The update rule.
+    device : helpers.core.devices.Device
+    n_threads : int, optional
+        Threads of the training session.
+    fast_gradients : bool
+        Train the graph rewritten by :func:`helpers.core.gradient_rewrites.rewrite_for_training`.
+    artifact_dir : str, optional
+        Write the training artifacts in this folder and keep them.
+    checkpoint : str, optional
+        Start from this checkpoint (weights and optimizer state) instead of
+        ``weights``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onnxruntime import OrtValue
+    >>> from helpers import add_loss_output, get_train_initializer
+    >>> from helpers.core.devices import Device
+    >>> from helpers.core.update_rules import SGDRule
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> onx = mlp_onnx(3, hidden=(4,))
+    >>> session = WholeTrainingSession(add_loss_output(onx), get_train_initializer(onx), SGDRule(), Device("cpu"))
+    >>> X, y = np.ones((8, 3), dtype=np.float32), np.zeros((8, 1), dtype=np.float32)
+    >>> loss = session.train_step([OrtValue.ortvalue_from_numpy(X), OrtValue.ortvalue_from_numpy(y)], 0.01, t=1)
+    >>> float(loss.numpy()) >= 0
+    True
+    """
+
+    def __init__(
+        self, onx_loss, weights, rule, device, n_threads=None, fast_gradients=True, artifact_dir=None, checkpoint=None
+    ):
+        names = list(weights)
+        solver = rule.name if rule.name in RUNTIME_RULES else "sgd"
+        adamw = rule.get_params() if solver == "adamw" else {}
+        write = functools.partial(
+            write_training_artifacts, onx_loss, names, solver=solver, adamw=adamw, fast_gradients=fast_gradients
+        )
+        if artifact_dir is None:
+            key = content_key(
+                onx_loss, names, solver, sorted(adamw.items()), fast_gradients,
+                onnx.__version__, onnxruntime.__version__,
+            )
+            folder = cached_artifact_folder(key, write)
+        else:
+            folder = artifact_dir
+            os.makedirs(folder, exist_ok=True)
+            write(folder)
+            restore_eval_model(folder)
+        self.state = CheckpointState.load_checkpoint(checkpoint or os.path.join(folder, "checkpoint"))
+        try:
+            self.module = Module(
+                os.path.join(folder, "training_model.onnx"),
+                self.state,
+                None,
+                device=str(device),
+                session_options=session_options(n_threads, "model"),
+            )
+        except Exception as exc:  # the runtime raises its own types
+            clear = explain_untrainable(onx_loss, exc)
+            if clear is None:
+                raise
+            raise clear from None
+        self.names = names
+        if checkpoint is None:
+            self.set_weights(weights)
+        self.parameters = [self.state.parameters[name]._parameter for name in self.names]
+        self.optimizer = self.updater = self._buffers = None
+        self._learning_rate = None
+        if rule.name in RUNTIME_RULES:
+            # one thread, as every elementwise graph of the project
+            self.optimizer = C.Optimizer(
+                os.path.join(folder, "optimizer_model.onnx"),
+                self.state._state,
+                self.module._device,
+                session_options(1, "update"),
+            )
+        else:
+            self.updater = WeightUpdater(rule, [w.shape for w in weights.values()], device)
+        self.module.train()
+
+    def save(self, path, properties):
+        """Save weights, optimizer state and ``properties`` (str values), atomically."""
+        for key, value in properties.items():
+            self.state.properties[key] = value
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp_ckpt_")
+        os.close(fd)
+        try:
+            CheckpointState.save_checkpoint(self.state, tmp, include_optimizer_state=True)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+    def set_weights(self, weights):
+        """Write ``weights`` (name to array) into the checkpoint state."""
+        for name, value in weights.items():
+            self.state.parameters[name] = np.ascontiguousarray(value, dtype=np.float32)
+
+    def get_weights(self):
+        """The trained weights, name to a float32 array (a copy)."""
+        return {name: self.state.parameters[name].data.copy() for name in self.names}
+
+    def train_step(self, inputs, learning_rate, t):
+        """Run training step ``t`` (from 1) on ``inputs`` (OrtValues); return the loss.
+
+        The loss stays an ``OrtValue`` (the training loop reads the losses of
+        many steps at once), and the C objects are called directly: the
+        Python wrappers of ``Module`` and ``Optimizer`` cost as much as the
+        kernels of a small network.
+        """
+        feeds = C.OrtValueVector()
+        feeds.reserve(len(inputs))
+        for value in inputs:
+            feeds.push_back(value._ortvalue)
+        fetches = C.OrtValueVector()
+        self.module._model.train_step_with_ort_values(feeds, fetches)
+        if self.updater is None:
+            if learning_rate != self._learning_rate:
+                self.optimizer.set_learning_rate(learning_rate)
+                self._learning_rate = learning_rate
+            self.optimizer.optimizer_step()
+        else:
+            if self._buffers is None:
+                # the runtime keeps weights and gradients in fixed buffers
+                # (lazy_reset_grad clears them, it does not reallocate):
+                # the update graph writes the new weights into them
+                self._buffers = (
+                    [onnxruntime.OrtValue(p.data) for p in self.parameters],
+                    [onnxruntime.OrtValue(p.grad) for p in self.parameters],
+                )
+            self.updater.update(*self._buffers, learning_rate, t)
+        self.module._model.lazy_reset_grad()
+        return onnxruntime.OrtValue(fetches[0])
