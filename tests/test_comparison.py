@@ -1,4 +1,6 @@
 """helpers.teaching.comparison: one run per seed and library, on the right scales."""
+from functools import partial
+
 import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, r2_score
@@ -7,7 +9,6 @@ from sklearn.utils import Bunch
 from skl2onnx import to_onnx
 
 from helpers import (
-    LearningRateSGD,
     NegLogLearningLoss,
     OrtGradientForwardBackwardOptimizer,
     OrtGradientOptimizer,
@@ -16,7 +17,12 @@ from helpers import (
 from helpers.teaching.comparison import summarize_runs, train_side_by_side
 from helpers.teaching.datasets import one_hot
 from helpers.core.onnx_graph import select_outputs
-from helpers.teaching.sklearn_bridge import continue_mlp_training, fit_first_epoch, mlp_weight_names
+from helpers.teaching.sklearn_bridge import (
+    continue_mlp_training,
+    fit_first_epoch,
+    mlp_update_parameters,
+    mlp_weight_names,
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +42,9 @@ def test_regression_runs_scores_and_curves(data):
     )
     onx = add_loss_output(to_onnx(start, data.X_train[:1]))
 
-    def make(seed):
-        return OrtGradientOptimizer(onx, mlp_weight_names(start), solver="momentum", momentum=0.5,
-                                    learning_rate=lr / 2, batch_size=batch, max_iter=5, random_state=seed)
-
+    params = mlp_update_parameters(start)
+    assert (params["solver"], params["momentum"], params["learning_rate"]) == ("momentum", 0.5, lr / 2)
+    make = partial(OrtGradientOptimizer, onx, mlp_weight_names(start), max_iter=5, **params)
     result = train_side_by_side(start, make, data, 5, [3, 4], {"R²": r2_score}, batch_size=batch)
     assert list(result.scores["library"]) == ["scikit-learn", "onnxruntime"] * 2
     assert list(result.scores["seed"]) == [3, 3, 4, 4]
@@ -72,12 +77,12 @@ def test_classification_with_its_own_targets_and_predictions(data):
     )
     raw = select_outputs(to_onnx(start, cls.X_train[:1], options={"zipmap": False}), ["add_result1"])
 
-    def make(seed):
-        return OrtGradientForwardBackwardOptimizer(
-            raw, learning_rate=LearningRateSGD(0.1, learning_rate="constant"),
-            learning_loss=NegLogLearningLoss(probability_function="softmax"),
-            batch_size=60, max_iter=3, random_state=seed,
-        )
+    params = mlp_update_parameters(start, momentum=0.0)
+    assert (params["solver"], params["learning_rate"]) == ("sgd", 0.1)  # the log loss has no factor 1/2
+    make = partial(
+        OrtGradientForwardBackwardOptimizer, raw, max_iter=3,
+        learning_loss=NegLogLearningLoss(probability_function="softmax"), **params,
+    )
 
     result = train_side_by_side(
         start, make, cls, 3, [0], {"accuracy": accuracy_score},
@@ -120,3 +125,12 @@ def test_check_same_level_refuses_a_larger_gap():
 
     with pytest.raises(AssertionError, match="differ by 0.3"):
         check_same_level(_summary([1.0, 1.3], [0.01, 0.02]), "score", rtol=0.1)
+
+
+def test_mlp_update_parameters_refuses_what_has_no_equivalent():
+    with pytest.raises(ValueError, match="only 'constant'"):
+        mlp_update_parameters(MLPRegressor(solver="sgd", learning_rate="invscaling"))
+    with pytest.raises(ValueError, match="solver='lbfgs'"):
+        mlp_update_parameters(MLPRegressor(solver="lbfgs"))
+    adam = mlp_update_parameters(MLPRegressor(solver="adam", beta_1=0.8, epsilon=1e-7), batch_size=16)
+    assert (adam["solver"], adam["betas"], adam["eps"], adam["batch_size"]) == ("adamw", (0.8, 0.999), 1e-7, 16)

@@ -41,9 +41,10 @@ def train_side_by_side(
         The fitted network both trainings start from (its ONNX conversion
         must be the model of the optimizers ``make_optimizer`` builds).
     make_optimizer : callable
-        ``make_optimizer(seed)`` returns an unfitted optimizer of
-        :mod:`helpers` (``max_iter``, ``batch_size`` and ``random_state=seed``
-        set by the caller).
+        ``make_optimizer(random_state=seed)`` returns an unfitted optimizer
+        of :mod:`helpers`: usually ``functools.partial(OrtGradientOptimizer,
+        model, ...)`` with the parameters of
+        :func:`helpers.teaching.sklearn_bridge.mlp_update_parameters`.
     data : sklearn.utils.Bunch
         ``X_train``, ``y_train``, ``X_test``, ``y_test``.
     max_iter : int
@@ -93,7 +94,7 @@ def train_side_by_side(
             start, data.X_train, data.y_train, max_iter=max_iter, random_state=seed, **sklearn_params
         )
         t1 = time.perf_counter()
-        optimizer = make_optimizer(seed)
+        optimizer = make_optimizer(random_state=seed)
         if validation:
             optimizer.fit(data.X_train, y_ort, X_val=data.X_test, y_val=y_val)
         else:

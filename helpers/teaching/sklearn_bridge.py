@@ -11,14 +11,16 @@ To compare a training in onnxruntime with scikit-learn's own, both must start
 from the same weights. scikit-learn draws its initial weights inside ``fit``;
 the simplest way to share them is to fit one epoch (``max_iter=1``), convert
 that model, and continue both trainings from there:
-:func:`continue_mlp_training` continues scikit-learn's.
+:func:`continue_mlp_training` continues scikit-learn's, and
+:func:`mlp_update_parameters` gives the parameters that make our optimizers
+take the same steps.
 """
 import copy
 import warnings
 
 import numpy as np
 from onnx import numpy_helper
-from sklearn.base import clone
+from sklearn.base import clone, is_regressor
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
@@ -243,3 +245,62 @@ def fit_first_epoch(mlp, X, y):
         warnings.simplefilter("ignore", ConvergenceWarning)
         new.fit(X, y)
     return new
+
+
+def mlp_update_parameters(mlp, **sklearn_params):
+    """The parameters of our optimizers that take the steps scikit-learn's MLP takes.
+
+    scikit-learn's ``MLPRegressor`` minimizes half the mean squared error,
+    ours the mean squared error: its gradients are half ours, so the same
+    steps need half its learning rate. ``MLPClassifier``'s log loss has no
+    such factor. Its ``solver='sgd'`` with momentum is torch's momentum with
+    a constant rate (see :mod:`helpers.core.update_rules`); its ``'adam'``
+    is AdamW without weight decay, up to where ``epsilon`` enters (after the
+    bias correction in torch's formula, before it in scikit-learn's).
+
+    Parameters
+    ----------
+    mlp : MLPRegressor or MLPClassifier
+        The network whose training parameters are read.
+    **sklearn_params
+        Parameters overriding ``mlp``'s, as :func:`continue_mlp_training`
+        takes them (``learning_rate_init``, ``momentum``, ``batch_size``...).
+
+    Returns
+    -------
+    dict
+        ``learning_rate``, ``solver``, ``momentum``, ``betas``, ``eps`` and,
+        when ``batch_size`` is a number, ``batch_size``: keyword arguments of
+        :class:`helpers.OrtGradientOptimizer` and
+        :class:`helpers.OrtGradientForwardBackwardOptimizer`.
+
+    Examples
+    --------
+    >>> from sklearn.neural_network import MLPRegressor
+    >>> params = mlp_update_parameters(MLPRegressor(solver="sgd", learning_rate_init=0.01, batch_size=32))
+    >>> params["learning_rate"], params["solver"], params["batch_size"]
+    (0.005, 'nesterov', 32)
+    """
+    params = {**mlp.get_params(), **sklearn_params}
+    if params["learning_rate"] != "constant":
+        raise ValueError(
+            f"learning_rate={params['learning_rate']!r}: scikit-learn's MLP changes its rate once "
+            "per epoch, our optimizers once per step; only 'constant' has an equivalent."
+        )
+    scale = 0.5 if is_regressor(mlp) else 1.0
+    result = {
+        "learning_rate": params["learning_rate_init"] * scale,
+        "momentum": params["momentum"] if 0 < params["momentum"] < 1 else 0.9,
+        "betas": (params["beta_1"], params["beta_2"]),
+        "eps": params["epsilon"],
+    }
+    if params["solver"] == "adam":
+        result["solver"] = "adamw"
+    elif params["solver"] == "sgd":
+        plain = params["momentum"] == 0
+        result["solver"] = "sgd" if plain else ("nesterov" if params["nesterovs_momentum"] else "momentum")
+    else:
+        raise ValueError(f"solver={params['solver']!r} has no minibatch equivalent: use 'sgd' or 'adam'.")
+    if not isinstance(params["batch_size"], str):
+        result["batch_size"] = params["batch_size"]
+    return result
