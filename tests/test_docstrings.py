@@ -1,0 +1,38 @@
+"""Every public class and function of helpers documents itself with a runnable example.
+
+The examples run as doctests in `make test` (``pytest --doctest-modules helpers``);
+this test checks that none is missing.
+"""
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+import helpers
+
+
+def _public_objects():
+    for info in pkgutil.walk_packages(helpers.__path__, prefix="helpers."):
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if name.startswith("_") or not (inspect.isclass(obj) or inspect.isfunction(obj)):
+                continue
+            if getattr(obj, "__module__", None) != module.__name__:
+                continue  # imported, documented where it is defined
+            yield f"{module.__name__}.{name}", obj
+
+
+PUBLIC = dict(_public_objects())
+
+
+def test_the_walk_finds_the_public_api():
+    assert "helpers.whole_training.optimizer.OrtGradientOptimizer" in PUBLIC
+    assert "helpers.core.sessions.make_session" in PUBLIC
+    assert len(PUBLIC) > 80
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_public_names_have_examples(name):
+    doc = inspect.getdoc(PUBLIC[name]) or ""
+    assert "Examples\n--------\n>>>" in doc, f"{name} has no numpydoc Examples section with a doctest"
