@@ -39,14 +39,16 @@ PYTEST_ARGS ?=
 # Jupyter refuses to run as root unless told to (containers, CI machines).
 LAB_ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup lab test bench docs docs-test clean
+.PHONY: help setup git-filter lab test bench docs docs-test clean
 
 help:
 	@echo "Targets:"
 	@echo "  setup   build $(VENV) from $(REQUIREMENTS), install helpers (editable),"
-	@echo "          register the Jupyter kernel '$(KERNEL_NAME)'; GPU=1 for the GPU variant"
+	@echo "          register the Jupyter kernel '$(KERNEL_NAME)', configure the git filter"
+	@echo "          that strips notebook outputs at commit; GPU=1 for the GPU variant"
 	@echo "  lab     start JupyterLab on notebooks/ (LAB_ARGS=... passes options)"
-	@echo "  test    unit tests (tests/), then every notebook with nbval --nbval-lax"
+	@echo "  test    unit tests (tests/) and the docstring examples of helpers, then every"
+	@echo "          notebook with nbval --nbval-lax"
 	@echo "          (PYTEST_ARGS=... passes options to both pytest runs)"
 	@echo "  bench   run the benchmark sweep into results/local (GRID=quick by default,"
 	@echo "          GRID=full for the reference grid; BENCH_ARGS=... passes options to"
@@ -57,7 +59,17 @@ help:
 	@echo "  help    this list"
 	@echo "Variables: VENV=$(VENV) PYTHON=$(PYTHON) GPU=$(GPU)"
 
-setup: $(STAMP)
+setup: $(STAMP) git-filter
+
+# Notebooks are committed without outputs: .gitattributes names the filter,
+# this configures it for this clone (git ignores it where it is not configured).
+git-filter: | $(STAMP)
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+	  git config filter.nbstripout.clean "'$(abspath $(PY))' -m nbstripout"; \
+	  git config filter.nbstripout.smudge cat; \
+	  git config diff.ipynb.textconv "'$(abspath $(PY))' -m nbstripout -t"; \
+	  echo "git filter nbstripout configured: notebook outputs are stripped at commit"; \
+	fi
 
 $(PY):
 	@if [ -z "$(PYTHON)" ]; then echo "error: neither python3.11 nor python3 is on PATH" >&2; exit 1; fi
@@ -85,7 +97,7 @@ lab: setup
 # Two pytest runs, so that each fails on its own when it collects nothing
 # (pytest exit code 5): a notebook run that finds no notebook is an error.
 test: setup
-	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) tests
+	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --doctest-modules helpers tests
 	@echo "MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) notebooks"; \
 	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) notebooks; \
 	status=$$?; \

@@ -5,12 +5,9 @@ input checks, shuffled minibatches (one permutation per epoch), the
 progress bar, the divergence check, validation losses, warm starts and
 pickling. Subclasses build the runtime objects and run one training step.
 """
-import math
-import numbers
 import warnings
 
 import numpy as np
-import onnx
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
@@ -18,25 +15,14 @@ from tqdm.auto import tqdm
 
 from .batches import Batches
 from .devices import resolve_device
+from .epoch_losses import EpochLosses, TrainingDivergedError
 from .learning_rates import resolve_learning_rate
 from .onnx_graph import get_train_initializer, replace_initializers, static_dims
+from .parameters import check_shared_parameters, validation_period
 from .runtime import check_model_ir_version, check_onnx_compatible
-from .sessions import check_n_threads, make_session
-from .validation import check_features, check_positive_int, check_sample_weight, check_targets
+from .sessions import make_session
+from .validation import check_features, check_sample_weight, check_targets
 
-
-#: What ``fit`` does when the loss becomes NaN or infinite: raise
-#: :class:`TrainingDivergedError`, or warn, put back the weights of the start
-#: of the epoch and stop.
-ON_DIVERGENCE = ("raise", "stop")
-
-#: Steps whose losses stay on the device before they are read together: a
-#: divergence is caught within that many steps.
-_LOSSES_READ_TOGETHER = 64
-
-
-class TrainingDivergedError(FloatingPointError):
-    """The loss became NaN or infinite during training."""
 
 
 class BaseOrtOptimizer(BaseEstimator):
@@ -51,6 +37,18 @@ class BaseOrtOptimizer(BaseEstimator):
     (:meth:`_start_training`), and that session keeps the weights
     (``get_weights``, ``set_weights``) and, for rules with buffers, a
     :class:`~helpers.core.update_rules.WeightUpdater` as ``updater``.
+
+    Examples
+    --------
+    Both optimizers take the parameters defined here, and only a few of their own:
+
+    >>> import inspect
+    >>> from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer
+    >>> shared = set(inspect.signature(BaseOrtOptimizer).parameters)
+    >>> sorted(set(inspect.signature(OrtGradientOptimizer).parameters) - shared)
+    ['artifact_dir', 'checkpoint_every', 'checkpoint_path']
+    >>> sorted(set(inspect.signature(OrtGradientForwardBackwardOptimizer).parameters) - shared)
+    ['learning_loss', 'learning_penalty']
     """
 
     #: Attributes holding onnxruntime objects, which a pickle drops (rebuilt when needed).
@@ -148,26 +146,7 @@ class BaseOrtOptimizer(BaseEstimator):
 
     # -- checks ----------------------------------------------------------------
     def _check_params(self):
-        if not isinstance(self.model_onnx, onnx.ModelProto):
-            raise TypeError(
-                f"model_onnx must be an onnx.ModelProto, got {type(self.model_onnx).__name__}; "
-                "load a file with onnx.load(path)."
-            )
-        check_n_threads(self.n_threads)
-        if self.on_divergence not in ON_DIVERGENCE:
-            raise ValueError(f"on_divergence must be one of {ON_DIVERGENCE}, got {self.on_divergence!r}.")
-        if not isinstance(self.fast_gradients, bool):
-            raise TypeError(f"fast_gradients must be True or False, got {self.fast_gradients!r}.")
-        check_positive_int("max_iter", self.max_iter)
-        check_positive_int("batch_size", self.batch_size)
-        every = self.validation_every
-        if every is not None and not (
-            isinstance(every, numbers.Real) and not isinstance(every, bool) and every >= 0
-        ):
-            raise ValueError(
-                "validation_every must be a fraction of max_iter below 1, a number "
-                f"of epochs >= 1, or 0 for never; got {every!r}."
-            )
+        check_shared_parameters(self)
         self.learning_rate_, self.update_rule_ = resolve_learning_rate(
             self.learning_rate,
             self.learning_rate_schedule,
@@ -184,15 +163,6 @@ class BaseOrtOptimizer(BaseEstimator):
     def _n_features(self):
         dims = static_dims(self._prediction_model.graph.input[0])
         return dims[1] if len(dims) == 2 else None
-
-    def _validation_period(self):
-        """Epochs between validation losses: 0 never, below 1 a fraction of max_iter."""
-        every = self.validation_every or 0
-        if every <= 0:
-            return 0
-        if every < 1:
-            return max(1, int(round(every * self.max_iter)))
-        return int(round(every))
 
     def _check_data(self, X, y, sample_weight=None):
         X = check_features(X, self._n_features())
@@ -249,7 +219,7 @@ class BaseOrtOptimizer(BaseEstimator):
             self._restore_update_state()
         self._predict_session = None
 
-        period = self._validation_period()
+        period = validation_period(self.validation_every, self.max_iter)
         n = X.shape[0]
         batches = Batches(self._batch_arrays(X, y, w, sample_weight is not None), self.device_)
         bar = tqdm(
@@ -258,34 +228,17 @@ class BaseOrtOptimizer(BaseEstimator):
         for _ in bar:
             if self.on_divergence == "stop":
                 last_good = self._runtime.get_weights()
-            total, pending, diverged = 0.0, [], None
-            for batch in batches.epoch(self._rng.permutation(n), self.batch_size):
-                self.t_ += 1
-                pending.append((self._train_step(batch, self.t_), batch.start, batch.end))
-                if len(pending) == _LOSSES_READ_TOGETHER:
-                    added, diverged = self._read_losses(pending)
-                    total, pending = total + added, []
-                    if diverged:
-                        break
-            if pending and not diverged:
-                added, diverged = self._read_losses(pending)
-                total += added
-            if diverged:
-                loss, start, end = diverged
-                message = (
-                    f"The loss is {loss} at epoch {self.n_iter_ + 1}, rows "
-                    f"{start}:{end} of the shuffled data: training diverged. "
-                    "Try a smaller learning rate, or scale the features "
-                    "(sklearn.preprocessing.StandardScaler)."
-                )
+            losses = EpochLosses(self._loss_value, self.n_iter_ + 1)
+            try:
+                for batch in batches.epoch(self._rng.permutation(n), self.batch_size):
+                    self.t_ += 1
+                    losses.add(self._train_step(batch, self.t_), batch.start, batch.end)
+                total = losses.total()
+            except TrainingDivergedError as error:
                 if self.on_divergence == "raise":
-                    raise TrainingDivergedError(message)
-                warnings.warn(
-                    message + " Training stopped; the weights are those of the "
-                    "start of the epoch.",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+                    raise
+                message = f"{error} Training stopped; the weights are those of the start of the epoch."
+                warnings.warn(message, RuntimeWarning, stacklevel=2)
                 self._runtime.set_weights(last_good)
                 break
             self.n_iter_ += 1
@@ -299,30 +252,6 @@ class BaseOrtOptimizer(BaseEstimator):
                 bar.set_postfix(postfix)
             self._end_epoch()
         return self
-
-    def _read_losses(self, pending):
-        """Read the losses of several steps at once.
-
-        Parameters
-        ----------
-        pending : list of tuple
-            ``(loss, start, end)`` per step, ``loss`` as ``_train_step``
-            returned it (kept on the device until now).
-
-        Returns
-        -------
-        tuple
-            The sum of ``loss * (end - start)`` over the steps, and
-            ``(loss, start, end)`` of the first step whose loss is not finite
-            (None when all are).
-        """
-        total = 0.0
-        for handle, start, end in pending:
-            loss = self._loss_value(handle)
-            if not math.isfinite(loss):
-                return total, (loss, start, end)
-            total += loss * (end - start)
-        return total, None
 
     def _prepare(self):
         """Check the parameters and the model, choose the device."""

@@ -1,10 +1,23 @@
-"""The parameters both optimizers share, documented once.
+"""The parameters both optimizers share, documented and checked once.
 
 :func:`document_parameters` puts :data:`SHARED_PARAMETERS` and
 :data:`SHARED_ATTRIBUTES` into an optimizer's docstring where it says
 ``{shared_parameters}`` and ``{shared_attributes}``, so that one idea has
-one description in both APIs.
+one description in both APIs; :func:`check_shared_parameters` checks them
+with one error message each (the learning-rate parameters are checked by
+:func:`helpers.core.learning_rates.resolve_learning_rate`).
 """
+import numbers
+
+import onnx
+
+from .sessions import check_n_threads
+from .validation import check_positive_int
+
+#: What ``fit`` does when the loss becomes NaN or infinite: raise
+#: :class:`~helpers.core.epoch_losses.TrainingDivergedError`, or warn, put
+#: back the weights of the start of the epoch and stop.
+ON_DIVERGENCE = ("raise", "stop")
 
 SHARED_PARAMETERS = """\
     weights_to_train : list of str, optional
@@ -112,3 +125,51 @@ def document_parameters(cls):
         "{shared_attributes}", SHARED_ATTRIBUTES
     )
     return cls
+
+
+def check_shared_parameters(optimizer):
+    """Raise a clear error on a bad shared parameter of ``optimizer``.
+
+    Examples
+    --------
+    >>> from helpers import OrtGradientForwardBackwardOptimizer
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> check_shared_parameters(OrtGradientForwardBackwardOptimizer(mlp_onnx(2), batch_size=0))
+    Traceback (most recent call last):
+    ...
+    ValueError: batch_size must be an integer >= 1, got 0.
+    """
+    if not isinstance(optimizer.model_onnx, onnx.ModelProto):
+        raise TypeError(
+            f"model_onnx must be an onnx.ModelProto, got {type(optimizer.model_onnx).__name__}; "
+            "load a file with onnx.load(path)."
+        )
+    check_n_threads(optimizer.n_threads)
+    if optimizer.on_divergence not in ON_DIVERGENCE:
+        raise ValueError(f"on_divergence must be one of {ON_DIVERGENCE}, got {optimizer.on_divergence!r}.")
+    if not isinstance(optimizer.fast_gradients, bool):
+        raise TypeError(f"fast_gradients must be True or False, got {optimizer.fast_gradients!r}.")
+    check_positive_int("max_iter", optimizer.max_iter)
+    check_positive_int("batch_size", optimizer.batch_size)
+    every = optimizer.validation_every
+    if every is not None and not (isinstance(every, numbers.Real) and not isinstance(every, bool) and every >= 0):
+        raise ValueError(
+            "validation_every must be a fraction of max_iter below 1, a number "
+            f"of epochs >= 1, or 0 for never; got {every!r}."
+        )
+
+
+def validation_period(validation_every, max_iter):
+    """Epochs between validation losses: 0 never; below 1, a fraction of ``max_iter``.
+
+    Examples
+    --------
+    >>> validation_period(0.1, max_iter=50), validation_period(2, max_iter=50), validation_period(0, 50)
+    (5, 2, 0)
+    """
+    every = validation_every or 0
+    if every <= 0:
+        return 0
+    if every < 1:
+        return max(1, int(round(every * max_iter)))
+    return int(round(every))

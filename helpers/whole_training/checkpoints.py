@@ -34,7 +34,13 @@ def encode_array(array):
 
 
 def decode_array(text):
-    """The array :func:`encode_array` wrote."""
+    """The array :func:`encode_array` wrote.
+
+    Examples
+    --------
+    >>> decode_array(encode_array(np.eye(2, dtype=np.float32))).dtype
+    dtype('float32')
+    """
     return np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False)
 
 
@@ -45,6 +51,17 @@ def training_state(optimizer):
     ----------
     optimizer : helpers.OrtGradientOptimizer
         A fitted optimizer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers import OrtGradientOptimizer, add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> X, y = np.ones((8, 2), dtype=np.float32), np.zeros(8, dtype=np.float32)
+    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
+    >>> state = json.loads(training_state(opt))
+    >>> state["n_iter_"], state["t_"], state["update_rule"]
+    (2, 4, 'SGDRule()')
     """
     name, keys, pos, has_gauss, cached = optimizer._rng.get_state()
     updater = optimizer._runtime.updater
@@ -67,6 +84,19 @@ def read_training_state(path):
     ValueError
         When the checkpoint was not written by
         :meth:`helpers.OrtGradientOptimizer.save_checkpoint`.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from helpers import OrtGradientOptimizer, add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> X, y = np.ones((8, 2), dtype=np.float32), np.zeros(8, dtype=np.float32)
+    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     opt.save_checkpoint(os.path.join(folder, "ckpt"))
+    ...     read_training_state(os.path.join(folder, "ckpt"))["weights_to_train_"]
+    ['coefficient0', 'intercept0', 'coefficient1', 'intercept1']
     """
     probe = CheckpointState.load_checkpoint(path)
     if CHECKPOINT_KEY not in probe.properties:
@@ -75,7 +105,21 @@ def read_training_state(path):
 
 
 def check_training_state(optimizer, state):
-    """Raise a clear error when ``state`` was saved by a training with other weights or another rule."""
+    """Raise a clear error when ``state`` was saved by a training with other weights or another rule.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers import OrtGradientOptimizer, add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> X, y = np.ones((8, 2), dtype=np.float32), np.zeros(8, dtype=np.float32)
+    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
+    >>> state = json.loads(training_state(opt))
+    >>> check_training_state(opt.set_params(solver="adamw")._prepare() or opt, state)
+    Traceback (most recent call last):
+    ...
+    ValueError: The checkpoint trained ['coefficient0', 'intercept0', 'coefficient1', 'intercept1'] with SGDRule(); this optimizer trains ['coefficient0', 'intercept0', 'coefficient1', 'intercept1'] with AdamWRule(betas=(0.9, 0.999), eps=1e-08, weight_decay=0.0): build it with the parameters of the saved training.
+    """
     if state["weights_to_train_"] != optimizer.weights_to_train_ or state["update_rule"] != repr(optimizer.update_rule_):
         raise ValueError(
             f"The checkpoint trained {state['weights_to_train_']} with {state['update_rule']}; this "
@@ -85,7 +129,21 @@ def check_training_state(optimizer, state):
 
 
 def restore_training_state(optimizer, state):
-    """Put ``state`` (from :func:`read_training_state`) back into an optimizer rebuilt from the checkpoint."""
+    """Put ``state`` (from :func:`read_training_state`) back into an optimizer rebuilt from the checkpoint.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers import OrtGradientOptimizer, add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> X, y = np.ones((8, 2), dtype=np.float32), np.zeros(8, dtype=np.float32)
+    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
+    >>> state = json.loads(training_state(opt))
+    >>> opt.n_iter_ = 0
+    >>> restore_training_state(opt, state)
+    >>> opt.n_iter_
+    2
+    """
     if optimizer._runtime.updater is not None:
         optimizer._runtime.updater.set_state([decode_array(v) for v in state["update_state"]])
     name, keys, pos, has_gauss, cached = state["rng"]
