@@ -495,15 +495,15 @@ class OrtWholeTrainer:
 
 
 class OrtForwardBackwardTrainer:
-    """One training step of the forward/backward API with plain SGD.
+    """One training step of the forward/backward API, with SGD or AdamW.
 
     The step of :class:`helpers.OrtGradientForwardBackwardOptimizer`, built
     from the same public pieces: the gradient graph of
     :class:`helpers.OrtGradientForwardBackward` (``TrainingAgent`` forward),
     the squared error and its gradient (:class:`helpers.SquareLearningLoss`,
-    an ONNX graph), the backward pass, the SGD update
-    (:class:`helpers.LearningRateSGD`, an ONNX graph writing the weights in
-    place).
+    an ONNX graph), the backward pass, the update
+    (:class:`helpers.core.update_rules.WeightUpdater`: torch's SGD or AdamW
+    as an ONNX graph writing the weights in place).
 
     Parameters
     ----------
@@ -514,6 +514,10 @@ class OrtForwardBackwardTrainer:
     n_threads : int, optional
         Intra-op threads of the model's session; None takes
         :func:`helpers.core.sessions.set_num_threads` or onnxruntime's default.
+    optimizer : {'sgd', 'adamw'}
+        The update rule, torch's formulas.
+    betas, eps, weight_decay
+        AdamW's settings.
 
     Attributes
     ----------
@@ -521,11 +525,14 @@ class OrtForwardBackwardTrainer:
         Seconds spent building the gradient graph and the sessions.
     """
 
-    def __init__(self, onx, lr=1e-3, n_threads=None):
+    def __init__(
+        self, onx, lr=1e-3, n_threads=None, optimizer="sgd", betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0
+    ):
         import onnxruntime  # noqa: PLC0415
 
-        from helpers import LearningRateSGD, OrtGradientForwardBackward, SquareLearningLoss  # noqa: PLC0415
+        from helpers import OrtGradientForwardBackward, SquareLearningLoss  # noqa: PLC0415
         from helpers.core.onnx_graph import get_train_initializer  # noqa: PLC0415
+        from helpers.core.update_rules import WeightUpdater, make_update_rule  # noqa: PLC0415
 
         start = time.perf_counter()
         self.onx = onx
@@ -538,8 +545,9 @@ class OrtForwardBackwardTrainer:
             onnxruntime.OrtValue.ortvalue_from_numpy(initial[name].copy()) for name in self.names
         ]
         self.loss = SquareLearningLoss()
-        self.learning_rate = LearningRateSGD(eta0=lr, learning_rate="constant")
-        self.learning_rate.init_learning_rate(self.device, self.weights)
+        self.lr = lr
+        rule = make_update_rule(optimizer, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+        self.updater = WeightUpdater(rule, [w.shape() for w in self.weights], self.device)
         self.t = 0
         self.setup_time_s = time.perf_counter() - start
 
@@ -556,12 +564,13 @@ class OrtForwardBackwardTrainer:
         prediction = self.function.forward([X, *self.weights], training=True)[0]
         loss, gradient = self.loss.loss_gradient(self.device, y, prediction)
         gradients = self.function.backward([gradient])
-        self.learning_rate.update_weights(self.weights, gradients, self.t)
+        self.updater.update(self.weights, gradients, self.lr, self.t)
         return float(loss.numpy())
 
     def layers(self):
         """The current weights as ``(W, b)`` layers."""
-        return mlp_layers(self.onx, {n: w.numpy() for n, w in zip(self.names, self.weights)})
+        # copies: OrtValue.numpy() is a view of the buffer the next step updates
+        return mlp_layers(self.onx, {n: w.numpy().copy() for n, w in zip(self.names, self.weights)})
 
 
 class NumpyMatmul:

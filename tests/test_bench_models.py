@@ -314,3 +314,21 @@ def test_interleaved_measure_takes_turns_and_calibrates():
 def test_timing_note():
     assert bm.timing_note({"min": 1.0, "max": 1.5}) == ""
     assert "busy" in bm.timing_note({"min": 1.0, "max": 3.0})
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_layers_are_snapshots_and_adamw_agrees(mlp_and_onnx, optimizer):
+    """layers() does not change with later steps; both onnxruntime APIs take torch's AdamW steps alike."""
+    _, onx = mlp_and_onnx
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((16, 6)).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+    trainers = [bm.OrtForwardBackwardTrainer(onx, 0.05, optimizer=optimizer), bm.OrtWholeTrainer(onx, optimizer, 0.05)]
+    batches = [trainer.prepare(X, y) for trainer in trainers]
+    before = [trainer.layers() for trainer in trainers]
+    for trainer, batch in zip(trainers, batches):
+        for _ in range(3):
+            trainer.step(*batch)
+    after = [trainer.layers() for trainer in trainers]
+    for old, new in zip(before, after):
+        assert bm.max_weight_difference(old, new) > 1e-3
+    assert bm.max_weight_difference(*after) < 1e-5

@@ -41,20 +41,23 @@ def _check_record(path, benchmark):
 
 
 @pytest.mark.parametrize(
-    "notebook, benchmark, expected",
+    "notebook, benchmark, expected, extra",
     [
-        ("bench_torch.ipynb", "torch", {"torch eager", "ort whole-training", "ort forward-backward"}),
+        ("bench_torch.ipynb", "torch", {"torch eager", "ort whole-training", "ort forward-backward"}, {}),
+        # AdamW in every framework, the forward/backward API included, all comparable with torch
+        ("bench_torch.ipynb", "torch", {"torch eager", "ort whole-training", "ort forward-backward"},
+         {"optimizer": "adamw"}),
         ("bench_scaling.ipynb", "scaling", {
             "torch eager", "ort whole-training", "ort forward-backward", "numpy matmul", "onnxruntime matmul bound",
-        }),
+        }, {}),
     ],
 )
-def test_notebook_with_tiny_parameters(tmp_path, notebook, benchmark, expected):
+def test_notebook_with_tiny_parameters(tmp_path, notebook, benchmark, expected, extra):
     record_path = str(tmp_path / "record.json")
     papermill.execute_notebook(
         os.path.join(BENCHMARKS, notebook),
         str(tmp_path / "out.ipynb"),
-        parameters={"record_path": record_path},
+        parameters={"record_path": record_path, **extra},
         kernel_name="ort-training",
         cwd=BENCHMARKS,
         progress_bar=False,
@@ -62,6 +65,9 @@ def test_notebook_with_tiny_parameters(tmp_path, notebook, benchmark, expected):
     record = _check_record(record_path, benchmark)
     frameworks = {row["framework"] for row in record["rows"]}
     assert expected <= frameworks
+    if extra:
+        timed = {row["framework"]: row for row in record["rows"] if not row.get("error")}
+        assert expected <= set(timed) and all(timed[f]["comparable"] for f in expected)
     assert "ORTModule" not in frameworks  # it cannot import with torch 2.13: a sentence, not a row
     # records hold versions, never a path of this machine
     text = json.dumps(record)
