@@ -8,9 +8,9 @@ measures the marginal cost of one training step of
 * the forward/backward API (:class:`helpers.OrtGradientForwardBackwardOptimizer`),
 * torch eager (the same network, ``MSELoss``, ``torch.optim.SGD``),
 * the onnxruntime bound: the step's five matrix products run by onnxruntime's
-  kernels in one session call (:class:`benchmarks.models.OrtStepProducts`),
+  kernels in one session call (:class:`benchmarks.trainers.OrtStepProducts`),
 * numpy's products: the same five products with numpy's BLAS
-  (:class:`benchmarks.models.NumpyMatmul`).
+  (:class:`benchmarks.trainers.NumpyMatmul`).
 
 Every one of them runs whole epochs (a permutation of the rows per epoch, the
 shuffled rows gathered, one step per batch), and the marginal cost of a step is
@@ -41,6 +41,7 @@ import pandas as pd
 
 from benchmarks import style
 from benchmarks import models as bm
+from benchmarks import trainers as bt
 from benchmarks.records import atomic_write_bytes, machine_info, package_versions
 
 #: The sizes measured by default: the small MLP of the targets and the large one.
@@ -151,12 +152,12 @@ def make_fits(config, threads, random_state=0):
                 loss_fn(model(X_torch[rows]), y_torch[rows]).backward()
                 optimizer.step()
 
-    bound = bm.OrtStepProducts(layers, n_threads=threads)
+    bound = bt.OrtStepProducts(layers, n_threads=threads)
 
     def ort_bound(epochs):
         _shuffled_epochs(bound.step, X, b, epochs, random_state)
 
-    products = bm.NumpyMatmul(layers)
+    products = bt.NumpyMatmul(layers)
     _, g, hidden = products.prepare(X[:b], y[:b])
 
     def numpy_products(epochs):  # threads: threadpoolctl, set by the caller

@@ -10,6 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDRegressor
 
 from benchmarks import models as bm
+from benchmarks import trainers as bt
 
 
 @pytest.fixture(scope="module")
@@ -119,11 +120,11 @@ def test_sgd_steps_give_the_same_weights(mlp_and_onnx, batches, trainer):
         assert bm.max_weight_difference(expected, bm.mlp_layers(onx)) > 1e-3
         return
     tr = {
-        "torch": lambda: bm.TorchTrainer(onx, "sgd", lr),
-        "whole": lambda: bm.OrtWholeTrainer(onx, "sgd", lr),
-        "forward-backward": lambda: bm.OrtForwardBackwardTrainer(onx, lr),
+        "torch": lambda: bt.TorchTrainer(onx, "sgd", lr),
+        "whole": lambda: bt.OrtWholeTrainer(onx, "sgd", lr),
+        "forward-backward": lambda: bt.OrtForwardBackwardTrainer(onx, lr),
     }[trainer]()
-    losses = bm.run_batches(tr, [tr.prepare(*b) for b in batches])
+    losses = bt.run_batches(tr, [tr.prepare(*b) for b in batches])
     assert len(losses) == 4 and all(np.isfinite(losses))
     first = bm.mean_squared_error(bm.numpy_predict(bm.mlp_layers(onx), batches[0][0]), batches[0][1])
     assert losses[0] == pytest.approx(first, rel=1e-5)
@@ -133,9 +134,9 @@ def test_sgd_steps_give_the_same_weights(mlp_and_onnx, batches, trainer):
 def test_adamw_steps_agree(mlp_and_onnx, batches):
     """torch's AdamW and onnxruntime's differ only in where eps goes."""
     _, onx = mlp_and_onnx
-    trainers = [bm.TorchTrainer(onx, "adamw", 0.01), bm.OrtWholeTrainer(onx, "adamw", 0.01)]
+    trainers = [bt.TorchTrainer(onx, "adamw", 0.01), bt.OrtWholeTrainer(onx, "adamw", 0.01)]
     for tr in trainers:
-        bm.run_batches(tr, [tr.prepare(*b) for b in batches])
+        bt.run_batches(tr, [tr.prepare(*b) for b in batches])
     torch_layers, ort_layers = (tr.layers() for tr in trainers)
     assert bm.max_weight_difference(torch_layers, bm.mlp_layers(onx)) > 0.02  # 4 steps of 0.01
     assert bm.max_weight_difference(ort_layers, torch_layers) < 1e-3
@@ -149,7 +150,7 @@ def test_ort_learning_rate_reproduces_mlpregressor(data, mlp_and_onnx, batches):
     with warnings.catch_warnings():  # the batch is smaller than batch_size: one update
         warnings.simplefilter("ignore", UserWarning)
         mlp.partial_fit(X, y.ravel())
-    tr = bm.OrtWholeTrainer(onx, "sgd", bm.ort_learning_rate(mlp.learning_rate_init))
+    tr = bt.OrtWholeTrainer(onx, "sgd", bm.ort_learning_rate(mlp.learning_rate_init))
     tr.step(*tr.prepare(X, y))
     sk_layers = list(zip(mlp.coefs_, mlp.intercepts_))
     assert bm.max_weight_difference(tr.layers(), bm.mlp_layers(onx)) > 1e-4
@@ -166,7 +167,7 @@ def test_ort_learning_rate_reproduces_sgdregressor(data):
         warnings.simplefilter("ignore", ConvergenceWarning)
         sgd.fit(X, y)
     onx = bm.zero_linear_onnx(X.shape[1])
-    tr = bm.OrtForwardBackwardTrainer(onx, bm.ort_learning_rate(0.01))
+    tr = bt.OrtForwardBackwardTrainer(onx, bm.ort_learning_rate(0.01))
     for i in range(X.shape[0]):
         tr.step(*tr.prepare(X[i:i + 1], y[i:i + 1]))
     (W, b), = tr.layers()
@@ -176,31 +177,31 @@ def test_ort_learning_rate_reproduces_sgdregressor(data):
 
 def test_numpy_matmul_products(mlp_and_onnx, batches):
     _, onx = mlp_and_onnx
-    nm = bm.NumpyMatmul(bm.mlp_layers(onx))
+    nm = bt.NumpyMatmul(bm.mlp_layers(onx))
     assert len(nm.PRODUCTS) == 5
     assert nm.step(*nm.prepare(*batches[0])) == 0.0
     # 16 rows, 6 features, 12 hidden, 1 output: 2 * 16 * (6*12 + 3 * 12 + 6*12)
     assert nm.flops(16) == 2 * 16 * (72 + 36 + 72)
     with pytest.raises(ValueError, match="one hidden layer"):
-        bm.NumpyMatmul(bm.mlp_layers(bm.zero_linear_onnx(3)))
+        bt.NumpyMatmul(bm.mlp_layers(bm.zero_linear_onnx(3)))
 
 
 def test_ort_step_products(mlp_and_onnx, batches):
     """The runtime's bound: the same products as numpy's, the network's weights, its own threads."""
     _, onx = mlp_and_onnx
     layers = bm.mlp_layers(onx)
-    bound = bm.OrtStepProducts(layers, n_threads=1)
-    assert bound.PRODUCTS == bm.NumpyMatmul.PRODUCTS
+    bound = bt.OrtStepProducts(layers, n_threads=1)
+    assert bound.PRODUCTS == bt.NumpyMatmul.PRODUCTS
     np.testing.assert_array_equal(bound.products.w1, layers[0][0])
     np.testing.assert_array_equal(bound.products.w2, layers[1][0])
     prepared = bound.prepare(*batches[0])
     assert len(prepared) == 1 and prepared[0].shape == (16, 6) and prepared[0].dtype == np.float32
     assert bound.step(*prepared) == 0.0
-    assert bound.flops(16) == bm.NumpyMatmul(layers).flops(16)
+    assert bound.flops(16) == bt.NumpyMatmul(layers).flops(16)
     assert bound.products._session.get_session_options().intra_op_num_threads == 1
     assert bm.ORT_BOUND in bm.BOUNDS and bm.NUMPY_MATMUL in bm.BOUNDS
     with pytest.raises(ValueError, match="one hidden layer"):
-        bm.OrtStepProducts(bm.mlp_layers(bm.zero_linear_onnx(3)))
+        bt.OrtStepProducts(bm.mlp_layers(bm.zero_linear_onnx(3)))
 
 
 def test_ort_trainers_take_n_threads(mlp_and_onnx, monkeypatch):
@@ -208,7 +209,7 @@ def test_ort_trainers_take_n_threads(mlp_and_onnx, monkeypatch):
     from helpers.whole_training import session
 
     _, onx = mlp_and_onnx
-    fb = bm.OrtForwardBackwardTrainer(onx, 0.01, n_threads=1)
+    fb = bt.OrtForwardBackwardTrainer(onx, 0.01, n_threads=1)
     assert fb.gradient.n_threads == 1
     assert fb.gradient._train_sess.get_session_options().intra_op_num_threads == 1
     calls = []
@@ -219,7 +220,7 @@ def test_ort_trainers_take_n_threads(mlp_and_onnx, monkeypatch):
         return real(n_threads, label)
 
     monkeypatch.setattr(session, "session_options", spy)
-    whole = bm.OrtWholeTrainer(onx, "sgd", 0.01, n_threads=1)
+    whole = bt.OrtWholeTrainer(onx, "sgd", 0.01, n_threads=1)
     assert (1, "model") in calls
     assert np.isfinite(whole.step(*whole.prepare(np.ones((4, 6), np.float32), np.ones(4, np.float32))))
 
@@ -261,7 +262,7 @@ def test_run_epoch_counts_updates(data):
             return 0.0
 
     counter = Count()
-    steps = bm.run_epoch(counter, data.X_train, data.y_train, 100, np.random.default_rng(0))
+    steps = bt.run_epoch(counter, data.X_train, data.y_train, 100, np.random.default_rng(0))
     assert steps == 3 and counter.rows == [100, 100, 40]
 
 
@@ -322,7 +323,7 @@ def test_layers_are_snapshots_and_adamw_agrees(mlp_and_onnx, optimizer):
     _, onx = mlp_and_onnx
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((16, 6)).astype(np.float32), rng.standard_normal(16).astype(np.float32)
-    trainers = [bm.OrtForwardBackwardTrainer(onx, 0.05, optimizer=optimizer), bm.OrtWholeTrainer(onx, optimizer, 0.05)]
+    trainers = [bt.OrtForwardBackwardTrainer(onx, 0.05, optimizer=optimizer), bt.OrtWholeTrainer(onx, optimizer, 0.05)]
     batches = [trainer.prepare(X, y) for trainer in trainers]
     before = [trainer.layers() for trainer in trainers]
     for trainer, batch in zip(trainers, batches):

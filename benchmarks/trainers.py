@@ -1,0 +1,365 @@
+"""One training step per framework, for the benchmarks.
+
+:class:`TorchTrainer`, :class:`OrtWholeTrainer` and
+:class:`OrtForwardBackwardTrainer` run one training step (forward, loss,
+backward, update) of torch, of the whole-training API and of the
+forward/backward API, all minimizing ``mean((prediction - y) ** 2)`` from
+the same weights (:mod:`benchmarks.models`). :class:`NumpyMatmul` and
+:class:`OrtStepProducts` run the matrix products of one step alone, in numpy
+(BLAS) and in onnxruntime's kernels: the references of the scaling
+benchmark, the second the runtime's own bound. Each trainer has
+``prepare(X, y)``, ``step(*prepared)`` (the loss before the update) and
+``layers()`` (the current weights as ``(W, b)`` pairs, a copy);
+:func:`run_batches` and :func:`run_epoch` drive them.
+"""
+import time
+
+import numpy as np
+
+from benchmarks.models import mlp_layers, torch_layers, torch_mlp
+
+class TorchTrainer:
+    """One training step of torch: forward, ``MSELoss``, backward, optimizer step.
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+        The network to start from (see :func:`torch_mlp`).
+    optimizer : {'sgd', 'adamw'}
+        ``torch.optim.SGD`` without momentum, or ``torch.optim.AdamW``.
+    lr : float
+    betas, eps, weight_decay
+        AdamW's settings.
+    wrap : {None, 'compile'}
+        Run the network through ``torch.compile`` (which may raise when no
+        compiler works on the machine).
+
+    Attributes
+    ----------
+    setup_time_s : float
+        Seconds spent wrapping the model (compilation happens at the first
+        steps and is measured by the caller).
+    """
+
+    def __init__(self, onx, optimizer="sgd", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, wrap=None):
+        import torch  # noqa: PLC0415
+
+        start = time.perf_counter()
+        self.torch = torch
+        self.model = torch_mlp(onx)
+        self.forward = self.model
+        if wrap == "compile":
+            self.forward = torch.compile(self.model)
+        elif wrap is not None:
+            raise ValueError(f"Unknown wrap {wrap!r}.")
+        if optimizer == "sgd":
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.0)
+        elif optimizer == "adamw":
+            self.optimizer = torch.optim.AdamW(
+                self.model.parameters(), lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay
+            )
+        else:
+            raise ValueError(f"Unknown optimizer {optimizer!r}: 'sgd' or 'adamw'.")
+        self.loss_fn = torch.nn.MSELoss()
+        self.setup_time_s = time.perf_counter() - start
+
+    def prepare(self, X, y):
+        """The batch as the step expects it: tensors sharing the numpy memory."""
+        return self.torch.from_numpy(X), self.torch.from_numpy(y.reshape(-1, 1))
+
+    def step(self, X, y):
+        """One training step on a prepared batch; returns the loss before the update."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.forward(X), y)
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    def layers(self):
+        """The current weights as ``(W, b)`` layers."""
+        return torch_layers(self.model)
+
+
+class OrtWholeTrainer:
+    """One training step of the whole-training API (``Module`` + ``Optimizer``).
+
+    The same objects :class:`helpers.OrtGradientOptimizer` builds for a fit:
+    the loss (``squared_error``) is added to the graph, the training
+    artifacts are generated once, then each step runs the training model
+    (forward and backward) and the optimizer model.
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+        The network without loss.
+    optimizer : {'sgd', 'adamw'}
+        onnxruntime's SGD or AdamW optimizer model; the AdamW one is switched
+        to torch's formula (``adam_mode=0``, see
+        :func:`helpers.whole_training.artifacts.generate_training_artifacts`).
+    lr : float
+    betas, eps, weight_decay
+        AdamW's settings.
+    n_threads : int, optional
+        Intra-op threads of the training session (the optimizer's ``n_threads``);
+        None takes :func:`helpers.core.sessions.set_num_threads` or onnxruntime's default.
+
+    Attributes
+    ----------
+    setup_time_s : float
+        Seconds spent generating the artifacts and building the sessions.
+    """
+
+    def __init__(
+        self, onx, optimizer="sgd", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, n_threads=None
+    ):
+        from helpers.core.devices import resolve_device  # noqa: PLC0415
+        from helpers.core.onnx_graph import get_train_initializer  # noqa: PLC0415
+        from helpers.core.update_rules import make_update_rule  # noqa: PLC0415
+        from helpers.whole_training.loss_output import add_loss_output  # noqa: PLC0415
+        from helpers.whole_training.session import WholeTrainingSession  # noqa: PLC0415
+
+        if optimizer not in ("sgd", "adamw"):
+            raise ValueError(f"Unknown optimizer {optimizer!r}: 'sgd' or 'adamw'.")
+        start = time.perf_counter()
+        self.onx = onx
+        self.lr = lr
+        weights = get_train_initializer(onx)
+        rule = make_update_rule(optimizer, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+        self.runtime = WholeTrainingSession(
+            add_loss_output(onx), weights, rule, resolve_device("cpu"), n_threads=n_threads
+        )
+        self.t = 0
+        self.setup_time_s = time.perf_counter() - start
+
+    def prepare(self, X, y):
+        """The batch as the step expects it: a one-element tuple holding a batch of OrtValues."""
+        from helpers.core.batches import Batch  # noqa: PLC0415
+
+        return (Batch(0, len(X), [np.ascontiguousarray(X), np.ascontiguousarray(y.reshape(-1, 1))]),)
+
+    def step(self, batch):
+        """One training step; returns the loss before the update."""
+        self.t += 1
+        return float(self.runtime.train_step(batch.ortvalues(), self.lr, self.t).numpy())
+
+    def layers(self):
+        """The current weights as ``(W, b)`` layers."""
+        return mlp_layers(self.onx, self.runtime.get_weights())
+
+
+class OrtForwardBackwardTrainer:
+    """One training step of the forward/backward API, with SGD or AdamW.
+
+    The step of :class:`helpers.OrtGradientForwardBackwardOptimizer`, built
+    from the same public pieces: the gradient graph of
+    :class:`helpers.OrtGradientForwardBackward` (``TrainingAgent`` forward),
+    the squared error and its gradient (:class:`helpers.SquareLearningLoss`,
+    an ONNX graph), the backward pass, the update
+    (:class:`helpers.core.update_rules.WeightUpdater`: torch's SGD or AdamW
+    as an ONNX graph writing the weights in place).
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+        The network without loss.
+    lr : float
+        Constant learning rate.
+    n_threads : int, optional
+        Intra-op threads of the model's session; None takes
+        :func:`helpers.core.sessions.set_num_threads` or onnxruntime's default.
+    optimizer : {'sgd', 'adamw'}
+        The update rule, torch's formulas.
+    betas, eps, weight_decay
+        AdamW's settings.
+
+    Attributes
+    ----------
+    setup_time_s : float
+        Seconds spent building the gradient graph and the sessions.
+    """
+
+    def __init__(
+        self, onx, lr=1e-3, n_threads=None, optimizer="sgd", betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0
+    ):
+        import onnxruntime  # noqa: PLC0415
+
+        from helpers import OrtGradientForwardBackward, SquareLearningLoss  # noqa: PLC0415
+        from helpers.core.onnx_graph import get_train_initializer  # noqa: PLC0415
+        from helpers.core.update_rules import WeightUpdater, make_update_rule  # noqa: PLC0415
+
+        start = time.perf_counter()
+        self.onx = onx
+        self.gradient = OrtGradientForwardBackward(onx, n_threads=n_threads)
+        self.function = self.gradient.new_instance()
+        self.device = self.gradient.device
+        initial = get_train_initializer(onx)
+        self.names = self.gradient.weights_to_train
+        self.weights = [
+            onnxruntime.OrtValue.ortvalue_from_numpy(initial[name].copy()) for name in self.names
+        ]
+        self.loss = SquareLearningLoss()
+        self.lr = lr
+        rule = make_update_rule(optimizer, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+        self.updater = WeightUpdater(rule, [w.shape() for w in self.weights], self.device)
+        self.t = 0
+        self.setup_time_s = time.perf_counter() - start
+
+    def prepare(self, X, y):
+        """The batch as the step expects it: OrtValues of ``X`` and of ``y`` shaped (n, 1)."""
+        import onnxruntime  # noqa: PLC0415
+
+        arrays = [np.ascontiguousarray(X), np.ascontiguousarray(y.reshape(-1, 1))]
+        return tuple(onnxruntime.OrtValue.ortvalue_from_numpy(a) for a in arrays)
+
+    def step(self, X, y):
+        """One training step; returns the loss before the update."""
+        self.t += 1
+        prediction = self.function.forward([X, *self.weights], training=True)[0]
+        loss, gradient = self.loss.loss_gradient(self.device, y, prediction)
+        gradients = self.function.backward([gradient])
+        self.updater.update(self.weights, gradients, self.lr, self.t)
+        return float(loss.numpy())
+
+    def layers(self):
+        """The current weights as ``(W, b)`` layers."""
+        # copies: OrtValue.numpy() is a view of the buffer the next step updates
+        return mlp_layers(self.onx, {n: w.numpy().copy() for n, w in zip(self.names, self.weights)})
+
+
+class NumpyMatmul:
+    """The matrix products of one training step of a one-hidden-layer MLP, in numpy.
+
+    With ``X`` (batch, d), ``W1`` (d, h), ``W2`` (h, 1), ``g`` the gradient
+    of the loss with respect to the output (batch, 1), a step computes five
+    products (:data:`PRODUCTS`): two forward, ``h = X @ W1`` and
+    ``p = h @ W2``; three backward, ``grad_W2 = h.T @ g``,
+    ``grad_h = g @ W2.T`` and ``grad_W1 = X.T @ grad_h``. The gradient with
+    respect to ``X`` is not needed, so a training step has no sixth product.
+    Everything else (bias, ReLU and its mask, the loss, the update) is left
+    out: their time over this one is the overhead of a framework.
+
+    Parameters
+    ----------
+    layers : list of tuple
+        Two ``(W, b)`` layers (see :func:`mlp_layers`).
+    """
+
+    #: The products of a step, by name, for the record.
+    PRODUCTS = ("X @ W1", "h @ W2", "h.T @ g", "g @ W2.T", "X.T @ grad_h")
+
+    def __init__(self, layers):
+        if len(layers) != 2:
+            raise ValueError(f"NumpyMatmul expects one hidden layer (2 layers), got {len(layers)}.")
+        (self.W1, _), (self.W2, _) = layers
+        self.W2T = np.ascontiguousarray(self.W2.T)
+
+    def prepare(self, X, y):
+        """The batch, and a gradient ``g`` of the output's shape (drawn once per batch)."""
+        g = (y.reshape(-1, 1) - 0.5).astype(np.float32)
+        h = np.maximum(X @ self.W1, 0)
+        return X, g, h
+
+    def step(self, X, g, h):
+        """The five products of one step; returns nothing useful (0.0)."""
+        hidden = X @ self.W1
+        out = h @ self.W2
+        grad_W2 = h.T @ g
+        grad_h = g @ self.W2T
+        grad_W1 = X.T @ grad_h
+        del hidden, out, grad_W2, grad_W1
+        return 0.0
+
+    def flops(self, batch_size):
+        """Floating point operations of the five products (2 per multiply-add)."""
+        d, h = self.W1.shape
+        o = self.W2.shape[1]
+        return 2 * batch_size * (d * h + h * o + h * o + o * h + d * h)
+
+
+class OrtStepProducts:
+    """The matrix products of one training step, run by onnxruntime's kernels: the runtime's bound.
+
+    The five products of :class:`NumpyMatmul` in one ONNX graph
+    (:class:`helpers.measure.profiling.StepProducts`: the forward ``MatMul`` nodes,
+    the backward ``Gemm`` nodes with the transposes a gradient graph uses),
+    run in one session call per step. Both training APIs run these kernels
+    and more: no step of theirs can be faster, and their time over this one
+    is what the rest of the step (biases, ReLU, loss, update, calls) costs.
+    numpy's BLAS may be faster or slower than onnxruntime's own GEMM (MLAS),
+    so :class:`NumpyMatmul` is no bound for onnxruntime; this is.
+
+    Parameters
+    ----------
+    layers : list of tuple
+        Two ``(W, b)`` layers (see :func:`mlp_layers`), one output.
+    n_threads : int, optional
+        Intra-op threads of the session, as for the optimizers.
+    """
+
+    #: The products of a step, by name, as :class:`NumpyMatmul`'s.
+    PRODUCTS = NumpyMatmul.PRODUCTS
+
+    def __init__(self, layers, n_threads=None):
+        from helpers.measure.profiling import StepProducts  # noqa: PLC0415
+
+        if len(layers) != 2:
+            raise ValueError(f"OrtStepProducts expects one hidden layer (2 layers), got {len(layers)}.")
+        (W1, _), (W2, _) = layers
+        if W2.shape[1] != 1:
+            raise ValueError(f"OrtStepProducts expects one output, the network has {W2.shape[1]}.")
+        self.products = StepProducts(W1.shape[0], W1.shape[1], n_threads=n_threads)
+        # the network's own weights: the values change no time, but the step is the step of this network
+        self.products.w1 = np.ascontiguousarray(W1, dtype=np.float32)
+        self.products.w2 = np.ascontiguousarray(W2, dtype=np.float32)
+
+    def prepare(self, X, y):
+        """The batch as the session takes it (the gradient ``g`` is drawn once per batch size)."""
+        return (np.ascontiguousarray(X, dtype=np.float32),)
+
+    def step(self, X):
+        """The five products of one step, one session call; returns nothing useful (0.0)."""
+        self.products.run(X)
+        return 0.0
+
+    def flops(self, batch_size):
+        """Floating point operations of the five products (2 per multiply-add)."""
+        return self.products.flops(batch_size)
+
+
+def run_batches(trainer, prepared):
+    """Run one step per prepared batch; return the losses."""
+    return [trainer.step(*batch) for batch in prepared]
+
+
+def run_epoch(trainer, X, y, batch_size, rng):
+    """Run one epoch as a training loop does: shuffle, gather, one step per batch.
+
+    The epoch draws a permutation from ``rng``, gathers the shuffled rows
+    (numpy fancy indexing) and cuts consecutive batches: ``ceil(n /
+    batch_size)`` steps, the last batch may be smaller. Every framework pays
+    the same numpy work; only ``trainer.prepare`` and ``trainer.step``
+    differ.
+
+    Parameters
+    ----------
+    trainer : object
+        With ``prepare(X, y)`` and ``step(*prepared)``.
+    X, y : numpy.ndarray
+        Training data, ``y`` 1D.
+    batch_size : int
+    rng : numpy.random.Generator
+        Give each framework a generator with the same seed.
+
+    Returns
+    -------
+    int
+        The number of steps (updates) run.
+    """
+    n = X.shape[0]
+    order = rng.permutation(n)
+    Xs, ys = X[order], y[order]
+    steps = 0
+    for start in range(0, n, batch_size):
+        trainer.step(*trainer.prepare(Xs[start:start + batch_size], ys[start:start + batch_size]))
+        steps += 1
+    return steps
