@@ -23,7 +23,6 @@ carries a factor 1/2. The same updates as scikit-learn's therefore need half
 its learning rate (:func:`ort_learning_rate`).
 """
 import copy
-import time
 
 import numpy as np
 from sklearn.neural_network import MLPRegressor

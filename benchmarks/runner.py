@@ -1,6 +1,6 @@
 """Run the benchmark notebooks over a grid of parameters, then summarize.
 
-A sweep expands a grid (:func:`load_grid`, :func:`expand`) into runs, one
+A sweep expands a grid (:func:`benchmarks.sweep_grid.load_grid`, :func:`~benchmarks.sweep_grid.expand`) into runs, one
 notebook executed by papermill with one set of parameters each, and sends
 them to an engine:
 
@@ -11,7 +11,7 @@ them to an engine:
   on other machines (no shared file system needed).
 
 Wherever it runs, a run executes in a temporary folder of the machine that
-runs it (:func:`run_notebook`) and hands back its record (the JSON the
+runs it (:func:`benchmarks.notebook_runs.run_notebook`) and hands back its record (the JSON the
 notebook writes at its end) and the executed notebook; this process adds
 ``worker`` (address, processor, threads of the machine that ran it) to the
 record and writes, each atomically, into the results folder:
@@ -31,10 +31,7 @@ the same command resumes the sweep (exit status 130).
 import argparse
 import concurrent.futures
 import contextlib
-import hashlib
 import inspect
-import itertools
-import json
 import logging
 import os
 import shlex
@@ -42,342 +39,26 @@ import signal
 import sys
 import threading
 import time
-import tomllib
 import types
 import uuid
 import warnings
 
 from tqdm.auto import tqdm
 
-from benchmarks.records import atomic_write_bytes, atomic_write_text
-
 from .aggregate import summarize
+from .notebook_runs import is_complete, run_notebook, store
+from .sweep_grid import expand, load_grid
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-GRIDS = os.path.join(HERE, "grids")
 #: Where sweeps go unless told (relative to the current folder; git ignores it).
 DEFAULT_RESULTS = os.path.join("results", "local")
 #: The committed reference sweep: written only when named with ``--results``.
 REFERENCE_RESULTS = os.path.join("results", "reference")
 #: Exit status of a sweep stopped by Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
-#: Seconds between two looks at the stop flag while a run executes.
-POLL_S = 0.5
-
-
-def load_grid(name_or_path):
-    """Read a grid file: a name in ``benchmarks/grids`` (quick, full) or a path.
-
-    Each table is one benchmark: ``notebook`` (relative to ``benchmarks/``
-    or absolute), ``[name.fixed]`` parameters, ``[name.grid]`` lists whose
-    every combination is one run, and optionally ``[name.ignored_when]``:
-    the parameters that do not apply when another has a given value, e.g.
-    ``model = { linear = ["batch_size", "hidden"] }`` (see :func:`expand`).
-
-    Returns
-    -------
-    dict
-        Benchmark name to its table, ``notebook`` made an absolute path.
-    """
-    path = name_or_path
-    if not os.path.exists(path):
-        path = os.path.join(GRIDS, f"{name_or_path}.toml")
-    if not os.path.exists(path):
-        known = sorted(f[:-5] for f in os.listdir(GRIDS) if f.endswith(".toml"))
-        raise SystemExit(f"error: no grid {name_or_path!r}: give a path or one of {known}.")
-    with open(path, "rb") as f:
-        grid = tomllib.load(f)
-    for name, spec in grid.items():
-        if "notebook" not in spec:
-            raise SystemExit(f"error: benchmark {name!r} in {path} names no notebook.")
-        notebook = os.path.join(HERE, spec["notebook"])
-        if not os.path.exists(notebook):
-            raise SystemExit(f"error: benchmark {name!r}: {notebook} does not exist.")
-        spec["notebook"] = notebook
-        _check_ignored_when(name, spec.get("ignored_when", {}), path)
-    return grid
-
-
-def _check_ignored_when(name, ignored_when, path):
-    """``{parameter: {value: [parameters]}}`` or a clear error."""
-    where = f"benchmark {name!r} in {path}: [{name}.ignored_when]"
-    for key, cases in ignored_when.items():
-        if not isinstance(cases, dict):
-            raise SystemExit(f"error: {where}: {key} must map values to lists of parameters, "
-                             f'e.g. {key} = {{ linear = ["batch_size"] }}.')
-        for value, names in cases.items():
-            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                raise SystemExit(f"error: {where}: {key}.{value} must be a list of parameter names.")
-
-
-def _matches(value, case):
-    """Whether a parameter's value is the TOML key ``case`` (keys are strings: 1 is '1', True 'true')."""
-    return case in (str(value), json.dumps(value))
-
-
-def applicable(parameters, ignored_when):
-    """``parameters`` without those that do not apply to them (``ignored_when``).
-
-    Examples
-    --------
-    >>> applicable({"model": "linear", "hidden": 50, "epochs": 5},
-    ...            {"model": {"linear": ["batch_size", "hidden"]}})
-    {'model': 'linear', 'epochs': 5}
-    """
-    dropped = set()
-    for key, cases in ignored_when.items():
-        if key in parameters:
-            for case, names in cases.items():
-                if _matches(parameters[key], case):
-                    dropped.update(names)
-    return {k: v for k, v in parameters.items() if k not in dropped}
-
-
-def run_id(benchmark, parameters):
-    """A folder name for one run: the benchmark and a hash of its parameters."""
-    digest = hashlib.sha1(json.dumps(parameters, sort_keys=True).encode()).hexdigest()[:10]
-    return f"{benchmark}-{digest}"
-
-
-def expand(grid):
-    """List the runs of a grid: one per combination of its ``grid`` values.
-
-    The parameters that do not apply to a combination (``ignored_when``) are
-    dropped before its id is computed, so combinations that differ only by
-    them are one run, listed once.
-
-    Returns
-    -------
-    list of dict
-        ``benchmark``, ``notebook``, ``parameters`` and ``id`` of each run.
-    """
-    runs, seen = [], set()
-    for benchmark, spec in grid.items():
-        axes = spec.get("grid", {})
-        keys = list(axes)
-        for values in itertools.product(*(axes[k] for k in keys)) if keys else [()]:
-            parameters = {**spec.get("fixed", {}), **dict(zip(keys, values))}
-            parameters = applicable(parameters, spec.get("ignored_when", {}))
-            identifier = run_id(benchmark, parameters)
-            if identifier in seen:
-                continue
-            seen.add(identifier)
-            runs.append(
-                {"benchmark": benchmark, "notebook": spec["notebook"], "parameters": parameters, "id": identifier}
-            )
-    return runs
-
-
-# --------------------------------------------------------------------------
-# One run, on whichever machine executes it. These functions travel to dask
-# workers by value (see _by_value): a worker needs the project's
-# environment (helpers, papermill, the Jupyter kernel), not this module.
-
-
-def _worker_info():
-    """The machine that executes this run: dask worker address (or 'local'), threads, processor."""
-    from benchmarks.records import machine_info  # noqa: PLC0415
-
-    try:
-        from distributed import get_worker  # noqa: PLC0415
-
-        worker = get_worker()
-        address, threads = worker.address, getattr(worker, "state", worker).nthreads
-    except (ImportError, ValueError):  # not in a dask task
-        address, threads = "local", 1
-    return {"address": address, "threads": threads, "machine": machine_info()}
-
-
-def _stop_check(stop):
-    """A function telling whether the sweep was stopped: ``stop`` is None, an Event or a dask Event's name."""
-    if stop is None:
-        return lambda: False
-    if isinstance(stop, str):
-        from distributed import Event  # noqa: PLC0415
-
-        event = Event(stop)
-        return event.is_set
-    return stop.is_set
-
-
-def run_notebook(notebook, source, parameters, kernel_name, stop=None, attempts=2):
-    """Execute one benchmark notebook in a temporary folder of this machine.
-
-    Parameters
-    ----------
-    notebook : str
-        The notebook's file name (for messages).
-    source : str
-        The notebook itself (JSON text): the sweep sends it, so that a worker
-        runs the sweep's version of the notebook.
-    parameters : dict
-        papermill parameters; ``record_path`` is added.
-    kernel_name : str
-        The Jupyter kernel that runs it (registered on this machine).
-    stop : threading.Event or str, optional
-        The sweep's stop flag, or the name of a ``distributed.Event``: once
-        set, the kernel is killed and the run ends with ``stopped=True``.
-    attempts : int
-        Tries when the kernel fails outside the notebook's cells (a kernel
-        that does not start); an error in a cell is not retried.
-
-    Returns
-    -------
-    dict
-        ``record`` (the record's JSON text, or None), ``notebook`` (the
-        executed or failed notebook, bytes, or None), ``error`` (None or a
-        line), ``stopped`` and ``worker`` (:func:`_worker_info`).
-    """
-    import shutil  # noqa: PLC0415
-    import tempfile  # noqa: PLC0415
-
-    import papermill  # noqa: PLC0415  (slow to import, only where needed)
-    from jupyter_client.manager import AsyncKernelManager  # noqa: PLC0415
-
-    is_stopped = _stop_check(stop)
-    outcome = {"record": None, "notebook": None, "error": None, "stopped": False, "worker": _worker_info()}
-    # a short path: the kernel's sockets are files in it (at most 107 characters)
-    folder = tempfile.mkdtemp(prefix="bench-", dir="/tmp" if os.path.isdir("/tmp") else None)
-    managers = []
-
-    class RunKernelManager(AsyncKernelManager):
-        """A kernel of its own for this run, talking through socket files of the run's folder.
-
-        Files, not TCP ports: kernels started at once on one machine cannot
-        race for the same port.
-        """
-
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            if os.name == "posix":
-                self.transport = "ipc"
-                self.ip = os.path.join(folder, f"kernel{len(managers)}")
-            managers.append(self)
-
-    finished = threading.Event()
-    papermill_log = logging.getLogger("papermill")
-    papermill_level = papermill_log.level
-
-    def watch():
-        while not finished.wait(POLL_S):
-            try:
-                stopped = is_stopped()
-            except Exception:  # noqa: BLE001  (scheduler gone: the run goes on)
-                stopped = False
-            if stopped:
-                outcome["stopped"] = True
-                papermill_log.setLevel(logging.CRITICAL)  # a killed kernel is no error here
-                for manager in managers:
-                    process = getattr(manager.provisioner, "process", None)
-                    if process is not None and process.poll() is None:
-                        process.kill()  # papermill then raises DeadKernelError
-                return
-
-    watcher = threading.Thread(target=watch, name="bench-stop-watch", daemon=True)
-    watcher.start()
-    try:
-        source_path = os.path.join(folder, notebook)
-        output = os.path.join(folder, "executed.ipynb")
-        record = os.path.join(folder, "record.json")
-        with open(source_path, "w", encoding="utf-8") as f:
-            f.write(source)
-        for attempt in range(attempts):
-            if outcome["stopped"] or is_stopped():
-                outcome["stopped"] = True
-                break
-            try:
-                papermill.execute_notebook(
-                    source_path,
-                    output,
-                    parameters={**parameters, "record_path": record},
-                    kernel_name=kernel_name,
-                    kernel_manager_class=RunKernelManager,
-                    cwd=folder,
-                    progress_bar=False,
-                )
-                outcome["error"] = None
-                break
-            except Exception as exc:  # noqa: BLE001  (the failed notebook stays for reading)
-                last_line = (str(exc).strip().splitlines() or [""])[-1]
-                outcome["error"] = f"{type(exc).__name__}: {last_line[:300]}"
-                in_a_cell = isinstance(exc, papermill.PapermillExecutionError)
-                if in_a_cell or outcome["stopped"] or attempt + 1 == attempts:
-                    break
-        if os.path.exists(output):
-            with open(output, "rb") as f:
-                outcome["notebook"] = f.read()
-        if outcome["error"] is None:
-            if os.path.exists(record):
-                with open(record, encoding="utf-8") as f:
-                    outcome["record"] = f.read()
-            else:
-                outcome["error"] = "the notebook ended without writing its record"
-        if outcome["stopped"]:
-            outcome["error"] = "stopped"
-    finally:
-        finished.set()
-        watcher.join()
-        papermill_log.setLevel(papermill_level)
-        shutil.rmtree(folder, ignore_errors=True)
-    return outcome
-
-
-# --------------------------------------------------------------------------
-# The sweep, in this process.
-
-
-def record_path(results, run):
-    """Where the record of ``run`` lives: ``<results>/records/<id>.json``."""
-    return os.path.join(results, "records", f"{run['id']}.json")
-
-
-def is_complete(results, run):
-    """Whether ``run`` has a record under ``results``.
-
-    A record left only in ``runs/<id>/record.json`` (a sweep of an older
-    runner) is copied to ``records/`` on the way.
-    """
-    path = record_path(results, run)
-    if os.path.exists(path):
-        return True
-    legacy = os.path.join(results, "runs", run["id"], "record.json")
-    if os.path.exists(legacy):
-        with open(legacy, encoding="utf-8") as f:
-            atomic_write_text(path, f.read())
-        return True
-    return False
-
-
-def store(results, run, outcome):
-    """Write what a run brought back; return None or its error.
-
-    The notebook goes first and the record last, each atomically, so that a
-    record exists only beside its notebook.
-    """
-    if outcome.get("stopped"):
-        return "stopped"
-    folder = os.path.join(results, "runs", run["id"])
-    atomic_write_text(
-        os.path.join(folder, "run.json"),
-        json.dumps({k: run[k] for k in ("benchmark", "parameters", "id")}, indent=1),
-    )
-    if outcome["error"] is not None:
-        if outcome["notebook"] is not None:
-            atomic_write_bytes(os.path.join(folder, "notebook.failed.ipynb"), outcome["notebook"])
-        return outcome["error"]
-    record = json.loads(outcome["record"])
-    record["worker"] = outcome["worker"]
-    text = json.dumps(record, indent=1, default=float)
-    atomic_write_bytes(os.path.join(folder, "notebook.ipynb"), outcome["notebook"])
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(os.path.join(folder, "notebook.failed.ipynb"))
-    atomic_write_text(os.path.join(folder, "record.json"), text)
-    atomic_write_text(record_path(results, run), text)
-    return None
 
 
 def _arguments(run, kernel_name):
-    """The arguments of :func:`run_notebook` for ``run``, the notebook read here."""
+    """The arguments of :func:`~benchmarks.notebook_runs.run_notebook` for ``run``, the notebook read here."""
     with open(run["notebook"], encoding="utf-8") as f:
         source = f.read()
     return os.path.basename(run["notebook"]), source, run["parameters"], kernel_name
@@ -498,7 +179,7 @@ def _by_value(function):
     a function sent by reference (``benchmarks.runner.run_notebook``) would
     need this checkout importable on every machine of the cluster. pickle
     cannot find this copy by its name, so dask falls back to cloudpickle,
-    which sends its code (and that of the functions of this module it calls,
+    which sends its code (and that of the functions of its module it calls,
     registered by value in :func:`_dask_client`): the machines need the project's environment
     only (dask, papermill, helpers, the Jupyter kernel).
     """
@@ -533,7 +214,7 @@ def _dask_client(jobs=None, scheduler=None):
 
     logger = logging.getLogger("distributed")
     level = logger.level
-    module = sys.modules[__name__]
+    module = sys.modules[run_notebook.__module__]
     # the functions run_notebook calls travel by value with it (see _by_value)
     cloudpickle.register_pickle_by_value(module)
     with contextlib.ExitStack() as stack:

@@ -13,7 +13,7 @@ import pandas as pd
 import papermill
 import pytest
 
-from benchmarks import runner, thread_scaling
+from benchmarks import runner, sweep_grid, thread_scaling
 from benchmarks.aggregate import load_rows, summarize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -339,8 +339,8 @@ def test_summary_only_never_touches_the_reference(tmp_path):
 
 
 def test_grids_expand(tmp_path):
-    quick = runner.expand(runner.load_grid("quick"))
-    full = runner.expand(runner.load_grid("full"))
+    quick = sweep_grid.expand(sweep_grid.load_grid("quick"))
+    full = sweep_grid.expand(sweep_grid.load_grid("full"))
     assert len({r["id"] for r in quick}) == len(quick) >= 3
     assert len(full) > len(quick)
     assert {r["benchmark"].split("_")[0] for r in full} == {"sklearn", "torch", "scaling", "your"}
@@ -365,20 +365,20 @@ hidden = [10, 20]
 model = {{ linear = ["batch_size", "hidden"] }}
 """
     )
-    runs = runner.expand(runner.load_grid(str(grid)))
+    runs = sweep_grid.expand(sweep_grid.load_grid(str(grid)))
     linear = [r for r in runs if r["parameters"]["model"] == "linear"]
     assert len(runs) == 5 and len(linear) == 1  # not 4 identical linear runs
     assert linear[0]["parameters"] == {"epochs": 2, "model": "linear"}
     assert len({r["id"] for r in runs}) == 5
     # the quick grid: the linear model's run carries no batch size nor hidden layer
-    (quick_linear,) = [r for r in runner.expand(runner.load_grid("quick")) if r["parameters"].get("model") == "linear"]
+    (quick_linear,) = [r for r in sweep_grid.expand(sweep_grid.load_grid("quick")) if r["parameters"].get("model") == "linear"]
     assert "batch_size" not in quick_linear["parameters"] and "hidden" not in quick_linear["parameters"]
     # values other than strings: TOML keys are strings
-    assert runner.applicable({"threads": 1, "x": 0}, {"threads": {"1": ["x"]}}) == {"threads": 1}
-    assert runner.applicable({"flag": True, "x": 0}, {"flag": {"true": ["x"]}}) == {"flag": True}
+    assert sweep_grid.applicable({"threads": 1, "x": 0}, {"threads": {"1": ["x"]}}) == {"threads": 1}
+    assert sweep_grid.applicable({"flag": True, "x": 0}, {"flag": {"true": ["x"]}}) == {"flag": True}
     grid.write_text(grid.read_text().replace('{ linear = ["batch_size", "hidden"] }', '["batch_size"]'))
     with pytest.raises(SystemExit, match="ignored_when"):
-        runner.load_grid(str(grid))
+        sweep_grid.load_grid(str(grid))
 
 
 def test_thread_scaling_quick(tmp_path):
