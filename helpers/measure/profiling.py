@@ -18,7 +18,6 @@ import tempfile
 import time
 
 import numpy as np
-import onnxruntime
 import pandas as pd
 from onnx import TensorProto, helper
 from sklearn.base import clone
@@ -50,6 +49,21 @@ def read_profile(path):
     tuple of pandas.DataFrame
         The kernels (``node``, ``op_type``, ``duration_us``, one row per
         call) and the runs (``duration_us``, one row per session run).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import numpy as np
+    >>> from helpers.core.sessions import make_session, profiling_sessions
+    >>> feeds = {"x": np.ones((16, 4), np.float32), "w1": np.ones((4, 8), np.float32),
+    ...          "w2": np.ones((8, 1), np.float32), "g": np.ones((16, 1), np.float32)}
+    >>> with tempfile.TemporaryDirectory() as folder, profiling_sessions(folder):
+    ...     session = make_session(step_products_model(), n_threads=1, label="model")
+    ...     for _ in range(3):
+    ...         _ = session.run(None, feeds)
+    ...     kernels, runs = read_profile(session.end_profiling())
+    >>> kernels["op_type"].value_counts().sort_index().to_dict(), len(runs)
+    ({'Gemm': 9, 'MatMul': 6}, 3)
     """
     with open(path, encoding="utf-8") as stream:
         events = json.load(stream)
@@ -94,6 +108,22 @@ def kernel_table(folder, n_steps):
         One row per session role and operator type: ``calls per step``,
         ``µs per step`` and ``share of step (%)``; a row ``(overhead)`` per
         session holds the run time no kernel accounts for. Sorted by time.
+
+    Examples
+    --------
+    >>> import json, os, tempfile
+    >>> events = [
+    ...     {"cat": "Node", "name": "MatMul_0_kernel_time", "args": {"op_name": "MatMul"}, "dur": 30},
+    ...     {"cat": "Session", "name": "SequentialExecutor::Execute", "dur": 40},
+    ... ]
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     with open(os.path.join(folder, "model_2024-01-01_12-00-00.json"), "w") as stream:
+    ...         json.dump(events, stream)
+    ...     table = kernel_table(folder, n_steps=1)
+    >>> table[["session", "op_type", "µs per step", "share of step (%)"]]
+                          session     op_type  µs per step  share of step (%)
+    0  model (forward + backward)      MatMul         30.0               75.0
+    1  model (forward + backward)  (overhead)         10.0               25.0
     """
     rows = []
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
@@ -176,7 +206,32 @@ def profile_training(optimizer, X, y, max_iter=1, **fit_params):
 
 
 def summarize_by_session(table):
-    """Time per step of each session (model, loss, update...) from :func:`kernel_table`."""
+    """Time per step of each session (model, loss, update...) from :func:`kernel_table`.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A :func:`kernel_table` (or :func:`profile_training`) result.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``session``, columns ``µs per step`` and ``share of step (%)``,
+        summed over the operators of each session, the slowest first.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> table = pd.DataFrame({"session": ["model", "model", "update"],
+    ...                       "op_type": ["MatMul", "Add", "Sub"],
+    ...                       "µs per step": [30.0, 10.0, 10.0],
+    ...                       "share of step (%)": [60.0, 20.0, 20.0]})
+    >>> summarize_by_session(table)  # doctest: +NORMALIZE_WHITESPACE
+             µs per step  share of step (%)
+    session
+    model           40.0               80.0
+    update          10.0               20.0
+    """
     return (
         table.groupby("session", sort=False)[["µs per step", "share of step (%)"]]
         .sum()
@@ -199,6 +254,14 @@ def step_products_model(opset=15):
     -------
     onnx.ModelProto
         Inputs ``x``, ``w1``, ``w2``, ``g``; outputs ``p``, ``grad_w1``, ``grad_w2``.
+
+    Examples
+    --------
+    >>> model = step_products_model()
+    >>> [node.op_type for node in model.graph.node]
+    ['MatMul', 'MatMul', 'Gemm', 'Gemm', 'Gemm']
+    >>> [i.name for i in model.graph.input], [o.name for o in model.graph.output]
+    (['x', 'w1', 'w2', 'g'], ['p', 'grad_w1', 'grad_w2'])
     """
     nodes = [
         helper.make_node("MatMul", ["x", "w1"], ["h"]),

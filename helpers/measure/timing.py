@@ -30,6 +30,14 @@ def measure(function, repeat=5, number=None, min_time=0.05):
     -------
     dict
         ``median``, ``min`` and ``max`` seconds per call, ``number`` and ``repeat``.
+
+    Examples
+    --------
+    >>> result = measure(lambda: sorted(range(100)), repeat=3, min_time=0.01)
+    >>> sorted(result), result["repeat"]
+    (['max', 'median', 'min', 'number', 'repeat'], 3)
+    >>> bool(0 < result["min"] <= result["median"] <= result["max"])
+    True
     """
     function()  # warm up: first-call allocations, lazy initializations
     if number is None:
@@ -73,10 +81,26 @@ def fit_times(prepare, fit, repeat=3):
     ``prepare`` puts the estimator back to its starting weights, so that
     every timed fit does the same work.
 
+    Parameters
+    ----------
+    prepare, fit : callable
+        Called without arguments; only ``fit`` is timed.
+    repeat : int
+        Number of timed fits.
+
     Returns
     -------
     dict
         ``median``, ``min``, ``max`` seconds, ``number`` (1), ``repeat``.
+
+    Examples
+    --------
+    >>> calls = []
+    >>> result = fit_times(lambda: calls.append("prepare"), lambda: calls.append("fit"), repeat=2)
+    >>> calls
+    ['prepare', 'fit', 'prepare', 'fit']
+    >>> sorted(result), result["number"], result["repeat"]
+    (['max', 'median', 'min', 'number', 'repeat'], 1, 2)
     """
     return interleaved_fit_times({"fit": (prepare, fit)}, repeat)["fit"]
 
@@ -98,6 +122,17 @@ def interleaved_fit_times(fits, repeat=3):
     -------
     dict
         Name to ``median``, ``min``, ``max`` seconds, ``number`` (1), ``repeat``.
+
+    Examples
+    --------
+    >>> calls = []
+    >>> fits = {name: (lambda n=name: calls.append(f"prepare {n}"),
+    ...                lambda n=name: calls.append(f"fit {n}")) for name in ("a", "b")}
+    >>> result = interleaved_fit_times(fits, repeat=2)
+    >>> calls  # in turn, round after round
+    ['prepare a', 'fit a', 'prepare b', 'fit b', 'prepare a', 'fit a', 'prepare b', 'fit b']
+    >>> sorted(result), result["a"]["repeat"]
+    (['a', 'b'], 2)
     """
     times = {name: [] for name in fits}
     for _ in range(repeat):
@@ -129,6 +164,15 @@ def interleaved_measure(functions, repeat=5, min_time=0.05):
     dict
         Name to ``median``, ``min``, ``max`` seconds per call, ``number`` of
         calls per run and ``repeat``.
+
+    Examples
+    --------
+    >>> functions = {"sorted": lambda: sorted(range(100)), "sum": lambda: sum(range(100))}
+    >>> result = interleaved_measure(functions, repeat=3, min_time=0.01)
+    >>> sorted(result), sorted(result["sum"])
+    (['sorted', 'sum'], ['max', 'median', 'min', 'number', 'repeat'])
+    >>> bool(result["sum"]["min"] > 0), result["sum"]["repeat"]
+    (True, 3)
     """
 
     numbers = {
@@ -176,6 +220,14 @@ def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.
     -------
     dict
         Name to ``{'step_s', 'fixed_s'}``.
+
+    Examples
+    --------
+    >>> now = [0.0]  # a fake clock, and a fit costing 2 s once plus 8 steps of 0.125 s per epoch
+    >>> def fit(epochs):
+    ...     now[0] += 2.0 + epochs * 8 * 0.125
+    >>> marginal_step_cost({"fake": fit}, steps_per_epoch=8, clock=lambda: now[0], pause_s=0)
+    {'fake': {'step_s': 0.125, 'fixed_s': 2.0}}
     """
     if not e2 > e1 >= 1:
         raise ValueError(f"Expected e2 > e1 >= 1, got e1={e1}, e2={e2}.")
@@ -200,7 +252,27 @@ def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.
 
 
 def timing_note(timing, spread=2.0):
-    """A warning for the note of a row whose runs disagree (a busy machine), else ''."""
+    """A warning for the note of a row whose runs disagree (a busy machine), else ''.
+
+    Parameters
+    ----------
+    timing : dict
+        With ``min`` and ``max`` seconds, as :func:`measure` returns it.
+    spread : float
+        The largest ratio of the slowest run to the fastest accepted silently.
+
+    Returns
+    -------
+    str
+        ``''`` when ``max / min <= spread``, else a sentence giving the ratio.
+
+    Examples
+    --------
+    >>> timing_note({"min": 1.0, "max": 1.5})
+    ''
+    >>> timing_note({"min": 1.0, "max": 3.0})
+    'unstable timing: slowest run 3.0 x the fastest, the machine was busy'
+    """
     ratio = timing["max"] / timing["min"] if timing["min"] > 0 else float("inf")
     if ratio <= spread:
         return ""

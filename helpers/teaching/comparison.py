@@ -80,6 +80,33 @@ def train_side_by_side(
         ``curves``: ``{'scikit-learn': [...], 'onnxruntime': [...]}``, the loss
         of each epoch of each run, on our scale; ``networks`` and
         ``optimizers``: the trained models, in the order of ``seeds``.
+
+    Examples
+    --------
+    >>> from functools import partial
+    >>> import numpy as np
+    >>> from sklearn.metrics import r2_score
+    >>> from sklearn.neural_network import MLPRegressor
+    >>> from sklearn.utils import Bunch
+    >>> from skl2onnx import to_onnx
+    >>> from helpers import OrtGradientOptimizer, add_loss_output
+    >>> from helpers.teaching.sklearn_bridge import (
+    ...     fit_first_epoch, mlp_update_parameters, mlp_weight_names)
+    >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
+    >>> y = X.sum(axis=1)
+    >>> data = Bunch(X_train=X[:30], y_train=y[:30], X_test=X[30:], y_test=y[30:])
+    >>> start = fit_first_epoch(MLPRegressor(hidden_layer_sizes=(3,), solver="sgd", batch_size=10,
+    ...                                      random_state=0), data.X_train, data.y_train)
+    >>> onx = add_loss_output(to_onnx(start, data.X_train[:1]))
+    >>> make = partial(OrtGradientOptimizer, onx, mlp_weight_names(start), max_iter=3,
+    ...                **mlp_update_parameters(start))
+    >>> result = train_side_by_side(start, make, data, 3, seeds=[0], metrics={"R²": r2_score})
+    >>> result.scores[["library", "seed"]]
+            library  seed
+    0  scikit-learn     0
+    1   onnxruntime     0
+    >>> list(result.scores.columns[2:]), [len(runs[0]) for runs in result.curves.values()]
+    (['R² (train)', 'R² (test)', 'fit time (s)'], [3, 3])
     """
     ort_predict = ort_predict or _default_predict
     if (y_train_ort is None) != (y_test_ort is None):
@@ -135,6 +162,18 @@ def summarize_runs(scores, columns=None):
     pandas.DataFrame
         Index ``library`` in the order of first appearance, columns
         ``(column, 'mean')`` and ``(column, 'std')``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> scores = pd.DataFrame({"library": ["scikit-learn", "onnxruntime"] * 2, "seed": [0, 0, 1, 1],
+    ...                        "R² (test)": [0.80, 0.82, 0.84, 0.80]})
+    >>> summarize_runs(scores).round(3)  # doctest: +NORMALIZE_WHITESPACE
+                 R² (test)
+                      mean    std
+    library
+    scikit-learn      0.82  0.028
+    onnxruntime       0.81  0.014
     """
     if columns is None:
         columns = [c for c in scores.columns if c not in ("library", "seed")]
@@ -174,6 +213,16 @@ def check_same_level(summary, column, rtol=0.0, atol=0.0, n_std=2.0, libraries=(
     ------
     AssertionError
         When the gap is larger than allowed; the message gives the numbers.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> scores = pd.DataFrame({"library": ["scikit-learn", "onnxruntime"] * 2, "seed": [0, 0, 1, 1],
+    ...                        "R² (test)": [0.80, 0.82, 0.84, 0.80]})
+    >>> summary = summarize_runs(scores)
+    >>> gap, allowed = check_same_level(summary, "R² (test)")
+    >>> round(gap, 3), round(allowed, 3)
+    (0.01, 0.085)
     """
     first, second = libraries
     means = summary[(column, "mean")]

@@ -35,6 +35,15 @@ def split_standardized(X, y, test_size=0.25, random_state=0, stratify=None, y_dt
     sklearn.utils.Bunch
         ``X_train``, ``X_test`` (float32), ``y_train``, ``y_test`` and
         ``scaler``, the fitted StandardScaler.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> data = split_standardized(np.arange(20.0).reshape(10, 2), np.arange(10), test_size=0.2)
+    >>> data.X_train.shape, data.X_test.shape, data.X_train.dtype
+    ((8, 2), (2, 2), dtype('float32'))
+    >>> data.X_train.std(axis=0)
+    array([1., 1.], dtype=float32)
     """
     X_train, X_test, y_train, y_test = train_test_split(
         X, y, test_size=test_size, random_state=random_state, stratify=stratify
@@ -79,6 +88,15 @@ def make_synthetic_regression(
     coef : numpy.ndarray of shape (n_features,), float32
         The true coefficients: without noise, ``X @ coef + bias`` equals
         ``y`` up to float32 rounding.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, y, coef = make_synthetic_regression(n_samples=50, n_features=3, bias=1.0, random_state=0)
+    >>> X.shape, y.shape, coef.shape
+    ((50, 3), (50,), (3,))
+    >>> bool(np.allclose(X @ coef + 1.0, y, atol=1e-3))
+    True
     """
     if n_informative is None:
         n_informative = n_features
@@ -116,6 +134,14 @@ def load_diabetes_standardized(test_size=0.25, random_state=0):
         ``X_train``, ``X_test`` (float32, 10 columns), ``y_train``, ``y_test``
         (float32, one dimension), ``feature_names`` (list of str) and
         ``scaler`` (the fitted StandardScaler).
+
+    Examples
+    --------
+    >>> data = load_diabetes_standardized()
+    >>> data.X_train.shape, data.X_test.shape
+    ((331, 10), (111, 10))
+    >>> data.feature_names[:4], data.y_train[:3]
+    (['age', 'sex', 'bmi', 'bp'], array([ 68., 109.,  94.], dtype=float32))
     """
     data = load_diabetes(scaled=False)
     split = split_standardized(data.data, data.target, test_size, random_state)
@@ -150,6 +176,14 @@ def make_friedman1_standardized(n_samples=1000, noise=1.0, test_size=0.25, rando
     sklearn.utils.Bunch
         ``X_train``, ``X_test`` (float32, 10 columns), ``y_train``, ``y_test``
         (float32, one dimension), ``feature_names`` and ``scaler``.
+
+    Examples
+    --------
+    >>> data = make_friedman1_standardized(n_samples=100)
+    >>> data.X_train.shape, data.X_test.shape
+    ((75, 10), (25, 10))
+    >>> data.feature_names[:3]
+    ['x0', 'x1', 'x2']
     """
     from sklearn.datasets import make_friedman1  # noqa: PLC0415
 
@@ -182,6 +216,16 @@ def load_diabetes_scaled(test_size=0.25, random_state=0):
         The fields of :func:`load_diabetes_standardized`, the targets
         standardized, plus ``target_mean`` and ``target_scale`` (floats):
         ``y_original = y * target_scale + target_mean``.
+
+    Examples
+    --------
+    >>> data = load_diabetes_scaled()
+    >>> round(float(data.y_train.mean()), 4), round(float(data.y_train.std()), 4)
+    (0.0, 1.0)
+    >>> round(data.target_mean, 2), round(data.target_scale, 2)
+    (151.92, 79.08)
+    >>> data.y_train[:3] * data.target_scale + data.target_mean  # the original targets
+    array([ 68., 109.,  94.], dtype=float32)
     """
     data = load_diabetes_standardized(test_size=test_size, random_state=random_state)
     mean, scale = float(data.y_train.mean()), float(data.y_train.std())
@@ -220,6 +264,15 @@ def load_classification_standardized(name="digits", test_size=0.25, random_state
         ``X_train``, ``X_test`` (float32), ``y_train``, ``y_test`` (int64
         class indices 0 to ``n_classes - 1``), ``n_classes``,
         ``feature_names``, ``target_names`` and ``scaler``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> data = load_classification_standardized("iris")
+    >>> data.n_classes, data.target_names
+    (3, ['setosa', 'versicolor', 'virginica'])
+    >>> data.X_train.shape, np.bincount(data.y_train)
+    ((112, 4), array([37, 37, 38]))
     """
     from sklearn import datasets  # noqa: PLC0415
 
@@ -248,6 +301,13 @@ def one_hot(y, n_classes=None):
     Returns
     -------
     numpy.ndarray of shape (n_samples, n_classes), float32
+
+    Examples
+    --------
+    >>> one_hot([0, 2, 1])
+    array([[1., 0., 0.],
+           [0., 0., 1.],
+           [0., 1., 0.]], dtype=float32)
     """
     y = np.asarray(y)
     if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
@@ -266,13 +326,31 @@ def random_regression(n_samples, n_features, noise=0.3, random_state=0):
 
     ``X`` is standard normal, ``y = X @ w + noise * e`` with ``w`` a random
     unit vector and ``e`` standard normal: features and target are already
-    standardized (the target's variance is ``1 + noise ** 2``), without the float64 copies of ``make_regression`` (which
-    matter for millions of values).
+    standardized (the target's variance is ``1 + noise ** 2``), without the
+    float64 copies of ``make_regression`` (which matter for millions of
+    values).
+
+    Parameters
+    ----------
+    n_samples, n_features : int
+        Shape of ``X``.
+    noise : float
+        Standard deviation of the noise added to the target.
+    random_state : int or None
+        Seed of :func:`numpy.random.default_rng`.
 
     Returns
     -------
     X : numpy.ndarray of shape (n_samples, n_features), float32
     y : numpy.ndarray of shape (n_samples,), float32
+
+    Examples
+    --------
+    >>> X, y = random_regression(1000, 3, noise=0.3)
+    >>> X.shape, X.dtype, y.shape, y.dtype
+    ((1000, 3), dtype('float32'), (1000,), dtype('float32'))
+    >>> round(float(y.var()), 1)  # about 1 + 0.3 ** 2
+    1.1
     """
     rng = np.random.default_rng(random_state)
     X = rng.standard_normal((n_samples, n_features), dtype=np.float32)

@@ -21,6 +21,14 @@ def use_device(device="auto"):
     ------
     helpers.DeviceError
         When a GPU is asked for explicitly and cannot be used.
+
+    Examples
+    --------
+    >>> device = use_device("cpu")  # doctest: +ELLIPSIS
+    Training device: cpu
+    ...
+    >>> device
+    'cpu'
     """
     chosen = devices.resolve_device(device)
     print(f"Training device: {chosen}")

@@ -95,6 +95,15 @@ def plot_loss_curves(
     Returns
     -------
     matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> ax = plot_loss_curves({"sgd": [1.0, 0.5, 0.3], "adam": [1.0, 0.2, 0.1]}, title="Training")
+    >>> [line.get_label() for line in ax.get_lines()], ax.get_title(), ax.get_yscale()
+    (['sgd', 'adam'], 'Training', 'log')
+    >>> plt.close("all")
     """
     if not curves:
         raise ValueError("curves is empty: give at least one label and its losses.")
@@ -138,6 +147,22 @@ def plot_training_history(
     matplotlib.axes.Axes
         With one line for the training losses and, when the optimizer
         recorded some, one for the validation losses in the same colour.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> import numpy as np
+    >>> from helpers import OrtGradientOptimizer, add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> X = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
+    >>> y = X.sum(axis=1, keepdims=True)
+    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,))), max_iter=4, batch_size=16,
+    ...                            validation_every=2, random_state=0).fit(X, y, X_val=X, y_val=y)
+    >>> ax = plot_training_history(opt, label="ort")
+    >>> [line.get_label() for line in ax.get_lines()]
+    ['ort train', 'ort validation']
+    >>> plt.close("all")
     """
     if not hasattr(optimizer, "train_losses_"):
         raise ValueError(f"{type(optimizer).__name__} is not fitted: it has no train_losses_.")
@@ -175,6 +200,18 @@ def plot_coefficients(table, ax=None, title=None, ylabel="coefficient", figsize=
     -------
     matplotlib.axes.Axes
         With one group of bars per feature and one bar colour per model.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> import pandas as pd
+    >>> table = pd.DataFrame({"true": [1.0, -2.0, 0.5], "fitted": [0.9, -1.8, 0.6]},
+    ...                      index=["a", "b", "c"])
+    >>> ax = plot_coefficients(table, title="Coefficients")
+    >>> len(ax.patches), [t.get_text() for t in ax.get_xticklabels()], ax.get_title()
+    (6, ['a', 'b', 'c'], 'Coefficients')
+    >>> plt.close("all")
     """
     if table.shape[0] == 0 or table.shape[1] == 0:
         raise ValueError(f"The table has shape {table.shape}: it needs rows and columns.")
@@ -241,6 +278,18 @@ def plot_loss_spread(
     matplotlib.axes.Axes
         One line (the median over the runs, at each x) and one shaded band
         (from the smallest to the largest run) per group, in the same colour.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> groups = {"sgd": [[1.0, 0.5, 0.3], [1.0, 0.6, 0.4], [1.0, 0.4, 0.2]], "adam": [[1.0, 0.2, 0.1]]}
+    >>> ax = plot_loss_spread(groups)
+    >>> [line.get_label() for line in ax.get_lines()], ax.get_lines()[0].get_ydata().tolist()
+    (['sgd (median of 3)', 'adam'], [1.0, 0.5, 0.3])
+    >>> len(ax.collections)  # one band, for the group of several runs
+    1
+    >>> plt.close("all")
     """
     if not groups:
         raise ValueError("groups is empty: give at least one label and its runs.")

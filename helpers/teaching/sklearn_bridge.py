@@ -43,6 +43,16 @@ def mlp_weight_names(mlp):
         ``coefficient``, ``intercepts``, ``coefficient1``, ``intercepts1``...:
         for each layer, its coefficient matrix then its intercepts, the order
         of the converted graph.
+
+    Examples
+    --------
+    >>> import warnings; warnings.simplefilter("ignore")
+    >>> import numpy as np
+    >>> from sklearn.neural_network import MLPRegressor
+    >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
+    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(X, X.sum(axis=1))
+    >>> mlp_weight_names(mlp)
+    ['coefficient', 'intercepts', 'coefficient1', 'intercepts1']
     """
     check_is_fitted(mlp, "coefs_")
     names = []
@@ -67,6 +77,16 @@ def mlp_coefficient_names(mlp):
     Returns
     -------
     list of str
+
+    Examples
+    --------
+    >>> import warnings; warnings.simplefilter("ignore")
+    >>> import numpy as np
+    >>> from sklearn.neural_network import MLPRegressor
+    >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
+    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(X, X.sum(axis=1))
+    >>> mlp_coefficient_names(mlp)
+    ['coefficient', 'coefficient1']
     """
     return mlp_weight_names(mlp)[::2]
 
@@ -92,6 +112,18 @@ def mlp_onnx_weights(mlp, onx=None):
     ------
     ValueError
         When ``onx`` lacks an initializer or holds it with another shape.
+
+    Examples
+    --------
+    >>> import warnings; warnings.simplefilter("ignore")
+    >>> import numpy as np
+    >>> from sklearn.neural_network import MLPRegressor
+    >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
+    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(X, X.sum(axis=1))
+    >>> from skl2onnx import to_onnx
+    >>> weights = mlp_onnx_weights(mlp, to_onnx(mlp, X[:1]))  # checked against the graph
+    >>> {name: value.shape for name, value in weights.items()}
+    {'coefficient': (2, 3), 'intercepts': (1, 3), 'coefficient1': (3, 1), 'intercepts1': (1, 1)}
     """
     names = mlp_weight_names(mlp)
     values = []
@@ -126,6 +158,20 @@ def onnx_weights_of(onx, names):
     -------
     dict
         Name to :class:`numpy.ndarray`.
+
+    Examples
+    --------
+    >>> import warnings; warnings.simplefilter("ignore")
+    >>> import numpy as np
+    >>> from sklearn.neural_network import MLPRegressor
+    >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
+    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(X, X.sum(axis=1))
+    >>> from skl2onnx import to_onnx
+    >>> weights = onnx_weights_of(to_onnx(mlp, X[:1]), ["coefficient", "intercepts"])
+    >>> {name: value.shape for name, value in weights.items()}
+    {'coefficient': (2, 3), 'intercepts': (1, 3)}
+    >>> bool(np.allclose(weights["coefficient"], mlp.coefs_[0]))
+    True
     """
     inits = {init.name: init for init in onx.graph.initializer}
     missing = [name for name in names if name not in inits]
@@ -152,6 +198,19 @@ def mlp_with_weights(mlp, weights):
     -------
     MLPRegressor or MLPClassifier
         A deep copy of ``mlp``; ``mlp`` itself is left unchanged.
+
+    Examples
+    --------
+    >>> import warnings; warnings.simplefilter("ignore")
+    >>> import numpy as np
+    >>> from sklearn.neural_network import MLPRegressor
+    >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
+    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(X, X.sum(axis=1))
+    >>> zeros = {name: np.zeros_like(w) for name, w in mlp_onnx_weights(mlp).items()}
+    >>> mlp_with_weights(mlp, zeros).predict(X[:3])
+    array([0., 0., 0.], dtype=float32)
+    >>> bool(mlp.coefs_[0].any())  # the original keeps its weights
+    True
     """
     names = mlp_weight_names(mlp)
     missing = [name for name in names if name not in weights]
@@ -199,6 +258,17 @@ def continue_mlp_training(mlp, X, y, max_iter, random_state=None, **params):
     MLPRegressor or MLPClassifier
         The trained copy; its ``loss_curve_`` holds the ``max_iter`` epochs
         of this training only, and ``n_iter_ == max_iter``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.neural_network import MLPRegressor
+    >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
+    >>> start = fit_first_epoch(MLPRegressor(hidden_layer_sizes=(3,), solver="sgd", random_state=0),
+    ...                         X, X.sum(axis=1))
+    >>> more = continue_mlp_training(start, X, X.sum(axis=1), max_iter=3, random_state=1)
+    >>> more.n_iter_, len(more.loss_curve_), start.n_iter_
+    (3, 3, 1)
     """
     check_is_fitted(mlp, "coefs_")
     if mlp.solver not in ("sgd", "adam"):
@@ -239,6 +309,16 @@ def fit_first_epoch(mlp, X, y):
     -------
     MLPRegressor or MLPClassifier
         A fitted clone, ``n_iter_ == 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.neural_network import MLPRegressor
+    >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
+    >>> start = fit_first_epoch(MLPRegressor(hidden_layer_sizes=(3,), solver="sgd", random_state=0),
+    ...                         X, X.sum(axis=1))
+    >>> start.n_iter_, len(start.loss_curve_), [c.shape for c in start.coefs_]
+    (1, 1, [(2, 3), (3, 1)])
     """
     new = clone(mlp).set_params(max_iter=1)
     with warnings.catch_warnings():
