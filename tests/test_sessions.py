@@ -1,0 +1,53 @@
+"""The session layer: every onnxruntime session of helpers is made in helpers.core.sessions."""
+import pathlib
+
+import pytest
+
+import helpers
+from helpers.core import update_rules
+from helpers.core.devices import Device
+from helpers.core.sessions import make_session, providers
+
+HELPERS = pathlib.Path(helpers.__file__).parent
+
+
+def test_sessions_are_made_in_one_place():
+    makers = sorted(
+        str(path.relative_to(HELPERS))
+        for path in HELPERS.rglob("*.py")
+        if "InferenceSession(" in path.read_text(encoding="utf-8")
+    )
+    assert makers == ["core/sessions.py"]
+
+
+def test_providers_carry_the_device_id():
+    assert providers(Device("cuda", 3)) == [("CUDAExecutionProvider", {"device_id": 3}), "CPUExecutionProvider"]
+    assert providers(Device("cuda", 1), cpu_fallback=False) == [("CUDAExecutionProvider", {"device_id": 1})]
+    assert providers(Device("cpu")) == providers() == ["CPUExecutionProvider"]
+
+
+def test_the_update_graph_runs_on_the_weights_device(monkeypatch):
+    """cuda:1 reaches the session of the update (it used to run on GPU 0)."""
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def recording(model, device=None, n_threads=None, label="session", **kwargs):
+        seen.append((device, n_threads, label))
+        raise Stop
+
+    monkeypatch.setattr(update_rules, "make_session", recording)
+    with pytest.raises(Stop):
+        update_rules.WeightUpdater("adamw", [(2,)], Device("cuda", 1))
+    assert seen == [(Device("cuda", 1), 1, "update")]
+
+
+def test_make_session_takes_bytes_and_options(linear_onnx):
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = make_session(linear_onnx.SerializeToString(), options=options)
+    assert session.get_session_options().intra_op_num_threads == 1
+    assert session.get_providers() == ["CPUExecutionProvider"]
