@@ -132,5 +132,22 @@ def test_mlp_update_parameters_refuses_what_has_no_equivalent():
         mlp_update_parameters(MLPRegressor(solver="sgd", learning_rate="invscaling"))
     with pytest.raises(ValueError, match="solver='lbfgs'"):
         mlp_update_parameters(MLPRegressor(solver="lbfgs"))
-    adam = mlp_update_parameters(MLPRegressor(solver="adam", beta_1=0.8, epsilon=1e-7), batch_size=16)
-    assert (adam["solver"], adam["betas"], adam["eps"], adam["batch_size"]) == ("adamw", (0.8, 0.999), 1e-7, 16)
+    adam = mlp_update_parameters(
+        MLPRegressor(solver="adam", beta_1=0.8, epsilon=1e-7, learning_rate_init=0.01), batch_size=16
+    )
+    assert (adam["solver"], adam["betas"], adam["batch_size"]) == ("adamw", (0.8, 0.999), 16)
+    # Adam's steps do not change with doubled gradients: same rate, doubled epsilon
+    assert adam["learning_rate"] == 0.01 and adam["eps"] == pytest.approx(2e-7)
+
+
+def test_mlp_update_parameters_reproduce_adam(data):
+    """Full batch: scikit-learn's adam and our adamw with the helper's parameters follow the same losses."""
+    start = fit_first_epoch(
+        MLPRegressor(hidden_layer_sizes=(4,), solver="adam", learning_rate_init=0.01, batch_size=60, alpha=0.0,
+                     random_state=0),
+        data.X_train, data.y_train,
+    )
+    network = continue_mlp_training(start, data.X_train, data.y_train, 10, random_state=0)
+    opt = OrtGradientOptimizer(add_loss_output(to_onnx(start, data.X_train[:1])), mlp_weight_names(start),
+                               max_iter=10, random_state=0, **mlp_update_parameters(start)).fit(data.X_train, data.y_train)
+    np.testing.assert_allclose(opt.train_losses_, 2 * np.array(network.loss_curve_), rtol=1e-4)

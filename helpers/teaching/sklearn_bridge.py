@@ -332,11 +332,14 @@ def mlp_update_parameters(mlp, **sklearn_params):
 
     scikit-learn's ``MLPRegressor`` minimizes half the mean squared error,
     ours the mean squared error: its gradients are half ours, so the same
-    steps need half its learning rate. ``MLPClassifier``'s log loss has no
-    such factor. Its ``solver='sgd'`` with momentum is torch's momentum with
-    a constant rate (see :mod:`helpers.core.update_rules`); its ``'adam'``
-    is AdamW without weight decay, up to where ``epsilon`` enters (after the
-    bias correction in torch's formula, before it in scikit-learn's).
+    SGD steps need half its learning rate. ``MLPClassifier``'s log loss has
+    no such factor. Its ``solver='sgd'`` with momentum is torch's momentum
+    with a constant rate (see :mod:`helpers.core.update_rules`). Its
+    ``'adam'`` is AdamW without weight decay: Adam divides by the root of
+    the gradients' second moment, so doubled gradients take the same steps
+    with the same rate, and only ``epsilon`` doubles (it then differs only
+    where it enters, after the bias correction in torch's formula, before it
+    in scikit-learn's).
 
     Parameters
     ----------
@@ -367,14 +370,16 @@ def mlp_update_parameters(mlp, **sklearn_params):
             f"learning_rate={params['learning_rate']!r}: scikit-learn's MLP changes its rate once "
             "per epoch, our optimizers once per step; only 'constant' has an equivalent."
         )
-    scale = 0.5 if is_regressor(mlp) else 1.0
+    # ours / scikit-learn's gradients: 2 for the halved squared error, 1 for the log loss
+    gradient_ratio = 2.0 if is_regressor(mlp) else 1.0
+    adam = params["solver"] == "adam"
     result = {
-        "learning_rate": params["learning_rate_init"] * scale,
+        "learning_rate": params["learning_rate_init"] / (1.0 if adam else gradient_ratio),
         "momentum": params["momentum"] if 0 < params["momentum"] < 1 else 0.9,
         "betas": (params["beta_1"], params["beta_2"]),
-        "eps": params["epsilon"],
+        "eps": params["epsilon"] * gradient_ratio,
     }
-    if params["solver"] == "adam":
+    if adam:
         result["solver"] = "adamw"
     elif params["solver"] == "sgd":
         plain = params["momentum"] == 0
