@@ -68,6 +68,11 @@ def test_resolve_errors():
         resolve_learning_rate(LearningRateSGD(), solver="adamw")
     with pytest.raises(ValueError, match="contradict"):
         resolve_learning_rate(LearningRateSGD(), learning_rate_schedule="optimal")
+    with pytest.raises(ValueError, match="power_t=0.5 contradict"):
+        resolve_learning_rate("SGD", power_t=0.5)
+    with pytest.raises(ValueError, match="momentum=0.5 contradict"):
+        resolve_learning_rate(LearningRateSGDNesterov(momentum=0.8), momentum=0.5)
+    assert resolve_learning_rate(LearningRateSGDNesterov(momentum=0.8), momentum=0.8)[1].momentum == 0.8
     with pytest.raises(TypeError, match="learning_rate must be a float"):
         resolve_learning_rate(True)
     with pytest.raises(ValueError, match="Unknown learning-rate schedule 'adaptive'"):

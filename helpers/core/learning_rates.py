@@ -276,8 +276,8 @@ def resolve_learning_rate(
     learning_rate : float, str or BaseLearningRate
         A float is ``eta0`` of ``learning_rate_schedule``, updated by
         ``solver``. An object (or a name of :data:`LEARNING_RATE_ALIASES`)
-        brings its own schedule and rule; ``learning_rate_schedule`` and
-        ``solver`` must then be left at their defaults or agree with it.
+        brings its own schedule and rule; the other parameters must then be
+        left at their defaults or agree with it (none is ignored silently).
     learning_rate_schedule, power_t, alpha
         The schedule of a float ``learning_rate`` (:data:`SCHEDULES`).
     solver : {'sgd', 'momentum', 'nesterov', 'adamw'}
@@ -311,12 +311,23 @@ def resolve_learning_rate(
         learning_rate = LEARNING_RATE_ALIASES[learning_rate]()
     if isinstance(learning_rate, BaseLearningRate):
         own = learning_rate.update_rule()
-        if solver not in ("sgd", own.name) or learning_rate_schedule not in ("constant", learning_rate.learning_rate):
+        # each parameter left at its default, or saying what the object says: nothing is ignored silently
+        given = {
+            "solver": (solver, "sgd", own.name),
+            "learning_rate_schedule": (learning_rate_schedule, "constant", learning_rate.learning_rate),
+            "power_t": (power_t, 0.25, learning_rate.power_t),
+            "alpha": (alpha, 0.0001, learning_rate.alpha),
+            "momentum": (momentum, 0.9, own.get_params().get("momentum")),
+            "betas": (tuple(betas), (0.9, 0.999), None),
+            "eps": (eps, 1e-8, None),
+            "weight_decay": (weight_decay, 0.0, None),
+        }
+        contradicting = [f"{k}={v!r}" for k, (v, default, theirs) in given.items() if v not in (default, theirs)]
+        if contradicting:
             raise ValueError(
                 f"learning_rate={learning_rate!r} brings its own schedule and update rule "
-                f"({learning_rate.learning_rate!r}, {own.name!r}); solver={solver!r} and "
-                f"learning_rate_schedule={learning_rate_schedule!r} contradict it. Give a float "
-                "learning_rate with solver and learning_rate_schedule, or the object alone."
+                f"({learning_rate.learning_rate!r}, {own!r}); {', '.join(contradicting)} contradict it. "
+                "Give a float learning_rate with these parameters, or the object alone."
             )
         return type(learning_rate)(**learning_rate.get_params()), own
     if isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real):
