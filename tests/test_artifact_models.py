@@ -9,14 +9,8 @@ import pytest
 import torch
 from onnxruntime.training import artifacts
 
-from helpers.whole_training.artifacts import (
-    artifact_paths,
-    converter_output_captured,
-    export_for_training,
-    list_artifacts,
-    load_training_artifacts,
-    train_step,
-)
+from helpers.whole_training.artifacts import artifact_paths, list_artifacts, load_training_artifacts, train_step
+from helpers.whole_training.torch_export import converter_output_captured, export_for_training
 from helpers.core.runtime import max_ir_version, native_stderr_captured
 
 

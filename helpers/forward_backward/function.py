@@ -80,6 +80,17 @@ class OrtGradientForwardBackward:
     gradient graph, and :meth:`OrtGradientForwardBackwardFunction.forward`
     takes the weights in the order of ``weights_to_train``, whatever their
     names.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> fb = OrtGradientForwardBackward(mlp_onnx(3, hidden=(4,)))
+    >>> fb.input_names, fb.output_names
+    (['X'], ['variable'])
+    >>> fb.weights_to_train
+    ['coefficient0', 'intercept0', 'coefficient1', 'intercept1']
+    >>> fb.grad_names_
+    ['coefficient0_grad', 'intercept0_grad', 'coefficient1_grad', 'intercept1_grad']
     """
 
     def __init__(
@@ -211,6 +222,26 @@ class OrtGradientForwardBackwardFunction:
     Parameters
     ----------
     parent : OrtGradientForwardBackward
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onnx import numpy_helper
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> model = mlp_onnx(3, hidden=(4,))
+    >>> weights = [numpy_helper.to_array(i) for i in model.graph.initializer]
+    >>> fn = OrtGradientForwardBackward(model).new_instance()
+    >>> X = np.arange(6, dtype=np.float32).reshape(2, 3) / 6
+
+    A training forward on two rows, then the backward pass of an output
+    gradient of ones: the gradient of the last intercept is the number of rows.
+
+    >>> (prediction,) = fn.forward([X, *weights], training=True)
+    >>> print(prediction.numpy().ravel().round(3))
+    [-0.695 -0.307]
+    >>> grads = fn.backward([np.ones((2, 1), dtype=np.float32)])
+    >>> [g.shape() for g in grads], grads[-1].numpy()
+    ([[3, 4], [4], [4, 1], [1]], array([2.], dtype=float32))
     """
 
     def __init__(self, parent):

@@ -33,6 +33,25 @@ class BaseLearningLoss:
     weights the graph has no weight input and no multiplication by ones:
     a training step runs this graph once, and its cost is mostly its
     number of nodes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.core.devices import Device
+    >>> loss = SquareLearningLoss()
+    >>> isinstance(loss, BaseLearningLoss), loss == SquareLearningLoss()
+    (True, True)
+    >>> y = np.array([[1.0], [2.0]], dtype=np.float32)
+    >>> p = np.array([[1.5], [1.0]], dtype=np.float32)
+    >>> print(loss.loss_scores(Device("cpu"), y, p).numpy())
+    [0.25 1.  ]
+
+    The same loss, with the samples weighted 1 and 3:
+
+    >>> w = np.array([1.0, 3.0], dtype=np.float32)
+    >>> value, grad = loss.loss_gradient(Device("cpu"), y, p, weight=w)
+    >>> print(value.numpy(), grad.numpy().ravel())
+    1.625 [ 0.5 -3. ]
     """
 
     def __init__(self):
@@ -150,7 +169,21 @@ class BaseLearningLoss:
 
 
 class SquareLearningLoss(BaseLearningLoss):
-    """Squared error ``sum_j (p - y)**2`` per sample, torch's ``MSELoss``."""
+    """Squared error ``sum_j (p - y)**2`` per sample, torch's ``MSELoss``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.core.devices import Device
+    >>> y = np.array([[1.0], [2.0]], dtype=np.float32)
+    >>> p = np.array([[1.5], [1.0]], dtype=np.float32)
+
+    The mean of 0.25 and 1, and the gradient ``2 * (p - y) / N``:
+
+    >>> loss, grad = SquareLearningLoss().loss_gradient(Device("cpu"), y, p)
+    >>> print(loss.numpy(), grad.numpy().ravel())
+    0.625 [ 0.5 -1. ]
+    """
 
     def _build(self, app, rank):
         per_sample = per_sample_loss(app, "squared_error", _PRED, _LABEL, rank, {})
@@ -159,7 +192,21 @@ class SquareLearningLoss(BaseLearningLoss):
 
 
 class AbsoluteLearningLoss(BaseLearningLoss):
-    """Absolute error ``sum_j |p - y|`` per sample; its gradient is the sign."""
+    """Absolute error ``sum_j |p - y|`` per sample; its gradient is the sign.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.core.devices import Device
+    >>> y = np.array([[1.0], [2.0]], dtype=np.float32)
+    >>> p = np.array([[1.5], [1.0]], dtype=np.float32)
+
+    The mean of 0.5 and 1, and the gradient ``sign(p - y) / N``:
+
+    >>> loss, grad = AbsoluteLearningLoss().loss_gradient(Device("cpu"), y, p)
+    >>> print(loss.numpy(), grad.numpy().ravel())
+    0.75 [ 0.5 -0.5]
+    """
 
     def _build(self, app, rank):
         per_sample = per_sample_loss(app, "absolute_error", _PRED, _LABEL, rank, {})
@@ -173,6 +220,21 @@ class ElasticLearningLoss(BaseLearningLoss):
     ----------
     l1_weight, l2_weight : float
         Weights of the absolute and squared errors.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.core.devices import Device
+    >>> y = np.array([[1.0], [2.0]], dtype=np.float32)
+    >>> p = np.array([[1.5], [1.0]], dtype=np.float32)
+
+    Half the absolute error plus half the squared error: the mean of 0.375
+    and 1, and the gradient ``(0.5 * sign(p - y) + (p - y)) / N``.
+
+    >>> elastic = ElasticLearningLoss(l1_weight=0.5, l2_weight=0.5)
+    >>> loss, grad = elastic.loss_gradient(Device("cpu"), y, p)
+    >>> print(loss.numpy(), grad.numpy().ravel())
+    0.6875 [ 0.5  -0.75]
     """
 
     def __init__(self, l1_weight=0.5, l2_weight=0.5):
@@ -212,6 +274,20 @@ class NegLogLearningLoss(BaseLearningLoss):
     With ``p = sigmoid(s)`` the gradient of ``-y log p - (1 - y) log(1 - p)``
     with respect to the score ``s`` is ``p - y``; with ``p = softmax(s)`` and
     the multiclass loss ``-sum_j y_j log p_j`` it is ``p - y`` too.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.core.devices import Device
+    >>> y = np.array([[1.0], [0.0]], dtype=np.float32)
+    >>> scores = np.zeros((2, 1), dtype=np.float32)
+
+    Scores of 0 are probabilities of 0.5: the loss is ``log 2`` and the
+    gradient ``(sigmoid(s) - y) / N``.
+
+    >>> loss, grad = NegLogLearningLoss().loss_gradient(Device("cpu"), y, scores)
+    >>> print(round(float(loss.numpy()), 4), grad.numpy().ravel())
+    0.6931 [-0.25  0.25]
     """
 
     def __init__(self, eps=1e-5, probability_function="sigmoid"):

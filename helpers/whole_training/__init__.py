@@ -3,7 +3,9 @@
 * :mod:`~helpers.whole_training.loss_output`: append a loss to a model
   (:func:`helpers.add_loss_output`) and take it off again;
 * :mod:`~helpers.whole_training.artifacts`: the files ``generate_artifacts``
-  writes, and torch models exported for it;
+  writes, loaded back into onnxruntime's training API;
+* :mod:`~helpers.whole_training.torch_export`: forward-only models exported
+  from PyTorch for it;
 * :mod:`~helpers.whole_training.session`: the ``Module`` and ``Optimizer``
   of one fit;
 * :mod:`~helpers.whole_training.checkpoints`: the training state a

@@ -1,154 +1,47 @@
-"""The training artifacts: the files ``generate_artifacts`` writes, and the models it starts from.
+"""The training artifacts: the files ``generate_artifacts`` writes.
 
 ``onnxruntime.training.artifacts.generate_artifacts`` turns a forward-only
-ONNX model into a training model, an eval model, an optimizer model and a
+ONNX model (:mod:`helpers.whole_training.torch_export` exports one from
+PyTorch) into a training model, an eval model, an optimizer model and a
 checkpoint. :func:`generate_training_artifacts` writes them for a model
 from :func:`helpers.add_loss_output` (what
-:class:`helpers.OrtGradientOptimizer` trains); :func:`export_for_training`
-exports a forward-only model from PyTorch with the settings training needs;
+:class:`helpers.OrtGradientOptimizer` trains);
 :func:`load_training_artifacts` loads the four files back into the objects
 of ``onnxruntime.training.api``, and :func:`train_step` runs one step, so
 that the notebooks about training artifacts can stay about the artifacts.
 """
-import contextlib
-import io
-import logging
 import os
-import warnings
 from collections import namedtuple
 
 import numpy as np
 import onnx
 import onnxruntime
 import pandas as pd
-import torch
 from onnxruntime.training import artifacts as ort_artifacts
 from onnxruntime.training import onnxblock
 from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
 from ..core.gradient_rewrites import count_rewrites, restore_rewrites, rewrite_for_training
-from ..core.runtime import check_model_ir_version, native_stderr_captured, quiet_runtime_logs
+from ..core.runtime import native_stderr_captured, quiet_runtime_logs
 from ..core.sessions import session_options
-
-#: Default opset of :func:`export_for_training`: supported by the TorchScript
-#: exporter of torch 2.13 and by onnxruntime 1.19.2.
-DEFAULT_OPSET = 17
-
-#: The logger of onnxruntime's ORT-format converter, which logs at INFO level.
-_CONVERTER_LOGGER = "ort_format_model.utils"
 
 #: What :func:`load_training_artifacts` returns.
 TrainingArtifacts = namedtuple("TrainingArtifacts", ["state", "module", "optimizer"])
+TrainingArtifacts.__doc__ = """What :func:`load_training_artifacts` returns: ``(state, module, optimizer)``.
 
-
-def export_for_training(
-    module,
-    example_input,
-    input_names=("x",),
-    output_names=("y",),
-    opset_version=DEFAULT_OPSET,
-    dynamic_batch=True,
-    **export_options,
-):
-    """Export a torch module to a forward-only ONNX model fit for training.
-
-    Calls the TorchScript exporter, ``torch.onnx.export(..., dynamo=False)``,
-    with the settings onnxruntime's documentation asks for before
-    ``generate_artifacts``: ``export_params=True`` (the weights become
-    initializers, which are what can be trained), ``do_constant_folding=False``
-    (a folded expression of a weight would become a new initializer with a
-    generated name) and ``training=torch.onnx.TrainingMode.TRAINING`` (layers
-    such as ``Dropout`` stay in the graph). torch 2.13 deprecates that
-    exporter and the ``training`` argument; its deprecation warnings are
-    silenced, other warnings pass through.
-
-    Parameters
-    ----------
-    module : torch.nn.Module
-        The model to export.
-    example_input : torch.Tensor or tuple of torch.Tensor
-        Inputs the exporter traces the model with.
-    input_names, output_names : sequence of str
-        Names of the graph inputs and outputs.
-    opset_version : int
-        Opset of the default ONNX domain.
-    dynamic_batch : bool
-        Make the first dimension of every input and output free, so that any
-        batch size works.
-    **export_options
-        Override ``export_params``, ``do_constant_folding`` or ``training``
-        (to show what goes wrong without them), or pass other options of
-        ``torch.onnx.export``.
-
-    Returns
-    -------
-    onnx.ModelProto
-
-    Raises
-    ------
-    helpers.core.runtime.RuntimeCompatibilityError
-        When the exported model has an IR version onnxruntime refuses.
-    """
-    if isinstance(example_input, torch.Tensor):
-        example_input = (example_input,)
-    options = {
-        "export_params": True,
-        "do_constant_folding": False,
-        "training": torch.onnx.TrainingMode.TRAINING,
-    }
-    options.update(export_options)
-    if dynamic_batch:
-        options.setdefault(
-            "dynamic_axes", {name: {0: "N"} for name in [*input_names, *output_names]}
-        )
-    buffer = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(
-            module,
-            tuple(example_input),
-            buffer,
-            input_names=list(input_names),
-            output_names=list(output_names),
-            opset_version=opset_version,
-            dynamo=False,
-            **options,
-        )
-    model = onnx.load_from_string(buffer.getvalue())
-    check_model_ir_version(model)
-    return model
-
-
-@contextlib.contextmanager
-def converter_output_captured():
-    """Capture what ``generate_artifacts(..., ort_format=True)`` prints in Python.
-
-    The conversion to the ORT format prints its progress on ``sys.stdout``
-    and logs one INFO line per model through the logger
-    ``ort_format_model.utils``, which importing ``onnxruntime.training``
-    sends to the root handler on stderr.
-    :func:`helpers.core.runtime.native_stderr_captured` does not see either: it
-    catches what C++ code writes. Use both around the call.
-
-    Yields
-    ------
-    list
-        Filled, once the block ends, with the captured text.
-    """
-    captured = []
-    sink = io.StringIO()
-    logger = logging.getLogger(_CONVERTER_LOGGER)
-    handler = logging.StreamHandler(sink)
-    propagate = logger.propagate
-    logger.addHandler(handler)
-    logger.propagate = False
-    try:
-        with contextlib.redirect_stdout(sink):
-            yield captured
-    finally:
-        logger.removeHandler(handler)
-        logger.propagate = propagate
-        captured.append(sink.getvalue())
+Examples
+--------
+>>> import tempfile
+>>> from helpers import add_loss_output
+>>> from helpers.teaching.model_factories import mlp_onnx
+>>> with tempfile.TemporaryDirectory() as folder:
+...     generate_training_artifacts(add_loss_output(mlp_onnx(3, hidden=(4,))), ["intercept1"], folder)
+...     artifacts = load_training_artifacts(folder)
+>>> artifacts._fields
+('state', 'module', 'optimizer')
+>>> type(artifacts.state).__name__, type(artifacts.module).__name__, type(artifacts.optimizer).__name__
+('CheckpointState', 'Module', 'Optimizer')
+"""
 
 
 def artifact_paths(directory, prefix="", ort_format=False):
@@ -170,6 +63,14 @@ def artifact_paths(directory, prefix="", ort_format=False):
         ``training_model``, ``eval_model``, ``optimizer_model``,
         ``checkpoint`` and ``nominal_checkpoint`` to paths (which may not
         exist: the optimizer model and the nominal checkpoint are optional).
+
+    Examples
+    --------
+    >>> paths = artifact_paths("artifacts", prefix="mlp_")
+    >>> paths["training_model"], paths["checkpoint"]
+    ('artifacts/mlp_training_model.onnx', 'artifacts/mlp_checkpoint')
+    >>> artifact_paths("artifacts", ort_format=True)["eval_model"]
+    'artifacts/eval_model.ort'
     """
     ext = "ort" if ort_format else "onnx"
     paths = {kind: f"{prefix}{kind}.{ext}" for kind in ("training_model", "eval_model", "optimizer_model")}
@@ -208,6 +109,19 @@ def load_training_artifacts(directory, prefix="", checkpoint=None, ort_format=Fa
     ------
     FileNotFoundError
         When the training model, the eval model or the checkpoint is missing.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from helpers import add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     generate_training_artifacts(add_loss_output(mlp_onnx(3, hidden=(4,))), ["intercept1"], folder)
+    ...     state, module, optimizer = load_training_artifacts(folder)
+    >>> module.input_names(), module.output_names()
+    (['X', 'label'], ['loss'])
+    >>> state.parameters["intercept1"].requires_grad, state.parameters["coefficient0"].requires_grad
+    (True, False)
     """
     paths = artifact_paths(directory, prefix, ort_format)
     checkpoint = checkpoint or paths["checkpoint"]
@@ -244,6 +158,25 @@ def train_step(module, optimizer, *inputs):
     -------
     float
         The loss, the first output of the training model, before the update.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import numpy as np
+    >>> from helpers import add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> weights = ["coefficient0", "intercept0", "coefficient1", "intercept1"]
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     generate_training_artifacts(add_loss_output(mlp_onnx(3, hidden=(4,))), weights, folder)
+    ...     state, module, optimizer = load_training_artifacts(folder)
+
+    Three steps of SGD on two rows: the loss decreases.
+
+    >>> optimizer.set_learning_rate(0.1)
+    >>> X = np.arange(6, dtype=np.float32).reshape(2, 3) / 6
+    >>> y = np.array([[1.0], [0.0]], dtype=np.float32)
+    >>> [round(train_step(module, optimizer, X, y), 4) for _ in range(3)]
+    [1.4837, 0.6732, 0.5957]
     """
     outputs = module(*inputs)
     loss = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
@@ -264,6 +197,19 @@ def list_artifacts(directory):
     -------
     pandas.DataFrame
         Columns ``file`` and ``bytes``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from helpers import add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     generate_training_artifacts(add_loss_output(mlp_onnx(3, hidden=(4,))), ["intercept1"], folder)
+    ...     table = list_artifacts(folder)
+    >>> table["file"].tolist()
+    ['checkpoint', 'eval_model.onnx', 'optimizer_model.onnx', 'training_model.onnx']
+    >>> bool((table["bytes"] > 0).all())
+    True
     """
     names = sorted(os.listdir(directory))
     return pd.DataFrame(
@@ -289,6 +235,18 @@ def generate_training_artifacts(onx_loss, weights_to_train, directory, solver="s
         (:class:`helpers.core.update_rules.AdamWRule`), the others an SGD one.
     **adamw
         ``betas``, ``eps``, ``weight_decay`` of the AdamW optimizer model.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from helpers import add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     generate_training_artifacts(onx_loss, ["coefficient1", "intercept1"], folder, solver="adamw")
+    ...     files = sorted(os.listdir(folder))
+    >>> files
+    ['checkpoint', 'eval_model.onnx', 'optimizer_model.onnx', 'training_model.onnx']
     """
     frozen = [i.name for i in onx_loss.graph.initializer if i.name not in weights_to_train]
     optimizer = (
@@ -331,6 +289,35 @@ def write_training_artifacts(onx_loss, names, folder, solver, adamw, fast_gradie
     The inputs that are not initializers hold one row per sample: their
     first dimension is named as the batch (see
     :func:`helpers.core.gradient_rewrites.rewrite_for_training`).
+
+    Parameters
+    ----------
+    onx_loss : onnx.ModelProto
+        A model from :func:`helpers.add_loss_output`.
+    names : list of str
+        The weights to train.
+    folder : str
+        Existing folder that receives the artifacts.
+    solver : str
+        ``'adamw'`` or ``'sgd'``, as in :func:`generate_training_artifacts`.
+    adamw : dict
+        ``betas``, ``eps``, ``weight_decay`` of the AdamW optimizer model.
+    fast_gradients : bool
+        Whether to rewrite the graph; False writes the artifacts of
+        ``onx_loss`` as given.
+
+    Examples
+    --------
+    >>> import os, tempfile, onnx
+    >>> from helpers import add_loss_output
+    >>> from helpers.core.gradient_rewrites import count_rewrites
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_training_artifacts(onx_loss, ["coefficient1", "intercept1"], folder, "sgd", {}, True)
+    ...     training_model = onnx.load(os.path.join(folder, "training_model.onnx"))
+    >>> count_rewrites(training_model), training_model.graph.input[0].type.tensor_type.shape.dim[0].dim_param
+    (1, 'batch')
     """
     initializers = {i.name for i in onx_loss.graph.initializer}
     per_row = [i.name for i in onx_loss.graph.input if i.name not in initializers]
@@ -339,7 +326,29 @@ def write_training_artifacts(onx_loss, names, folder, solver, adamw, fast_gradie
 
 
 def restore_eval_model(folder):
-    """Put the plain ``Relu`` nodes back into the evaluation model of ``folder``."""
+    """Put the plain ``Relu`` nodes back into the evaluation model of ``folder``.
+
+    Parameters
+    ----------
+    folder : str
+        A folder :func:`write_training_artifacts` wrote into; its
+        ``eval_model.onnx`` is overwritten when it holds rewritten nodes.
+
+    Examples
+    --------
+    >>> import os, tempfile, onnx
+    >>> from helpers import add_loss_output
+    >>> from helpers.core.gradient_rewrites import count_rewrites
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_training_artifacts(onx_loss, ["intercept1"], folder, "sgd", {}, True)
+    ...     before = count_rewrites(onnx.load(os.path.join(folder, "eval_model.onnx")))
+    ...     restore_eval_model(folder)
+    ...     after = onnx.load(os.path.join(folder, "eval_model.onnx"))
+    >>> before, count_rewrites(after), "Relu" in [n.op_type for n in after.graph.node]
+    (1, 0, True)
+    """
     path = os.path.join(folder, "eval_model.onnx")
     eval_model = onnx.load(path)
     if count_rewrites(eval_model):

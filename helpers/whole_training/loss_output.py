@@ -8,7 +8,6 @@ weighted per sample, plus a penalty on the weights
 """
 import json
 
-import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
@@ -108,6 +107,14 @@ def add_loss_output(
     -------
     onnx.ModelProto
         The model with the loss, which passes ``onnx.checker``.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> model = mlp_onnx(3, hidden=(4,))
+    >>> onx_loss = add_loss_output(model, weight_name="weight", penalty={"coefficient1": 0.01})
+    >>> [i.name for i in onx_loss.graph.input], [o.name for o in onx_loss.graph.output]
+    (['X', 'label', 'weight'], ['loss'])
     """
     score_name = canonical_loss_name(score_name)
     params = loss_kwargs(score_name, kwargs)
@@ -170,7 +177,28 @@ def add_loss_output(
 
 
 def loss_metadata(onx_loss):
-    """Return what :func:`add_loss_output` recorded in ``onx_loss``, or None."""
+    """Return what :func:`add_loss_output` recorded in ``onx_loss``, or None.
+
+    Parameters
+    ----------
+    onx_loss : onnx.ModelProto
+
+    Returns
+    -------
+    dict or None
+        The loss, its parameters and the names of the inputs and outputs
+        involved; None for a model :func:`add_loss_output` did not make.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> model = mlp_onnx(3, hidden=(4,))
+    >>> record = loss_metadata(add_loss_output(model, "elastic", l1_weight=0.2))
+    >>> record["score_name"], record["score_kwargs"], record["output_name"]
+    ('elastic', {'l1_weight': 0.2, 'l2_weight': 0.5}, 'variable')
+    >>> print(loss_metadata(model))
+    None
+    """
     for prop in onx_loss.metadata_props:
         if prop.key == LOSS_METADATA_KEY:
             return json.loads(prop.value)
@@ -191,6 +219,16 @@ def remove_loss_output(onx_loss):
     onnx.ModelProto
         The same graph without the label, weight and loss, with the original
         outputs and the current initializer values.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> model = mlp_onnx(3, hidden=(4,))
+    >>> restored = remove_loss_output(add_loss_output(model, weight_name="weight"))
+    >>> [i.name for i in restored.graph.input], [o.name for o in restored.graph.output]
+    (['X'], ['variable'])
+    >>> restored.graph.node == model.graph.node
+    True
     """
     record = loss_metadata(onx_loss)
     if record is None:

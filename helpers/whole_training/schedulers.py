@@ -26,6 +26,11 @@ def linear_learning_rate(step, warmup_step_count, total_step_count, initial_lr):
     Returns
     -------
     float
+
+    Examples
+    --------
+    >>> [round(linear_learning_rate(step, 2, 6, 0.1), 4) for step in range(7)]
+    [0.0, 0.05, 0.1, 0.075, 0.05, 0.025, 0.0]
     """
     if step < warmup_step_count:
         return initial_lr * step / warmup_step_count
@@ -49,6 +54,27 @@ def linear_lr_scheduler(optimizer, warmup_step_count, total_step_count, initial_
     -------
     onnxruntime.training.api.LinearLRScheduler
         Call its ``step()`` after each ``optimizer.step()``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from helpers import add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> from helpers.whole_training.artifacts import generate_training_artifacts, load_training_artifacts
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     generate_training_artifacts(add_loss_output(mlp_onnx(3, hidden=(4,))), ["intercept1"], folder)
+    ...     state, module, optimizer = load_training_artifacts(folder)
+
+    The learning rate after each step follows :func:`linear_learning_rate`:
+
+    >>> scheduler = linear_lr_scheduler(optimizer, 2, 6, 0.1)
+    >>> rates = []
+    >>> for _ in range(6):
+    ...     optimizer.step()
+    ...     scheduler.step()
+    ...     rates.append(round(optimizer.get_learning_rate(), 4))
+    >>> rates
+    [0.05, 0.1, 0.075, 0.05, 0.025, 0.0]
     """
     if not 0 <= warmup_step_count <= total_step_count:
         raise ValueError(
