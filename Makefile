@@ -65,7 +65,7 @@ setup: $(STAMP) git-filter
 # this configures it for this clone (git ignores it where it is not configured).
 git-filter: | $(STAMP)
 	@if git rev-parse --git-dir >/dev/null 2>&1; then \
-	  git config filter.nbstripout.clean "'$(abspath $(PY))' -m nbstripout"; \
+	  git config filter.nbstripout.clean "'$(abspath $(PY))' -m nbstripout --keep-id"; \
 	  git config filter.nbstripout.smudge cat; \
 	  git config diff.ipynb.textconv "'$(abspath $(PY))' -m nbstripout -t"; \
 	  echo "git filter nbstripout configured: notebook outputs are stripped at commit"; \
