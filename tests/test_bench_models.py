@@ -249,6 +249,17 @@ def test_marginal_step_cost_with_a_fake_clock():
         bm.marginal_step_cost({}, 10, e1=2, e2=2)
 
 
+def test_marginal_step_cost_is_never_negative():
+    """A long fit timed faster than the short one (a noisy machine) gives NaN, not a negative step."""
+    now = [0.0]
+
+    def fit(epochs):
+        now[0] += 1.0 if epochs == 4 else 1.5
+
+    out = bm.marginal_step_cost({"noisy": fit}, steps_per_epoch=10, repeats=1, clock=lambda: now[0], pause_s=0)
+    assert np.isnan(out["noisy"]["step_s"]) and np.isnan(out["noisy"]["fixed_s"])
+
+
 def test_run_epoch_counts_updates(data):
     class Count:
         def __init__(self):

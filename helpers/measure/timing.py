@@ -219,7 +219,10 @@ def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.
     Returns
     -------
     dict
-        Name to ``{'step_s', 'fixed_s'}``.
+        Name to ``{'step_s', 'fixed_s'}``; both NaN when the long fit was not
+        slower than the short one (the machine's noise was larger than the
+        extra epochs: time more epochs, or on a quieter machine), never a
+        negative time.
 
     Examples
     --------
@@ -246,6 +249,9 @@ def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.
     out = {}
     for name in fits:
         a, b = min(short[name]), min(long[name])
+        if b <= a:  # the machine's noise exceeded the extra epochs' work: no honest figure
+            out[name] = {"step_s": float("nan"), "fixed_s": float("nan")}
+            continue
         step = (b - a) / ((e2 - e1) * steps_per_epoch)
         out[name] = {"step_s": step, "fixed_s": a - e1 * steps_per_epoch * step}
     return out
