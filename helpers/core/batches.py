@@ -40,6 +40,13 @@ class Batch:
         The rows of the shuffled data in this batch.
     arrays : list
         The batch of each array: numpy arrays on the CPU, OrtValues on a device.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> batch = Batch(0, 2, [np.ones((2, 3), dtype=np.float32)])
+    >>> batch.end - batch.start, batch.ortvalues()[0].shape()
+    (2, [2, 3])
     """
 
     __slots__ = ("start", "end", "arrays", "_ortvalues")

@@ -22,12 +22,27 @@ _GPU_FIX = (
 
 
 class DeviceError(RuntimeError):
-    """The requested device cannot be used."""
+    """The requested device cannot be used.
+
+    Examples
+    --------
+    >>> try:
+    ...     resolve_device("cuda:7")
+    ... except DeviceError as error:
+    ...     print(str(error).split(": ")[0])
+    device='cuda:7' cannot be used
+    """
 
 
 @dataclass(frozen=True)
 class Device:
-    """A training device: ``type`` is ``'cpu'`` or ``'cuda'``, ``index`` the GPU."""
+    """A training device: ``type`` is ``'cpu'`` or ``'cuda'``, ``index`` the GPU.
+
+    Examples
+    --------
+    >>> str(Device("cpu")), str(Device("cuda", 1))
+    ('cpu', 'cuda:1')
+    """
 
     type: str
     index: int = 0
@@ -101,6 +116,15 @@ def resolve_device(device):
     ------
     DeviceError
         When a GPU is asked for and cannot be used; the message names the fix.
+
+    Examples
+    --------
+    >>> resolve_device("cpu")
+    Device(type='cpu', index=0)
+    >>> resolve_device("tpu")
+    Traceback (most recent call last):
+    ...
+    ValueError: Unknown device 'tpu': use 'cpu', 'cuda', 'cuda:N' or 'auto'.
     """
     if isinstance(device, Device):
         return device

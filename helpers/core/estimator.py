@@ -38,10 +38,10 @@ class BaseOrtOptimizer(BaseEstimator):
     (``get_weights``, ``set_weights``) and, for rules with buffers, a
     :class:`~helpers.core.update_rules.WeightUpdater` as ``updater``.
 
+    Both optimizers take the parameters defined here, and only a few of their own.
+
     Examples
     --------
-    Both optimizers take the parameters defined here, and only a few of their own:
-
     >>> import inspect
     >>> from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer
     >>> shared = set(inspect.signature(BaseOrtOptimizer).parameters)

@@ -86,6 +86,14 @@ def name_batch_dimension(model, input_names):
     The first input whose first dimension is already named gives its name;
     otherwise :data:`BATCH_DIMENSION`. A first dimension with a fixed size
     is left alone.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> model = mlp_onnx(3, hidden=(4,))
+    >>> name_batch_dimension(model, ["X"])
+    >>> model.graph.input[0].type.tensor_type.shape.dim[0].dim_param
+    'batch'
     """
     inputs = [i for i in model.graph.input if i.name in set(input_names)]
     firsts = [i.type.tensor_type.shape.dim[0] for i in inputs if i.type.tensor_type.shape.dim]
@@ -161,6 +169,15 @@ def restore_rewrites(model):
     -------
     onnx.ModelProto
         The copy, with one plain ``Relu`` node for each rewritten one.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> fast = rewrite_for_training(mlp_onnx(3, hidden=(4,)))
+    >>> "Relu" in [n.op_type for n in fast.graph.node]
+    False
+    >>> [n.op_type for n in restore_rewrites(fast).graph.node]
+    ['MatMul', 'Add', 'Relu', 'MatMul', 'Add']
     """
     restored = onnx.ModelProto()
     restored.CopyFrom(model)

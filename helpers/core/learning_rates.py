@@ -133,6 +133,13 @@ class BaseLearningRate(LearningRateSchedule):
     Subclasses say which update rule they run (:meth:`update_rule`). The
     object can also update weights itself, for a training loop written by
     hand: :meth:`init_learning_rate`, then :meth:`update_weights` per step.
+
+    Examples
+    --------
+    >>> [issubclass(cls, BaseLearningRate) for cls in (LearningRateSGD, LearningRateSGDNesterov)]
+    [True, True]
+    >>> LearningRateSGDNesterov(eta0=0.1, momentum=0.5).update_rule()
+    NesterovRule(momentum=0.5)
     """
 
     def __init__(self, eta0, alpha, power_t, learning_rate):

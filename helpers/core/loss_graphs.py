@@ -147,6 +147,20 @@ def per_sample_loss(app, score_name, pred, label, rank, params):
     rank : int
     params : dict
         The loss's keyword arguments (:func:`loss_kwargs`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onnx import TensorProto, helper
+    >>> from helpers.core.sessions import make_session
+    >>> graph = helper.make_graph([], "loss", [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 2])
+    ...                                     for n in ("p", "y")], [])
+    >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=8)
+    >>> out = per_sample_loss(GraphAppender(model, "t_"), "squared_error", "p", "y", 2, {})
+    >>> model.graph.output.extend([helper.make_tensor_value_info(out, TensorProto.FLOAT, ["N"])])
+    >>> p, y = np.array([[1, 2], [0, 0]], dtype=np.float32), np.zeros((2, 2), dtype=np.float32)
+    >>> make_session(model).run(None, {"p": p, "y": y})[0]  # sum of squares per row
+    array([5., 0.], dtype=float32)
     """
     if score_name == "log":
         eps = params["eps"]

@@ -15,7 +15,15 @@ OPSET, IR_VERSION = 15, 8
 
 
 def make_model(nodes, inputs, outputs, name):
-    """Assemble a model from nodes and ``(name, shape)`` float inputs and outputs."""
+    """Assemble a model from nodes and ``(name, shape)`` float inputs and outputs.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> model = make_model([helper.make_node("Neg", ["x"], ["y"])], [("x", None)], [("y", None)], "neg")
+    >>> [i.name for i in model.graph.input], model.ir_version
+    (['x'], 8)
+    """
     graph = helper.make_graph(
         nodes,
         name,
@@ -34,6 +42,14 @@ def to_ortvalue(value, device):
 
     The returned OrtValue keeps a reference to the array, so the buffer lives
     as long as the OrtValue.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.core.devices import Device
+    >>> value = to_ortvalue(np.arange(3), Device("cpu"))  # int64 indices stay int64
+    >>> value.data_type(), to_ortvalue([1.5, 2.5], Device("cpu")).data_type()
+    ('tensor(int64)', 'tensor(float)')
     """
     if isinstance(value, onnxruntime.OrtValue):
         return value
@@ -53,6 +69,15 @@ class OnnxFunction:
         Intra-op threads of its session. One by default: the losses,
         penalties and batch gathers run as such functions are elementwise on
         a batch, and a thread pool's wake-ups would cost more than they save.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onnx import helper
+    >>> from helpers.core.devices import Device
+    >>> model = make_model([helper.make_node("Mul", ["x", "x"], ["y"])], [("x", [2])], [("y", [2])], "square")
+    >>> OnnxFunction(model, Device("cpu"))(np.array([2, 3], dtype=np.float32))[0].numpy()
+    array([4., 9.], dtype=float32)
     """
 
     def __init__(self, model, device, n_threads=1):

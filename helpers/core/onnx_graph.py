@@ -26,6 +26,12 @@ def get_train_initializer(onx):
     dict
         Initializer name to :class:`numpy.ndarray`, in the order the graph
         stores them.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> {name: value.shape for name, value in get_train_initializer(mlp_onnx(3, hidden=(4,))).items()}
+    {'coefficient0': (3, 4), 'intercept0': (4,), 'coefficient1': (4, 1), 'intercept1': (1,)}
     """
     return {
         init.name: numpy_helper.to_array(init)
@@ -58,6 +64,16 @@ def check_weights_to_train(onx, weights_to_train):
     ValueError
         When the model has nothing to train, or a name is unknown, not float,
         or repeated.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> check_weights_to_train(mlp_onnx(3, hidden=(4,)), None)
+    ['coefficient0', 'intercept0', 'coefficient1', 'intercept1']
+    >>> check_weights_to_train(mlp_onnx(3, hidden=(4,)), ["bias"])
+    Traceback (most recent call last):
+    ...
+    ValueError: Weight 'bias' is not an initializer of the model. Trainable ones are ['coefficient0', 'intercept0', 'coefficient1', 'intercept1'].
     """
     trainable = get_train_initializer(onx)
     if not trainable:
@@ -115,6 +131,12 @@ def onnx_rename_weights(onx):
     -------
     onnx.ModelProto
         A renamed copy.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> [i.name for i in onnx_rename_weights(mlp_onnx(3, hidden=(4,))).graph.initializer]
+    ['I0_coefficient0', 'I1_intercept0', 'I2_coefficient1', 'I3_intercept1']
     """
     model = onnx.ModelProto()
     model.CopyFrom(onx)
@@ -150,6 +172,14 @@ def replace_initializers(onx, values):
     Returns
     -------
     onnx.ModelProto
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> model = replace_initializers(mlp_onnx(3, hidden=(4,)), {"intercept1": np.array([5.0])})
+    >>> get_train_initializer(model)["intercept1"]
+    array([5.], dtype=float32)
     """
     model = onnx.ModelProto()
     model.CopyFrom(onx)
@@ -176,6 +206,13 @@ def initializers_to_inputs(onx, names):
     Returns
     -------
     onnx.ModelProto
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> model = initializers_to_inputs(mlp_onnx(3, hidden=(4,)), ["coefficient1"])
+    >>> [i.name for i in model.graph.input], len(model.graph.initializer)
+    (['X', 'coefficient1'], 3)
     """
     model = onnx.ModelProto()
     model.CopyFrom(onx)
@@ -192,7 +229,15 @@ def initializers_to_inputs(onx, names):
 
 
 def nodes_reaching(graph, targets):
-    """Return the nodes needed to compute the tensors ``targets``, in graph order."""
+    """Return the nodes needed to compute the tensors ``targets``, in graph order.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> graph = mlp_onnx(3, hidden=(4,)).graph
+    >>> [n.op_type for n in nodes_reaching(graph, {"hidden0"})]
+    ['MatMul', 'Add', 'Relu']
+    """
     producers = {out: node for node in graph.node for out in node.output}
     needed, stack = set(), list(targets)
     while stack:
@@ -223,6 +268,13 @@ def select_outputs(onx, output_names):
     onnx.ModelProto
         Only the nodes, initializers and inputs these outputs need, with the
         outputs typed by shape inference.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> hidden = select_outputs(mlp_onnx(3, hidden=(4,)), ["hidden0"])
+    >>> [o.name for o in hidden.graph.output], [n.op_type for n in hidden.graph.node]
+    (['hidden0'], ['MatMul', 'Add', 'Relu'])
     """
     inferred = onnx.shape_inference.infer_shapes(onx)
     known = {v.name: v for v in (*inferred.graph.value_info, *inferred.graph.output)}

@@ -33,6 +33,14 @@ class BaseLearningPenalty:
 
     Subclasses write :meth:`coefficients`; this class builds and runs the
     graph of the forward/backward API.
+
+    Examples
+    --------
+    >>> class OnlyL2(BaseLearningPenalty):
+    ...     def coefficients(self, names):
+    ...         return {name: {"l1": 0.0, "l2": 0.1} for name in names}
+    >>> OnlyL2().coefficients(["coef"])
+    {'coef': {'l1': 0.0, 'l2': 0.1}}
     """
 
     def __init__(self):

@@ -21,11 +21,31 @@ from .sessions import ERROR_SEVERITY, make_session
 
 
 class RuntimeCompatibilityError(RuntimeError):
-    """The installed packages cannot work together (onnx too new, and so on)."""
+    """The installed packages cannot work together (onnx too new, and so on).
+
+    Examples
+    --------
+    >>> import onnx
+    >>> model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []))
+    >>> model.ir_version = 99
+    >>> check_model_ir_version(model)
+    Traceback (most recent call last):
+    ...
+    helpers.core.runtime.RuntimeCompatibilityError: The model has IR version 99, but onnxruntime 1.19.2 accepts IR version 10 at most. Convert or save it with onnx==1.17.0, or set model.ir_version = 10 if its opsets allow it.
+    """
 
 
 class UntrainableModelError(ValueError):
-    """onnxruntime cannot compute the gradient of some operator of the model."""
+    """onnxruntime cannot compute the gradient of some operator of the model.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> model = helper.make_model(helper.make_graph([helper.make_node("Resize", ["x"], ["y"])], "g", [], []))
+    >>> error = explain_untrainable(model, RuntimeError("no implementation for ResizeGrad(1) node"))
+    >>> isinstance(error, UntrainableModelError), str(error).split(":")[1].strip()
+    (True, 'no gradient for Resize on this device. Replace it in the model (for instance an upsampling by a transposed convolution), or freeze the part of the graph before it.')
+    """
 
 
 def untrainable_operators(model, message):
@@ -55,6 +75,13 @@ def explain_untrainable(model, error):
 
     Returns an :class:`UntrainableModelError` naming the operators, or None
     when the message names none of the model's operators.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [], []))
+    >>> explain_untrainable(model, RuntimeError("out of memory")) is None  # not about a gradient
+    True
     """
     operators = untrainable_operators(model, str(error))
     if not operators:
@@ -72,6 +99,10 @@ def quiet_runtime_logs():
 
     ``generate_artifacts`` and the training sessions print one line per graph
     transformer otherwise.
+
+    Examples
+    --------
+    >>> quiet_runtime_logs()  # from now on, onnxruntime logs errors only
     """
     onnxruntime.set_default_logger_severity(ERROR_SEVERITY)
 
@@ -88,6 +119,14 @@ def native_stderr_captured():
     ------
     list
         Filled, once the block ends, with the captured text.
+
+    Examples
+    --------
+    >>> import os
+    >>> with native_stderr_captured() as captured:
+    ...     _ = os.write(2, b"from C++\\n")
+    >>> captured
+    ['from C++\\n']
     """
     captured = []
     sys.stderr.flush()
@@ -155,6 +194,10 @@ def check_onnx_compatible():
     ------
     RuntimeCompatibilityError
         When ``onnx.IR_VERSION`` is above what onnxruntime accepts.
+
+    Examples
+    --------
+    >>> check_onnx_compatible()  # onnx 1.17 writes IR version 10, which the runtime accepts
     """
     accepted = max_ir_version()
     if onnx.IR_VERSION > accepted:
@@ -173,6 +216,11 @@ def check_model_ir_version(model):
     ----------
     model : onnx.ModelProto
         The model about to be trained or run.
+
+    Examples
+    --------
+    >>> import onnx
+    >>> check_model_ir_version(onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []), ir_version=8))
     """
     accepted = max_ir_version()
     if model.ir_version > accepted:
@@ -185,7 +233,14 @@ def check_model_ir_version(model):
 
 
 def main_opset(model):
-    """Return the version of the default ONNX domain imported by ``model``."""
+    """Return the version of the default ONNX domain imported by ``model``.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> main_opset(mlp_onnx(3, opset=17))
+    17
+    """
     for opset in model.opset_import:
         if opset.domain in ("", "ai.onnx"):
             return opset.version

@@ -23,7 +23,16 @@ _THREADS = {"intra_op": None}
 
 
 def check_n_threads(n_threads, name="n_threads"):
-    """Raise ``ValueError`` unless ``n_threads`` is None or an integer >= 1."""
+    """Raise ``ValueError`` unless ``n_threads`` is None or an integer >= 1.
+
+    Examples
+    --------
+    >>> check_n_threads(2)
+    >>> check_n_threads(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_threads must be an integer >= 1 or None, got 0.
+    """
     if n_threads is not None and (
         isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) or n_threads < 1
     ):
@@ -54,7 +63,17 @@ def set_num_threads(n_threads):
 
 
 def resolved_threads(n_threads=None):
-    """The thread count a session made now with ``n_threads`` gets (None: onnxruntime's choice)."""
+    """The thread count a session made now with ``n_threads`` gets (None: onnxruntime's choice).
+
+    Examples
+    --------
+    >>> resolved_threads(3)
+    3
+    >>> set_num_threads(2)
+    >>> resolved_threads()
+    2
+    >>> set_num_threads(None)
+    """
     return n_threads if n_threads is not None else _THREADS["intra_op"]
 
 
@@ -75,6 +94,13 @@ def profiling_sessions(folder):
     ----------
     folder : str
         An existing folder.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder, profiling_sessions(folder):
+    ...     session_options(1, "model").enable_profiling
+    True
     """
     previous = _PROFILING["folder"]
     _PROFILING["folder"] = folder
@@ -85,7 +111,16 @@ def profiling_sessions(folder):
 
 
 def is_profiling():
-    """Whether sessions created now write profiles (their objects must not be cached)."""
+    """Whether sessions created now write profiles (their objects must not be cached).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder, profiling_sessions(folder):
+    ...     inside = is_profiling()
+    >>> inside, is_profiling()
+    (True, False)
+    """
     return _PROFILING["folder"] is not None
 
 

@@ -115,7 +115,14 @@ _ROOT = {"path": None}
 
 
 def artifact_root():
-    """The folder, one per process, where cached training artifacts live."""
+    """The folder, one per process, where cached training artifacts live.
+
+    Examples
+    --------
+    >>> import os
+    >>> os.path.isdir(artifact_root()) and artifact_root() == artifact_root()
+    True
+    """
     if _ROOT["path"] is None:
         _ROOT["path"] = tempfile.mkdtemp(prefix="ort_training_artifacts_")
         atexit.register(shutil.rmtree, _ROOT["path"], True)
@@ -138,6 +145,16 @@ def cached_artifact_folder(key, write):
 
     A folder is only published once ``write`` has returned: an error while
     writing leaves no half-written entry behind.
+
+    Examples
+    --------
+    >>> import os
+    >>> def write(folder):
+    ...     open(os.path.join(folder, "model.onnx"), "wb").close()
+    >>> folder = cached_artifact_folder(content_key("example"), write)
+    >>> os.listdir(folder), cached_artifact_folder(content_key("example"), write) == folder
+    (['model.onnx'], True)
+    >>> clear_training_caches()
     """
 
     def build():

@@ -40,6 +40,13 @@ class BaseUpdateRule:
     Subclasses set :attr:`name` and :attr:`state_names` and write
     :meth:`nodes` (and :meth:`step_scalars` when a step needs more than
     the learning rate).
+
+    Examples
+    --------
+    >>> sorted(UPDATE_RULES)
+    ['adamw', 'momentum', 'nesterov', 'sgd']
+    >>> [(name, rule.state_names) for name, rule in UPDATE_RULES.items()][1]
+    ('momentum', ('momentum_buffer',))
     """
 
     #: The name in :data:`UPDATE_RULES` and the optimizers' ``solver``.

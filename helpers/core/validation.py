@@ -46,6 +46,15 @@ def check_features(X, n_features=None):
     -------
     numpy.ndarray
         Float32, C-contiguous.
+
+    Examples
+    --------
+    >>> check_features([[1, 2]], n_features=2).dtype
+    dtype('float32')
+    >>> check_features([[1, 2]], n_features=3)
+    Traceback (most recent call last):
+    ...
+    ValueError: X has 2 features, but the model expects 3.
     """
     X = _as_float32("X", X)
     if X.ndim != 2:
@@ -78,6 +87,11 @@ def check_targets(y, n_samples, label_shape):
     -------
     numpy.ndarray
         Float32 targets with the rank of the label.
+
+    Examples
+    --------
+    >>> check_targets([1, 2, 3], 3, [None, 1]).shape  # a label of shape (N, 1)
+    (3, 1)
     """
     y = _as_float32("y", y)
     if y.ndim == 0 or y.shape[0] != n_samples:
@@ -116,6 +130,11 @@ def check_sample_weight(sample_weight, n_samples):
     -------
     numpy.ndarray
         Float32 weights of shape (n_samples,).
+
+    Examples
+    --------
+    >>> check_sample_weight(None, 3)
+    array([1., 1., 1.], dtype=float32)
     """
     if sample_weight is None:
         return np.ones(n_samples, dtype=np.float32)
@@ -132,7 +151,17 @@ def check_sample_weight(sample_weight, n_samples):
 
 
 def check_positive_int(name, value):
-    """Raise a clear error unless ``value`` is an integer >= 1."""
+    """Raise a clear error unless ``value`` is an integer >= 1.
+
+    Examples
+    --------
+    >>> check_positive_int("max_iter", 10)
+    10
+    >>> check_positive_int("max_iter", 2.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: max_iter must be an integer >= 1, got 2.5.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
     return int(value)
