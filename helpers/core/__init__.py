@@ -13,9 +13,12 @@
   :mod:`~helpers.core.penalties`, :mod:`~helpers.core.loss_graphs`: the
   training vocabulary (schedules, torch's update rules, penalties, losses),
   each with one registry;
-* :mod:`~helpers.core.estimator` and :mod:`~helpers.core.parameters`: the
-  scikit-learn estimator both optimizers derive from, and the parameters
-  they share;
+* :mod:`~helpers.core.configurable`: repr, equality and copies of those
+  pieces from their constructor parameters;
+* :mod:`~helpers.core.estimator`, :mod:`~helpers.core.parameters` and
+  :mod:`~helpers.core.epoch_losses`: the scikit-learn estimator both
+  optimizers derive from, the parameters they share, and the losses of an
+  epoch read from the device;
 * :mod:`~helpers.core.validation`, :mod:`~helpers.core.training_cache`:
   input checks, and the per-process cache of artifacts and gradient graphs.
 """

@@ -20,6 +20,7 @@ they are checked.
 import math
 import numbers
 
+from .configurable import Configurable
 from .update_rules import MomentumRule, NesterovRule, SGDRule, WeightUpdater, make_update_rule
 
 #: The schedule names, scikit-learn's.
@@ -79,7 +80,7 @@ def learning_rate_at(schedule, eta0, t, power_t=0.25, alpha=None):
     return 1.0 / (alpha * (t0 + t - 1))
 
 
-class LearningRateSchedule:
+class LearningRateSchedule(Configurable):
     """The learning rate of each update: one of :data:`SCHEDULES`.
 
     Parameters
@@ -112,15 +113,6 @@ class LearningRateSchedule:
             "power_t": self.power_t,
             "learning_rate": self.learning_rate,
         }
-
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.get_params() == other.get_params()
-
-    __hash__ = object.__hash__
 
     def value(self, t):
         """Learning rate of update ``t`` (from 1)."""
@@ -336,7 +328,7 @@ def resolve_learning_rate(
                 f"({learning_rate.learning_rate!r}, {own!r}); {', '.join(contradicting)} contradict it. "
                 "Give a float learning_rate with these parameters, or the object alone."
             )
-        return type(learning_rate)(**learning_rate.get_params()), own
+        return learning_rate.fresh_copy(), own
     if isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real):
         raise TypeError(
             f"learning_rate must be a float or a learning-rate object (LearningRateSGD...), got {learning_rate!r}."

@@ -25,10 +25,11 @@ import numbers
 import numpy as np
 from onnx import helper
 
+from .configurable import Configurable
 from .onnx_function import OnnxFunction, make_model
 
 
-class BaseLearningPenalty:
+class BaseLearningPenalty(Configurable):
     """A penalty: which weights it applies to, with which coefficients.
 
     Subclasses write :meth:`coefficients`; this class builds and runs the
@@ -48,19 +49,6 @@ class BaseLearningPenalty:
 
     def __getstate__(self):
         return {**self.__dict__, "_functions": {}}
-
-    def get_params(self, deep=True):
-        """Constructor parameters, as scikit-learn's ``get_params``."""
-        return {}
-
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.get_params() == other.get_params()
-
-    __hash__ = object.__hash__
 
     def coefficients(self, names):
         """``{weight: {'l1': a, 'l2': b}}`` for the penalized weights among ``names``."""

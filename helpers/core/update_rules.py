@@ -29,12 +29,13 @@ import numpy as np
 from onnx import helper
 from onnxruntime import OrtValue
 
+from .configurable import Configurable
 from .devices import Device
 from .onnx_function import make_model
 from .sessions import make_session
 
 
-class BaseUpdateRule:
+class BaseUpdateRule(Configurable):
     """An update rule: its per-weight state and the ONNX nodes of one step.
 
     Subclasses set :attr:`name` and :attr:`state_names` and write
@@ -53,14 +54,6 @@ class BaseUpdateRule:
     name = None
     #: Buffers kept per weight, zeros at the start (torch's state names).
     state_names = ()
-
-    def get_params(self):
-        """The rule's hyper-parameters."""
-        return {}
-
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
 
     def step_scalars(self, learning_rate, t):
         """The scalar inputs of step ``t`` (from 1), by name."""
@@ -122,7 +115,7 @@ class MomentumRule(BaseUpdateRule):
             raise ValueError(f"momentum must be in (0, 1), got {momentum!r}.")
         self.momentum, self.nesterov = float(momentum), bool(nesterov)
 
-    def get_params(self):
+    def get_params(self, deep=True):
         return {"momentum": self.momentum}
 
     def step_scalars(self, learning_rate, t):
@@ -191,7 +184,7 @@ class AdamWRule(BaseUpdateRule):
             raise ValueError(f"eps must be > 0 and weight_decay >= 0, got {eps!r}, {weight_decay!r}.")
         self.betas, self.eps, self.weight_decay = (float(beta1), float(beta2)), float(eps), float(weight_decay)
 
-    def get_params(self):
+    def get_params(self, deep=True):
         return {"betas": self.betas, "eps": self.eps, "weight_decay": self.weight_decay}
 
     def step_scalars(self, learning_rate, t):

@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from ..core.configurable import Configurable
 from ..core.onnx_function import IR_VERSION, OnnxFunction, make_model, to_ortvalue
 from ..core.loss_graphs import LOSS_ALIASES, GraphAppender, canonical_loss_name, per_sample_loss
 
@@ -24,7 +25,7 @@ def _skeleton(rank, weighted):
     return make_model([], inputs, [], "loss")
 
 
-class BaseLearningLoss:
+class BaseLearningLoss(Configurable):
     """A loss and its gradient with respect to the prediction.
 
     Subclasses write the per-sample loss and the gradient in ONNX
@@ -61,20 +62,6 @@ class BaseLearningLoss:
         state = dict(self.__dict__)
         state["_functions"] = {}
         return state
-
-    def get_params(self, deep=True):
-        """Parameters of the loss, as scikit-learn's ``get_params``."""
-        return {}
-
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.get_params() == other.get_params()
-
-    def __hash__(self):
-        return hash((type(self).__name__, tuple(sorted(self.get_params().items()))))
 
     def _build(self, app, rank):
         """Return (per-sample loss, elementwise gradient of the per-sample loss)."""

@@ -100,10 +100,8 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
             )
         self.weights_to_train_ = check_weights_to_train(self.model_onnx, self.weights_to_train)
         # fresh copies: the objects cache compiled graphs for one fit
-        loss = make_learning_loss(self.learning_loss)
-        penalty = make_learning_penalty(self.learning_penalty)
-        self.learning_loss_ = type(loss)(**loss.get_params())
-        self.learning_penalty_ = type(penalty)(**penalty.get_params())
+        self.learning_loss_ = make_learning_loss(self.learning_loss).fresh_copy()
+        self.learning_penalty_ = make_learning_penalty(self.learning_penalty).fresh_copy()
         self.learning_penalty_.coefficients(self.weights_to_train_)  # unknown weights fail now
 
     def _inference_model(self):
