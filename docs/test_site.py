@@ -49,10 +49,15 @@ def test_page_renders(browser, tmp_path, page):
     text = re.sub(r"<[^>]+>", " ", dom)
     assert len(text.split()) > 100, f"{path} is empty or missing"
     assert expected in text
-    assert "Traceback (most recent call last)" not in text
-    assert not re.search(r"\b\w+Error: ", text.split("API reference")[0] if page == "api" else text), (
+    # the API page's examples show the errors functions raise, on purpose: check the rest
+    shown = re.sub(r"<pre\b.*?</pre>", " ", dom, flags=re.S) if page == "api" else dom
+    shown = re.sub(r"<[^>]+>", " ", shown)
+    assert "Traceback (most recent call last)" not in shown
+    assert not re.search(r"\b\w+Error: ", shown.split("API reference")[0] if page == "api" else shown), (
         f"{path} shows an error"
     )
+    if page == "api":
+        assert "Traceback (most recent call last)" in text  # the examples are there, and were stripped above
     if page == "notebook":
         plots = re.findall(r'<img[^>]+src="(data:image/png[^"]+|[^"]+\.png)"', dom)
         assert plots, "the notebook page shows no rendered plot"
