@@ -11,13 +11,20 @@
 SHELL := /bin/bash
 
 VENV ?= .venv
-PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3 2>/dev/null)
 PY = $(VENV)/bin/python
 
 ifeq ($(origin GPU),undefined)
 GPU := $(if $(wildcard $(VENV)/.setup-gpu),1,0)
 endif
 VARIANT := $(if $(filter 1,$(GPU)),gpu,cpu)
+
+# The Python versions each variant's onnxruntime-training wheels exist for, newest first.
+# Without PYTHON=..., the newest of them found on PATH builds the environment.
+PYTHON_VERSIONS_cpu := 3.12 3.11 3.10
+PYTHON_VERSIONS_gpu := 3.11 3.10
+PYTHON_VERSIONS := $(PYTHON_VERSIONS_$(VARIANT))
+PYTHON ?= $(firstword $(shell for v in $(PYTHON_VERSIONS); do \
+  p=$$(command -v python$$v) && $$p -c "" 2>/dev/null && { echo $$p; break; }; done) $(shell command -v python3 2>/dev/null))
 REQUIREMENTS := requirements/$(VARIANT).txt
 STAMP := $(VENV)/.setup-$(VARIANT)
 
@@ -57,7 +64,7 @@ help:
 	@echo "  docs-test  quick site build, then headless Chromium opens its pages"
 	@echo "  clean   remove $(VENV), build artefacts, test caches and notebook checkpoints"
 	@echo "  help    this list"
-	@echo "Variables: VENV=$(VENV) PYTHON=$(PYTHON) GPU=$(GPU)"
+	@echo "Variables: VENV=$(VENV) PYTHON=$(PYTHON) GPU=$(GPU) (Python $(PYTHON_VERSIONS) accepted)"
 
 setup: $(STAMP) git-filter
 
@@ -72,9 +79,13 @@ git-filter: | $(STAMP)
 	fi
 
 $(PY):
-	@if [ -z "$(PYTHON)" ]; then echo "error: neither python3.11 nor python3 is on PATH" >&2; exit 1; fi
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "error: Python 3.11 is needed, $(PYTHON) is %d.%d (set PYTHON=...)" % sys.version_info[:2])'
-	$(PYTHON) -m venv $(VENV)
+	@if [ -z "$(PYTHON)" ]; then echo "error: no Python on PATH; install Python $(firstword $(PYTHON_VERSIONS)) (for example: uv python install $(firstword $(PYTHON_VERSIONS)))" >&2; exit 1; fi
+	@$(PYTHON) -c 'import sys; v = "%d.%d" % sys.version_info[:2]; ok = "$(PYTHON_VERSIONS)".split(); sys.exit(0 if v in ok else "error: the $(VARIANT) variant needs Python " + " or ".join(ok) + " (the versions onnxruntime-training has wheels for); $(PYTHON) is " + v + ". Get one with `uv python install $(firstword $(PYTHON_VERSIONS))` and run `make setup PYTHON=$$(uv python find $(firstword $(PYTHON_VERSIONS)))`, or use conda: `conda env create -f environment.yml`.")'
+	@if command -v uv >/dev/null 2>&1; then \
+	  echo "uv venv --seed --python $(PYTHON) $(VENV)"; uv venv --seed --python $(PYTHON) $(VENV); \
+	else \
+	  echo "$(PYTHON) -m venv $(VENV)"; $(PYTHON) -m venv $(VENV); \
+	fi
 
 # The stamp records which variant is installed; it is rebuilt when a pin or pyproject.toml changes.
 $(STAMP): requirements/base.txt $(REQUIREMENTS) pyproject.toml | $(PY)

@@ -25,6 +25,7 @@ from .core.sessions import set_num_threads
 from .forward_backward.function import OrtGradientForwardBackward, OrtGradientForwardBackwardFunction
 from .forward_backward.losses import (
     AbsoluteLearningLoss,
+    CrossEntropyLearningLoss,
     ElasticLearningLoss,
     NegLogLearningLoss,
     SquareLearningLoss,
@@ -35,6 +36,7 @@ from .whole_training.optimizer import OrtGradientOptimizer
 
 __all__ = [
     "AbsoluteLearningLoss",
+    "CrossEntropyLearningLoss",
     "DeviceError",
     "ElasticLearningLoss",
     "ElasticLearningPenalty",

@@ -17,15 +17,16 @@ from .batches import Batches
 from .devices import resolve_device
 from .epoch_losses import EpochLosses, TrainingDivergedError
 from .learning_rates import resolve_learning_rate
+from .display import ModelSummaryRepr
 from .onnx_graph import get_train_initializer, replace_initializers, static_dims
-from .parameters import check_shared_parameters, validation_period
-from .runtime import check_model_ir_version, check_onnx_compatible
+from .parameters import check_shared_parameters, check_warm_start, training_settings, validation_period
+from .runtime import check_model_inputs_are_float, check_model_ir_version, check_model_opset, check_onnx_compatible
 from .sessions import make_session
 from .validation import check_features, check_sample_weight, check_targets
 
 
 
-class BaseOrtOptimizer(BaseEstimator):
+class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
     """Training loop shared by the optimizers of this package.
 
     It defines the parameters both APIs share (the docstrings of
@@ -170,7 +171,11 @@ class BaseOrtOptimizer(BaseEstimator):
         return X, y, check_sample_weight(sample_weight, X.shape[0])
 
     def _is_fitted(self):
-        return hasattr(self, "train_losses_")
+        # a fit that failed before its end leaves its attributes but not the flag
+        return getattr(self, "_fitted", hasattr(self, "train_losses_"))
+
+    def __sklearn_is_fitted__(self):
+        return self._is_fitted()
 
     def _check_is_fitted(self):
         if not self._is_fitted():
@@ -200,6 +205,7 @@ class BaseOrtOptimizer(BaseEstimator):
         """
         self._prepare()
         y_ndim = np.ndim(y)
+        names = getattr(X, "columns", None)
         X, y, w = self._check_data(X, y, sample_weight)
         validation = None
         if (X_val is None) != (y_val is None):
@@ -207,17 +213,26 @@ class BaseOrtOptimizer(BaseEstimator):
         if X_val is not None:
             validation = self._check_data(X_val, y_val)
         self._y_ndim = y_ndim
-
+        settings = training_settings(self)
         if not (self.warm_start and self._is_fitted()):
+            self._fitted = False
             self._start_training(self._initial_weights())
             self._rng = check_random_state(self.random_state)
             self.train_losses_, self.validation_losses_, self.validation_epochs_ = [], [], []
             self.n_iter_ = self.t_ = 0
-        elif getattr(self, "_runtime", None) is None:
-            # unpickled: rebuild the runtime from the saved weights
-            self._start_training(self._saved_weights)
-            self._restore_update_state()
+            self._settings = settings
+        else:
+            check_warm_start(self._settings, settings)
+            if getattr(self, "_runtime", None) is None:
+                # unpickled: rebuild the runtime from the saved weights
+                self._start_training(self._saved_weights)
+                self._restore_update_state()
         self._predict_session = None
+        self.n_features_in_ = X.shape[1]
+        if names is not None and all(isinstance(name, str) for name in names):
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
 
         period = validation_period(self.validation_every, self.max_iter)
         n = X.shape[0]
@@ -226,8 +241,7 @@ class BaseOrtOptimizer(BaseEstimator):
             range(self.max_iter), disable=not self.verbose, desc=type(self).__name__, unit="epoch"
         )
         for _ in bar:
-            if self.on_divergence == "stop":
-                last_good = self._runtime.get_weights()
+            last_good = self._runtime.get_weights()
             losses = EpochLosses(self._loss_value, self.n_iter_ + 1)
             try:
                 for batch in batches.epoch(self._rng.permutation(n), self.batch_size):
@@ -235,11 +249,11 @@ class BaseOrtOptimizer(BaseEstimator):
                     losses.add(self._train_step(batch, self.t_), batch.start, batch.end)
                 total = losses.total()
             except TrainingDivergedError as error:
+                self._runtime.set_weights(last_good)  # never NaN weights in the estimator
                 if self.on_divergence == "raise":
                     raise
                 message = f"{error} Training stopped; the weights are those of the start of the epoch."
                 warnings.warn(message, RuntimeWarning, stacklevel=2)
-                self._runtime.set_weights(last_good)
                 break
             self.n_iter_ += 1
             self.train_losses_.append(total / n)
@@ -251,6 +265,7 @@ class BaseOrtOptimizer(BaseEstimator):
             if self.verbose:
                 bar.set_postfix(postfix)
             self._end_epoch()
+        self._fitted = True
         return self
 
     def _prepare(self):
@@ -258,6 +273,8 @@ class BaseOrtOptimizer(BaseEstimator):
         check_onnx_compatible()
         self._check_params()
         check_model_ir_version(self.model_onnx)
+        check_model_opset(self.model_onnx)
+        check_model_inputs_are_float(self.model_onnx)
         self._prediction_model = self._inference_model()
         self.device_ = resolve_device(self.device)
 
@@ -275,6 +292,10 @@ class BaseOrtOptimizer(BaseEstimator):
             Weight name to a float32 :class:`numpy.ndarray` (a copy).
         """
         self._check_is_fitted()
+        return self._current_weights()
+
+    def _current_weights(self):
+        """The weights now, during a fit too (a copy)."""
         if getattr(self, "_runtime", None) is None:
             return {k: v.copy() for k, v in self._saved_weights.items()}
         return self._runtime.get_weights()

@@ -10,7 +10,9 @@ scikit-learn use (:data:`LOSS_ALIASES`) and gives the one name. With
 * ``absolute_error``: ``sum abs(d)``
 * ``elastic``: ``sum l1_weight * abs(d) + l2_weight * d**2``
 * ``log``: ``-sum y log(p) + (1 - y) log(1 - p)``, ``p`` clipped to
-  ``[eps, 1 - eps]``
+  ``[eps, 1 - eps]``: the output must be a probability (after a sigmoid);
+* ``cross_entropy``: ``-sum y log(softmax(s))`` on raw scores ``s`` (logits)
+  of shape ``(N, n_classes)``, with one-hot labels ``y``: a classifier's loss
 
 :func:`helpers.add_loss_output` appends these nodes to a model (the
 whole-training API); :mod:`helpers.forward_backward.losses` builds a loss
@@ -27,6 +29,7 @@ LOSSES = {
     "absolute_error": {},
     "elastic": {"l1_weight": 0.5, "l2_weight": 0.5},
     "log": {"eps": 1e-5},
+    "cross_entropy": {},
 }
 
 
@@ -162,7 +165,15 @@ def per_sample_loss(app, score_name, pred, label, rank, params):
     >>> make_session(model).run(None, {"p": p, "y": y})[0]  # sum of squares per row
     array([5., 0.], dtype=float32)
     """
-    if score_name == "log":
+    if score_name == "cross_entropy":
+        if rank != 2:
+            raise ValueError(
+                "cross_entropy needs scores of shape (N, n_classes) and one-hot labels of the same "
+                "shape (helpers.teaching.datasets.one_hot)."
+            )
+        log_proba = app.node("LogSoftmax", [pred], axis=1)
+        elementwise = app.node("Neg", [app.node("Mul", [label, log_proba])])
+    elif score_name == "log":
         eps = params["eps"]
         if app.opset >= 11:
             p = app.node("Clip", [pred, app.const(eps), app.const(1 - eps)])

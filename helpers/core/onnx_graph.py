@@ -317,3 +317,29 @@ def static_dims(value_info):
     [None, 3]
     """
     return [d.dim_value if d.HasField("dim_value") else None for d in value_info.type.tensor_type.shape.dim]
+
+
+def describe_model(onx):
+    """A one-line summary of a model: inputs, outputs and trainable weights.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> describe_model(mlp_onnx(3, hidden=(4,)))
+    'ONNX model X[N,3] -> variable[N,1], 4 float weights (21 values)'
+    """
+    def tensors(values):
+        shown = []
+        for value in values:
+            dims = ",".join("N" if d is None else str(d) for d in static_dims(value))
+            shown.append(f"{value.name}[{dims}]")
+        return ", ".join(shown)
+
+    initializers = {i.name for i in onx.graph.initializer}
+    inputs = [i for i in onx.graph.input if i.name not in initializers]
+    weights = get_train_initializer(onx)
+    size = sum(int(w.size) for w in weights.values())
+    return (
+        f"ONNX model {tensors(inputs)} -> {tensors(onx.graph.output)}, "
+        f"{len(weights)} float weights ({size} values)"
+    )

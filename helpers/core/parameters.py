@@ -173,3 +173,46 @@ def validation_period(validation_every, max_iter):
     if every < 1:
         return max(1, int(round(every * max_iter)))
     return int(round(every))
+
+
+def training_settings(optimizer):
+    """What a training is built with and ``warm_start`` must find unchanged, by parameter.
+
+    The update rule, the trained weights, the device, the threads and the
+    gradient rewrite are fixed when a training starts; a new learning rate
+    or schedule applies from the next update on.
+
+    Examples
+    --------
+    >>> from helpers import OrtGradientForwardBackwardOptimizer
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> opt = OrtGradientForwardBackwardOptimizer(mlp_onnx(2), solver="adamw", learning_rate=0.1)
+    >>> opt._prepare()
+    >>> training_settings(opt)["update rule"]
+    'AdamWRule(betas=(0.9, 0.999), eps=1e-08, weight_decay=0.0)'
+    """
+    return {
+        "update rule": repr(optimizer.update_rule_),
+        "weights_to_train": list(optimizer.weights_to_train_),
+        "device": str(optimizer.device_),
+        "n_threads": optimizer.n_threads,
+        "fast_gradients": optimizer.fast_gradients,
+    }
+
+
+def check_warm_start(before, now):
+    """Raise a clear error when ``warm_start`` would continue a training built otherwise.
+
+    Examples
+    --------
+    >>> check_warm_start({"update rule": "SGDRule()"}, {"update rule": "AdamWRule()"})
+    Traceback (most recent call last):
+    ...
+    ValueError: warm_start=True continues the training already started, but update rule changed from SGDRule() to AdamWRule(). Set warm_start=False to train anew with the new settings, or set them back.
+    """
+    changed = [f"{key} changed from {before[key]} to {now[key]}" for key in now if before.get(key) != now[key]]
+    if changed:
+        raise ValueError(
+            f"warm_start=True continues the training already started, but {'; '.join(changed)}. "
+            "Set warm_start=False to train anew with the new settings, or set them back."
+        )

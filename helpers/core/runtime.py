@@ -143,28 +143,28 @@ def native_stderr_captured():
 
 
 
-def _probe_model(ir_version):
-    """A one-node model (Identity) stamped with ``ir_version``."""
+def _probe_model(ir_version, opset=13):
+    """A one-node model (Identity) stamped with ``ir_version`` and ``opset``."""
     graph = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["y"])],
         "ir_probe",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = ir_version
     return model
 
 
-def _runtime_accepts(ir_version):
+def _runtime_accepts(ir_version, opset=13, refusal="IR version"):
     try:
         # plain options: the probe is never profiled nor given the users' threads
         options = onnxruntime.SessionOptions()
         options.log_severity_level = ERROR_SEVERITY
-        sess = make_session(_probe_model(ir_version), options=options)
+        sess = make_session(_probe_model(ir_version, opset), options=options)
         sess.run(None, {"x": np.zeros(1, dtype=np.float32)})
     except Exception as exc:  # the runtime raises its own Fail/InvalidGraph types
-        if "IR version" in str(exc):
+        if refusal in str(exc):
             return False
         raise
     return True
@@ -181,6 +181,21 @@ def max_ir_version():
     while version > 3 and not _runtime_accepts(version):
         version -= 1
     return version
+
+
+@lru_cache(maxsize=None)
+def max_opset():
+    """Return the highest opset of the default ONNX domain the installed runtime loads.
+
+    Examples
+    --------
+    >>> 17 <= max_opset() <= onnx.defs.onnx_opset_version()
+    True
+    """
+    opset = onnx.defs.onnx_opset_version()
+    while opset > 7 and not _runtime_accepts(max_ir_version(), opset, "ValidateOpsetForDomain"):
+        opset -= 1
+    return opset
 
 
 def check_onnx_compatible():
@@ -230,6 +245,60 @@ def check_model_ir_version(model):
             "Convert or save it with onnx==1.17.0, or set "
             f"model.ir_version = {accepted} if its opsets allow it."
         )
+
+
+def check_model_opset(model):
+    """Raise a clear error when ``model`` imports an opset newer than the runtime runs.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> check_model_opset(mlp_onnx(3, opset=99))
+    Traceback (most recent call last):
+    ...
+    helpers.core.runtime.RuntimeCompatibilityError: The model imports opset 99 of the ONNX domain, but onnxruntime 1.19.2 runs opset 21 at most. Convert it again with target_opset=21 (skl2onnx: to_onnx(..., target_opset=21); torch: opset_version=21).
+    """
+    accepted, opset = max_opset(), main_opset(model)
+    if opset > accepted:
+        raise RuntimeCompatibilityError(
+            f"The model imports opset {opset} of the ONNX domain, but onnxruntime "
+            f"{onnxruntime.__version__} runs opset {accepted} at most. Convert it again with "
+            f"target_opset={accepted} (skl2onnx: to_onnx(..., target_opset={accepted}); torch: "
+            f"opset_version={accepted})."
+        )
+
+
+def check_model_inputs_are_float(model):
+    """Raise a clear error when the model's data inputs or outputs are not float32.
+
+    The optimizers feed float32 arrays; a model converted from float64 data,
+    or one whose input holds integer indices, fails inside the runtime with
+    a message about kernels otherwise.
+
+    Examples
+    --------
+    >>> from onnx import TensorProto, helper
+    >>> graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [None, 2])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [None, 2])])
+    >>> check_model_inputs_are_float(helper.make_model(graph))
+    Traceback (most recent call last):
+    ...
+    TypeError: The model's input 'x' is double: the optimizers train float32 models. Convert the model from float32 data (skl2onnx: to_onnx(model, X[:1].astype(numpy.float32))).
+    """
+    initializers = {i.name for i in model.graph.initializer}
+    values = [i for i in model.graph.input if i.name not in initializers] + list(model.graph.output)
+    for value in values:
+        elem_type = value.type.tensor_type.elem_type
+        if elem_type != TensorProto.FLOAT:
+            kind = "input" if value in model.graph.input else "output"
+            name = TensorProto.DataType.Name(elem_type).lower()
+            fix = (
+                "Convert the model from float32 data (skl2onnx: to_onnx(model, X[:1].astype(numpy.float32)))."
+                if elem_type == TensorProto.DOUBLE
+                else "Give the model a float input (cast inside the graph if it needs integers)."
+            )
+            raise TypeError(f"The model's {kind} {value.name!r} is {name}: the optimizers train float32 models. {fix}")
 
 
 def main_opset(model):

@@ -12,6 +12,11 @@ def _as_float32(name, values):
     Floating point, integer and boolean arrays are converted: the models run
     in float32, like the ONNX graphs scikit-learn models convert to.
     """
+    if hasattr(values, "toarray") and hasattr(values, "nnz"):
+        raise TypeError(
+            f"{name} is a sparse matrix: the ONNX models take dense arrays. Convert it with "
+            f"{name}.toarray() (or train on a dense subset of the columns)."
+        )
     array = np.asarray(values)
     if array.dtype.kind not in "fiub":
         raise TypeError(
@@ -109,10 +114,17 @@ def check_targets(y, n_samples, label_shape):
         for got, expected in zip(y.shape[1:], label_shape[1:])
     )
     if y.ndim != rank or mismatch:
+        expected = ["N" if d is None else d for d in label_shape]
+        hint = ""
+        width = label_shape[-1] if rank == 2 else None
+        if isinstance(width, int) and width > 1 and y.shape[1:] == (1,) and np.all(y == np.round(y)):
+            hint = (
+                f" y looks like class labels: a model with {width} scores per sample trains on "
+                f"one-hot targets, helpers.teaching.datasets.one_hot(y, {width})."
+            )
         raise ValueError(
-            f"y has shape {y.shape}, but the model predicts shape "
-            f"{['N' if d is None else d for d in label_shape]}: one target "
-            "column per model output."
+            f"y has shape {y.shape}, but the model predicts shape {expected}: one target "
+            f"column per model output.{hint}"
         )
     _check_finite("y", y)
     return y
@@ -147,6 +159,11 @@ def check_sample_weight(sample_weight, n_samples):
     _check_finite("sample_weight", w)
     if (w < 0).any():
         raise ValueError("sample_weight has negative values: weights must be >= 0.")
+    if not w.any():
+        raise ValueError(
+            "sample_weight is 0 for every sample: nothing would be learned and every loss would be 0. "
+            "Give some samples a positive weight."
+        )
     return w
 
 

@@ -304,12 +304,41 @@ class NegLogLearningLoss(BaseLearningLoss):
         return per_sample, app.node("Sub", [proba, _LABEL])
 
 
+class CrossEntropyLearningLoss(NegLogLearningLoss):
+    """Softmax cross-entropy on raw scores, with one-hot labels: ``'cross_entropy'``.
+
+    The same loss as ``add_loss_output(..., score_name='cross_entropy')``;
+    :class:`NegLogLearningLoss` with ``probability_function='softmax'``.
+
+    Parameters
+    ----------
+    eps : float
+        Probabilities are clipped to ``[eps, 1 - eps]`` in the loss value.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.core.devices import Device
+    >>> scores, labels = np.zeros((1, 2), dtype=np.float32), np.array([[1, 0]], dtype=np.float32)
+    >>> value, gradient = CrossEntropyLearningLoss().loss_gradient(Device("cpu"), labels, scores)
+    >>> round(float(value.numpy()), 4), gradient.numpy().tolist()  # log 2, softmax - one_hot
+    (0.6931, [[-0.5, 0.5]])
+    """
+
+    def __init__(self, eps=1e-5):
+        super().__init__(eps=eps, probability_function="softmax")
+
+    def get_params(self, deep=True):
+        return {"eps": self.eps}
+
+
 #: The loss classes, by the names of :data:`helpers.core.loss_graphs.LOSSES`.
 LEARNING_LOSSES = {
     "squared_error": SquareLearningLoss,
     "absolute_error": AbsoluteLearningLoss,
     "elastic": ElasticLearningLoss,
     "log": NegLogLearningLoss,
+    "cross_entropy": CrossEntropyLearningLoss,
 }
 
 

@@ -98,6 +98,12 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
                 f"The model has outputs {outputs}: this optimizer trains a model with "
                 "one output. Convert a classifier to return its raw scores only."
             )
+        if static_dims(self.model_onnx.graph.output[0]) == []:
+            raise ValueError(
+                f"The model's output {outputs[0]!r} is a scalar, a loss: this optimizer trains the model "
+                "without its loss and computes the loss itself (learning_loss). Give it the model from "
+                "before add_loss_output, or train this one with OrtGradientOptimizer."
+            )
         self.weights_to_train_ = check_weights_to_train(self.model_onnx, self.weights_to_train)
         # fresh copies: the objects cache compiled graphs for one fit
         self.learning_loss_ = make_learning_loss(self.learning_loss).fresh_copy()

@@ -9,7 +9,7 @@ run them.
 """
 from ..core.estimator import BaseOrtOptimizer
 from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs
-from ..core.parameters import document_parameters
+from ..core.parameters import document_parameters, training_settings
 from ..core.sessions import make_session
 from .checkpoints import (
     CHECKPOINT_KEY,
@@ -193,7 +193,9 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         path : str
             The checkpoint file.
         """
-        self._check_is_fitted()
+        if getattr(self, "_runtime", None) is None or not hasattr(self, "train_losses_"):
+            # fit calls it between epochs, before the estimator counts as fitted
+            self._check_is_fitted()
         self._runtime.save(path, {CHECKPOINT_KEY: training_state(self)})
 
     def load_checkpoint(self, path):
@@ -218,6 +220,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         self._start_training(self._initial_weights(), checkpoint=path)
         restore_training_state(self, state)
         self._predict_session = self._scorer = None
+        self._settings, self._fitted = training_settings(self), True
         return self
 
     def _train_step(self, batch, t):
@@ -238,7 +241,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
             self._scorer = make_session(model, n_threads=self.n_threads, label="score")
         names = [i.name for i in self._scorer.get_inputs()]
         feeds = dict(zip(names, (X, y, w)))
-        feeds.update(self.get_state())
+        feeds.update(self._current_weights())
         return float(self._scorer.run(None, feeds)[0])
 
     def _loss_value(self, handle):
