@@ -66,3 +66,39 @@ def test_page_renders(browser, tmp_path, page):
     shot = os.path.join(shots, f"{page}.png")
     _chromium([f"--screenshot={shot}", url], tmp_path)
     assert os.path.getsize(shot) > 10_000  # a real picture, not a blank page
+
+
+_MEASURE = (
+    "<script>window.addEventListener('load', () => {"
+    "const wide = [...document.querySelectorAll('article *')].filter("
+    "e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1"
+    " && getComputedStyle(e.parentElement).overflowX === 'visible');"
+    "document.body.setAttribute('data-page-width', document.documentElement.scrollWidth);"
+    "document.body.setAttribute('data-view-width', document.documentElement.clientWidth);"
+    "document.body.setAttribute('data-too-wide', wide.slice(0, 3).map(e => e.tagName + '.' + e.className).join(' '));"
+    "});</script>"
+)
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_page_fits_the_viewport(browser, tmp_path, page):
+    """No content wider than the window: long lines wrap, wide tables scroll inside the page."""
+    path, _ = PAGES[page]
+    original = os.path.join(SITE, path)
+    # a copy beside the page (same relative links), with a script that measures the layout
+    measured = original.replace(".html", ".measure.html")
+    with open(original, encoding="utf-8") as f:
+        html = f.read()
+    with open(measured, "w", encoding="utf-8") as f:
+        f.write(html.replace("</body>", _MEASURE + "</body>"))
+    try:
+        dom = _chromium(
+            ["--window-size=1024,800", "--virtual-time-budget=3000", "--dump-dom", "file://" + os.path.abspath(measured)],
+            tmp_path,
+        ).stdout
+    finally:
+        os.remove(measured)
+    page_width = int(re.search(r'data-page-width="(\d+)"', dom).group(1))
+    view_width = int(re.search(r'data-view-width="(\d+)"', dom).group(1))
+    too_wide = re.search(r'data-too-wide="([^"]*)"', dom).group(1)
+    assert page_width <= view_width, f"{path} is {page_width}px wide in a {view_width}px window: {too_wide}"

@@ -1,7 +1,7 @@
 """Train ONNX models with onnxruntime-training, from notebooks.
 
-The public names follow the seeds of this project (onnxcustom's training
-helpers), rebuilt on the APIs onnxruntime-training 1.19.2 still has. The
+The public names and call forms are those of onnxcustom's training helpers,
+which this project rebuilds on the APIs onnxruntime-training 1.19.2 still has. The
 code is organised in four packages:
 
 * :mod:`helpers.core`: what both APIs share (sessions, devices, batches,

@@ -174,3 +174,25 @@ def test_installed_packages_match_pins(base, cpu, gpu):
     assert runtime in (CPU_RUNTIME, GPU_RUNTIME), f"{runtime} is not a training package"
     pinned = (cpu | gpu)[runtime]
     assert installed_version(runtime) == pinned
+
+
+def test_make_setup_refuses_a_python_without_wheels_and_says_how_to_get_one(tmp_path):
+    """The version check of `make setup`, with the accepted list narrowed to one the running Python is not."""
+    import subprocess
+    import sys
+
+    venv = tmp_path / "venv"
+    result = subprocess.run(
+        ["make", f"VENV={venv}", f"PYTHON={sys.executable}", "PYTHON_VERSIONS_cpu=3.99", "GPU=0", f"{venv}/bin/python"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )
+    assert result.returncode != 0 and not venv.exists()
+    assert "needs Python 3.99" in result.stderr and "uv python install 3.99" in result.stderr
+
+
+def test_make_picks_an_accepted_python():
+    import subprocess
+
+    result = subprocess.run(["make", "help"], cwd=ROOT, capture_output=True, text=True, check=True)
+    line = next(l for l in result.stdout.splitlines() if l.startswith("Variables:"))
+    assert "(Python 3.12 3.11 3.10 accepted)" in line

@@ -1,4 +1,4 @@
-"""Learning rates: scikit-learn's schedules, and the seeds' learning-rate objects.
+"""Learning rates: scikit-learn's schedules, and the learning-rate objects of the forward/backward API.
 
 A schedule gives the learning rate of update ``t`` (from 1), with the names
 and formulas of scikit-learn's ``SGDRegressor``:
@@ -11,7 +11,7 @@ and formulas of scikit-learn's ``SGDRegressor``:
 
 Both optimizers take ``learning_rate`` as a float (``eta0``, with
 ``learning_rate_schedule``, ``power_t``, ``alpha`` and the update rule of
-``solver``) or as one of the seeds' objects, :class:`LearningRateSGD` and
+``solver``) or as one of the learning-rate objects, :class:`LearningRateSGD` and
 :class:`LearningRateSGDNesterov`, which carry a schedule and an update rule
 together. :func:`resolve_learning_rate` turns either form into a schedule
 and an update rule (:mod:`helpers.core.update_rules`), the one place where
@@ -92,7 +92,7 @@ class LearningRateSchedule(Configurable):
     power_t : float
         Exponent of ``'invscaling'``.
     learning_rate : {'constant', 'invscaling', 'optimal'}
-        The schedule (the seeds' name for it).
+        The schedule (this parameter's name in onnxcustom's objects).
 
     Examples
     --------
@@ -120,7 +120,7 @@ class LearningRateSchedule(Configurable):
 
 
 class BaseLearningRate(LearningRateSchedule):
-    """A schedule and an update rule: the learning-rate objects of the seeds.
+    """A schedule and an update rule in one object (onnxcustom's form of a learning rate).
 
     Subclasses say which update rule they run (:meth:`update_rule`). The
     object can also update weights itself, for a training loop written by
@@ -245,7 +245,9 @@ class LearningRateSGDNesterov(BaseLearningRate):
         return NesterovRule(self.momentum) if self.nesterov else MomentumRule(self.momentum)
 
 
-#: Names accepted for ``learning_rate`` (the seeds' spellings), with the class each builds.
+#: Names accepted for ``learning_rate``: ``'SGD'``/``'sgd'``/``'LearningRateSGD'`` build a
+#: :class:`LearningRateSGD`; ``'Nesterov'``/``'nesterov'``/``'SGDNesterov'``/``'LearningRateSGDNesterov'``
+#: a :class:`LearningRateSGDNesterov`.
 LEARNING_RATE_ALIASES = {
     "SGD": LearningRateSGD,
     "sgd": LearningRateSGD,

@@ -1,7 +1,7 @@
 """The per-sample losses both APIs share, written as ONNX nodes.
 
 One registry, :data:`LOSSES`, names the losses and their keyword arguments;
-:func:`canonical_loss_name` accepts the other spellings the seeds and
+:func:`canonical_loss_name` accepts the other spellings onnxcustom and
 scikit-learn use (:data:`LOSS_ALIASES`) and gives the one name. With
 ``d = prediction - label``, summed over the outputs of one sample:
 
@@ -93,7 +93,8 @@ class GraphAppender:
 
 
 
-#: Other spellings of the loss names (the seeds', scikit-learn's), to the one name.
+#: Other spellings of the loss names (onnxcustom's, scikit-learn's), to the one name:
+#: ``square_error`` -> ``squared_error``, ``neglog`` and ``log_loss`` -> ``log``.
 LOSS_ALIASES = {
     "square_error": "squared_error",
     "neglog": "log",

@@ -29,7 +29,7 @@ SHARED_PARAMETERS = """\
     learning_rate : float, str or LearningRateSGD
         A float is the initial learning rate ``eta0`` of
         ``learning_rate_schedule``, for the update rule ``solver``. The
-        seeds' objects (:class:`helpers.LearningRateSGD`,
+        learning-rate objects (:class:`helpers.LearningRateSGD`,
         :class:`helpers.LearningRateSGDNesterov`, or their names ``'SGD'``
         and ``'Nesterov'``) bring their own schedule and update rule.
     learning_rate_schedule : {'constant', 'invscaling', 'optimal'}

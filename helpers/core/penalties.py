@@ -1,7 +1,7 @@
 """Penalties on the weights, for both APIs.
 
 A penalty adds ``sum_W l1_W * sum|W| + l2_W * sum W**2`` to the mean loss of
-each batch. Both APIs take it in either form: a dict (the seeds'
+each batch. Both APIs take it in either form: a dict (onnxcustom's
 ``add_loss_output(penalty={'coef': {'l2': 0.01}})``) or an object
 (:class:`ElasticLearningPenalty`, :class:`NoLearningPenalty`);
 :func:`make_learning_penalty` checks both and gives an object whose
@@ -215,7 +215,9 @@ def _check_names(chosen, names):
             )
 
 
-#: Names accepted for a penalty, with the class each one builds.
+#: Names accepted for a penalty: ``None``, ``'none'`` and ``'NoLearningPenalty'`` build a
+#: :class:`NoLearningPenalty`; ``'elastic'`` and ``'ElasticLearningPenalty'`` an
+#: :class:`ElasticLearningPenalty` (a dict builds a :class:`WeightPenalty`).
 PENALTY_ALIASES = {
     None: NoLearningPenalty,
     "none": NoLearningPenalty,

@@ -1,6 +1,6 @@
 """The whole-training API: the loss is in the graph, the runtime trains it.
 
-:class:`OrtGradientOptimizer` keeps the interface of the seeds' optimizer,
+:class:`OrtGradientOptimizer` keeps the interface of onnxcustom's optimizer,
 built on ``TrainingSession``, which onnxruntime removed. It is built on the
 on-device training API instead (:class:`~helpers.whole_training.session.WholeTrainingSession`):
 ``generate_artifacts`` writes a training model, an eval model, an optimizer
