@@ -6,6 +6,7 @@ progress bar, the divergence check, validation losses, warm starts and
 pickling. Subclasses build the runtime objects and run one training step.
 """
 import warnings
+import weakref
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -24,6 +25,11 @@ from .runtime import check_model_inputs_are_float, check_model_ir_version, check
 from .sessions import make_session
 from .validation import check_features, check_sample_weight, check_targets
 
+
+
+#: The prediction session of each fitted optimizer, made by the first ``predict``
+#: after the weights changed.
+_PREDICTION_SESSIONS = weakref.WeakKeyDictionary()
 
 
 class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
@@ -53,7 +59,7 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
     """
 
     #: Attributes holding onnxruntime objects, which a pickle drops (rebuilt when needed).
-    _session_attributes = ("_runtime", "_predict_session")
+    _session_attributes = ("_runtime",)
 
     def __init__(
         self,
@@ -204,7 +210,7 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
         self
         """
         self._prepare()
-        y_ndim = np.ndim(y)
+        y_ndim = np.asarray(y).ndim
         names = getattr(X, "columns", None)
         X, y, w = self._check_data(X, y, sample_weight)
         validation = None
@@ -227,7 +233,7 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
                 # unpickled: rebuild the runtime from the saved weights
                 self._start_training(self._saved_weights)
                 self._restore_update_state()
-        self._predict_session = None
+        _PREDICTION_SESSIONS.pop(self, None)
         self.n_features_in_ = X.shape[1]
         if names is not None and all(isinstance(name, str) for name in names):
             self.feature_names_in_ = np.asarray(names, dtype=object)
@@ -326,7 +332,7 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
             self._saved_weights = new
         else:
             self._runtime.set_weights(new)
-        self._predict_session = None
+        _PREDICTION_SESSIONS.pop(self, None)
 
     def get_trained_onnx(self):
         """Return the prediction model with the trained weights.
@@ -355,10 +361,11 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
         """
         self._check_is_fitted()
         X = check_features(X, self._n_features())
-        if getattr(self, "_predict_session", None) is None:
+        # the session lives beside the estimator, not in its __dict__ (predict changes nothing in it)
+        if self not in _PREDICTION_SESSIONS:
             model = self.get_trained_onnx()
-            self._predict_session = make_session(model, n_threads=self.n_threads, label="predict")
-        sess = self._predict_session
+            _PREDICTION_SESSIONS[self] = make_session(model, n_threads=self.n_threads, label="predict")
+        sess = _PREDICTION_SESSIONS[self]
         pred = sess.run([self._prediction_name()], {sess.get_inputs()[0].name: X})[0]
         if self._y_ndim == 1 and pred.ndim == 2 and pred.shape[1] == 1:
             pred = pred.ravel()

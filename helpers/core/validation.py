@@ -18,6 +18,13 @@ def _as_float32(name, values):
             f"{name}.toarray() (or train on a dense subset of the columns)."
         )
     array = np.asarray(values)
+    if array.dtype.kind == "c":
+        raise ValueError(f"Complex data not supported: {name} must hold real numbers.")
+    if array.dtype.kind == "O":
+        try:  # numbers held as Python objects (a pandas column of mixed types...)
+            array = array.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
     if array.dtype.kind not in "fiub":
         raise TypeError(
             f"{name} has dtype {array.dtype}: it must hold numbers. Encode "
@@ -64,7 +71,7 @@ def check_features(X, n_features=None):
     X = _as_float32("X", X)
     if X.ndim != 2:
         raise ValueError(
-            f"X must be a 2D array of shape (n_samples, n_features), got shape "
+            f"Reshape your data: X must be a 2D array of shape (n_samples, n_features), got shape "
             f"{X.shape}. Use X.reshape(-1, 1) for a single feature or "
             "X.reshape(1, -1) for a single sample."
         )

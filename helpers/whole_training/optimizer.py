@@ -219,7 +219,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         check_training_state(self, state)
         self._start_training(self._initial_weights(), checkpoint=path)
         restore_training_state(self, state)
-        self._predict_session = self._scorer = None
+        self._scorer = None
         self._settings, self._fitted = training_settings(self), True
         return self
 
