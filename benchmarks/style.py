@@ -1,5 +1,7 @@
 """One look for every benchmark figure: a colour per framework, legends off the data.
 
+The colours are those of the notebooks (:mod:`helpers.teaching.palette`).
+
 Examples
 --------
 >>> color("ort whole-training")
@@ -11,23 +13,7 @@ import io
 
 import numpy as np
 
-#: The colour of each framework, the same in every figure.
-COLORS = {
-    "ort whole-training": "tab:blue",
-    "ort forward-backward": "tab:orange",
-    "torch eager": "tab:green",
-    "torch.compile": "tab:olive",
-    "scikit-learn": "tab:purple",
-    "onnxruntime matmul bound": "black",
-    "numpy matmul": "tab:gray",
-}
-#: Any other framework (a new row) gets this one.
-OTHER = "tab:brown"
-
-
-def color(framework):
-    """The colour of ``framework`` (:data:`COLORS`)."""
-    return COLORS.get(framework, OTHER)
+from helpers.teaching.palette import color  # noqa: F401  (the benchmarks' colour of a framework)
 
 
 def spans_decades(values):

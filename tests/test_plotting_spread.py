@@ -3,11 +3,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import matplotlib.colors as matplotlib_colors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers.teaching.plotting import plot_loss_spread  # noqa: E402
+from helpers.teaching.palette import COLORS  # noqa: E402
+from helpers.teaching.plotting import plot_coefficients, plot_loss_curves, plot_loss_spread  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -61,3 +64,21 @@ def test_errors():
         plot_loss_spread({"a": []})
     with pytest.raises(ValueError, match="x values"):
         plot_loss_spread({"a": [[1.0, 2.0], [1.0, 2.0, 3.0]]})
+
+
+def test_same_library_same_colour_across_figures():
+    """A library keeps its colour in every figure; two rules of one library differ by their dashes."""
+    runs = [[1.0, 0.5], [1.0, 0.4]]
+    ax1 = plot_loss_spread({"scikit-learn, SGD": runs, "onnxruntime, SGD": runs, "onnxruntime, Nesterov": runs})
+    ax2 = plot_loss_curves({"onnxruntime": [1.0, 0.3], "scikit-learn": [1.0, 0.2]})
+    ax3 = plot_coefficients(pd.DataFrame({"scikit-learn": [1.0], "onnxruntime": [0.9]}))
+    spread = {line.get_label(): line for line in ax1.get_lines()}
+    sgd, nesterov = spread["onnxruntime, SGD (median of 2)"], spread["onnxruntime, Nesterov (median of 2)"]
+    assert sgd.get_color() == nesterov.get_color() == COLORS["onnxruntime"]
+    assert sgd.get_linestyle() != nesterov.get_linestyle()
+    assert spread["scikit-learn, SGD (median of 2)"].get_linestyle() == sgd.get_linestyle()
+    curves = {line.get_label(): line.get_color() for line in ax2.get_lines()}
+    assert curves == {"onnxruntime": COLORS["onnxruntime"], "scikit-learn": COLORS["scikit-learn"]}
+    bar_colours = [matplotlib_colors.to_hex(p.get_facecolor()) for p in ax3.patches]
+    assert bar_colours == [matplotlib_colors.to_hex(COLORS[name]) for name in ("scikit-learn", "onnxruntime")]
+    plt.close("all")

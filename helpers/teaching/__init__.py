@@ -8,5 +8,6 @@
   by side;
 * :mod:`~helpers.teaching.plotting` and :mod:`~helpers.teaching.kernel_plots`:
   the figures of the notebooks;
-* :mod:`~helpers.teaching.notebook`: the device choice of a notebook.
+* :mod:`~helpers.teaching.palette`: one colour per library in every figure;
+* :mod:`~helpers.teaching.notebook`: the device choice, the parameters and the claims of a notebook.
 """

@@ -1,4 +1,6 @@
-"""Small utilities the notebooks share."""
+"""Small utilities the notebooks share: the device, the parameters, the claims they check."""
+import ast
+
 from ..core import devices
 
 
@@ -39,3 +41,178 @@ def use_device(device="auto"):
         else:
             print("A GPU is available, but device='cpu' was asked for: this notebook runs on the CPU.")
     return str(chosen)
+
+
+def literal_parameter(name, value):
+    """A papermill parameter as the Python value it spells.
+
+    ``papermill -p hidden_layer_sizes "(8, 4)"`` passes the string
+    ``'(8, 4)'``; ``-y "hidden_layer_sizes: [8, 4]"`` passes a list. Both
+    become ``(8, 4)`` here: a string is read as a Python literal, a list as
+    a tuple, so that a notebook's tuple parameters take either form.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, for the error message.
+    value : object
+        Its value, as the parameters cell holds it.
+
+    Returns
+    -------
+    object
+        ``value``, with a string read as a Python literal and a list turned
+        into a tuple.
+
+    Raises
+    ------
+    ValueError
+        When a string is not a Python literal.
+
+    Examples
+    --------
+    >>> literal_parameter("hidden_layer_sizes", "(8, 4)")
+    (8, 4)
+    >>> literal_parameter("hidden_layer_sizes", [16, 8])
+    (16, 8)
+    >>> literal_parameter("hidden_layer_sizes", "8,")
+    (8,)
+    """
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError) as error:
+            raise ValueError(
+                f"Parameter {name}={value!r} is not a Python value. Pass a tuple as "
+                f"-p {name} \"(8, 4)\" or -y \"{name}: [8, 4]\"."
+            ) from error
+    return tuple(value) if isinstance(value, list) else value
+
+
+def layer_sizes_parameter(name, value):
+    """Hidden layer sizes given to a notebook, as a tuple of positive integers.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, for the error message.
+    value : int, tuple, list or str
+        ``32``, ``(32,)``, ``[16, 8]`` or ``'(16, 8)'``.
+
+    Returns
+    -------
+    tuple of int
+
+    Raises
+    ------
+    ValueError
+        When a size is not a positive integer.
+
+    Examples
+    --------
+    >>> layer_sizes_parameter("hidden_layer_sizes", "[16, 8]")
+    (16, 8)
+    >>> layer_sizes_parameter("hidden_layer_sizes", 32)
+    (32,)
+    >>> layer_sizes_parameter("hidden_layer_sizes", "(0,)")
+    Traceback (most recent call last):
+    ...
+    ValueError: Parameter hidden_layer_sizes=(0,) must hold positive integers, for example (32,) or (16, 8).
+    """
+    sizes = literal_parameter(name, value)
+    sizes = (sizes,) if isinstance(sizes, int) else sizes
+    if (
+        not isinstance(sizes, tuple)
+        or not sizes
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes)
+    ):
+        raise ValueError(f"Parameter {name}={sizes!r} must hold positive integers, for example (32,) or (16, 8).")
+    return sizes
+
+
+def require(condition, message):
+    """Check parameters that must agree, in the cell after the parameters.
+
+    Parameters
+    ----------
+    condition : bool
+    message : str
+        What must hold, naming the parameters and their values.
+
+    Raises
+    ------
+    ValueError
+        With ``message``, when ``condition`` is false.
+
+    Examples
+    --------
+    >>> batch_size, n_train = 500, 300
+    >>> require(batch_size <= n_train, f"batch_size={batch_size} is larger than the {n_train} training rows")
+    Traceback (most recent call last):
+    ...
+    ValueError: batch_size=500 is larger than the 300 training rows
+    """
+    if not condition:
+        raise ValueError(message)
+
+
+def check_claim(condition, claim, parameters):
+    """Check a claim of a notebook that holds only after enough training.
+
+    With the default parameters, every claim holds; with a shorter run
+    (fewer epochs, fewer rows), a claim may not, and the error says which
+    parameters to raise rather than stopping at a bare ``assert``.
+
+    Parameters
+    ----------
+    condition : bool
+    claim : str
+        The claim, as the notebook states it.
+    parameters : str
+        The parameters that give the training enough room, for example
+        ``'max_iter'`` or ``'n_samples and max_iter'``.
+
+    Raises
+    ------
+    AssertionError
+        When ``condition`` is false, with the claim and the parameters.
+
+    Examples
+    --------
+    >>> check_claim(0.5 < 0.1, "the loss falls below 0.1", "max_iter")
+    Traceback (most recent call last):
+    ...
+    AssertionError: Not shown with these parameters: the loss falls below 0.1. The claim needs enough training: raise max_iter.
+    """
+    if not condition:
+        raise AssertionError(
+            f"Not shown with these parameters: {claim}. The claim needs enough training: raise {parameters}."
+        )
+
+
+def milestone_rows(table, positions=(0, 1, 9)):
+    """The rows of a per-epoch table at a few positions, and its last row.
+
+    A table of 30 epochs is shown as its rows 1, 2, 10 and 30; a shorter one
+    as the positions it has. Positions are 0-based, as in ``iloc``.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+    positions : sequence of int
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> milestone_rows(pd.DataFrame({"loss": range(30)})).index.tolist()
+    [0, 1, 9, 29]
+    >>> milestone_rows(pd.DataFrame({"loss": range(3)})).index.tolist()
+    [0, 1, 2]
+    """
+    n = len(table)
+    kept = sorted({p for p in positions if 0 <= p < n} | ({n - 1} if n else set()))
+    return table.iloc[kept]

@@ -7,6 +7,12 @@ plots side by side.
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .palette import line_styles
+
+
+#: Bars of the variants of one library: their line styles as hatches.
+_HATCHES = {"-": None, "--": "//", ":": "..", "-.": "xx"}
+
 
 def new_axes(ax, figsize):
     """``ax``, or the axes of a new figure of size ``figsize`` when ``ax`` is None.
@@ -108,9 +114,10 @@ def plot_loss_curves(
     if not curves:
         raise ValueError("curves is empty: give at least one label and its losses.")
     ax = new_axes(ax, figsize)
+    styles = line_styles(list(curves))
     for label, values in curves.items():
         x, y = _as_curve(values)
-        ax.plot(x, _transform(y, baseline, logy), label=label)
+        ax.plot(x, _transform(y, baseline, logy), label=label, **styles[label])
     return _finish(ax, logy, title, xlabel, ylabel, baseline)
 
 
@@ -199,7 +206,9 @@ def plot_coefficients(table, ax=None, title=None, ylabel="coefficient", figsize=
     Returns
     -------
     matplotlib.axes.Axes
-        With one group of bars per feature and one bar colour per model.
+        With one group of bars per feature and one bar colour per model
+        (the library's colour, :mod:`~helpers.teaching.palette`, when the
+        column names one).
 
     Examples
     --------
@@ -219,9 +228,12 @@ def plot_coefficients(table, ax=None, title=None, ylabel="coefficient", figsize=
     n_rows, n_models = table.shape
     positions = np.arange(n_rows)
     width = 0.8 / n_models
+    styles = line_styles([str(column) for column in table.columns])
     for i, column in enumerate(table.columns):
         offset = (i - (n_models - 1) / 2) * width
-        ax.bar(positions + offset, table[column].to_numpy(dtype=float), width, label=str(column))
+        style = styles[str(column)]
+        bar_style = {"color": style["color"], "hatch": _HATCHES[style["linestyle"]]} if style else {}
+        ax.bar(positions + offset, table[column].to_numpy(dtype=float), width, label=str(column), **bar_style)
     ax.set_xticks(positions)
     ax.set_xticklabels([str(i) for i in table.index], rotation=45 if n_rows > 8 else 0)
     ax.axhline(0, color="black", linewidth=0.8)
@@ -294,6 +306,7 @@ def plot_loss_spread(
     if not groups:
         raise ValueError("groups is empty: give at least one label and its runs.")
     ax = new_axes(ax, figsize)
+    styles = line_styles(list(groups))
     for label, runs in groups.items():
         if len(runs) == 0:
             raise ValueError(f"Group {label!r} has no run.")
@@ -307,7 +320,7 @@ def plot_loss_spread(
         if logy:
             median, low, high = (np.where(v > 0, v, np.nan) for v in (median, low, high))
         name = label if len(runs) == 1 else f"{label} (median of {len(runs)})"
-        (line,) = ax.plot(x, median, label=name)
+        (line,) = ax.plot(x, median, label=name, **styles[label])
         if len(runs) > 1:
             ax.fill_between(x, low, high, color=line.get_color(), alpha=band_alpha, linewidth=0)
     return _finish(ax, logy, title, xlabel, ylabel, baseline)
