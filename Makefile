@@ -46,7 +46,7 @@ PYTEST_ARGS ?=
 # Jupyter refuses to run as root unless told to (containers, CI machines).
 LAB_ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup git-filter lab test bench docs docs-test clean
+.PHONY: help setup git-filter lab test bench docs docs-test doctor clean
 
 help:
 	@echo "Targets:"
@@ -62,6 +62,8 @@ help:
 	@echo "          python -m benchmarks, e.g. \"--jobs 2\" or \"--scheduler tcp://HOST:8786\")"
 	@echo "  docs    build the documentation site into docs/_build/html (notebooks run, cached)"
 	@echo "  docs-test  quick site build, then headless Chromium opens its pages"
+	@echo "  doctor  what this machine trains on: the runtime package, a training step on the CPU"
+	@echo "          and on each GPU (or why not), the NVIDIA driver, the CUDA libraries, torch"
 	@echo "  clean   remove $(VENV), build artefacts, test caches and notebook checkpoints"
 	@echo "  help    this list"
 	@echo "Variables: VENV=$(VENV) PYTHON=$(PYTHON) GPU=$(GPU) (Python $(PYTHON_VERSIONS) accepted)"
@@ -89,6 +91,10 @@ $(PY):
 
 # The stamp records which variant is installed; it is rebuilt when a pin or pyproject.toml changes.
 $(STAMP): requirements/base.txt $(REQUIREMENTS) pyproject.toml | $(PY)
+	@if [ "$(VARIANT)" = gpu ] && [ "$$(uname -sm)" != "Linux x86_64" ]; then \
+	  echo "error: the GPU package onnxruntime-training==1.19.2 and its CUDA 11.8 libraries exist for" >&2; \
+	  echo "Linux x86-64 only, not $$(uname -sm). Use the CPU variant: make setup GPU=0" >&2; exit 1; \
+	fi
 	$(PY) -m pip install --upgrade pip
 	@installed=$$($(PY) -m pip list --format=freeze 2>/dev/null | grep -i '^onnxruntime' | cut -d= -f1 | tr 'A-Z_' 'a-z-'); \
 	if [ -n "$$installed" ] && [ "$$installed" != "$(RUNTIME_$(VARIANT))" ]; then \
@@ -101,6 +107,9 @@ $(STAMP): requirements/base.txt $(REQUIREMENTS) pyproject.toml | $(PY)
 	$(PY) -m pip install --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY_NAME)"
 	touch $@
+
+doctor: setup
+	$(PY) -m helpers.doctor --variant $(VARIANT)
 
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ROOT_ARG) $(LAB_ARGS)

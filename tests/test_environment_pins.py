@@ -16,8 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 REQUIREMENTS = ROOT / "requirements"
 ENVIRONMENT = ROOT / "environment.yml"
 
-# name==version, nothing else: no ranges, extras or markers.
+# name==version, nothing else: no ranges, extras or markers (but the one below).
 EXACT_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9][A-Za-z0-9.!+-]*)$")
+# The GPU variant's CUDA libraries exist for Linux x86-64 only, and say so.
+LINUX_X86 = 'sys_platform == "linux" and platform_machine == "x86_64"'
+CUDA_PREFIX = "nvidia-"
 RUNTIME_PREFIX = "onnxruntime"
 CPU_RUNTIME = "onnxruntime-training-cpu"
 GPU_RUNTIME = "onnxruntime-training"
@@ -29,6 +32,11 @@ def normalize(name):
 
 
 def parse_pin(line, where):
+    line, _, marker = line.partition(";")
+    line = line.strip()
+    if marker:
+        assert line.startswith(CUDA_PREFIX) and marker.strip() == LINUX_X86, (
+            f"{where}: only the nvidia-* CUDA libraries carry a marker, exactly {LINUX_X86!r}")
     match = EXACT_PIN.match(line)
     assert match, f"{where}: {line!r} is not an exact pin (name==version)"
     return normalize(match.group(1)), match.group(2)
@@ -126,7 +134,7 @@ def test_each_variant_lists_exactly_one_runtime(cpu, gpu):
 
 def test_variants_share_base_pins_and_runtime_version(base, cpu, gpu):
     for variant in (cpu, gpu):
-        assert {k: v for k, v in variant.items() if not k.startswith(RUNTIME_PREFIX)} == base
+        assert {k: v for k, v in variant.items() if not k.startswith((RUNTIME_PREFIX, CUDA_PREFIX))} == base
     assert cpu[CPU_RUNTIME] == gpu[GPU_RUNTIME]
 
 
@@ -196,3 +204,11 @@ def test_make_picks_an_accepted_python():
     result = subprocess.run(["make", "help"], cwd=ROOT, capture_output=True, text=True, check=True)
     line = next(l for l in result.stdout.splitlines() if l.startswith("Variables:"))
     assert "(Python 3.12 3.11 3.10 accepted)" in line
+
+
+def test_gpu_variant_pins_the_cuda_libraries_the_helpers_load(cpu, gpu):
+    """Each package helpers.core.cuda_libraries looks for is pinned in gpu.txt, and only there."""
+    from helpers.core.cuda_libraries import CUDA_PACKAGES
+
+    assert sorted(k for k in gpu if k.startswith(CUDA_PREFIX)) == sorted(p for p, _, _ in CUDA_PACKAGES)
+    assert not [k for k in cpu if k.startswith(CUDA_PREFIX)]

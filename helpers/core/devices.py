@@ -4,21 +4,43 @@ The GPU package of onnxruntime-training lists ``CUDAExecutionProvider`` even
 on a machine without a GPU, so the provider list proves nothing: a small
 model is run on the GPU before ``'auto'`` chooses it.
 """
+import platform
 import re
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import metadata
 
 import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
 from onnxruntime.capi import _pybind_state as C
 
+from . import cuda_libraries
 from .sessions import make_session
 
-_GPU_FIX = (
-    "Training on a GPU needs the GPU package onnxruntime-training==1.19.2 (instead of "
-    "onnxruntime-training-cpu: `make setup GPU=1`), an NVIDIA GPU, CUDA 11.8 and cuDNN 8."
-)
+#: Every package that provides the import name ``onnxruntime``; only one may be installed.
+RUNTIME_PACKAGES = ("onnxruntime-training", "onnxruntime-training-cpu", "onnxruntime", "onnxruntime-gpu")
+#: The GPU package and its CUDA version.
+GPU_PACKAGE = "onnxruntime-training==1.19.2"
+
+
+def installed_runtime_packages():
+    """The packages that provide ``onnxruntime`` in this environment (one, when all is well).
+
+    Examples
+    --------
+    >>> len(installed_runtime_packages())  # more than one overwrite each other's files
+    1
+    """
+    found = []
+    for name in RUNTIME_PACKAGES:
+        try:
+            metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        found.append(name)
+    return found
 
 
 class DeviceError(RuntimeError):
@@ -68,18 +90,80 @@ def _probe_model():
     return model
 
 
-@lru_cache(maxsize=None)
-def cuda_problem(index=0):
-    """Return why CUDA device ``index`` cannot train, or None when it can.
+def gpu_setup_problem():
+    """Why this environment cannot train on any GPU, with the fix, or None.
 
-    A one-node model runs on the GPU and its result is checked.
+    The package, the platform, the NVIDIA driver, the visible GPUs and the
+    CUDA 11.8 libraries are checked, in that order; :func:`cuda_problem`
+    then runs a model on one GPU.
+
+    Examples
+    --------
+    >>> problem = gpu_setup_problem()
+    >>> problem is None or problem.count(";") + problem.count(":") >= 1  # a cause, then its fix
+    True
     """
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
-        return f"the installed onnxruntime ({onnxruntime.__version__}) has no CUDA provider"
+        packages = ", ".join(installed_runtime_packages()) or "an onnxruntime package"
+        return (
+            f"the installed onnxruntime is {packages} {onnxruntime.__version__}, which has no CUDA provider; "
+            f"the GPU variant installs {GPU_PACKAGE} instead: make setup GPU=1"
+        )
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        return f"the GPU package {GPU_PACKAGE} exists for Linux x86-64 only, not {sys.platform} {platform.machine()}"
+    version = cuda_libraries.driver_cuda_version()
+    if version is None:
+        return (
+            "no NVIDIA driver is installed (libcuda.so.1 cannot be loaded); install the NVIDIA driver for your GPU: "
+            f"CUDA 11.8 code needs {cuda_libraries.minimum_driver_text()}"
+        )
+    if version < cuda_libraries.MINIMUM_DRIVER_CUDA:
+        major, minor = divmod(version // 10, 100)
+        return (
+            f"the NVIDIA driver supports CUDA {major}.{minor} only; CUDA 11.8 code needs "
+            f"{cuda_libraries.minimum_driver_text()}: update the driver"
+        )
+    count, reason = cuda_libraries.visible_gpus()
+    if count == 0:
+        return reason
+    cuda_libraries.load_cuda_libraries()
+    missing = cuda_libraries.missing_cuda_libraries()
+    if missing:
+        packages = " ".join(sorted(set(missing.values())))
+        return (
+            f"the CUDA 11.8 libraries {', '.join(missing)} cannot be found; make setup GPU=1 installs them "
+            f"from requirements/gpu.txt (pip packages {packages}), or set ORT_TRAINING_CUDA=system with a "
+            "system CUDA 11.8 and cuDNN 8 on LD_LIBRARY_PATH"
+        )
+    return None
+
+
+@lru_cache(maxsize=None)
+def cuda_problem(index=0):
+    """Return why CUDA device ``index`` cannot train, with the fix, or None when it can.
+
+    The causes are checked in order: the CPU package installed, a platform
+    without GPU package, no NVIDIA driver, a driver too old for CUDA 11.8, no
+    GPU visible, no such GPU index, a CUDA 11.8 or cuDNN 8 library missing
+    (:mod:`~helpers.core.cuda_libraries` loads them from their pip packages
+    first). Then a one-node model runs on the GPU and its result is checked.
+
+    Examples
+    --------
+    >>> problem = cuda_problem(0)
+    >>> problem is None or problem == gpu_setup_problem() or problem.startswith(("there is no GPU", "running a model"))
+    True
+    """
+    problem = gpu_setup_problem()
+    if problem:
+        return problem
+    count, _ = cuda_libraries.visible_gpus()
+    if index >= count:
+        return f"there is no GPU cuda:{index}: the driver sees {count} (cuda:0 to cuda:{count - 1})"
     try:
         sess = make_session(_probe_model(), Device("cuda", index), cpu_fallback=False)
         if "CUDAExecutionProvider" not in sess.get_providers():
-            return "the CUDA provider could not start (no GPU, or CUDA/cuDNN libraries missing)"
+            return "the CUDA provider could not start; run python -m helpers.doctor for the details"
         x = onnxruntime.OrtValue.ortvalue_from_numpy(np.array([1.0, 2.0], dtype=np.float32), "cuda", index)
         y = sess.run_with_ortvalues(["y"], {"x": x})[0].numpy()
     except Exception as exc:  # any failure means: not usable
@@ -141,5 +225,5 @@ def resolve_device(device):
     index = int(match.group(1) or 0)
     problem = cuda_problem(index)
     if problem:
-        raise DeviceError(f"device={device!r} cannot be used: {problem}. {_GPU_FIX}")
+        raise DeviceError(f"device={device!r} cannot be used: {problem}.")
     return Device("cuda", index)

@@ -1,0 +1,187 @@
+"""What this machine can train on, in a few lines: ``python -m helpers.doctor`` (or ``make doctor``).
+
+It prints Python, the onnxruntime package (and any other one beside it), the
+providers, whether a small training step really runs on the CPU and on each
+GPU the driver sees (and why not), the NVIDIA driver, the CUDA 11.8 libraries
+of the GPU package, the threads, and torch. The exit status is 0 when the
+variant asked for (``--variant cpu`` or ``gpu``; by default the one installed)
+trains.
+
+Examples
+--------
+>>> status = main(["--variant", "cpu"])  # doctest: +ELLIPSIS
+Python ...
+verdict ...the CPU variant trains
+>>> status
+0
+"""
+import argparse
+import os
+import platform
+import sys
+
+import numpy as np
+import onnxruntime
+
+from .core import cuda_libraries, devices
+from .core.sessions import resolved_threads
+
+
+def training_step_problem(device):
+    """Run one epoch of each API on a tiny network on ``device``; the error, or None when both train.
+
+    Parameters
+    ----------
+    device : str
+        ``'cpu'`` or ``'cuda:N'``.
+
+    Returns
+    -------
+    str or None
+
+    Examples
+    --------
+    >>> training_step_problem("cpu") is None
+    True
+    """
+    from .forward_backward.optimizer import OrtGradientForwardBackwardOptimizer  # noqa: PLC0415
+    from .teaching.model_factories import mlp_onnx  # noqa: PLC0415
+    from .whole_training.loss_output import add_loss_output  # noqa: PLC0415
+    from .whole_training.optimizer import OrtGradientOptimizer  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((32, 4)).astype(np.float32)
+    y = X.sum(axis=1).astype(np.float32)
+    onx = mlp_onnx(4, hidden=(8,))
+    try:
+        for optimizer in (
+            OrtGradientOptimizer(add_loss_output(onx), max_iter=2, batch_size=8, device=device),
+            OrtGradientForwardBackwardOptimizer(onx, max_iter=2, batch_size=8, device=device),
+        ):
+            optimizer.fit(X, y)
+            if not np.all(np.isfinite(optimizer.train_losses_)):
+                return f"the losses on {device} are not finite: {optimizer.train_losses_}"
+    except Exception as error:  # the doctor reports any failure
+        return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    return None
+
+
+def _runtime_line():
+    packages = devices.installed_runtime_packages()
+    text = ", ".join(packages) or "none"
+    if len(packages) > 1:
+        text += (
+            " (more than one: they overwrite each other's files; uninstall all of them and run make setup)"
+        )
+    return f"{text}, version {onnxruntime.__version__}"
+
+
+def _driver_line():
+    version = cuda_libraries.driver_cuda_version()
+    if version is None:
+        return "none (libcuda.so.1 cannot be loaded)"
+    major, minor = divmod(version // 10, 100)
+    release = cuda_libraries.driver_version_text()
+    return f"{release or 'version unknown'}, supports CUDA {major}.{minor}"
+
+
+def _cuda_libraries_line():
+    found, missing = cuda_libraries.find_cuda_libraries()
+    if os.environ.get(cuda_libraries.SOURCE_VARIABLE, "").lower() == "system":
+        return f"system ({cuda_libraries.SOURCE_VARIABLE}=system); missing: {', '.join(cuda_libraries.missing_cuda_libraries()) or 'none'}"
+    if not missing:
+        return f"all {len(found)} from the nvidia-*-cu11 pip packages"
+    return f"{len(found)} from pip packages; not there: {', '.join(sorted(set(missing.values())))}"
+
+
+def _threads_line():
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    chosen = resolved_threads()
+    sessions = (
+        f"{chosen} per session (helpers.set_num_threads)" if chosen
+        else "onnxruntime's default per session (one per physical core) unless n_threads is given"
+    )
+    return f"{usable} cores usable (of {os.cpu_count()}); threads: {sessions}"
+
+
+def _torch_line():
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError as error:
+        return f"not importable ({error})"
+    if torch.cuda.is_available():
+        return f"{torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.device_count()} GPU(s): {torch.cuda.get_device_name(0)}"
+    return f"{torch.__version__}, CPU only"
+
+
+def diagnose(variant=None):
+    """Check this machine and return the report's lines and whether ``variant`` trains.
+
+    Parameters
+    ----------
+    variant : {'cpu', 'gpu'} or None
+        The variant that must work; the installed one when None (``'gpu'``
+        when the GPU package is installed).
+
+    Returns
+    -------
+    lines : list of (str, str)
+        Name and value of each line of the report.
+    works : bool
+
+    Examples
+    --------
+    >>> lines, works = diagnose("cpu")
+    >>> dict(lines)["CPU training"], works
+    ('yes: both APIs ran two epochs', True)
+    """
+    packages = devices.installed_runtime_packages()
+    gpu_package = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+    variant = variant or ("gpu" if gpu_package else "cpu")
+    lines = [
+        ("Python", f"{platform.python_version()} ({sys.executable}), {sys.platform} {platform.machine()}"),
+        ("onnxruntime", _runtime_line()),
+        ("providers", ", ".join(onnxruntime.get_available_providers())),
+    ]
+    cpu_problem = training_step_problem("cpu")
+    lines.append(("CPU training", f"no: {cpu_problem}" if cpu_problem else "yes: both APIs ran two epochs"))
+    lines.append(("NVIDIA driver", _driver_line()))
+    if gpu_package:
+        lines.append(("CUDA libraries", _cuda_libraries_line()))
+    gpu_works = []
+    setup_problem = devices.gpu_setup_problem()
+    if setup_problem:
+        lines.append(("GPU training", f"no: {setup_problem}"))
+    else:
+        for index in range(cuda_libraries.visible_gpus()[0]):
+            problem = devices.cuda_problem(index) or training_step_problem(f"cuda:{index}")
+            gpu_works.append(problem is None)
+            lines.append((f"GPU cuda:{index}", f"no: {problem}" if problem else "yes: both APIs ran two epochs"))
+    lines.append(("threads", _threads_line()))
+    lines.append(("torch", _torch_line()))
+    works = cpu_problem is None and len(packages) == 1 and (variant == "cpu" or any(gpu_works))
+    lines.append(("verdict", f"the {variant.upper()} variant {'trains' if works else 'does not train'}"))
+    return lines, works
+
+
+def main(argv=None):
+    """Print the report; return 0 when the variant asked for trains, 1 otherwise.
+
+    Examples
+    --------
+    >>> main(["--variant", "gpu"]) in (0, 1)  # doctest: +ELLIPSIS
+    Python ...
+    True
+    """
+    parser = argparse.ArgumentParser(prog="python -m helpers.doctor", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--variant", choices=["cpu", "gpu"], help="the variant that must work (default: the installed one)")
+    args = parser.parse_args(argv)
+    lines, works = diagnose(args.variant)
+    width = max(len(name) for name, _ in lines) + 2
+    for name, value in lines:
+        print(f"{name:<{width}}{value}")
+    return 0 if works else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
