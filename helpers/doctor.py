@@ -66,6 +66,12 @@ def training_step_problem(device):
     return None
 
 
+def _environment():
+    if sys.prefix == sys.base_prefix:
+        return "not in a virtual environment (make setup builds .venv)"
+    return f"virtual environment {os.path.basename(sys.prefix)}"
+
+
 def _runtime_line():
     packages = devices.installed_runtime_packages()
     text = ", ".join(packages) or "none"
@@ -139,7 +145,7 @@ def diagnose(variant=None):
     gpu_package = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
     variant = variant or ("gpu" if gpu_package else "cpu")
     lines = [
-        ("Python", f"{platform.python_version()} ({sys.executable}), {sys.platform} {platform.machine()}"),
+        ("Python", f"{platform.python_version()}, {sys.platform} {platform.machine()}, {_environment()}"),
         ("onnxruntime", _runtime_line()),
         ("providers", ", ".join(onnxruntime.get_available_providers())),
     ]
@@ -164,6 +170,33 @@ def diagnose(variant=None):
     return lines, works
 
 
+def print_report(variant=None):
+    """Print the report of :func:`diagnose` (the first cell of a GPU notebook runs it).
+
+    Parameters
+    ----------
+    variant : {'cpu', 'gpu'} or None
+        As in :func:`diagnose`.
+
+    Returns
+    -------
+    bool
+        Whether ``variant`` trains.
+
+    Examples
+    --------
+    >>> works = print_report("cpu")  # doctest: +ELLIPSIS
+    Python ...
+    >>> works
+    True
+    """
+    lines, works = diagnose(variant)
+    width = max(len(name) for name, _ in lines) + 2
+    for name, value in lines:
+        print(f"{name:<{width}}{value}")
+    return works
+
+
 def main(argv=None):
     """Print the report; return 0 when the variant asked for trains, 1 otherwise.
 
@@ -176,11 +209,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m helpers.doctor", description=__doc__.split("\n\n")[0])
     parser.add_argument("--variant", choices=["cpu", "gpu"], help="the variant that must work (default: the installed one)")
     args = parser.parse_args(argv)
-    lines, works = diagnose(args.variant)
-    width = max(len(name) for name, _ in lines) + 2
-    for name, value in lines:
-        print(f"{name:<{width}}{value}")
-    return 0 if works else 1
+    return 0 if print_report(args.variant) else 1
 
 
 if __name__ == "__main__":
