@@ -31,6 +31,7 @@ from .forward_backward.losses import (
     SquareLearningLoss,
 )
 from .forward_backward.optimizer import OrtGradientForwardBackwardOptimizer
+from .forward_backward.torch_module import OrtTorchModule
 from .whole_training.loss_output import add_loss_output
 from .whole_training.optimizer import OrtGradientOptimizer
 
@@ -48,6 +49,7 @@ __all__ = [
     "OrtGradientForwardBackwardFunction",
     "OrtGradientForwardBackwardOptimizer",
     "OrtGradientOptimizer",
+    "OrtTorchModule",
     "RuntimeCompatibilityError",
     "SquareLearningLoss",
     "TrainingDivergedError",

@@ -7,5 +7,9 @@
 * :mod:`~helpers.forward_backward.session`: the function, weights and
   update of one fit;
 * :mod:`~helpers.forward_backward.optimizer`:
-  :class:`helpers.OrtGradientForwardBackwardOptimizer`.
+  :class:`helpers.OrtGradientForwardBackwardOptimizer`;
+* :mod:`~helpers.forward_backward.torch_function` and
+  :mod:`~helpers.forward_backward.torch_module`: the function inside torch's
+  autograd, and :class:`helpers.OrtTorchModule`, a torch module that runs in
+  onnxruntime.
 """

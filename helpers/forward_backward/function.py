@@ -58,6 +58,10 @@ class OrtGradientForwardBackward:
         and, when the model has one input, whose first dimension is named as
         the batch (:mod:`helpers.core.gradient_rewrites`). Predictions
         (``training=False``) run the model as given.
+    input_names_require_grad : list of str, optional
+        Inputs whose gradient the backward pass returns too, after the
+        weights' (a torch caller needs them when an input requires a
+        gradient). None or empty: the weights' only.
 
     Attributes
     ----------
@@ -102,6 +106,7 @@ class OrtGradientForwardBackward:
         device="cpu",
         n_threads=None,
         fast_gradients=True,
+        input_names_require_grad=None,
     ):
         if not isinstance(onnx_model, onnx.ModelProto):
             raise TypeError(
@@ -121,13 +126,19 @@ class OrtGradientForwardBackward:
         unknown = set(self.input_names) - set(graph_inputs)
         if unknown:
             raise ValueError(f"Unknown input names {sorted(unknown)}; inputs are {graph_inputs}.")
+        self.input_names_require_grad = list(input_names_require_grad or [])
+        unknown = set(self.input_names_require_grad) - set(self.input_names)
+        if unknown:
+            raise ValueError(
+                f"input_names_require_grad names {sorted(unknown)}, which are not inputs; inputs are {self.input_names}."
+            )
         self.device = resolve_device(device)
         check_n_threads(n_threads)
         self.n_threads = n_threads
         self.fast_gradients = fast_gradients
         key = content_key(
             onnx_model, self.weights_to_train, self.input_names, self.output_names, str(self.device),
-            resolved_threads(n_threads), fast_gradients, onnxruntime.__version__,
+            resolved_threads(n_threads), fast_gradients, self.input_names_require_grad, onnxruntime.__version__,
         )
         # sessions that write profiles are never shared through the cache
         built = self._build() if is_profiling() else GRADIENT_GRAPHS.get_or_build(key, self._build)
@@ -147,7 +158,7 @@ class OrtGradientForwardBackward:
         config = OrtModuleGraphBuilderConfiguration()
         config.initializer_names = self.weights_to_train
         config.initializer_names_to_train = self.weights_to_train
-        config.input_names_require_grad = []
+        config.input_names_require_grad = self.input_names_require_grad
         config.build_gradient_graph = True
         # one user input holds one row per sample: its first dimension is the batch
         batch_inputs = self.input_names if len(self.input_names) == 1 else ()
@@ -195,7 +206,8 @@ class OrtGradientForwardBackward:
             "graph_info_": info,
             "feed_names_": feed_names,
             "grad_names_": grad_names,
-            "_grad_positions": [grad_names.index(grad_of[w]) for w in self.weights_to_train],
+            "_grad_positions": [grad_names.index(grad_of[w]) for w in self.weights_to_train]
+            + [grad_names.index(info.user_input_grad_names[name]) for name in self.input_names_require_grad],
             "_feed_order": [given.index(name) for name in feed_names],
             "_train_sess": train_sess,
             "_agent": agent,
@@ -217,7 +229,8 @@ class OrtGradientForwardBackwardFunction:
 
     Each training forward keeps its state until the matching backward; several
     may be in flight, and :meth:`backward` consumes the most recent one
-    (last in, first out, as autograd does).
+    (last in, first out), or the one :meth:`take_state` handed out, whatever
+    the order (as torch's autograd needs, :mod:`helpers.forward_backward.torch_function`).
 
     Parameters
     ----------
@@ -308,25 +321,44 @@ class OrtGradientForwardBackwardFunction:
         self.states_.append((state, values, keep, outputs))
         return [onnxruntime.OrtValue(outputs[i]) for i in range(len(outputs))]
 
-    def backward(self, grad_outputs):
-        """Run the backward pass of the most recent training forward.
+    def take_state(self):
+        """Hand out the state of the most recent training forward, for :meth:`backward` to take back.
+
+        The state leaves the stack: backwards may then come in any order.
+
+        Returns
+        -------
+        object
+            What :meth:`backward` needs (opaque), to pass as its ``state``.
+        """
+        if not self.states_:
+            raise RuntimeError("No training forward is in flight: call forward(inputs, training=True) first.")
+        return self.states_.pop()
+
+    def backward(self, grad_outputs, state=None):
+        """Run the backward pass of the most recent training forward, or of ``state``.
 
         Parameters
         ----------
         grad_outputs : list of OrtValue or numpy.ndarray
             The gradient of the loss with respect to each output, with the
             output's shape and dtype float32.
+        state : object, optional
+            What :meth:`take_state` returned after the forward whose
+            backward this is; None takes the most recent forward's.
 
         Returns
         -------
         list of OrtValue
             The gradient of each weight, in the order of
-            ``parent.weights_to_train``.
+            ``parent.weights_to_train``, then of each input of
+            ``parent.input_names_require_grad``.
         """
-        if not self.states_:
+        if state is None and not self.states_:
             raise RuntimeError("backward needs a training forward first: call forward(inputs, training=True).")
         parent = self.parent
-        state, _, _, outputs = self.states_[-1]
+        taken = state is not None
+        state, _, _, outputs = state if taken else self.states_[-1]
         if len(grad_outputs) != len(outputs):
             raise ValueError(f"backward expects {len(outputs)} output gradients, got {len(grad_outputs)}.")
         feeds = C.OrtValueVector()
@@ -348,7 +380,8 @@ class OrtGradientForwardBackwardFunction:
                     f"shape {shape}: they must be equal."
                 )
             feeds.push_back(value)
-        self.states_.pop()
+        if not taken:
+            self.states_.pop()
         gradients = C.OrtValueVector()
         parent._agent.run_backward(feeds, gradients, state)
         return [onnxruntime.OrtValue(gradients[p]) for p in parent._grad_positions]

@@ -1,0 +1,172 @@
+"""The forward/backward function as a ``torch.autograd.Function``: onnxruntime inside torch's autograd.
+
+:class:`OrtAutogradFunction` runs the training forward of an
+:class:`~helpers.forward_backward.function.OrtGradientForwardBackwardFunction`
+on torch tensors and keeps its state in autograd's context; autograd's
+backward hands the output gradients back, and onnxruntime's backward pass
+returns the gradients of the weights (and of the inputs that require one).
+Tensors cross between the two frameworks through DLPack: onnxruntime reads
+the inputs, the weights and the output gradients in torch's memory, and torch
+reads the gradients in onnxruntime's. The outputs of a training forward are
+copied once: they live in memory the forward's state owns, which a later
+forward reuses once that state is released.
+
+Examples
+--------
+>>> import torch
+>>> from helpers import OrtGradientForwardBackward
+>>> from helpers.teaching.model_factories import mlp_onnx
+>>> from onnx import numpy_helper
+>>> model = mlp_onnx(3, hidden=(4,))
+>>> weights = [torch.tensor(numpy_helper.to_array(i), requires_grad=True) for i in model.graph.initializer]
+>>> fn = OrtGradientForwardBackward(model).new_instance()
+>>> (prediction,) = OrtAutogradFunction.apply(fn, 1, torch.ones(2, 3), *weights)
+>>> prediction.sum().backward()
+>>> weights[-1].grad  # the last intercept: one per row
+tensor([2.])
+"""
+import numpy as np
+import onnxruntime
+import torch
+from onnxruntime.capi import _pybind_state as C
+from torch.autograd.function import once_differentiable
+from torch.utils import dlpack
+
+#: ONNX element types and the torch dtypes that feed them.
+_TORCH_DTYPES = {1: torch.float32, 6: torch.int32, 7: torch.int64, 10: torch.float16, 11: torch.float64}
+
+
+def torch_device_of(device):
+    """The torch device of a training device (:class:`helpers.core.devices.Device`).
+
+    Examples
+    --------
+    >>> from helpers.core.devices import Device
+    >>> torch_device_of(Device("cpu")), torch_device_of(Device("cuda", 1))
+    (device(type='cpu'), device(type='cuda', index=1))
+    """
+    return torch.device("cpu") if device.type == "cpu" else torch.device("cuda", device.index)
+
+
+def to_ortvalue(tensor, device, name="tensor"):
+    """An ``OrtValue`` that reads ``tensor``'s memory (DLPack), on the training device.
+
+    Parameters
+    ----------
+    tensor : torch.Tensor
+    device : helpers.core.devices.Device
+        Where onnxruntime runs: the tensor must be there already.
+    name : str
+        Named in the error message.
+
+    Raises
+    ------
+    ValueError
+        When the tensor is on another device.
+
+    Examples
+    --------
+    >>> from helpers.core.devices import Device
+    >>> to_ortvalue(torch.ones(2, 3), Device("cpu")).shape()
+    [2, 3]
+    """
+    if tensor.device != torch_device_of(device):
+        raise ValueError(
+            f"{name} is on {tensor.device}, but onnxruntime runs this function on {device}: "
+            f"move it with .to('{device}') (inputs and weights must share one device)."
+        )
+    tensor = tensor.detach()
+    if not tensor.is_contiguous():
+        tensor = tensor.contiguous()
+    return onnxruntime.OrtValue(C.OrtValue.from_dlpack(dlpack.to_dlpack(tensor), False))
+
+
+def to_tensor(value):
+    """A torch tensor that reads an ``OrtValue``'s memory (DLPack).
+
+    Examples
+    --------
+    >>> value = onnxruntime.OrtValue.ortvalue_from_numpy(np.ones((2, 2), dtype=np.float32))
+    >>> to_tensor(value)
+    tensor([[1., 1.],
+            [1., 1.]])
+    """
+    return dlpack.from_dlpack(value._ortvalue.to_dlpack())
+
+
+def check_input_dtypes(tensors, model_inputs):
+    """Refuse inputs whose dtype the ONNX inputs do not take, with the conversion to make.
+
+    Parameters
+    ----------
+    tensors : sequence of torch.Tensor
+    model_inputs : sequence of onnx.ValueInfoProto
+
+    Raises
+    ------
+    TypeError
+
+    Examples
+    --------
+    >>> from onnx import TensorProto, helper
+    >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])
+    >>> check_input_dtypes([torch.ones(2, 3, dtype=torch.float64)], [x])
+    Traceback (most recent call last):
+    ...
+    TypeError: Input 'x' is torch.float64, but the ONNX model takes torch.float32: convert it with .to(torch.float32).
+    """
+    for tensor, info in zip(tensors, model_inputs):
+        expected = _TORCH_DTYPES.get(info.type.tensor_type.elem_type)
+        if expected is not None and tensor.dtype != expected:
+            raise TypeError(
+                f"Input {info.name!r} is {tensor.dtype}, but the ONNX model takes {expected}: "
+                f"convert it with .to({expected})."
+            )
+
+
+class OrtAutogradFunction(torch.autograd.Function):
+    """onnxruntime's forward and backward passes as one node of torch's autograd graph.
+
+    ``OrtAutogradFunction.apply(fn, n_inputs, *inputs, *weights)`` with
+    ``fn`` an :class:`~helpers.forward_backward.function.OrtGradientForwardBackwardFunction`
+    whose parent was built with ``input_names_require_grad`` naming the
+    inputs that require a gradient. It returns the outputs as a tuple of
+    tensors. Several forwards may be in flight: each keeps its own state in
+    its autograd context, and their backwards may come in any order. A
+    second backward through the same forward (``retain_graph=True``) or a
+    double backward raises.
+    """
+
+    @staticmethod
+    def forward(ctx, fn, n_inputs, *tensors):
+        device = fn.parent.device
+        names = fn.parent.input_names + fn.parent.weights_to_train
+        values = [to_ortvalue(t, device, repr(name)) for t, name in zip(tensors, names)]
+        outputs = fn.forward(values, training=True)
+        ctx.ort_state = (fn, fn.take_state())
+        ctx.n_inputs = n_inputs
+        # saved for torch's check that no tensor changed in place before the backward
+        ctx.save_for_backward(*tensors)
+        # The outputs live in memory the forward's state owns: once a state is
+        # released, the next forward reuses it. They are the one copy made.
+        return tuple(to_tensor(o).clone() for o in outputs)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, *grad_outputs):
+        ctx.saved_tensors  # noqa: B018  (raises if a weight or input was modified in place)
+        if ctx.ort_state is None:
+            raise RuntimeError(
+                "onnxruntime ran the backward pass of this forward already: its state is gone. "
+                "retain_graph=True cannot replay it; run the forward again."
+            )
+        (fn, state), ctx.ort_state = ctx.ort_state, None
+        device = fn.parent.device
+        grads = fn.backward(
+            [to_ortvalue(g, device, f"the gradient of output {i}") for i, g in enumerate(grad_outputs)], state=state
+        )
+        n_weights = len(fn.parent.weights_to_train)
+        weight_grads = [to_tensor(g) for g in grads[:n_weights]]
+        input_grads = dict(zip(fn.parent.input_names_require_grad, (to_tensor(g) for g in grads[n_weights:])))
+        inputs = [input_grads.get(name) for name in fn.parent.input_names[: ctx.n_inputs]]
+        return (None, None, *inputs, *weight_grads)

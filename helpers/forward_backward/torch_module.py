@@ -1,0 +1,188 @@
+"""``OrtTorchModule``: a torch module whose forward and backward passes run in onnxruntime.
+
+onnxruntime's own torch integration, ORTModule, no longer imports with torch
+2.9 and later. :class:`OrtTorchModule` does the part a training loop needs
+with today's torch: the module is exported to ONNX once, its parameters stay
+torch ``Parameter``\\ s, and each call runs onnxruntime's forward pass and,
+through :class:`~helpers.forward_backward.torch_function.OrtAutogradFunction`,
+its backward pass. Any torch loss, optimizer and scheduler work on it as on
+the module itself.
+"""
+import onnx
+import torch
+from onnx import numpy_helper
+
+from ..core.devices import resolve_device
+from ..core.onnx_graph import replace_initializers
+from ..whole_training.torch_export import export_for_training
+from .function import OrtGradientForwardBackward
+from .torch_function import OrtAutogradFunction, check_input_dtypes, to_ortvalue, to_tensor
+
+
+def _as_tuple(value):
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+class OrtTorchModule(torch.nn.Module):
+    """A torch module whose forward and backward run in onnxruntime.
+
+    Parameters
+    ----------
+    module : torch.nn.Module or onnx.ModelProto
+        The network. A torch module is exported to ONNX once
+        (:func:`~helpers.whole_training.torch_export.export_for_training`) and
+        kept as the submodule ``module``: its parameters are this module's,
+        trained in place. An ONNX model gets one ``Parameter`` per float
+        initializer, initialised from it, in ``weights``.
+    example_input : torch.Tensor or tuple of torch.Tensor, optional
+        Inputs to export a torch module with (the first dimension is free:
+        any batch size works). Not used for an ONNX model.
+    n_threads : int, optional
+        Threads of onnxruntime's sessions; None lets onnxruntime choose.
+    fast_gradients : bool
+        The faster, exact ``Relu`` gradient (:mod:`helpers.core.gradient_rewrites`).
+
+    Attributes
+    ----------
+    onnx_model : onnx.ModelProto
+        The forward graph onnxruntime runs.
+    weight_names : list of str
+        The ONNX initializers fed from the parameters, in order.
+
+    Notes
+    -----
+    In training mode with gradients enabled, a call runs onnxruntime's
+    training forward and keeps what its backward needs; under
+    ``torch.no_grad()`` or after ``.eval()``, it runs the inference session
+    and returns tensors without gradient. Buffers (BatchNorm's running
+    statistics) would be frozen into the graph: modules with buffers are
+    refused. Double backward is not available.
+
+    Examples
+    --------
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    >>> ort_net = OrtTorchModule(net, torch.zeros(2, 3))
+    >>> optimizer = torch.optim.SGD(ort_net.parameters(), lr=0.1)
+    >>> x, y = torch.randn(8, 3), torch.randn(8, 1)
+    >>> loss = torch.nn.functional.mse_loss(ort_net(x), y)
+    >>> loss.backward()
+    >>> optimizer.step()
+    >>> torch.allclose(ort_net(x), net(x))  # the torch module holds the same, updated weights
+    True
+    >>> ort_net.weight_names
+    ['0.weight', '0.bias', '2.weight', '2.bias']
+    """
+
+    def __init__(self, module, example_input=None, n_threads=None, fast_gradients=True):
+        super().__init__()
+        if isinstance(module, onnx.ModelProto):
+            onx = module
+            self.module = None
+            floats = [i for i in onx.graph.initializer if i.data_type == onnx.TensorProto.FLOAT]
+            if not floats:
+                raise ValueError("The ONNX model has no float initializer: there is nothing to train.")
+            self.weights = torch.nn.ParameterDict(
+                {_key(i.name): torch.nn.Parameter(torch.from_numpy(numpy_helper.to_array(i).copy())) for i in floats}
+            )
+            self.weight_names = [i.name for i in floats]
+        elif isinstance(module, torch.nn.Module):
+            if example_input is None:
+                raise ValueError("example_input is needed to export a torch module: a batch of inputs of the right shape.")
+            buffers = [name for name, _ in module.named_buffers()]
+            if buffers:
+                raise ValueError(
+                    f"The module has buffers {buffers}: their values would be frozen into the ONNX graph "
+                    "(BatchNorm's running statistics would stop updating). OrtTorchModule trains modules "
+                    "without buffers."
+                )
+            example = _as_tuple(example_input)
+            with torch.no_grad():
+                n_outputs = len(_as_tuple(module(*example)))
+            onx = export_for_training(
+                module, example,
+                input_names=[f"input{i}" for i in range(len(example))] if len(example) > 1 else ["input"],
+                output_names=[f"output{i}" for i in range(n_outputs)] if n_outputs > 1 else ["output"],
+            )
+            self.module = module
+            self.weights = None
+            initializers = {i.name for i in onx.graph.initializer}
+            names = [name for name, _ in module.named_parameters()]
+            lost = [name for name in names if name not in initializers]
+            if lost:
+                raise ValueError(
+                    f"The export renamed or folded the parameters {lost}: they are not initializers of "
+                    "the ONNX graph, so onnxruntime cannot train them."
+                )
+            self.weight_names = names
+        else:
+            raise TypeError(f"module must be a torch.nn.Module or an onnx.ModelProto, got {type(module).__name__}.")
+        self.onnx_model = onx
+        self.n_threads = n_threads
+        self.fast_gradients = fast_gradients
+        initializers = {i.name for i in onx.graph.initializer}
+        self._inputs = [i for i in onx.graph.input if i.name not in initializers]
+        self._functions = {}
+
+    def _parameters_in_order(self):
+        if self.module is None:
+            return [self.weights[_key(name)] for name in self.weight_names]
+        parameters = dict(self.module.named_parameters())
+        return [parameters[name] for name in self.weight_names]
+
+    def function(self, device, input_names_require_grad=()):
+        """The forward/backward function for ``device`` (built once per device and set of input gradients).
+
+        Examples
+        --------
+        >>> ort_net = OrtTorchModule(torch.nn.Linear(3, 1), torch.zeros(2, 3))
+        >>> ort_net.function("cpu").parent.weights_to_train
+        ['weight', 'bias']
+        """
+        device = resolve_device(device)
+        key = (str(device), tuple(input_names_require_grad))
+        if key not in self._functions:
+            self._functions[key] = OrtGradientForwardBackward(
+                self.onnx_model, self.weight_names, device=device, n_threads=self.n_threads,
+                fast_gradients=self.fast_gradients, input_names_require_grad=list(input_names_require_grad),
+            ).new_instance()
+        return self._functions[key]
+
+    def forward(self, *inputs):
+        """Run the network in onnxruntime; one tensor, or a tuple for several outputs."""
+        if len(inputs) != len(self._inputs):
+            raise ValueError(
+                f"The model takes {len(self._inputs)} input(s) {[i.name for i in self._inputs]}, got {len(inputs)}."
+            )
+        check_input_dtypes(inputs, self._inputs)
+        weights = self._parameters_in_order()
+        device = weights[0].device
+        device_name = "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
+        if torch.is_grad_enabled() and self.training:
+            needs = [info.name for info, t in zip(self._inputs, inputs) if t.requires_grad]
+            fn = self.function(device_name, needs)
+            outputs = OrtAutogradFunction.apply(fn, len(inputs), *inputs, *weights)
+        else:
+            fn = self.function(device_name)
+            names = [info.name for info in self._inputs] + self.weight_names
+            values = [to_ortvalue(t, fn.parent.device, repr(n)) for t, n in zip([*inputs, *weights], names)]
+            outputs = tuple(to_tensor(o) for o in fn.forward(values, training=False))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def to_onnx(self):
+        """The ONNX model with the current weights, for inference anywhere.
+
+        Examples
+        --------
+        >>> ort_net = OrtTorchModule(torch.nn.Linear(3, 1), torch.zeros(2, 3))
+        >>> [i.name for i in ort_net.to_onnx().graph.initializer]
+        ['weight', 'bias']
+        """
+        values = {name: p.detach().cpu().numpy() for name, p in zip(self.weight_names, self._parameters_in_order())}
+        return replace_initializers(self.onnx_model, values)
+
+
+def _key(name):
+    """A ``ParameterDict`` key for an initializer name (no dots allowed)."""
+    return name.replace(".", "__")
