@@ -44,6 +44,7 @@ TORCH = "torch eager"
 TORCH_COMPILE = "torch.compile"
 ORT_WHOLE = "ort whole-training"
 ORT_FORWARD_BACKWARD = "ort forward-backward"
+ORT_TORCH_MODULE = "ort torch module"
 NUMPY_MATMUL = "numpy matmul"
 ORT_BOUND = "onnxruntime matmul bound"
 

@@ -30,9 +30,13 @@ class TorchTrainer:
     lr : float
     betas, eps, weight_decay
         AdamW's settings.
-    wrap : {None, 'compile'}
+    wrap : {None, 'compile', 'ort'}
         Run the network through ``torch.compile`` (which may raise when no
-        compiler works on the machine).
+        compiler works on the machine), or through onnxruntime as a
+        :class:`helpers.OrtTorchModule` (its forward and backward passes;
+        the loss, autograd and the optimizer stay torch's).
+    n_threads : int, optional
+        Threads of onnxruntime's sessions, with ``wrap='ort'``.
 
     Attributes
     ----------
@@ -41,7 +45,9 @@ class TorchTrainer:
         steps and is measured by the caller).
     """
 
-    def __init__(self, onx, optimizer="sgd", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, wrap=None):
+    def __init__(
+        self, onx, optimizer="sgd", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, wrap=None, n_threads=None
+    ):
         import torch  # noqa: PLC0415
 
         start = time.perf_counter()
@@ -50,6 +56,11 @@ class TorchTrainer:
         self.forward = self.model
         if wrap == "compile":
             self.forward = torch.compile(self.model)
+        elif wrap == "ort":
+            from helpers import OrtTorchModule  # noqa: PLC0415
+
+            n_features = self.model[0].in_features
+            self.forward = OrtTorchModule(self.model, torch.zeros(2, n_features), n_threads=n_threads)
         elif wrap is not None:
             raise ValueError(f"Unknown wrap {wrap!r}.")
         if optimizer == "sgd":
@@ -78,6 +89,27 @@ class TorchTrainer:
     def layers(self):
         """The current weights as ``(W, b)`` layers."""
         return torch_layers(self.model)
+
+    def onnxruntime_passes(self, X):
+        """With ``wrap='ort'``: a call that runs onnxruntime's forward and backward passes alone on batch ``X``.
+
+        No torch: the inputs and weights are wrapped once, the output
+        gradient is fixed. The difference with :meth:`step` is what torch
+        adds around them (the loss, autograd, the optimizer, the crossings).
+        """
+        from helpers.forward_backward.torch_function import to_ortvalue  # noqa: PLC0415
+
+        fn = self.forward.function("cpu")
+        device = fn.parent.device
+        tensors = [X, *(p.detach() for p in self.model.parameters())]
+        values = [to_ortvalue(t, device) for t in tensors]
+        grad = to_ortvalue(self.torch.ones(X.shape[0], 1), device)
+
+        def passes():
+            fn.forward(values, training=True)
+            fn.backward([grad])
+
+        return passes
 
 
 class OrtWholeTrainer:

@@ -124,7 +124,7 @@ def is_profiling():
     return _PROFILING["folder"] is not None
 
 
-def session_options(n_threads=None, label="session"):
+def session_options(n_threads=None, label="session", spin=True):
     """Return :class:`onnxruntime.SessionOptions` that log errors only.
 
     Parameters
@@ -138,11 +138,18 @@ def session_options(n_threads=None, label="session"):
         Idle threads spin a while before sleeping, onnxruntime's default:
         a training step runs many small kernels in a row, and waking a
         sleeping thread for each costs a quarter of a small network's step.
+    spin : bool
+        False makes idle threads sleep at once: where another thread pool
+        (torch's) works between two onnxruntime calls, spinning threads
+        take its cores (:class:`helpers.OrtTorchModule` ran 3 times slower
+        than onnxruntime's passes alone with them, on 2 cores).
 
     Examples
     --------
     >>> session_options(1).intra_op_num_threads
     1
+    >>> session_options(spin=False).get_session_config_entry("session.intra_op.allow_spinning")
+    '0'
     """
     check_n_threads(n_threads)
     options = onnxruntime.SessionOptions()
@@ -151,6 +158,8 @@ def session_options(n_threads=None, label="session"):
     if threads is not None:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+    if not spin:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if _PROFILING["folder"] is not None:
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(_PROFILING["folder"], label)
@@ -181,7 +190,7 @@ def providers(device=None, cpu_fallback=True):
     return cuda + (["CPUExecutionProvider"] if cpu_fallback else [])
 
 
-def make_session(model, device=None, n_threads=None, label="session", options=None, cpu_fallback=True):
+def make_session(model, device=None, n_threads=None, label="session", options=None, cpu_fallback=True, spin=True):
     """Make an ``onnxruntime.InferenceSession`` the way the whole project does.
 
     Parameters
@@ -198,6 +207,8 @@ def make_session(model, device=None, n_threads=None, label="session", options=No
         not be profiled nor take the user's thread count).
     cpu_fallback : bool
         Whether operators the GPU lacks may run on the CPU.
+    spin : bool
+        Whether idle threads spin (see :func:`session_options`).
 
     Examples
     --------
@@ -213,6 +224,6 @@ def make_session(model, device=None, n_threads=None, label="session", options=No
     data = model if isinstance(model, bytes) else model.SerializeToString()
     return onnxruntime.InferenceSession(
         data,
-        options if options is not None else session_options(n_threads, label),
+        options if options is not None else session_options(n_threads, label, spin),
         providers=providers(device, cpu_fallback),
     )

@@ -62,6 +62,10 @@ class OrtGradientForwardBackward:
         Inputs whose gradient the backward pass returns too, after the
         weights' (a torch caller needs them when an input requires a
         gradient). None or empty: the weights' only.
+    spin : bool
+        Whether the sessions' idle threads spin
+        (:func:`helpers.core.sessions.session_options`): False inside
+        another framework's loop.
 
     Attributes
     ----------
@@ -107,6 +111,7 @@ class OrtGradientForwardBackward:
         n_threads=None,
         fast_gradients=True,
         input_names_require_grad=None,
+        spin=True,
     ):
         if not isinstance(onnx_model, onnx.ModelProto):
             raise TypeError(
@@ -136,9 +141,10 @@ class OrtGradientForwardBackward:
         check_n_threads(n_threads)
         self.n_threads = n_threads
         self.fast_gradients = fast_gradients
+        self.spin = spin
         key = content_key(
             onnx_model, self.weights_to_train, self.input_names, self.output_names, str(self.device),
-            resolved_threads(n_threads), fast_gradients, self.input_names_require_grad, onnxruntime.__version__,
+            resolved_threads(n_threads), fast_gradients, self.input_names_require_grad, spin, onnxruntime.__version__,
         )
         # sessions that write profiles are never shared through the cache
         built = self._build() if is_profiling() else GRADIENT_GRAPHS.get_or_build(key, self._build)
@@ -189,7 +195,7 @@ class OrtGradientForwardBackward:
         # feed position -> position in (inputs + weights_to_train)
         given = self.input_names + self.weights_to_train
         ort_device = self.device.ort_device()
-        train_sess = make_session(gradient_model, self.device, self.n_threads, "model")
+        train_sess = make_session(gradient_model, self.device, self.n_threads, "model", spin=self.spin)
         n_fw = len(info.user_output_names) + len(info.frontier_node_arg_map)
         agent = C.TrainingAgent(
             train_sess._sess,
@@ -212,7 +218,7 @@ class OrtGradientForwardBackward:
             "_train_sess": train_sess,
             "_agent": agent,
             "eval_model_": eval_model,
-            "_eval_sess": make_session(eval_model, self.device, self.n_threads, "predict"),
+            "_eval_sess": make_session(eval_model, self.device, self.n_threads, "predict", spin=self.spin),
             "_user_outputs": user_outputs,
             "_output_info": {
                 o.name: o for o in self.onnx_model.graph.output if o.name in user_outputs

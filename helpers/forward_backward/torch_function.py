@@ -45,7 +45,12 @@ def torch_device_of(device):
     >>> torch_device_of(Device("cpu")), torch_device_of(Device("cuda", 1))
     (device(type='cpu'), device(type='cuda', index=1))
     """
-    return torch.device("cpu") if device.type == "cpu" else torch.device("cuda", device.index)
+    if device not in _TORCH_DEVICES:
+        _TORCH_DEVICES[device] = torch.device("cpu") if device.type == "cpu" else torch.device("cuda", device.index)
+    return _TORCH_DEVICES[device]
+
+
+_TORCH_DEVICES = {}
 
 
 def to_ortvalue(tensor, device, name="tensor"):

@@ -58,6 +58,11 @@ class OrtTorchModule(torch.nn.Module):
     statistics) would be frozen into the graph: modules with buffers are
     refused. Double backward is not available.
 
+    onnxruntime's threads sleep as soon as they are idle here, so that they
+    leave the cores to torch's between two calls. torch's own OpenMP threads
+    spin after each operator: ``OMP_WAIT_POLICY=PASSIVE``, set before Python
+    starts, returns the favour (measured in ``benchmarks/bench_torch.ipynb``).
+
     Examples
     --------
     >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
@@ -124,12 +129,17 @@ class OrtTorchModule(torch.nn.Module):
         initializers = {i.name for i in onx.graph.initializer}
         self._inputs = [i for i in onx.graph.input if i.name not in initializers]
         self._functions = {}
+        self._parameters_cache = None
 
     def _parameters_in_order(self):
-        if self.module is None:
-            return [self.weights[_key(name)] for name in self.weight_names]
-        parameters = dict(self.module.named_parameters())
-        return [parameters[name] for name in self.weight_names]
+        """The parameters that feed ``weight_names``, looked up once (``to``, ``load_state_dict`` keep them)."""
+        if self._parameters_cache is None:
+            if self.module is None:
+                self._parameters_cache = [self.weights[_key(name)] for name in self.weight_names]
+            else:
+                parameters = dict(self.module.named_parameters())
+                self._parameters_cache = [parameters[name] for name in self.weight_names]
+        return self._parameters_cache
 
     def function(self, device, input_names_require_grad=()):
         """The forward/backward function for ``device`` (built once per device and set of input gradients).
@@ -146,6 +156,7 @@ class OrtTorchModule(torch.nn.Module):
             self._functions[key] = OrtGradientForwardBackward(
                 self.onnx_model, self.weight_names, device=device, n_threads=self.n_threads,
                 fast_gradients=self.fast_gradients, input_names_require_grad=list(input_names_require_grad),
+                spin=False,  # torch's threads work between two calls: spinning threads would take their cores
             ).new_instance()
         return self._functions[key]
 

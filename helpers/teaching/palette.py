@@ -20,6 +20,7 @@ COLORS = {
     "onnxruntime": "tab:blue",
     "ort whole-training": "tab:blue",
     "ort forward-backward": "tab:orange",
+    "ort torch module": "tab:red",
     "scikit-learn": "tab:purple",
     "torch": "tab:green",
     "torch eager": "tab:green",
@@ -30,7 +31,7 @@ COLORS = {
 #: A label that names no library in :data:`COLORS`.
 OTHER = "tab:brown"
 #: Colours of the curves of a figure whose labels name no library.
-UNNAMED = ("tab:red", "tab:cyan", "tab:pink", "tab:brown", "tab:olive")
+UNNAMED = ("tab:cyan", "tab:pink", "tab:brown", "tab:olive", "tab:red")
 #: Line styles of the variants of one library, in the order they come.
 LINESTYLES = ("-", "--", ":", "-.")
 
