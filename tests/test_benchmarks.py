@@ -21,7 +21,7 @@ ROOT = os.path.dirname(HERE)
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
 SLEEP_NOTEBOOK = os.path.join(HERE, "sleep_notebook.ipynb")  # test-only: sleeps, then writes a record
 FRAMEWORKS = {
-    "scikit-learn", "torch eager", "torch.compile", "ORTModule", "ort whole-training",
+    "scikit-learn", "torch eager", "torch.compile", "ort torch module", "ort whole-training",
     "ort forward-backward", "numpy matmul", "onnxruntime matmul bound",
 }
 
@@ -43,9 +43,9 @@ def _check_record(path, benchmark):
 @pytest.mark.parametrize(
     "notebook, benchmark, expected, extra",
     [
-        ("bench_torch.ipynb", "torch", {"torch eager", "ort whole-training", "ort forward-backward"}, {}),
-        # AdamW in every framework, the forward/backward API included, all comparable with torch
-        ("bench_torch.ipynb", "torch", {"torch eager", "ort whole-training", "ort forward-backward"},
+        ("bench_torch.ipynb", "torch", {"torch eager", "ort whole-training", "ort forward-backward", "ort torch module"}, {}),
+        # AdamW in every framework, the forward/backward API and OrtTorchModule included, all comparable with torch
+        ("bench_torch.ipynb", "torch", {"torch eager", "ort whole-training", "ort forward-backward", "ort torch module"},
          {"optimizer": "adamw"}),
         ("bench_scaling.ipynb", "scaling", {
             "torch eager", "ort whole-training", "ort forward-backward", "numpy matmul", "onnxruntime matmul bound",
@@ -68,7 +68,7 @@ def test_notebook_with_tiny_parameters(tmp_path, notebook, benchmark, expected, 
     if extra:
         timed = {row["framework"]: row for row in record["rows"] if not row.get("error")}
         assert expected <= set(timed) and all(timed[f]["comparable"] for f in expected)
-    assert "ORTModule" not in frameworks  # it cannot import with torch 2.13: a sentence, not a row
+    assert "ORTModule" not in frameworks  # it cannot import with torch 2.13: OrtTorchModule has its row
     # records hold versions, never a path of this machine
     text = json.dumps(record)
     assert os.path.expanduser("~") not in text and ".venv" not in text and "/tmp/" not in text

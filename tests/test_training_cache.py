@@ -107,9 +107,9 @@ def test_n_threads_reaches_the_model_sessions(data, monkeypatch, make):
     seen = []
     original = sessions.session_options
 
-    def recording(n_threads=None, label="session"):
+    def recording(n_threads=None, label="session", spin=True):
         seen.append((label, n_threads))
-        return original(n_threads, label)
+        return original(n_threads, label, spin)
 
     # every session is made by the session layer; onnxruntime's Module takes its options
     for module in ("core.sessions", "whole_training.session"):

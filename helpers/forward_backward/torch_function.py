@@ -140,6 +140,23 @@ class OrtAutogradFunction(torch.autograd.Function):
     its autograd context, and their backwards may come in any order. A
     second backward through the same forward (``retain_graph=True``) or a
     double backward raises.
+
+    Examples
+    --------
+    Two forwards in flight, their backwards in the order they came:
+
+    >>> from helpers import OrtGradientForwardBackward
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> from onnx import numpy_helper
+    >>> model = mlp_onnx(2, hidden=(3,))
+    >>> weights = [torch.tensor(numpy_helper.to_array(i), requires_grad=True) for i in model.graph.initializer]
+    >>> fn = OrtGradientForwardBackward(model).new_instance()
+    >>> (first,) = OrtAutogradFunction.apply(fn, 1, torch.ones(4, 2), *weights)
+    >>> (second,) = OrtAutogradFunction.apply(fn, 1, torch.ones(1, 2), *weights)
+    >>> first.sum().backward()
+    >>> second.sum().backward()
+    >>> weights[-1].grad  # four rows, then one
+    tensor([5.])
     """
 
     @staticmethod
