@@ -141,10 +141,10 @@ class OrtAutogradFunction(torch.autograd.Function):
     second backward through the same forward (``retain_graph=True``) or a
     double backward raises.
 
-    Examples
-    --------
     Two forwards in flight, their backwards in the order they came:
 
+    Examples
+    --------
     >>> from helpers import OrtGradientForwardBackward
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> from onnx import numpy_helper
