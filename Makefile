@@ -18,10 +18,11 @@ GPU := $(if $(wildcard $(VENV)/.setup-gpu),1,0)
 endif
 VARIANT := $(if $(filter 1,$(GPU)),gpu,cpu)
 
-# The Python versions each variant's onnxruntime-training wheels exist for, newest first.
+# The Python versions each variant works on, newest first: its onnxruntime-training wheels
+# and the pins of requirements/base.txt (numpy 2.4, scipy 1.17, pandas 3.1 need 3.11 or later).
 # Without PYTHON=..., the newest of them found on PATH builds the environment.
-PYTHON_VERSIONS_cpu := 3.12 3.11 3.10
-PYTHON_VERSIONS_gpu := 3.11 3.10
+PYTHON_VERSIONS_cpu := 3.12 3.11
+PYTHON_VERSIONS_gpu := 3.11
 PYTHON_VERSIONS := $(PYTHON_VERSIONS_$(VARIANT))
 PYTHON ?= $(firstword $(shell for v in $(PYTHON_VERSIONS); do \
   p=$$(command -v python$$v) && $$p -c "" 2>/dev/null && { echo $$p; break; }; done) $(shell command -v python3 2>/dev/null))

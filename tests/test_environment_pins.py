@@ -203,7 +203,22 @@ def test_make_picks_an_accepted_python():
 
     result = subprocess.run(["make", "help", "GPU=0"], cwd=ROOT, capture_output=True, text=True, check=True)
     line = next(l for l in result.stdout.splitlines() if l.startswith("Variables:"))
-    assert "(Python 3.12 3.11 3.10 accepted)" in line
+    assert "(Python 3.12 3.11 accepted)" in line
+
+
+def test_pyproject_accepts_the_pythons_make_accepts():
+    """pip refuses `pip install -e .` outside requires-python: it must hold every version make setup takes."""
+    import re as _re
+
+    makefile = (ROOT / "Makefile").read_text()
+    versions = set()
+    for variant in ("cpu", "gpu"):
+        versions |= set(_re.search(rf"^PYTHON_VERSIONS_{variant} := (.+)$", makefile, _re.M).group(1).split())
+    text = (ROOT / "pyproject.toml").read_text()
+    low, high = _re.search(r'^requires-python = ">=(3\.\d+),<(3\.\d+)"$', text, _re.M).groups()
+    minor = lambda v: int(v.split(".")[1])  # noqa: E731
+    assert {v for v in versions if not minor(low) <= minor(v) < minor(high)} == set(), (versions, low, high)
+    assert minor(low) == min(map(minor, versions)) and minor(high) == max(map(minor, versions)) + 1
 
 
 def test_gpu_variant_pins_the_cuda_libraries_the_helpers_load(cpu, gpu):
