@@ -161,6 +161,7 @@ class OrtAutogradFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, fn, n_inputs, *tensors):
+        """Run onnxruntime's training forward on ``tensors`` (the inputs, then the weights); keep its state in ``ctx``."""
         device = fn.parent.device
         names = fn.parent.input_names + fn.parent.weights_to_train
         values = [to_ortvalue(t, device, repr(name)) for t, name in zip(tensors, names)]
@@ -176,6 +177,7 @@ class OrtAutogradFunction(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, *grad_outputs):
+        """Run onnxruntime's backward pass of ``ctx``'s forward; return the gradients autograd asks for."""
         ctx.saved_tensors  # noqa: B018  (raises if a weight or input was modified in place)
         if ctx.ort_state is None:
             raise RuntimeError(
