@@ -172,6 +172,44 @@ def test_cross_entropy_on_logits_in_both_apis():
         add_loss_output(_rank1_model(), score_name="cross_entropy")
 
 
+@pytest.mark.parametrize("api", APIS)
+def test_cross_entropy_takes_class_indices(api):
+    """Class indices train and score exactly as their one-hot rows do, in both APIs."""
+    from helpers.teaching.datasets import one_hot
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((48, 4)).astype(np.float32)
+    labels = (X[:, 0] > 0).astype(np.int64) + (X[:, 1] > 0.5).astype(np.int64)
+    onx = mlp_onnx(4, hidden=(6,), n_outputs=3)
+    if api == "whole":
+        def build():
+            return OrtGradientOptimizer(add_loss_output(onx, score_name="cross_entropy"), **params)
+    else:
+        def build():
+            return OrtGradientForwardBackwardOptimizer(onx, learning_loss="cross_entropy", **params)
+    params = dict(learning_rate=0.1, batch_size=16, max_iter=3, random_state=0, validation_every=0)
+    by_index = build().fit(X, labels)
+    by_row = build().fit(X, one_hot(labels, 3))
+    np.testing.assert_array_equal(by_index.train_losses_, by_row.train_losses_)
+    # the same labels as floats, or as a column, are class indices too
+    assert by_index.score(X, labels.astype(np.float64)) == by_index.score(X, one_hot(labels, 3))
+    assert by_index.score(X, labels.reshape(-1, 1)) == by_index.score(X, one_hot(labels, 3))
+    with pytest.raises(ValueError, match="class labels from 0 to 3, but the model has 3 scores"):
+        build().fit(X, np.where(labels == 2, 3, labels))
+    with pytest.raises(ValueError, match="class labels from -1 to"):
+        build().fit(X, labels - 1)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_class_indices_with_a_regression_loss_are_refused(api):
+    """Only a softmax cross-entropy encodes class indices: squared error on 3 outputs refuses them."""
+    X = np.random.default_rng(2).standard_normal((30, 4)).astype(np.float32)
+    onx = mlp_onnx(4, hidden=(6,), n_outputs=3)
+    opt = make(api, onx)
+    with pytest.raises(ValueError, match=r"y looks like class labels.*one_hot\(y, 3\).*cross_entropy"):
+        opt.fit(X, np.arange(30) % 3)
+
+
 def _rank1_model():
     from onnx import TensorProto, helper, numpy_helper
 

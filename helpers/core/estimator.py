@@ -140,6 +140,10 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
         """Shape of the label the loss compares predictions with."""
         raise NotImplementedError
 
+    def _takes_class_labels(self):
+        """Whether the loss is a softmax cross-entropy, whose targets may be class indices."""
+        return False
+
     def _inference_model(self):
         """The prediction model (no loss), with the initial weights."""
         raise NotImplementedError
@@ -173,7 +177,7 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
 
     def _check_data(self, X, y, sample_weight=None):
         X = check_features(X, self._n_features())
-        y = check_targets(y, X.shape[0], self._label_shape())
+        y = check_targets(y, X.shape[0], self._label_shape(), self._takes_class_labels())
         return X, y, check_sample_weight(sample_weight, X.shape[0])
 
     def _is_fitted(self):

@@ -5,6 +5,8 @@ silently trains on NaN. These checks name the problem and the fix instead.
 """
 import numpy as np
 
+from .class_labels import class_labels_as_one_hot
+
 
 def _as_float32(name, values):
     """Return ``values`` as a C-contiguous float32 array.
@@ -83,7 +85,7 @@ def check_features(X, n_features=None):
     return X
 
 
-def check_targets(y, n_samples, label_shape):
+def check_targets(y, n_samples, label_shape, class_labels=False):
     """Validate the targets and reshape them to the label input of the model.
 
     Parameters
@@ -94,6 +96,9 @@ def check_targets(y, n_samples, label_shape):
         Number of rows of X.
     label_shape : list
         Shape of the label input; static dimensions are ints, others None.
+    class_labels : bool
+        True when the loss is a softmax cross-entropy over the model's scores:
+        one class index per sample is then encoded as a one-hot row.
 
     Returns
     -------
@@ -104,7 +109,15 @@ def check_targets(y, n_samples, label_shape):
     --------
     >>> check_targets([1, 2, 3], 3, [None, 1]).shape  # a label of shape (N, 1)
     (3, 1)
+    >>> check_targets([2, 0], 2, [None, 3], class_labels=True)  # class indices, 3 scores
+    array([[0., 0., 1.],
+           [1., 0., 0.]], dtype=float32)
     """
+    width = label_shape[-1] if len(label_shape) == 2 else None
+    if class_labels and isinstance(width, int) and width > 1:
+        encoded = class_labels_as_one_hot(y, width)
+        if encoded is not None:
+            y = encoded
     y = _as_float32("y", y)
     if y.ndim == 0 or y.shape[0] != n_samples:
         got = "a scalar" if y.ndim == 0 else f"{y.shape[0]} rows"
@@ -123,11 +136,12 @@ def check_targets(y, n_samples, label_shape):
     if y.ndim != rank or mismatch:
         expected = ["N" if d is None else d for d in label_shape]
         hint = ""
-        width = label_shape[-1] if rank == 2 else None
         if isinstance(width, int) and width > 1 and y.shape[1:] == (1,) and np.all(y == np.round(y)):
             hint = (
                 f" y looks like class labels: a model with {width} scores per sample trains on "
-                f"one-hot targets, helpers.teaching.datasets.one_hot(y, {width})."
+                f"one-hot targets, helpers.teaching.datasets.one_hot(y, {width}), or on class labels "
+                "with the softmax cross-entropy (add_loss_output(..., score_name='cross_entropy') or "
+                "learning_loss='cross_entropy'), which encodes them itself."
             )
         raise ValueError(
             f"y has shape {y.shape}, but the model predicts shape {expected}: one target "

@@ -55,6 +55,10 @@ class BaseLearningLoss(Configurable):
     1.625 [ 0.5 -3. ]
     """
 
+    #: Whether the targets may be class indices, one-hot encoded by the optimizer
+    #: (a softmax cross-entropy over the model's scores).
+    takes_class_labels = False
+
     def __init__(self):
         self._functions = {}
 
@@ -254,7 +258,8 @@ class NegLogLearningLoss(BaseLearningLoss):
         (not in the gradient, which needs no clipping).
     probability_function : {'sigmoid', 'softmax'}
         ``'sigmoid'``: binary, one score per sample, labels 0 or 1.
-        ``'softmax'``: multiclass, one score per class, labels one-hot.
+        ``'softmax'``: multiclass, one score per class, labels one-hot (the
+        optimizer also takes one class index per sample and encodes it).
 
     Notes
     -----
@@ -290,6 +295,10 @@ class NegLogLearningLoss(BaseLearningLoss):
     def get_params(self, deep=True):
         return {"eps": self.eps, "probability_function": self.probability_function}
 
+    @property
+    def takes_class_labels(self):
+        return self.probability_function == "softmax"
+
     def _build(self, app, rank):
         if self.probability_function == "sigmoid":
             proba = app.node("Sigmoid", [_PRED])
@@ -309,6 +318,9 @@ class CrossEntropyLearningLoss(NegLogLearningLoss):
 
     The same loss as ``add_loss_output(..., score_name='cross_entropy')``;
     :class:`NegLogLearningLoss` with ``probability_function='softmax'``.
+    ``OrtGradientForwardBackwardOptimizer.fit`` takes class indices too (one
+    integer per sample, ``0 .. n_classes - 1``) and encodes them as one-hot
+    rows, as torch's ``CrossEntropyLoss`` takes class indices.
 
     Parameters
     ----------

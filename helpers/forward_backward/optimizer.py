@@ -116,6 +116,9 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
     def _label_shape(self):
         return static_dims(self.model_onnx.graph.output[0])
 
+    def _takes_class_labels(self):
+        return self.learning_loss_.takes_class_labels
+
     def _start_training(self, weights):
         self._runtime = ForwardBackwardSession(
             self.model_onnx, weights, self.update_rule_, self.device_, self.n_threads, self.fast_gradients

@@ -10,6 +10,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import Bunch
 
+from ..core.class_labels import one_hot  # noqa: F401  (re-exported: the notebooks' import)
 
 
 def split_standardized(X, y, test_size=0.25, random_state=0, stratify=None, y_dtype=np.float32):
@@ -286,39 +287,6 @@ def load_classification_standardized(name="digits", test_size=0.25, random_state
     split.feature_names = [str(f) for f in data.feature_names]
     split.target_names = [str(t) for t in data.target_names]
     return split
-
-
-def one_hot(y, n_classes=None):
-    """Encode class indices as rows of zeros with a one: the softmax log loss labels.
-
-    Parameters
-    ----------
-    y : array-like of int, shape (n_samples,)
-        Class indices, from 0 to ``n_classes - 1``.
-    n_classes : int or None
-        Number of classes; ``max(y) + 1`` when None.
-
-    Returns
-    -------
-    numpy.ndarray of shape (n_samples, n_classes), float32
-
-    Examples
-    --------
-    >>> one_hot([0, 2, 1])
-    array([[1., 0., 0.],
-           [0., 0., 1.],
-           [0., 1., 0.]], dtype=float32)
-    """
-    y = np.asarray(y)
-    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
-        raise ValueError(f"y must be a 1-D array of class indices, got dtype {y.dtype} and shape {y.shape}.")
-    if n_classes is None:
-        n_classes = int(y.max()) + 1
-    if y.size and (y.min() < 0 or y.max() >= n_classes):
-        raise ValueError(f"Class indices must be in [0, {n_classes - 1}], got {y.min()} to {y.max()}.")
-    encoded = np.zeros((y.size, n_classes), dtype=np.float32)
-    encoded[np.arange(y.size), y] = 1.0
-    return encoded
 
 
 def random_regression(n_samples, n_features, noise=0.3, random_state=0):

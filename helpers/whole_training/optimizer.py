@@ -131,6 +131,9 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
             for d in label.type.tensor_type.shape.dim
         ]
 
+    def _takes_class_labels(self):
+        return self._record()["score_name"] == "cross_entropy"
+
     def _record(self):
         """What add_loss_output recorded, read once per fit."""
         if getattr(self, "_loss_record", None) is not None:
