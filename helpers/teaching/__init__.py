@@ -6,8 +6,11 @@
   ONNX weights of the same network;
 * :mod:`~helpers.teaching.comparison`: several seeds of two trainers, side
   by side;
-* :mod:`~helpers.teaching.plotting` and :mod:`~helpers.teaching.kernel_plots`:
+* :mod:`~helpers.teaching.plotting`, :mod:`~helpers.teaching.panels` and
+  :mod:`~helpers.teaching.kernel_plots`:
   the figures of the notebooks;
 * :mod:`~helpers.teaching.palette`: one colour per library in every figure;
+* :mod:`~helpers.teaching.tables`: the tables of the notebooks, rounded, with
+  units in their headers;
 * :mod:`~helpers.teaching.notebook`: the device choice, the parameters and the claims of a notebook.
 """

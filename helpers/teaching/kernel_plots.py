@@ -6,7 +6,8 @@ as :mod:`helpers.teaching.plotting`, draw on a matplotlib ``Axes`` and return it
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .plotting import new_axes
+from .palette import line_styles, shades
+from .plotting import bar_style, new_axes
 
 #: Columns of a kernel table (:func:`helpers.measure.profiling.kernel_table`) the
 #: kernel plots read.
@@ -34,7 +35,7 @@ def _short_session(session):
     return str(session).split(" (", 1)[0]
 
 
-def plot_kernel_times(table, ax=None, top=10, title=None, colors=None, figsize=(8, 4.5)):
+def plot_kernel_times(table, ax=None, top=10, title=None, colors=None, figsize=(8, 4.5), library=None):
     """Horizontal bars: the time of each kernel in a training step, one colour per session.
 
     Parameters
@@ -49,10 +50,15 @@ def plot_kernel_times(table, ax=None, top=10, title=None, colors=None, figsize=(
         The ``top`` slowest rows are drawn, the slowest at the top.
     title : str or None
     colors : dict, optional
-        Session to a matplotlib colour; by default the colour cycle, in the
-        order the sessions first appear among the slowest rows.
+        Session to a matplotlib colour; by default the colour cycle, or the
+        shades of ``library``, in the order the sessions first appear among
+        the slowest rows.
     figsize : tuple
         Size of a new figure, in inches.
+    library : str, optional
+        The library that ran the profile (``'ort whole-training'``...): its
+        sessions take the :func:`~helpers.teaching.palette.shades` of its
+        colour, so that the chart keeps the library's colour of every figure.
 
     Returns
     -------
@@ -72,14 +78,21 @@ def plot_kernel_times(table, ax=None, top=10, title=None, colors=None, figsize=(
     ['MatMul', 'ReluGrad', 'Sub']
     >>> [len(bars) for bars in ax.containers]
     [2, 1]
+    >>> ax = plot_kernel_times(table, library="ort forward-backward")
+    >>> ax.containers[0].patches[0].get_facecolor() == ax.containers[1].patches[0].get_facecolor()
+    False
     """
     _check_kernel_table(table)
     _check_top(top)
     rows = table.sort_values("µs per step", ascending=False, kind="stable").head(top)
     ax = new_axes(ax, figsize)
     sessions = list(dict.fromkeys(rows["session"]))
-    cycle = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
-    colors = {**{s: cycle[i % len(cycle)] for i, s in enumerate(sessions)}, **(colors or {})}
+    if library is None:
+        cycle = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+        cycle = [cycle[i % len(cycle)] for i in range(len(sessions))]
+    else:
+        cycle = shades(library, len(sessions))
+    colors = {**dict(zip(sessions, cycle)), **(colors or {})}
     positions = np.arange(len(rows))
     times = rows["µs per step"].to_numpy(dtype=float)
     for session in sessions:
@@ -124,6 +137,9 @@ def plot_kernel_comparison(tables, ax=None, top=10, title=None, figsize=(8, 5)):
     matplotlib.axes.Axes
         One group of bars per kernel, one bar colour per profile
         (``ax.containers``: one per profile, in the order of ``tables``).
+        Labels that start with a library (``'ort whole-training, 1 thread'``)
+        take its colour (:mod:`~helpers.teaching.palette`), with shades and
+        hatches for the profiles of the same library.
         A kernel is labelled with its operator type, followed by its session
         (without its parenthesis) when the operator type appears in several
         sessions of the profiles: ``'(overhead), model'``.
@@ -161,9 +177,11 @@ def plot_kernel_comparison(tables, ax=None, top=10, title=None, figsize=(8, 5)):
     ax = new_axes(ax, figsize)
     positions = np.arange(len(wide))
     height = 0.8 / len(tables)
+    styles = line_styles([str(label) for label in wide.columns])
     for i, label in enumerate(wide.columns):
         offset = (i - (len(tables) - 1) / 2) * height
-        ax.barh(positions + offset, wide[label].to_numpy(dtype=float), height, label=str(label))
+        ax.barh(positions + offset, wide[label].to_numpy(dtype=float), height, label=str(label),
+                **bar_style(styles[str(label)]))
     ax.set_yticks(positions)
     ax.set_yticklabels(
         [op if op_types.count(op) == 1 else f"{op}, {_short_session(session)}" for session, op in wide.index]

@@ -14,6 +14,20 @@ from .palette import line_styles
 _HATCHES = {"-": None, "--": "//", ":": "..", "-.": "xx"}
 
 
+def bar_style(style):
+    """The keyword arguments of ``Axes.bar`` for a style of :func:`~helpers.teaching.palette.line_styles`.
+
+    The colour stays, the line style becomes a hatch; an empty style (a
+    label naming no library) leaves matplotlib's colour cycle.
+
+    Examples
+    --------
+    >>> bar_style({"color": "tab:blue", "linestyle": "--"}), bar_style({})
+    ({'color': 'tab:blue', 'hatch': '//'}, {})
+    """
+    return {"color": style["color"], "hatch": _HATCHES[style["linestyle"]]} if style else {}
+
+
 def new_axes(ax, figsize):
     """``ax``, or the axes of a new figure of size ``figsize`` when ``ax`` is None.
 
@@ -50,13 +64,26 @@ def _transform(y, baseline, logy):
     return y
 
 
-def _finish(ax, logy, title, xlabel, ylabel, baseline):
+def loss_label(loss=None, baseline=None, logy=False):
+    """The y label of a loss curve: what is plotted, the loss it is, its scale.
+
+    Examples
+    --------
+    >>> loss_label("mean squared error", logy=True)
+    'loss (mean squared error, log scale)'
+    >>> loss_label(baseline=3.0)
+    'loss - minimum'
+    """
+    details = [part for part in (loss, "log scale" if logy else None) if part]
+    name = "loss" if baseline is None else "loss - minimum"
+    return f"{name} ({', '.join(details)})" if details else name
+
+
+def _finish(ax, logy, title, xlabel, ylabel, baseline, loss=None):
     if logy:
         ax.set_yscale("log")
     if ylabel is None:
-        ylabel = "loss" if baseline is None else "loss - minimum"
-        if logy:
-            ylabel += " (log scale)"
+        ylabel = loss_label(loss, baseline, logy)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -75,6 +102,7 @@ def plot_loss_curves(
     xlabel="epoch",
     ylabel=None,
     figsize=(7, 4),
+    loss=None,
 ):
     """Plot one or more loss curves on the same axes.
 
@@ -94,9 +122,13 @@ def plot_loss_curves(
     title : str or None
     xlabel : str
     ylabel : str or None
-        A label built from ``baseline`` and ``logy`` when None.
+        A label built from ``loss``, ``baseline`` and ``logy`` when None
+        (:func:`loss_label`).
     figsize : tuple
         Size of a new figure, in inches.
+    loss : str or None
+        What the loss is, for the y label: ``'mean squared error'`` gives
+        ``'loss (mean squared error, log scale)'``.
 
     Returns
     -------
@@ -106,9 +138,10 @@ def plot_loss_curves(
     --------
     >>> import matplotlib; matplotlib.use("Agg")
     >>> import matplotlib.pyplot as plt
-    >>> ax = plot_loss_curves({"sgd": [1.0, 0.5, 0.3], "adam": [1.0, 0.2, 0.1]}, title="Training")
-    >>> [line.get_label() for line in ax.get_lines()], ax.get_title(), ax.get_yscale()
-    (['sgd', 'adam'], 'Training', 'log')
+    >>> ax = plot_loss_curves({"sgd": [1.0, 0.5, 0.3], "adam": [1.0, 0.2, 0.1]}, title="Training",
+    ...                       loss="log loss")
+    >>> [line.get_label() for line in ax.get_lines()], ax.get_title(), ax.get_ylabel()
+    (['sgd', 'adam'], 'Training', 'loss (log loss, log scale)')
     >>> plt.close("all")
     """
     if not curves:
@@ -118,7 +151,7 @@ def plot_loss_curves(
     for label, values in curves.items():
         x, y = _as_curve(values)
         ax.plot(x, _transform(y, baseline, logy), label=label, **styles[label])
-    return _finish(ax, logy, title, xlabel, ylabel, baseline)
+    return _finish(ax, logy, title, xlabel, ylabel, baseline, loss)
 
 
 def plot_training_history(
@@ -129,6 +162,9 @@ def plot_training_history(
     logy=True,
     title=None,
     figsize=(7, 4),
+    loss=None,
+    ylabel=None,
+    validation_name="validation",
 ):
     """Plot the training and validation losses recorded by an optimizer.
 
@@ -141,13 +177,22 @@ def plot_training_history(
         Where to draw; a new figure of size ``figsize`` when None.
     label : str or None
         Prefix of the legend entries (``'<label> train'``,
-        ``'<label> validation'``); the class name when None.
+        ``'<label> validation'``); the class name when None. A label that
+        starts with a library (``'onnxruntime, seed 2'``) draws in its
+        colour (:mod:`~helpers.teaching.palette`).
     baseline : float or None
         Subtracted from every loss (see :func:`plot_loss_curves`).
     logy : bool
         Logarithmic y axis.
     title : str or None
     figsize : tuple
+    loss : str or None
+        What the loss is, for the y label (see :func:`plot_loss_curves`).
+    ylabel : str or None
+        The y label; built from ``loss``, ``baseline`` and ``logy`` when None.
+    validation_name : str
+        What the validation rows are, in the legend: ``'test'`` when the
+        test set served as validation set.
 
     Returns
     -------
@@ -166,9 +211,9 @@ def plot_training_history(
     >>> y = X.sum(axis=1, keepdims=True)
     >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,))), max_iter=4, batch_size=16,
     ...                            validation_every=2, random_state=0).fit(X, y, X_val=X, y_val=y)
-    >>> ax = plot_training_history(opt, label="ort")
-    >>> [line.get_label() for line in ax.get_lines()]
-    ['ort train', 'ort validation']
+    >>> ax = plot_training_history(opt, label="onnxruntime", validation_name="test")
+    >>> [line.get_label() for line in ax.get_lines()], ax.get_lines()[1].get_color()
+    (['onnxruntime train', 'onnxruntime test'], 'tab:blue')
     >>> plt.close("all")
     """
     if not hasattr(optimizer, "train_losses_"):
@@ -176,7 +221,7 @@ def plot_training_history(
     label = type(optimizer).__name__ if label is None else label
     ax = new_axes(ax, figsize)
     x, y = _as_curve(optimizer.train_losses_)
-    (line,) = ax.plot(x, _transform(y, baseline, logy), label=f"{label} train")
+    (line,) = ax.plot(x, _transform(y, baseline, logy), label=f"{label} train", **line_styles([label])[label])
     if len(optimizer.validation_losses_):
         x, y = _as_curve((optimizer.validation_epochs_, optimizer.validation_losses_))
         ax.plot(
@@ -185,9 +230,9 @@ def plot_training_history(
             "o--",
             color=line.get_color(),
             markersize=4,
-            label=f"{label} validation",
+            label=f"{label} {validation_name}",
         )
-    return _finish(ax, logy, title, "epoch", None, baseline)
+    return _finish(ax, logy, title, "epoch", ylabel, baseline, loss)
 
 
 def plot_coefficients(table, ax=None, title=None, ylabel="coefficient", figsize=(8, 4)):
@@ -231,9 +276,8 @@ def plot_coefficients(table, ax=None, title=None, ylabel="coefficient", figsize=
     styles = line_styles([str(column) for column in table.columns])
     for i, column in enumerate(table.columns):
         offset = (i - (n_models - 1) / 2) * width
-        style = styles[str(column)]
-        bar_style = {"color": style["color"], "hatch": _HATCHES[style["linestyle"]]} if style else {}
-        ax.bar(positions + offset, table[column].to_numpy(dtype=float), width, label=str(column), **bar_style)
+        ax.bar(positions + offset, table[column].to_numpy(dtype=float), width, label=str(column),
+               **bar_style(styles[str(column)]))
     ax.set_xticks(positions)
     ax.set_xticklabels([str(i) for i in table.index], rotation=45 if n_rows > 8 else 0)
     ax.axhline(0, color="black", linewidth=0.8)
@@ -256,6 +300,7 @@ def plot_loss_spread(
     ylabel=None,
     figsize=(7, 4),
     band_alpha=0.25,
+    loss=None,
 ):
     """Compare groups of runs: the median loss of each group and its min-max band.
 
@@ -284,6 +329,8 @@ def plot_loss_spread(
         Size of a new figure, in inches.
     band_alpha : float
         Opacity of the bands.
+    loss : str or None
+        What the loss is, for the y label (see :func:`plot_loss_curves`).
 
     Returns
     -------
@@ -323,4 +370,4 @@ def plot_loss_spread(
         (line,) = ax.plot(x, median, label=name, **styles[label])
         if len(runs) > 1:
             ax.fill_between(x, low, high, color=line.get_color(), alpha=band_alpha, linewidth=0)
-    return _finish(ax, logy, title, xlabel, ylabel, baseline)
+    return _finish(ax, logy, title, xlabel, ylabel, baseline, loss)
