@@ -103,6 +103,13 @@ $(STAMP): requirements/base.txt $(REQUIREMENTS) pyproject.toml | $(PY)
 	  echo "$(PY) -m pip uninstall -y $(RUNTIME_PACKAGES)"; \
 	  $(PY) -m pip uninstall -y $(RUNTIME_PACKAGES); \
 	fi
+	@if [ "$(VARIANT)" = cpu ]; then \
+	  cu11=$$($(PY) -m pip list --format=freeze 2>/dev/null | grep -i '^nvidia-.*-cu11==' | cut -d= -f1 | tr '\n' ' '); \
+	  if [ -n "$$cu11" ]; then \
+	    echo "Removing the GPU variant's CUDA 11.8 libraries (2.1 GB): $(PY) -m pip uninstall -y $$cu11"; \
+	    $(PY) -m pip uninstall -y $$cu11; \
+	  fi; \
+	fi
 	rm -f $(VENV)/.setup-cpu $(VENV)/.setup-gpu
 	$(PY) -m pip install -r $(REQUIREMENTS)
 	$(PY) -m pip install --no-deps -e .

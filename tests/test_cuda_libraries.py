@@ -3,8 +3,6 @@
 Everything here runs without a GPU: the packages are a fake folder, the
 driver and the provider list are replaced where a cause needs them.
 """
-import ctypes
-
 import onnxruntime
 import pytest
 
@@ -34,6 +32,8 @@ def test_finds_each_library_in_its_package_folder(tmp_path):
         "libcudart.so.11.0": "nvidia-cuda-runtime-cu11",
         "libcufft.so.10": "nvidia-cufft-cu11",
         "libcurand.so.10": "nvidia-curand-cu11",
+        "libnvrtc.so.11.2": "nvidia-cuda-nvrtc-cu11",
+        "libnvrtc-builtins.so.11.8": "nvidia-cuda-nvrtc-cu11",
     }
 
 
@@ -47,6 +47,7 @@ def test_loads_by_full_path_in_dependency_order_once(tmp_path, monkeypatch):
     assert names == ALL_LIBRARIES
     assert names.index("libcudart.so.11.0") < names.index("libcublasLt.so.11") < names.index("libcublas.so.11")
     assert names.index("libcudnn_ops_infer.so.8") < names.index("libcudnn_cnn_infer.so.8")
+    assert names.index("libnvrtc.so.11.2") < names.index("libcudnn.so.8")
     assert all(p.startswith(str(tmp_path)) for p in calls) and set(loaded) == set(ALL_LIBRARIES)
     load_cuda_libraries(path, loader=calls.append)
     assert len(calls) == len(ALL_LIBRARIES), "a library is loaded once per process"
@@ -145,4 +146,60 @@ def test_libraries_are_loaded_before_the_provider(gpu_package):
 def test_real_loader_finds_system_libraries_by_name():
     assert cuda_libraries.loadable_by_name("libc.so.6")
     assert not cuda_libraries.loadable_by_name("libcudnn.so.0.not-a-version")
-    ctypes.CDLL("libc.so.6")  # the check loads nothing the process could not
+
+
+def test_missing_libraries_with_pip_packages(tmp_path, monkeypatch):
+    """With the pip packages, only what no package holds is looked up by name; cuDNN's own needs are not checked."""
+    monkeypatch.delenv(cuda_libraries.SOURCE_VARIABLE, raising=False)
+    everything = {package for package, _, _ in CUDA_PACKAGES}
+    asked = []
+    by_name = lambda name: asked.append(name) or False  # noqa: E731
+    path = fake_site_packages(tmp_path / "all", everything)
+    assert cuda_libraries.missing_cuda_libraries(path, by_name=by_name) == {} and asked == []
+    path = fake_site_packages(tmp_path / "some", everything - {"nvidia-cufft-cu11", "nvidia-cuda-nvrtc-cu11"})
+    assert cuda_libraries.missing_cuda_libraries(path, by_name=by_name) == {"libcufft.so.10": "nvidia-cufft-cu11"}
+
+
+def test_system_cuda_checks_every_provider_library_by_name(tmp_path, monkeypatch):
+    """ORT_TRAINING_CUDA=system ignores the pip packages, also when they are installed."""
+    monkeypatch.setenv(cuda_libraries.SOURCE_VARIABLE, "system")
+    path = fake_site_packages(tmp_path, {package for package, _, _ in CUDA_PACKAGES})
+    missing = cuda_libraries.missing_cuda_libraries(path, by_name=lambda name: name != "libcudart.so.11.0")
+    assert missing == {"libcudart.so.11.0": "nvidia-cuda-runtime-cu11"}
+    missing = cuda_libraries.missing_cuda_libraries(path, by_name=lambda name: False)
+    assert sorted(missing) == sorted(cuda_libraries.PROVIDER_LIBRARIES)
+
+
+def test_cause_library_that_fails_to_load(gpu_package):
+    gpu_package.setattr(
+        cuda_libraries, "load_cuda_libraries",
+        lambda *a, **k: {"libcudart.so.11.0": "/x/libcudart.so.11.0",
+                         "libcudnn_cnn_infer.so.8": "error: libz.so.1: cannot open shared object file: No such file"},
+    )
+    problem = devices.gpu_setup_problem()
+    assert "libcudnn_cnn_infer.so.8" in problem and "libz.so.1" in problem
+    assert "make setup GPU=1" in problem and "install the system library it names" in problem
+
+
+def test_provider_load_error_gives_the_loaders_message(tmp_path, monkeypatch):
+    """onnxruntime falls back to the CPU silently; the provider library loaded by path says why."""
+    capi = tmp_path / "onnxruntime" / "capi"
+    capi.mkdir(parents=True)
+    (capi / "libonnxruntime_providers_cuda.so").write_bytes(b"not a library")
+    monkeypatch.setattr(onnxruntime, "__file__", str(tmp_path / "onnxruntime" / "__init__.py"))
+    message = cuda_libraries.provider_load_error()
+    assert "libonnxruntime_providers_cuda.so" in message
+    (capi / "libonnxruntime_providers_cuda.so").unlink()
+    assert cuda_libraries.provider_load_error() is None  # the CPU package has no provider library
+
+
+def test_a_device_object_is_checked_like_a_name(monkeypatch):
+    """Device('cuda', 0) given directly goes through the same checks as 'cuda:0' (the provider must not load unchecked)."""
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    devices.cuda_problem.cache_clear()
+    try:
+        with pytest.raises(devices.DeviceError, match="device='cuda:0' cannot be used: the installed onnxruntime"):
+            devices.resolve_device(devices.Device("cuda", 0))
+        assert devices.resolve_device(devices.Device("cpu")) == devices.Device("cpu")
+    finally:
+        devices.cuda_problem.cache_clear()

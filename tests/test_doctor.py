@@ -52,3 +52,17 @@ def test_runs_as_a_module():
     result = subprocess.run([sys.executable, "-m", "helpers.doctor", "--variant", "cpu"], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "verdict" in result.stdout
+
+
+def test_cuda_libraries_line_counts_what_loaded(monkeypatch):
+    """The doctor says which pip libraries failed to load, and the loader's words, not only that files exist."""
+    from helpers.core import cuda_libraries
+
+    monkeypatch.delenv(cuda_libraries.SOURCE_VARIABLE, raising=False)
+    found = {"libcudart.so.11.0": "a", "libcudnn.so.8": "b"}
+    monkeypatch.setattr(cuda_libraries, "find_cuda_libraries", lambda: (found, {"libcufft.so.10": "nvidia-cufft-cu11"}))
+    monkeypatch.setattr(cuda_libraries, "load_cuda_libraries",
+                        lambda: {"libcudart.so.11.0": "a", "libcudnn.so.8": "error: libz.so.1: cannot open"})
+    line = doctor._cuda_libraries_line()
+    assert line.startswith("1 of 3 loaded") and "not installed: nvidia-cufft-cu11" in line
+    assert "failed to load: libcudnn.so.8 (libz.so.1: cannot open)" in line

@@ -34,6 +34,8 @@ CUDA_PACKAGES = (
     ("nvidia-cublas-cu11", "cublas", ("libcublasLt.so.11", "libcublas.so.11")),
     ("nvidia-cufft-cu11", "cufft", ("libcufft.so.10",)),
     ("nvidia-curand-cu11", "curand", ("libcurand.so.10",)),
+    # cuDNN 8's own dependency (its runtime-compiled kernels), not the provider's
+    ("nvidia-cuda-nvrtc-cu11", "cuda_nvrtc", ("libnvrtc.so.11.2", "libnvrtc-builtins.so.11.8")),
     (
         "nvidia-cudnn-cu11",
         "cudnn",
@@ -47,6 +49,11 @@ CUDA_PACKAGES = (
             "libcudnn_adv_train.so.8",
         ),
     ),
+)
+#: The libraries ``libonnxruntime_providers_cuda.so`` links by name (``readelf -d``):
+#: the ones a system CUDA 11.8 must provide; the others are opened by these.
+PROVIDER_LIBRARIES = (
+    "libcudart.so.11.0", "libcublasLt.so.11", "libcublas.so.11", "libcufft.so.10", "libcurand.so.10", "libcudnn.so.8",
 )
 #: The lowest CUDA version (``cuDriverGetVersion``: 1000 x major + 10 x minor)
 #: a driver must support to run CUDA 11.8 code (CUDA's minor-version compatibility).
@@ -150,7 +157,7 @@ def load_cuda_libraries(search_path=None, loader=None):
     >>> load_cuda_libraries(["/nonexistent"])
     {}
     """
-    if os.environ.get(SOURCE_VARIABLE, "").lower() == "system":
+    if uses_system_cuda():
         return {}
     loader = loader or (lambda path: ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))
     found, _ = find_cuda_libraries(search_path)
@@ -186,8 +193,32 @@ def loadable_by_name(library):
     return True
 
 
-def missing_cuda_libraries(search_path=None):
+def uses_system_cuda():
+    """Whether ``ORT_TRAINING_CUDA=system`` asks for a system CUDA 11.8 instead of the pip libraries.
+
+    Examples
+    --------
+    >>> import os
+    >>> uses_system_cuda() == (os.environ.get("ORT_TRAINING_CUDA", "").lower() == "system")
+    True
+    """
+    return os.environ.get(SOURCE_VARIABLE, "").lower() == "system"
+
+
+def missing_cuda_libraries(search_path=None, by_name=None):
     """The libraries the CUDA provider needs that neither the pip packages nor the system provide.
+
+    With ``ORT_TRAINING_CUDA=system`` the pip packages are not used, so every
+    library the provider links is looked up by name; otherwise only those no
+    pip package holds.
+
+    Parameters
+    ----------
+    search_path : list of str or None
+        Where to look for the packages (``sys.path`` when None).
+    by_name : callable or None
+        Whether the system's loader finds a library (:func:`loadable_by_name`
+        when None); tests pass a fake.
 
     Returns
     -------
@@ -196,17 +227,62 @@ def missing_cuda_libraries(search_path=None):
 
     Examples
     --------
-    >>> missing = missing_cuda_libraries(["/nonexistent"])  # no pip package there: the system's, if any
-    >>> all(package.startswith("nvidia-") and package.endswith("-cu11") for package in missing.values())
+    >>> missing_cuda_libraries(["/nonexistent"], by_name=lambda name: name != "libcufft.so.10")
+    {'libcufft.so.10': 'nvidia-cufft-cu11'}
+    """
+    by_name = by_name or loadable_by_name
+    found, missing = find_cuda_libraries(search_path)
+    if uses_system_cuda():
+        missing = {**missing, **{name: package for package, _, names in CUDA_PACKAGES for name in names if name in found}}
+    # cuDNN opens its parts and nvrtc itself, after libcudnn.so.8: only the provider's direct needs are checked
+    return {name: package for name, package in missing.items() if name in PROVIDER_LIBRARIES and not by_name(name)}
+
+
+def load_errors(loaded):
+    """The libraries of a :func:`load_cuda_libraries` result that failed to load, with the loader's message.
+
+    Examples
+    --------
+    >>> load_errors({"libcudart.so.11.0": "/site/nvidia/cuda_runtime/lib/libcudart.so.11.0",
+    ...              "libcudnn.so.8": "error: libz.so.1: cannot open shared object file"})
+    {'libcudnn.so.8': 'libz.so.1: cannot open shared object file'}
+    """
+    return {name: value[len("error: "):] for name, value in loaded.items() if value.startswith("error: ")}
+
+
+def provider_load_error(loader=None):
+    """Why the runtime's CUDA provider library cannot be loaded, in the loader's words, or None.
+
+    onnxruntime falls back to the CPU without saying why when
+    ``libonnxruntime_providers_cuda.so`` fails to load; loading it here gives
+    the loader's message, which names the library that is missing.
+
+    Parameters
+    ----------
+    loader : callable or None
+        Loads a library by path (``ctypes.CDLL`` with ``RTLD_GLOBAL`` when None).
+
+    Examples
+    --------
+    >>> def refuse(path):
+    ...     raise OSError("libcublasLt.so.11: cannot open shared object file")
+    >>> provider_load_error(refuse) in (None, "libcublasLt.so.11: cannot open shared object file")  # None: CPU package
     True
     """
-    _, missing = find_cuda_libraries(search_path)
-    # cuDNN's parts are opened by cuDNN itself, after libcudnn.so.8: only the provider's direct needs are checked
-    return {name: package for name, package in missing.items() if _linked_by_provider(name) and not loadable_by_name(name)}
+    import onnxruntime  # noqa: PLC0415  (this module is also used before onnxruntime is imported)
 
-
-def _linked_by_provider(library):
-    return not library.startswith("libcudnn_")
+    folder = Path(onnxruntime.__file__).parent / "capi"
+    shared, provider = folder / "libonnxruntime_providers_shared.so", folder / "libonnxruntime_providers_cuda.so"
+    if not provider.is_file():
+        return None
+    loader = loader or (lambda path: ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))
+    try:
+        if shared.is_file():
+            loader(str(shared))
+        loader(str(provider))
+    except OSError as error:
+        return str(error)
+    return None
 
 
 def driver_cuda_version(library="libcuda.so.1"):

@@ -126,7 +126,14 @@ def gpu_setup_problem():
     count, reason = cuda_libraries.visible_gpus()
     if count == 0:
         return reason
-    cuda_libraries.load_cuda_libraries()
+    failed = cuda_libraries.load_errors(cuda_libraries.load_cuda_libraries())
+    if failed:
+        library, message = next(iter(failed.items()))
+        return (
+            f"the CUDA library {library} of its pip package cannot be loaded ({message}); "
+            "reinstall the GPU variant (make clean && make setup GPU=1)"
+            + (", and install the system library it names" if "cannot open shared object" in message else "")
+        )
     missing = cuda_libraries.missing_cuda_libraries()
     if missing:
         packages = " ".join(sorted(set(missing.values())))
@@ -163,7 +170,10 @@ def cuda_problem(index=0):
     try:
         sess = make_session(_probe_model(), Device("cuda", index), cpu_fallback=False)
         if "CUDAExecutionProvider" not in sess.get_providers():
-            return "the CUDA provider could not start; run python -m helpers.doctor for the details"
+            reason = cuda_libraries.provider_load_error()
+            return "onnxruntime's CUDA provider could not start" + (
+                f": {reason}" if reason else " (onnxruntime fell back to the CPU without saying why)"
+            )
         x = onnxruntime.OrtValue.ortvalue_from_numpy(np.array([1.0, 2.0], dtype=np.float32), "cuda", index)
         y = sess.run_with_ortvalues(["y"], {"x": x})[0].numpy()
     except Exception as exc:  # any failure means: not usable
@@ -211,6 +221,10 @@ def resolve_device(device):
     ValueError: Unknown device 'tpu': use 'cpu', 'cuda', 'cuda:N' or 'auto'.
     """
     if isinstance(device, Device):
+        if device.type == "cuda":
+            problem = cuda_problem(device.index)
+            if problem:
+                raise DeviceError(f"device={str(device)!r} cannot be used: {problem}.")
         return device
     if not isinstance(device, str):
         raise TypeError(f"device must be a string such as 'cpu' or 'cuda:0', got {device!r}.")
