@@ -110,10 +110,59 @@ def test_no_grad_and_eval_use_the_inference_session():
     with torch.no_grad():
         without = ort(x)
     ort.eval()
-    evaluated = ort(x)
-    assert training.grad_fn is not None and without.grad_fn is None and evaluated.grad_fn is None
-    torch.testing.assert_close(without, training.detach(), rtol=RTOL, atol=ATOL)
-    torch.testing.assert_close(evaluated, training.detach(), rtol=RTOL, atol=ATOL)
+    evaluated = ort(x)  # gradients still flow in eval mode, as in torch
+    with torch.no_grad():
+        evaluated_without = ort(x)
+    assert training.grad_fn is not None and without.grad_fn is None
+    assert evaluated.grad_fn is not None and evaluated_without.grad_fn is None
+    for out in (without, evaluated.detach(), evaluated_without):
+        torch.testing.assert_close(out, training.detach(), rtol=RTOL, atol=ATOL)
+
+
+def dropout_net(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(6, 32), torch.nn.ReLU(), torch.nn.Dropout(0.5), torch.nn.Linear(32, 2))
+
+
+def test_dropout_drops_in_training_only():
+    """Training mode drops units; eval mode, no_grad and the exported model do not, as torch's module."""
+    reference = dropout_net()
+    ort = OrtTorchModule(copy.deepcopy(reference), torch.zeros(3, 6))
+    x = torch.randn(20, 6)
+    reference.eval()
+    expected = reference(x).detach()
+    # training forwards draw masks (onnxruntime's first two happen to share theirs: three are compared)
+    masks = [ort(x).detach() for _ in range(3)]
+    assert not all(torch.equal(masks[0], m) for m in masks[1:])
+    assert not torch.allclose(masks[0], expected)
+    with torch.no_grad():
+        torch.testing.assert_close(ort(x), expected, rtol=RTOL, atol=ATOL)
+    ort.eval()
+    torch.testing.assert_close(ort(x).detach(), expected, rtol=RTOL, atol=ATOL)
+    session = onnxruntime.InferenceSession(ort.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {"input": x.numpy()})[0], expected.numpy(), rtol=RTOL, atol=ATOL)
+    # eval-mode gradients are those of the network without dropout (input saliency in eval mode)
+    x_ort, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ort(x_ort).sum().backward()
+    reference(x_ref).sum().backward()
+    torch.testing.assert_close(x_ort.grad, x_ref.grad, rtol=RTOL, atol=ATOL)
+    assert_same_gradients(ort.module, reference)
+
+
+def test_dropout_is_off_in_the_optimizers_predictions():
+    """An exported network with dropout trains with it, and predicts without it."""
+    from helpers import OrtGradientForwardBackwardOptimizer, add_loss_output, OrtGradientOptimizer
+    from helpers.whole_training.torch_export import export_for_training
+
+    reference = dropout_net().eval()
+    onx = export_for_training(dropout_net(), torch.zeros(3, 6))
+    X = np.random.default_rng(0).standard_normal((40, 6)).astype(np.float32)
+    expected = reference(torch.from_numpy(X)).detach().numpy()
+    labels = np.arange(40) % 2
+    for opt in (OrtGradientForwardBackwardOptimizer(onx, learning_rate=1e-12, max_iter=1, learning_loss="cross_entropy"),
+                OrtGradientOptimizer(add_loss_output(onx, score_name="cross_entropy"), learning_rate=1e-12, max_iter=1)):
+        opt.fit(X, labels)
+        np.testing.assert_allclose(opt.predict(X), expected, rtol=1e-4, atol=1e-5)
 
 
 def test_state_dict_round_trip_and_inference_onnx():
@@ -154,9 +203,14 @@ def test_what_cannot_work_raises_clearly():
     with pytest.raises(ValueError, match="'input' is on meta, but onnxruntime runs this function on cpu"):
         ort(torch.zeros(3, 5, device="meta"))
     x = torch.randn(3, 5, requires_grad=True)
-    (grad,) = torch.autograd.grad(ort(x).sum(), x, create_graph=True)
-    with pytest.raises(RuntimeError, match="once_differentiable|does not require grad"):
-        grad.sum().backward()
+    with pytest.raises(RuntimeError, match="backward pass cannot be differentiated: create_graph=True"):
+        torch.autograd.grad(ort(x).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="backward pass cannot be differentiated"):  # a gradient penalty
+        (grad,) = torch.autograd.grad(ort(x).sum(), ort.parameters(), create_graph=True)
+    with pytest.raises(ValueError, match=r"Input 'input' has shape \(5,\), but the ONNX model takes shape \['N', 5\]"):
+        ort(torch.zeros(5))
+    with pytest.raises(ValueError, match=r"has shape \(3, 4\)"):
+        ort(torch.zeros(3, 4))
     loss = ort(torch.randn(3, 5)).sum()
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="ran the backward pass of this forward already"):
@@ -174,3 +228,57 @@ def test_a_weight_changed_in_place_before_the_backward_is_caught():
         next(ort.parameters()).mul_(2)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+def test_parameters_replaced_by_load_state_dict_assign_are_used():
+    ort = OrtTorchModule(mlp(torch.nn.ReLU), torch.zeros(4, 5))
+    x = torch.randn(6, 5)
+    ort.load_state_dict({k: torch.zeros_like(v) for k, v in ort.state_dict().items()}, assign=True)
+    assert ort(x).abs().max() == 0
+    assert all(p.grad is None for p in ort.parameters())
+    ort(x).sum().backward()
+    assert all(p.grad is not None for p in ort.parameters())  # the new parameters receive the gradients
+
+
+def test_copy_and_pickle_rebuild_their_sessions():
+    import pickle
+
+    ort = OrtTorchModule(mlp(torch.nn.ReLU), torch.zeros(4, 5))
+    x = torch.randn(6, 5)
+    expected = ort(x).detach()
+    for other in (copy.deepcopy(ort), pickle.loads(pickle.dumps(ort))):
+        torch.testing.assert_close(other(x).detach(), expected, rtol=0, atol=0)
+        other(x).sum().backward()
+        assert all(p.grad is not None for p in other.parameters())
+
+
+def test_parameters_the_forward_does_not_use_stay_untrained():
+    class WithUnused(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used, self.unused = torch.nn.Linear(4, 1), torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.used(x)
+
+    torch.manual_seed(0)
+    ort = OrtTorchModule(WithUnused(), torch.zeros(2, 4))
+    assert ort.weight_names == ["used.weight", "used.bias"]
+    ort(torch.randn(3, 4)).sum().backward()
+    assert ort.module.used.weight.grad is not None and ort.module.unused.weight.grad is None
+
+
+def test_a_raw_function_refuses_an_input_gradient_it_was_not_built_for():
+    from helpers import OrtGradientForwardBackward
+    from helpers.forward_backward.torch_function import OrtAutogradFunction
+
+    model = mlp_onnx(2, hidden=(3,))
+    weights = [torch.tensor(numpy_helper.to_array(i), requires_grad=True) for i in model.graph.initializer]
+    fn = OrtGradientForwardBackward(model).new_instance()
+    x = torch.ones(4, 2, requires_grad=True)
+    with pytest.raises(ValueError, match="Input 'X' requires a gradient.*input_names_require_grad"):
+        OrtAutogradFunction.apply(fn, 1, x, *weights)
+    fn = OrtGradientForwardBackward(model, input_names_require_grad=["X"]).new_instance()
+    (out,) = OrtAutogradFunction.apply(fn, 1, x, *weights)
+    out.sum().backward()
+    assert x.grad is not None and x.grad.shape == (4, 2)

@@ -19,7 +19,7 @@ from .devices import resolve_device
 from .epoch_losses import EpochLosses, TrainingDivergedError
 from .learning_rates import resolve_learning_rate
 from .display import ModelSummaryRepr
-from .onnx_graph import get_train_initializer, replace_initializers, static_dims
+from .onnx_graph import get_train_initializer, inference_graph, replace_initializers, static_dims
 from .parameters import check_shared_parameters, check_warm_start, training_settings, validation_period
 from .runtime import check_model_inputs_are_float, check_model_ir_version, check_model_opset, check_onnx_compatible
 from .sessions import make_session
@@ -285,7 +285,7 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
         check_model_ir_version(self.model_onnx)
         check_model_opset(self.model_onnx)
         check_model_inputs_are_float(self.model_onnx)
-        self._prediction_model = self._inference_model()
+        self._prediction_model = inference_graph(self._inference_model())
         self.device_ = resolve_device(self.device)
 
     def _initial_weights(self):

@@ -191,6 +191,56 @@ def replace_initializers(onx, values):
     return model
 
 
+def inference_graph(onx):
+    """Return ``onx`` as it must run for predictions: ``Dropout`` drops nothing.
+
+    A torch module exported for training (``TrainingMode.TRAINING``) keeps
+    its ``Dropout`` nodes' ``training_mode`` input set to true, so that the
+    training graph drops units; run as it is, the same graph would drop
+    units in every prediction too. Each such ``Dropout`` becomes an
+    ``Identity``, as in ``module.eval()`` (whose gradient, unlike that of
+    ``Dropout`` without ``training_mode``, is exact: onnxruntime's
+    ``DropoutGrad`` still scales by ``1 / (1 - ratio)``); one whose mask
+    output is used keeps its node, without ``training_mode``. A model
+    without such a node is returned unchanged (the same object).
+
+    Parameters
+    ----------
+    onx : onnx.ModelProto
+
+    Returns
+    -------
+    onnx.ModelProto
+
+    Examples
+    --------
+    >>> from onnx import TensorProto, helper
+    >>> graph = helper.make_graph(
+    ...     [helper.make_node("Dropout", ["x", "ratio", "train"], ["y"])], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    ...     [helper.make_tensor("ratio", TensorProto.FLOAT, [], [0.5]),
+    ...      helper.make_tensor("train", TensorProto.BOOL, [], [True])])
+    >>> node = inference_graph(helper.make_model(graph)).graph.node[0]
+    >>> node.op_type, list(node.input), list(node.output)
+    ('Identity', ['x'], ['y'])
+    """
+    if not any(n.op_type == "Dropout" and len(n.input) > 2 and n.input[2] for n in onx.graph.node):
+        return onx
+    model = onnx.ModelProto()
+    model.CopyFrom(onx)
+    used = {name for node in model.graph.node for name in node.input} | {o.name for o in model.graph.output}
+    for node in model.graph.node:
+        if node.op_type != "Dropout" or len(node.input) <= 2:
+            continue
+        if len(node.output) > 1 and node.output[1] in used:
+            del node.input[2:]
+            continue
+        identity = onnx.helper.make_node("Identity", [node.input[0]], [node.output[0]], name=node.name)
+        node.CopyFrom(identity)
+    return model
+
+
 def initializers_to_inputs(onx, names):
     """Return a copy of ``onx`` whose initializers ``names`` become inputs.
 

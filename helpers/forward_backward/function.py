@@ -19,7 +19,7 @@ from onnxruntime.capi._pybind_state import (
 
 from ..core.devices import resolve_device
 from ..core.gradient_rewrites import rewrite_for_training
-from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs
+from ..core.onnx_graph import check_weights_to_train, inference_graph, initializers_to_inputs
 from ..core.runtime import check_model_ir_version, explain_untrainable, native_stderr_captured, quiet_runtime_logs
 from ..core.sessions import check_n_threads, is_profiling, make_session, resolved_threads
 from ..core.training_cache import GRADIENT_GRAPHS, content_key
@@ -205,7 +205,7 @@ class OrtGradientForwardBackward:
             [ort_device] * len(grad_names),
             0,
         )
-        eval_model = initializers_to_inputs(self.onnx_model, self.weights_to_train)
+        eval_model = initializers_to_inputs(inference_graph(self.onnx_model), self.weights_to_train)
         user_outputs = list(info.user_output_names)
         return {
             "gradient_model_": gradient_model,

@@ -29,7 +29,6 @@ import numpy as np
 import onnxruntime
 import torch
 from onnxruntime.capi import _pybind_state as C
-from torch.autograd.function import once_differentiable
 from torch.utils import dlpack
 
 #: ONNX element types and the torch dtypes that feed them.
@@ -138,8 +137,9 @@ class OrtAutogradFunction(torch.autograd.Function):
     inputs that require a gradient. It returns the outputs as a tuple of
     tensors. Several forwards may be in flight: each keeps its own state in
     its autograd context, and their backwards may come in any order. A
-    second backward through the same forward (``retain_graph=True``) or a
-    double backward raises.
+    second backward through the same forward (``retain_graph=True``), a
+    double backward (``create_graph=True``), or an input that requires a
+    gradient ``fn`` was not built to return, raise.
 
     Two forwards in flight, their backwards in the order they came:
 
@@ -164,6 +164,14 @@ class OrtAutogradFunction(torch.autograd.Function):
         """Run onnxruntime's training forward on ``tensors`` (the inputs, then the weights); keep its state in ``ctx``."""
         device = fn.parent.device
         names = fn.parent.input_names + fn.parent.weights_to_train
+        given = set(fn.parent.input_names_require_grad)
+        for name, needed in zip(fn.parent.input_names[:n_inputs], ctx.needs_input_grad[2:2 + n_inputs]):
+            if needed and name not in given:
+                raise ValueError(
+                    f"Input {name!r} requires a gradient, but the function was built without it: "
+                    f"OrtGradientForwardBackward(..., input_names_require_grad=[{name!r}, ...]) returns it "
+                    "(or detach the input)."
+                )
         values = [to_ortvalue(t, device, repr(name)) for t, name in zip(tensors, names)]
         outputs = fn.forward(values, training=True)
         ctx.ort_state = (fn, fn.take_state())
@@ -175,9 +183,14 @@ class OrtAutogradFunction(torch.autograd.Function):
         return tuple(to_tensor(o).clone() for o in outputs)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, *grad_outputs):
         """Run onnxruntime's backward pass of ``ctx``'s forward; return the gradients autograd asks for."""
+        if torch.is_grad_enabled():  # create_graph=True: torch would differentiate these gradients again
+            raise RuntimeError(
+                "onnxruntime's backward pass cannot be differentiated: create_graph=True (double backward, "
+                "a gradient penalty, Hessian-vector products) is not available through OrtAutogradFunction "
+                "or OrtTorchModule. Compute such terms with the torch module itself."
+            )
         ctx.saved_tensors  # noqa: B018  (raises if a weight or input was modified in place)
         if ctx.ort_state is None:
             raise RuntimeError(

@@ -13,7 +13,7 @@ import torch
 from onnx import numpy_helper
 
 from ..core.devices import resolve_device
-from ..core.onnx_graph import replace_initializers
+from ..core.onnx_graph import inference_graph, replace_initializers, static_dims
 from ..whole_training.torch_export import export_for_training
 from .function import OrtGradientForwardBackward
 from .torch_function import OrtAutogradFunction, check_input_dtypes, to_ortvalue, to_tensor
@@ -51,12 +51,17 @@ class OrtTorchModule(torch.nn.Module):
 
     Notes
     -----
-    In training mode with gradients enabled, a call runs onnxruntime's
-    training forward and keeps what its backward needs; under
-    ``torch.no_grad()`` or after ``.eval()``, it runs the inference session
-    and returns tensors without gradient. Buffers (BatchNorm's running
-    statistics) would be frozen into the graph: modules with buffers are
-    refused. Double backward is not available.
+    As in torch: in training mode with gradients enabled, a call runs
+    onnxruntime's training forward (``Dropout`` drops units) and keeps what
+    its backward needs; after ``.eval()``, ``Dropout`` drops nothing, and
+    gradients still flow to the parameters and to inputs that require one
+    (input saliency in eval mode works). Under ``torch.no_grad()``, or in
+    eval mode when nothing requires a gradient, the inference session runs,
+    without ``Dropout`` (even in training mode, unlike torch). Buffers
+    (BatchNorm's running statistics) would be frozen into the graph: modules
+    with buffers are refused. Parameters the forward does not use are not
+    trained (their ``grad`` stays None, as in torch). Double backward
+    (``create_graph=True``, gradient penalties) is not available and raises.
 
     onnxruntime's threads sleep as soon as they are idle here, so that they
     leave the cores to torch's between two calls. torch's own OpenMP threads
@@ -103,6 +108,7 @@ class OrtTorchModule(torch.nn.Module):
                     "without buffers."
                 )
             example = _as_tuple(example_input)
+            used = _used_parameters(module, example)
             with torch.no_grad():
                 n_outputs = len(_as_tuple(module(*example)))
             onx = export_for_training(
@@ -113,7 +119,7 @@ class OrtTorchModule(torch.nn.Module):
             self.module = module
             self.weights = None
             initializers = {i.name for i in onx.graph.initializer}
-            names = [name for name, _ in module.named_parameters()]
+            names = [name for name, _ in module.named_parameters() if name in used]
             lost = [name for name in names if name not in initializers]
             if lost:
                 raise ValueError(
@@ -129,20 +135,30 @@ class OrtTorchModule(torch.nn.Module):
         initializers = {i.name for i in onx.graph.initializer}
         self._inputs = [i for i in onx.graph.input if i.name not in initializers]
         self._functions = {}
-        self._parameters_cache = None
+
+    def __getstate__(self):
+        # the onnxruntime sessions cannot be copied or pickled: rebuilt on the next call
+        return {**self.__dict__, "_functions": {}}
 
     def _parameters_in_order(self):
-        """The parameters that feed ``weight_names``, looked up once (``to``, ``load_state_dict`` keep them)."""
-        if self._parameters_cache is None:
-            if self.module is None:
-                self._parameters_cache = [self.weights[_key(name)] for name in self.weight_names]
-            else:
-                parameters = dict(self.module.named_parameters())
-                self._parameters_cache = [parameters[name] for name in self.weight_names]
-        return self._parameters_cache
+        """The parameters that feed ``weight_names``, looked up at each call (``load_state_dict(assign=True)`` replaces them)."""
+        if self.module is None:
+            return [self.weights[_key(name)] for name in self.weight_names]
+        parameters = dict(self.module.named_parameters())
+        return [parameters[name] for name in self.weight_names]
 
-    def function(self, device, input_names_require_grad=()):
-        """The forward/backward function for ``device`` (built once per device and set of input gradients).
+    def function(self, device, input_names_require_grad=(), training=True):
+        """The forward/backward function for ``device``, built once per device, input gradients and mode.
+
+        Parameters
+        ----------
+        device : str
+            ``'cpu'`` or ``'cuda:N'``.
+        input_names_require_grad : sequence of str
+            The inputs whose gradient the backward pass returns.
+        training : bool
+            False trains the inference graph (``Dropout`` drops nothing), the
+            graph of ``.eval()`` mode.
 
         Examples
         --------
@@ -151,28 +167,44 @@ class OrtTorchModule(torch.nn.Module):
         ['weight', 'bias']
         """
         device = resolve_device(device)
-        key = (str(device), tuple(input_names_require_grad))
+        key = (str(device), tuple(input_names_require_grad), training)
         if key not in self._functions:
             self._functions[key] = OrtGradientForwardBackward(
-                self.onnx_model, self.weight_names, device=device, n_threads=self.n_threads,
-                fast_gradients=self.fast_gradients, input_names_require_grad=list(input_names_require_grad),
+                self.onnx_model if training else inference_graph(self.onnx_model), self.weight_names,
+                device=device, n_threads=self.n_threads, fast_gradients=self.fast_gradients,
+                input_names_require_grad=list(input_names_require_grad),
                 spin=False,  # torch's threads work between two calls: spinning threads would take their cores
             ).new_instance()
         return self._functions[key]
 
-    def forward(self, *inputs):
-        """Run the network in onnxruntime; one tensor, or a tuple for several outputs."""
+    def _check_inputs(self, inputs):
         if len(inputs) != len(self._inputs):
             raise ValueError(
                 f"The model takes {len(self._inputs)} input(s) {[i.name for i in self._inputs]}, got {len(inputs)}."
             )
         check_input_dtypes(inputs, self._inputs)
+        for tensor, info in zip(inputs, self._inputs):
+            dims = static_dims(info)
+            shape = ["N" if d is None else d for d in dims]
+            if tensor.dim() != len(dims) or any(d is not None and d != got for d, got in zip(dims, tensor.shape)):
+                raise ValueError(
+                    f"Input {info.name!r} has shape {tuple(tensor.shape)}, but the ONNX model takes shape {shape} "
+                    "(N: any size)."
+                )
+
+    def forward(self, *inputs):
+        """Run the network in onnxruntime; one tensor, or a tuple for several outputs."""
+        self._check_inputs(inputs)
         weights = self._parameters_in_order()
-        device = weights[0].device
-        device_name = "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
-        if torch.is_grad_enabled() and self.training:
+        device_name = _device_name(weights[0].device)
+        if device_name.startswith("cuda"):  # onnxruntime's stream reads what torch's stream wrote
+            torch.cuda.current_stream(weights[0].device).synchronize()
+        tracked = torch.is_grad_enabled() and (
+            self.training or any(t.requires_grad for t in (*inputs, *weights))
+        )
+        if tracked:
             needs = [info.name for info, t in zip(self._inputs, inputs) if t.requires_grad]
-            fn = self.function(device_name, needs)
+            fn = self.function(device_name, needs, training=self.training)
             outputs = OrtAutogradFunction.apply(fn, len(inputs), *inputs, *weights)
         else:
             fn = self.function(device_name)
@@ -191,7 +223,28 @@ class OrtTorchModule(torch.nn.Module):
         ['weight', 'bias']
         """
         values = {name: p.detach().cpu().numpy() for name, p in zip(self.weight_names, self._parameters_in_order())}
-        return replace_initializers(self.onnx_model, values)
+        return replace_initializers(inference_graph(self.onnx_model), values)
+
+
+def _device_name(device):
+    """The training device of a torch device; only the CPU and CUDA GPUs run onnxruntime here."""
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(
+            f"The parameters are on {device}: onnxruntime runs on the CPU or on a CUDA GPU. "
+            "Move the module with .to('cpu') or .to('cuda')."
+        )
+    return "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
+
+
+def _used_parameters(module, example):
+    """Names of the parameters the forward of ``module`` on ``example`` may depend on (frozen ones included)."""
+    every = {name for name, _ in module.named_parameters()}
+    named = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
+    outputs = [o for o in _as_tuple(module(*example)) if o.requires_grad]
+    if not named or not outputs:
+        return every
+    grads = torch.autograd.grad(outputs, [p for _, p in named], [torch.ones_like(o) for o in outputs], allow_unused=True)
+    return every - {name for (name, _), g in zip(named, grads) if g is None}
 
 
 def _key(name):
