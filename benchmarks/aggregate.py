@@ -36,12 +36,16 @@ from benchmarks.records import atomic_write_text
 #: The references of the scaling benchmark (the step's matrix products alone), not frameworks.
 REFERENCES = ("numpy matmul", "onnxruntime matmul bound")
 #: The two onnxruntime APIs and their peers, as in the records.
-APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward/backward"}
+APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward/backward",
+        "ort torch module": "OrtTorchModule"}
 PEERS = {"torch eager": "torch", "scikit-learn": "scikit-learn"}
 #: Why ORTModule has no row: the one sentence the summary says about it.
 ORTMODULE_SENTENCE = (
     "ORTModule, onnxruntime's torch integration, has no row: it imports torch internals "
-    "(`torch.onnx._internal.jit_utils`) that torch 2.9 removed, and the project pins torch 2.13."
+    "(`torch.onnx._internal.jit_utils`) that torch 2.9 removed, and the project pins torch 2.13. "
+    "`OrtTorchModule` (`helpers.OrtTorchModule`: the network's forward and backward passes in onnxruntime, "
+    "the loss and the optimizer in torch) takes its row; `details.md` says, for each of its rows, "
+    "the share of its step spent in onnxruntime's passes."
 )
 
 
@@ -181,7 +185,12 @@ def answer_sentences(ratios):
     for (api, peer), group in ratios.groupby(["api", "peer"], sort=False):
         faster = group[group.ratio < 1 / 1.05]
         slower = group[group.ratio > 1.05]
-        text = f"The {APIS[api]} API against {PEERS[peer]}: faster in {len(faster)} of {len(group)} configurations"
+        what = APIS[api] if api == "ort torch module" else f"The {APIS[api]} API"
+        if faster.empty and len(slower) == len(group):
+            sentences.append(f"{what} against {PEERS[peer]}: slower in all {len(group)} configurations "
+                             f"({_span(slower.ratio)}).")
+            continue
+        text = f"{what} against {PEERS[peer]}: faster in {len(faster)} of {len(group)} configurations"
         if not faster.empty:
             text += f" ({_span(1 / faster.ratio)})"
         if not slower.empty:

@@ -80,3 +80,14 @@ def test_committed_reference_summary_is_short_and_answers_first():
     assert "faster" in text.split("##")[1]  # the first section holds the answer
     assert "ORTModule" in text and "| ORTModule |" not in text
     assert "/home/" not in text and ".venv" not in text and "/tmp/" not in text
+
+
+def test_torch_module_row_has_its_column_and_sentence(tmp_path):
+    """OrtTorchModule, the row ORTModule had, is answered against torch like the two APIs."""
+    times = {"torch eager": 1.0, "ort whole-training": 0.5, "ort forward-backward": 0.8, "ort torch module": 1.3}
+    _record(tmp_path, "torch-a", "m", _torch_rows(50, times))
+    _record(tmp_path, "torch-b", "m", _torch_rows(500, {**times, "ort torch module": 1.6}))
+    text = aggregate.summary_text(aggregate.load_rows(str(tmp_path)), str(tmp_path), [])
+    assert "| model, batch | whole-training vs torch | forward/backward vs torch | OrtTorchModule vs torch |" in text
+    assert "| MLP 10-50-1, batch 100 | 2.0x faster | 1.2x faster | 1.3x slower |" in text
+    assert "OrtTorchModule against torch: slower in all 2 configurations (1.3x to 1.6x)." in text
