@@ -159,7 +159,7 @@ def load_cuda_libraries(search_path=None, loader=None):
     """
     if uses_system_cuda():
         return {}
-    loader = loader or (lambda path: ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))
+    loader = loader or _load_global
     found, _ = find_cuda_libraries(search_path)
     loaded = {}
     for library, path in found.items():
@@ -176,6 +176,11 @@ def load_cuda_libraries(search_path=None, loader=None):
 
 
 _LOADED = {}
+
+
+def _load_global(path):
+    """Load a library by path, its symbols visible to the libraries loaded after it."""
+    return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
 
 
 def loadable_by_name(library):
@@ -275,7 +280,7 @@ def provider_load_error(loader=None):
     shared, provider = folder / "libonnxruntime_providers_shared.so", folder / "libonnxruntime_providers_cuda.so"
     if not provider.is_file():
         return None
-    loader = loader or (lambda path: ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))
+    loader = loader or _load_global
     try:
         if shared.is_file():
             loader(str(shared))

@@ -108,9 +108,8 @@ class OrtTorchModule(torch.nn.Module):
                     "without buffers."
                 )
             example = _as_tuple(example_input)
-            used = _used_parameters(module, example)
-            with torch.no_grad():
-                n_outputs = len(_as_tuple(module(*example)))
+            outputs = _as_tuple(module(*example))
+            n_outputs, used = len(outputs), _used_parameters(module, outputs)
             onx = export_for_training(
                 module, example,
                 input_names=[f"input{i}" for i in range(len(example))] if len(example) > 1 else ["input"],
@@ -236,11 +235,11 @@ def _device_name(device):
     return "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
 
 
-def _used_parameters(module, example):
-    """Names of the parameters the forward of ``module`` on ``example`` may depend on (frozen ones included)."""
+def _used_parameters(module, outputs):
+    """Names of the parameters ``outputs`` (of a forward of ``module``) may depend on (frozen ones included)."""
     every = {name for name, _ in module.named_parameters()}
     named = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
-    outputs = [o for o in _as_tuple(module(*example)) if o.requires_grad]
+    outputs = [o for o in outputs if o.requires_grad]
     if not named or not outputs:
         return every
     grads = torch.autograd.grad(outputs, [p for _, p in named], [torch.ones_like(o) for o in outputs], allow_unused=True)
