@@ -59,7 +59,7 @@ def _onnx(model_function, n_features, hidden):
         return mlp_onnx(n_features, hidden=(hidden,))
     import torch  # noqa: PLC0415
 
-    from helpers.whole_training.torch_export import export_for_training  # noqa: PLC0415
+    from helpers.core.torch_export import export_for_training  # noqa: PLC0415
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

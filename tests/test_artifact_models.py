@@ -10,7 +10,8 @@ import torch
 from onnxruntime.training import artifacts
 
 from helpers.whole_training.artifacts import artifact_paths, list_artifacts, load_training_artifacts, train_step
-from helpers.whole_training.torch_export import converter_output_captured, export_for_training
+from helpers.core.torch_export import export_for_training
+from helpers.whole_training.artifacts import converter_output_captured
 from helpers.core.runtime import max_ir_version, native_stderr_captured
 
 

@@ -15,7 +15,7 @@ from helpers import (
     add_loss_output,
     get_train_initializer,
 )
-from helpers.core.gradient_rewrites import count_rewrites, restore_rewrites, rewrite_for_training
+from helpers.core.gradient_rewrites import count_rewrites, rewrite_for_training
 from helpers.teaching.model_factories import mlp_onnx
 
 
@@ -31,16 +31,16 @@ def data():
     return X, y
 
 
-def test_rewrite_replaces_every_relu_and_restore_puts_them_back():
+def test_rewrite_replaces_every_relu_by_a_product_with_the_same_output():
     model = mlp_onnx(6, hidden=(5, 4))
     rewritten = rewrite_for_training(model)
     assert "Relu" not in _ops(rewritten)
     assert count_rewrites(rewritten) == 2
     assert _ops(model).count("Relu") == 2  # the input model is left alone
     onnx.checker.check_model(rewritten)
-    restored = restore_rewrites(rewritten)
-    assert _ops(restored) == _ops(model)
-    assert [n.output[0] for n in restored.graph.node] == [n.output[0] for n in model.graph.node]
+    relu_outputs = [n.output[0] for n in model.graph.node if n.op_type == "Relu"]
+    products = [n.output[0] for n in rewritten.graph.node if n.op_type == "Mul"]
+    assert products == relu_outputs
 
 
 def test_rewrite_is_exact_on_values_including_zero():

@@ -125,3 +125,23 @@ def test_aliases_and_errors():
         NegLogLearningLoss(probability_function="tanh")
     with pytest.raises(ValueError, match="not both 0"):
         ElasticLearningLoss(0, 0)
+
+
+def test_softmax_cross_entropy_value_equals_torch_for_confident_scores():
+    """The value is not clipped: a confidently wrong score costs what torch says (it was capped at -log(1e-5))."""
+    import torch
+
+    from helpers import CrossEntropyLearningLoss, NegLogLearningLoss
+    from helpers.core.devices import Device
+
+    rng = np.random.default_rng(0)
+    scores = (rng.standard_normal((16, 5)) * 30).astype(np.float32)
+    labels = rng.integers(0, 5, 16)
+    one_hot = np.eye(5, dtype=np.float32)[labels]
+    expected = torch.nn.functional.cross_entropy(torch.from_numpy(scores), torch.from_numpy(labels)).item()
+    assert expected > 11.6  # above the old cap, -log(1e-5)
+    for loss in (CrossEntropyLearningLoss(), NegLogLearningLoss(probability_function="softmax")):
+        value, gradient = loss.loss_gradient(Device("cpu"), one_hot, scores)
+        assert float(value.numpy()) == pytest.approx(expected, rel=1e-5)
+        softmax = torch.softmax(torch.from_numpy(scores), dim=1).numpy()
+        np.testing.assert_allclose(gradient.numpy(), (softmax - one_hot) / 16, atol=1e-6)

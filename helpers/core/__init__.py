@@ -7,8 +7,14 @@
 * :mod:`~helpers.core.devices` and :mod:`~helpers.core.batches`: where
   training runs, and the minibatches taken there;
 * :mod:`~helpers.core.onnx_graph`, :mod:`~helpers.core.onnx_function`,
-  :mod:`~helpers.core.gradient_rewrites`: reading, editing and running
-  ONNX graphs;
+  :mod:`~helpers.core.graph_shapes`, :mod:`~helpers.core.inference_mode`:
+  reading, editing and running ONNX graphs, and the graph of a model in
+  inference mode;
+* :mod:`~helpers.core.torch_export`: forward-only models exported from torch;
+* :mod:`~helpers.core.training_graph`, :mod:`~helpers.core.batch_norm`,
+  :mod:`~helpers.core.gradient_rewrites`: the graph onnxruntime's gradient
+  builders are given (layers it cannot train as exported, rewritten; batch
+  normalization and its running statistics; faster exact gradients);
 * :mod:`~helpers.core.learning_rates`, :mod:`~helpers.core.update_rules`,
   :mod:`~helpers.core.penalties`, :mod:`~helpers.core.loss_graphs`: the
   training vocabulary (schedules, torch's update rules, penalties, losses),

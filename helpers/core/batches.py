@@ -12,8 +12,8 @@ from onnx import TensorProto, helper
 from .onnx_function import IR_VERSION, OPSET, OnnxFunction, to_ortvalue
 
 
-def _gather_model(n_arrays):
-    """Gather rows ``order[start:end]`` of ``n_arrays`` float tensors."""
+def _gather_model(elem_types):
+    """Gather rows ``order[start:end]`` of tensors of the element types ``elem_types``."""
     inputs = [
         helper.make_tensor_value_info("order", TensorProto.INT64, ["N"]),
         helper.make_tensor_value_info("start", TensorProto.INT64, [1]),
@@ -21,10 +21,10 @@ def _gather_model(n_arrays):
     ]
     nodes = [helper.make_node("Slice", ["order", "start", "end"], ["rows"])]
     outputs = []
-    for i in range(n_arrays):
-        inputs.append(helper.make_tensor_value_info(f"A{i}", TensorProto.FLOAT, None))
+    for i, elem_type in enumerate(elem_types):
+        inputs.append(helper.make_tensor_value_info(f"A{i}", elem_type, None))
         nodes.append(helper.make_node("Gather", [f"A{i}", "rows"], [f"B{i}"], axis=0))
-        outputs.append(helper.make_tensor_value_info(f"B{i}", TensorProto.FLOAT, None))
+        outputs.append(helper.make_tensor_value_info(f"B{i}", elem_type, None))
     graph = helper.make_graph(nodes, "gather_batch", inputs, outputs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = IR_VERSION
@@ -76,7 +76,8 @@ class Batches:
     Parameters
     ----------
     arrays : list of numpy.ndarray
-        Float32 arrays with the same number of rows.
+        Arrays with the same number of rows, of any rank (float32 features
+        and labels, integer ids).
     device : helpers.core.devices.Device
     on_device : bool or None
         Gather the batches with an ONNX graph on the device (the default for
@@ -97,7 +98,8 @@ class Batches:
         self.n_rows = arrays[0].shape[0]
         if self.on_device:
             self._data = [to_ortvalue(a, device) for a in arrays]
-            self._gather = OnnxFunction(_gather_model(len(arrays)), device)
+            types = [helper.np_dtype_to_tensor_dtype(a.dtype) for a in arrays]
+            self._gather = OnnxFunction(_gather_model(types), device)
         else:
             self._data = arrays
             self._buffers = None

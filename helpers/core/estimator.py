@@ -6,7 +6,6 @@ progress bar, the divergence check, validation losses, warm starts and
 pickling. Subclasses build the runtime objects and run one training step.
 """
 import warnings
-import weakref
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -19,20 +18,17 @@ from .devices import resolve_device
 from .epoch_losses import EpochLosses, TrainingDivergedError
 from .learning_rates import resolve_learning_rate
 from .display import ModelSummaryRepr
-from .onnx_graph import get_train_initializer, inference_graph, replace_initializers, static_dims
+from .inference_mode import inference_graph
+from .onnx_graph import get_train_initializer
 from .parameters import check_shared_parameters, check_warm_start, training_settings, validation_period
-from .runtime import check_model_inputs_are_float, check_model_ir_version, check_model_opset, check_onnx_compatible
-from .sessions import make_session
-from .validation import check_features, check_sample_weight, check_targets
+from .runtime import check_model_inputs, check_model_ir_version, check_model_opset, check_onnx_compatible
+from .trained_model import PREDICTION_SESSIONS, TrainedModelMixin
+from .validation import InputSpec, check_features, check_sample_weight, check_targets
 
 
 
-#: The prediction session of each fitted optimizer, made by the first ``predict``
-#: after the weights changed.
-_PREDICTION_SESSIONS = weakref.WeakKeyDictionary()
 
-
-class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
+class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
     """Training loop shared by the optimizers of this package.
 
     It defines the parameters both APIs share (the docstrings of
@@ -57,9 +53,6 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
     >>> sorted(set(inspect.signature(OrtGradientForwardBackwardOptimizer).parameters) - shared)
     ['learning_loss', 'learning_penalty']
     """
-
-    #: Attributes holding onnxruntime objects, which a pickle drops (rebuilt when needed).
-    _session_attributes = ("_runtime",)
 
     def __init__(
         self,
@@ -171,12 +164,8 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
         )
         self._check_model()
 
-    def _n_features(self):
-        dims = static_dims(self._prediction_model.graph.input[0])
-        return dims[1] if len(dims) == 2 else None
-
     def _check_data(self, X, y, sample_weight=None):
-        X = check_features(X, self._n_features())
+        X = check_features(X, self._input_spec)
         y = check_targets(y, X.shape[0], self._label_shape(), self._takes_class_labels())
         return X, y, check_sample_weight(sample_weight, X.shape[0])
 
@@ -199,8 +188,12 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Features; converted to float32, the type of the ONNX graph.
+        X : array-like of shape (n_samples, n_features) or (n_samples, *sample_shape)
+            Features; converted to float32, the type of the ONNX graph. A
+            model whose input has another rank takes samples of that shape
+            (images ``(n, C, H, W)``, sequences ``(n, C, L)``); a model
+            whose input is integer takes integer ids (token ids for an
+            embedding, checked against its number of rows).
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Targets, converted to float32.
         sample_weight : array-like of shape (n_samples,), optional
@@ -236,13 +229,9 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
             if getattr(self, "_runtime", None) is None:
                 # unpickled: rebuild the runtime from the saved weights
                 self._start_training(self._saved_weights)
-                self._restore_update_state()
-        _PREDICTION_SESSIONS.pop(self, None)
-        self.n_features_in_ = X.shape[1]
-        if names is not None and all(isinstance(name, str) for name in names):
-            self.feature_names_in_ = np.asarray(names, dtype=object)
-        elif hasattr(self, "feature_names_in_"):
-            del self.feature_names_in_
+                self._restore_saved_state()
+        PREDICTION_SESSIONS.pop(self, None)
+        self._set_input_attributes(X, names)
 
         period = validation_period(self.validation_every, self.max_iter)
         n = X.shape[0]
@@ -251,7 +240,7 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
             range(self.max_iter), disable=not self.verbose, desc=type(self).__name__, unit="epoch"
         )
         for _ in bar:
-            last_good = self._runtime.get_weights()
+            last_good = self._runtime.get_weights(), self._runtime.statistics.get()
             losses = EpochLosses(self._loss_value, self.n_iter_ + 1)
             try:
                 for batch in batches.epoch(self._rng.permutation(n), self.batch_size):
@@ -259,7 +248,8 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
                     losses.add(self._train_step(batch, self.t_), batch.start, batch.end)
                 total = losses.total()
             except TrainingDivergedError as error:
-                self._runtime.set_weights(last_good)  # never NaN weights in the estimator
+                self._runtime.set_weights(last_good[0])  # never NaN weights in the estimator
+                self._runtime.statistics.set(last_good[1])
                 if self.on_divergence == "raise":
                     raise
                 message = f"{error} Training stopped; the weights are those of the start of the epoch."
@@ -278,136 +268,30 @@ class BaseOrtOptimizer(ModelSummaryRepr, BaseEstimator):
         self._fitted = True
         return self
 
+    def _set_input_attributes(self, X, names):
+        """``sample_shape_in_``; for rows of features, scikit-learn's ``n_features_in_`` and ``feature_names_in_``."""
+        self.sample_shape_in_ = tuple(X.shape[1:])
+        tabular = X.ndim == 2
+        named = tabular and names is not None and all(isinstance(name, str) for name in names)
+        if tabular:
+            self.n_features_in_ = X.shape[1]
+        if named:
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+        for attribute, kept in (("n_features_in_", tabular), ("feature_names_in_", named)):
+            if not kept and hasattr(self, attribute):
+                delattr(self, attribute)
+
     def _prepare(self):
         """Check the parameters and the model, choose the device."""
         check_onnx_compatible()
         self._check_params()
         check_model_ir_version(self.model_onnx)
         check_model_opset(self.model_onnx)
-        check_model_inputs_are_float(self.model_onnx)
+        check_model_inputs(self.model_onnx)
         self._prediction_model = inference_graph(self._inference_model())
+        self._input_spec = InputSpec.of(self._prediction_model)
         self.device_ = resolve_device(self.device)
 
     def _initial_weights(self):
         init = get_train_initializer(self.model_onnx)
         return {name: init[name] for name in self.weights_to_train_}
-
-    # -- weights -----------------------------------------------------------------
-    def get_state(self):
-        """Return the trained weights.
-
-        Returns
-        -------
-        dict
-            Weight name to a float32 :class:`numpy.ndarray` (a copy).
-        """
-        self._check_is_fitted()
-        return self._current_weights()
-
-    def _current_weights(self):
-        """The weights now, during a fit too (a copy)."""
-        if getattr(self, "_runtime", None) is None:
-            return {k: v.copy() for k, v in self._saved_weights.items()}
-        return self._runtime.get_weights()
-
-    def set_state(self, state):
-        """Replace the trained weights, for example to continue training.
-
-        Parameters
-        ----------
-        state : dict
-            Weight name to array, for every trained weight, with their shapes.
-        """
-        self._check_is_fitted()
-        current = self.get_state()
-        if set(state) != set(current):
-            raise ValueError(f"set_state expects the weights {sorted(current)}, got {sorted(state)}.")
-        new = {}
-        for name, value in state.items():
-            value = np.asarray(value, dtype=np.float32)
-            if value.shape != current[name].shape:
-                raise ValueError(
-                    f"Weight {name!r} has shape {current[name].shape}, got {value.shape}."
-                )
-            if not np.isfinite(value).all():
-                raise ValueError(f"Weight {name!r} contains NaN or infinite values.")
-            new[name] = np.ascontiguousarray(value)
-        if getattr(self, "_runtime", None) is None:
-            self._saved_weights = new
-        else:
-            self._runtime.set_weights(new)
-        _PREDICTION_SESSIONS.pop(self, None)
-
-    def get_trained_onnx(self):
-        """Return the prediction model with the trained weights.
-
-        Returns
-        -------
-        onnx.ModelProto
-            No loss and no label: the model given to the optimizer, before
-            the loss was added, carrying the trained weights.
-        """
-        return replace_initializers(self._prediction_model, self.get_state())
-
-    # -- prediction ----------------------------------------------------------------
-    def predict(self, X):
-        """Predict with the trained weights.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        numpy.ndarray
-            The model output; shape (n_samples,) when the targets given to
-            ``fit`` were one-dimensional.
-        """
-        self._check_is_fitted()
-        X = check_features(X, self._n_features())
-        # the session lives beside the estimator, not in its __dict__ (predict changes nothing in it)
-        if self not in _PREDICTION_SESSIONS:
-            model = self.get_trained_onnx()
-            _PREDICTION_SESSIONS[self] = make_session(model, n_threads=self.n_threads, label="predict")
-        sess = _PREDICTION_SESSIONS[self]
-        pred = sess.run([self._prediction_name()], {sess.get_inputs()[0].name: X})[0]
-        if self._y_ndim == 1 and pred.ndim == 2 and pred.shape[1] == 1:
-            pred = pred.ravel()
-        return pred
-
-    def score(self, X, y, sample_weight=None):
-        """Return minus the mean loss on ``(X, y)``: higher is better.
-
-        The loss is the one the model is trained on, without the penalty on
-        the weights: ``GridSearchCV`` then compares penalties by the error
-        they lead to on held-out data, not by their own size.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-        sample_weight : array-like of shape (n_samples,), optional
-
-        Returns
-        -------
-        float
-        """
-        self._check_is_fitted()
-        return -self._loss(*self._check_data(X, y, sample_weight))
-
-    # -- pickling --------------------------------------------------------------------
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        runtime = state.get("_runtime")
-        if runtime is not None:
-            state["_saved_weights"] = runtime.get_weights()
-            state["_saved_update_state"] = runtime.updater.get_state() if runtime.updater else []
-        for name in self._session_attributes:
-            state[name] = None
-        return state
-
-    def _restore_update_state(self):
-        """Put back the update rule's buffers a pickle kept, into a rebuilt session."""
-        saved = getattr(self, "_saved_update_state", [])
-        if self._runtime.updater is not None and saved:
-            self._runtime.updater.set_state(saved)

@@ -10,8 +10,7 @@ a mask the forward pass already holds, which runs on the thread pool.
 
 The rewrite is a training detail. It is applied to the graph handed to
 ``generate_artifacts`` or to the gradient builder, never to the inference
-model a user exports; :func:`restore_rewrites` undoes it on any graph the
-builders wrote (an evaluation model, for instance).
+model a user exports (:func:`helpers.core.training_graph.training_graph`).
 
 Candidates measured on this project's machine (2 threads, training step of
 an MLP with one hidden layer, relative to ``Relu``): ``Mul`` by the mask
@@ -38,7 +37,9 @@ the declaration is true by construction.
 import onnx
 from onnx import TensorProto, helper
 
-#: Prefix of the names of the nodes a rewrite adds; :func:`restore_rewrites`
+from .graph_shapes import value_types
+
+#: Prefix of the names of the nodes a rewrite adds; :func:`count_rewrites`
 #: finds them by it.
 REWRITE_PREFIX = "fast_relu__"
 
@@ -47,18 +48,6 @@ BATCH_DIMENSION = "batch"
 
 #: Element types the ReLU rewrite handles.
 _FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16)
-
-
-def _value_types(model):
-    """Element type of every typed tensor of the main graph."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - models shape inference rejects keep their declared types
-        inferred = model
-    graph = inferred.graph
-    types = {v.name: v.type.tensor_type.elem_type for v in (*graph.input, *graph.value_info, *graph.output)}
-    types.update({i.name: i.data_type for i in graph.initializer})
-    return types
 
 
 def _relu_as_mask(node, elem_type, index):
@@ -135,15 +124,13 @@ def rewrite_for_training(model, batch_inputs=()):
     >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
     >>> [n.op_type for n in rewrite_for_training(model).graph.node]
     ['Constant', 'Constant', 'Greater', 'Where', 'Mul']
-    >>> [n.op_type for n in restore_rewrites(rewrite_for_training(model)).graph.node]
-    ['Relu']
     """
     rewritten = onnx.ModelProto()
     rewritten.CopyFrom(model)
     name_batch_dimension(rewritten, batch_inputs)
     if not any(node.op_type == "Relu" and node.domain in ("", "ai.onnx") for node in model.graph.node):
         return rewritten
-    types = _value_types(model)
+    types = value_types(model)
     nodes = []
     for index, node in enumerate(model.graph.node):
         elem_type = types.get(node.input[0]) if node.input else None
@@ -154,44 +141,6 @@ def rewrite_for_training(model, batch_inputs=()):
     del rewritten.graph.node[:]
     rewritten.graph.node.extend(nodes)
     return rewritten
-
-
-def restore_rewrites(model):
-    """Return a copy of ``model`` with every rewritten ``Relu`` put back.
-
-    Parameters
-    ----------
-    model : onnx.ModelProto
-        A model made by :func:`rewrite_for_training`, or a model a training
-        graph builder derived from one (an evaluation model).
-
-    Returns
-    -------
-    onnx.ModelProto
-        The copy, with one plain ``Relu`` node for each rewritten one.
-
-    Examples
-    --------
-    >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> fast = rewrite_for_training(mlp_onnx(3, hidden=(4,)))
-    >>> "Relu" in [n.op_type for n in fast.graph.node]
-    False
-    >>> [n.op_type for n in restore_rewrites(fast).graph.node]
-    ['MatMul', 'Add', 'Relu', 'MatMul', 'Add']
-    """
-    restored = onnx.ModelProto()
-    restored.CopyFrom(model)
-    nodes = []
-    for node in model.graph.node:
-        role = _rewrite_role(node)
-        if role is None:
-            nodes.append(node)
-        elif role == "mul":
-            original = node.name[len(REWRITE_PREFIX):].split("__", 1)[1].rsplit("__", 1)[0]
-            nodes.append(helper.make_node("Relu", [node.input[0]], [node.output[0]], name=original))
-    del restored.graph.node[:]
-    restored.graph.node.extend(nodes)
-    return restored
 
 
 _ROLES = {"zero": "Constant", "one": "Constant", "greater": "Greater", "where": "Where", "mul": "Mul"}

@@ -38,7 +38,8 @@ def make_model(nodes, inputs, outputs, name):
 def to_ortvalue(value, device):
     """Return ``value`` as an OrtValue on ``device`` (no copy for a CPU array).
 
-    Arrays become float32, except int64 arrays (indices), which stay int64.
+    Arrays become float32, except integer arrays (indices, token ids),
+    which keep their type.
 
     The returned OrtValue keeps a reference to the array, so the buffer lives
     as long as the OrtValue.
@@ -54,7 +55,7 @@ def to_ortvalue(value, device):
     if isinstance(value, onnxruntime.OrtValue):
         return value
     array = np.asarray(value)
-    array = np.ascontiguousarray(array, dtype=array.dtype if array.dtype == np.int64 else np.float32)
+    array = np.ascontiguousarray(array, dtype=array.dtype if array.dtype in (np.int64, np.int32) else np.float32)
     return onnxruntime.OrtValue.ortvalue_from_numpy(array, device.type, device.index)
 
 

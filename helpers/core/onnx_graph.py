@@ -2,6 +2,8 @@
 import onnx
 from onnx import TensorProto, numpy_helper
 
+from .batch_norm import running_statistic_names
+
 #: Element types onnxruntime can compute a gradient for.
 FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE)
 
@@ -14,7 +16,9 @@ def get_train_initializer(onx):
     """Return the initializers that can be trained, in graph order.
 
     Only floating point initializers can be trained: integer ones (a shape
-    for a ``Reshape``, an index) have no gradient.
+    for a ``Reshape``, an index) have no gradient. The running statistics of
+    ``BatchNormalization`` nodes are float but not weights: they are updated
+    from batch statistics (:mod:`helpers.core.batch_norm`), never trained.
 
     Parameters
     ----------
@@ -33,10 +37,11 @@ def get_train_initializer(onx):
     >>> {name: value.shape for name, value in get_train_initializer(mlp_onnx(3, hidden=(4,))).items()}
     {'coefficient0': (3, 4), 'intercept0': (4,), 'coefficient1': (4, 1), 'intercept1': (1,)}
     """
+    statistics = set(running_statistic_names(onx))
     return {
         init.name: numpy_helper.to_array(init)
         for init in onx.graph.initializer
-        if init.data_type in FLOAT_TYPES
+        if init.data_type in FLOAT_TYPES and init.name not in statistics
     }
 
 
@@ -105,6 +110,12 @@ def check_weights_to_train(onx, weights_to_train):
             raise ValueError(
                 f"Weight {name!r} is not an initializer of the model. "
                 f"Trainable ones are {list(trainable)}."
+            )
+        if name in running_statistic_names(onx):
+            raise ValueError(
+                f"{name!r} is a running statistic of a BatchNormalization node: it is not trained but "
+                "updated from the batch statistics after each step. Trainable weights are "
+                f"{list(trainable)}."
             )
         if name not in trainable:
             raise ValueError(
@@ -191,56 +202,6 @@ def replace_initializers(onx, values):
     return model
 
 
-def inference_graph(onx):
-    """Return ``onx`` as it must run for predictions: ``Dropout`` drops nothing.
-
-    A torch module exported for training (``TrainingMode.TRAINING``) keeps
-    its ``Dropout`` nodes' ``training_mode`` input set to true, so that the
-    training graph drops units; run as it is, the same graph would drop
-    units in every prediction too. Each such ``Dropout`` becomes an
-    ``Identity``, as in ``module.eval()`` (whose gradient, unlike that of
-    ``Dropout`` without ``training_mode``, is exact: onnxruntime's
-    ``DropoutGrad`` still scales by ``1 / (1 - ratio)``); one whose mask
-    output is used keeps its node, without ``training_mode``. A model
-    without such a node is returned unchanged (the same object).
-
-    Parameters
-    ----------
-    onx : onnx.ModelProto
-
-    Returns
-    -------
-    onnx.ModelProto
-
-    Examples
-    --------
-    >>> from onnx import TensorProto, helper
-    >>> graph = helper.make_graph(
-    ...     [helper.make_node("Dropout", ["x", "ratio", "train"], ["y"])], "g",
-    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
-    ...     [helper.make_tensor("ratio", TensorProto.FLOAT, [], [0.5]),
-    ...      helper.make_tensor("train", TensorProto.BOOL, [], [True])])
-    >>> node = inference_graph(helper.make_model(graph)).graph.node[0]
-    >>> node.op_type, list(node.input), list(node.output)
-    ('Identity', ['x'], ['y'])
-    """
-    if not any(n.op_type == "Dropout" and len(n.input) > 2 and n.input[2] for n in onx.graph.node):
-        return onx
-    model = onnx.ModelProto()
-    model.CopyFrom(onx)
-    used = {name for node in model.graph.node for name in node.input} | {o.name for o in model.graph.output}
-    for node in model.graph.node:
-        if node.op_type != "Dropout" or len(node.input) <= 2:
-            continue
-        if len(node.output) > 1 and node.output[1] in used:
-            del node.input[2:]
-            continue
-        identity = onnx.helper.make_node("Identity", [node.input[0]], [node.output[0]], name=node.name)
-        node.CopyFrom(identity)
-    return model
-
-
 def initializers_to_inputs(onx, names):
     """Return a copy of ``onx`` whose initializers ``names`` become inputs.
 
@@ -275,6 +236,23 @@ def initializers_to_inputs(onx, names):
         model.graph.input.append(
             onnx.helper.make_tensor_value_info(name, init.data_type, list(init.dims))
         )
+    return model
+
+
+def with_outputs(onx, names):
+    """Return a copy of ``onx`` that also returns the float values ``names`` (``onx`` when empty).
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> [o.name for o in with_outputs(mlp_onnx(3, hidden=(4,)), ["hidden0"]).graph.output]
+    ['variable', 'hidden0']
+    """
+    if not names:
+        return onx
+    model = onnx.ModelProto()
+    model.CopyFrom(onx)
+    model.graph.output.extend(onnx.helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in names)
     return model
 
 

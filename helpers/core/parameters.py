@@ -21,7 +21,9 @@ ON_DIVERGENCE = ("raise", "stop")
 
 SHARED_PARAMETERS = """\
     weights_to_train : list of str, optional
-        Float initializers to train; None means all of them.
+        Float initializers to train; None means all of them but the running
+        statistics of batch normalization, which are updated, not trained
+        (:meth:`get_running_statistics`).
     max_iter : int
         Number of epochs.
     batch_size : int
@@ -104,7 +106,15 @@ SHARED_ATTRIBUTES = """\
     learning_rate_ : LearningRateSchedule
         The schedule of the last ``fit`` (a copy of the object given, if any).
     update_rule_ : BaseUpdateRule
-        The update rule of the last ``fit``."""
+        The update rule of the last ``fit``.
+    sample_shape_in_ : tuple of int
+        The shape of one sample given to ``fit``: ``(n_features,)`` for
+        rows of features, ``(C, H, W)`` for images, ``(L,)`` for token ids.
+    n_features_in_ : int
+        scikit-learn's number of features, for 2-D input only (features or
+        ids); a model taking images or sequences does not have it.
+    feature_names_in_ : numpy.ndarray
+        The column names of a pandas DataFrame given to ``fit``."""
 
 
 def document_parameters(cls):

@@ -7,6 +7,7 @@ errors, and keep the C++ info lines of the runtime out of the user's output.
 """
 import contextlib
 import os
+import re
 import sys
 import tempfile
 from functools import lru_cache
@@ -43,29 +44,32 @@ class UntrainableModelError(ValueError):
     >>> from onnx import helper
     >>> model = helper.make_model(helper.make_graph([helper.make_node("Resize", ["x"], ["y"])], "g", [], []))
     >>> error = explain_untrainable(model, RuntimeError("no implementation for ResizeGrad(1) node"))
-    >>> isinstance(error, UntrainableModelError), str(error).split(":")[1].strip()
-    (True, 'no gradient for Resize on this device. Replace it in the model (for instance an upsampling by a transposed convolution), or freeze the part of the graph before it.')
+    >>> isinstance(error, UntrainableModelError), str(error).split(": ")[1]
+    (True, "no gradient for Resize on this device (node 'y'). Replace it in the model (a nearest-neighbour upsampling written as expand and reshape, x[:, :, :, None, :, None].expand(n, c, h, 2, w, 2).reshape(n, c, 2 * h, 2 * w)), or train only the weights after it (weights_to_train).")
     """
 
 
 def untrainable_operators(model, message):
     """The operators of ``model`` that a runtime error ``message`` says have no gradient.
 
-    onnxruntime names the missing gradient kernel (``ResizeGrad``) or the
-    gradient builder the operator; the model's own operator types are
-    matched against that text.
+    onnxruntime names the missing gradient kernel (``ResizeGrad``), or the
+    operator whose gradient builder is missing ("The gradient builder has
+    not been registered: Round for node /Round"); the model's own operator
+    types are matched against that text.
 
     Examples
     --------
     >>> from onnx import helper
-    >>> model = helper.make_model(helper.make_graph([helper.make_node("Resize", ["x"], ["y"])], "g", [], []))
+    >>> model = helper.make_model(helper.make_graph(
+    ...     [helper.make_node("Resize", ["x"], ["y"]), helper.make_node("Round", ["y"], ["z"])], "g", [], []))
     >>> untrainable_operators(model, "Could not find an implementation for ResizeGrad(1) node")
     ['Resize']
+    >>> untrainable_operators(model, "The gradient builder has not been registered: Round for node /Round")
+    ['Round']
     """
-    import re  # noqa: PLC0415
-
     found = set(re.findall(r"\b([A-Z][A-Za-z0-9]*)Grad\b", message))
     found |= set(re.findall(r"gradient[^.]*?\b(?:op|operator)\s*:?\s*'?([A-Z][A-Za-z0-9]*)", message, re.I))
+    found |= set(re.findall(r"has not been registered:\s*([A-Z][A-Za-z0-9]*)", message))
     types = {node.op_type for node in model.graph.node}
     return sorted(found & types)
 
@@ -86,12 +90,26 @@ def explain_untrainable(model, error):
     operators = untrainable_operators(model, str(error))
     if not operators:
         return None
+    nodes = [n.name or n.output[0] for n in model.graph.node if n.op_type in operators][:3]
+    hints = [_REPLACEMENTS[op] for op in operators if op in _REPLACEMENTS]
     return UntrainableModelError(
         f"onnxruntime {onnxruntime.__version__} cannot train this model: no gradient for "
-        f"{', '.join(operators)} on this device. Replace {'it' if len(operators) == 1 else 'them'} "
-        "in the model (for instance an upsampling by a transposed convolution), or freeze the part "
-        "of the graph before it."
+        f"{', '.join(operators)} on this device (node {', '.join(repr(n) for n in nodes)}). "
+        f"Replace {'it' if len(operators) == 1 else 'them'} in the model{' (' + '; '.join(hints) + ')' if hints else ''}, "
+        "or train only the weights after it (weights_to_train)."
     )
+
+
+#: What to use instead of operators without a gradient.
+_REPLACEMENTS = {
+    "Resize": "a nearest-neighbour upsampling written as expand and reshape, "
+    "x[:, :, :, None, :, None].expand(n, c, h, 2, w, 2).reshape(n, c, 2 * h, 2 * w)",
+    "ConvTranspose": "an upsampling written as expand and reshape followed by a Conv",
+    "Round": "no rounding while training, or a straight-through estimator written in torch",
+    "InstanceNormalization": "GroupNorm and InstanceNorm export to it: normalize with mean and var written out",
+    "Elu": "ReLU, SiLU or GELU",
+    "Softplus": "SiLU or GELU (Mish exports a Softplus)",
+}
 
 
 def quiet_runtime_logs():
@@ -268,12 +286,13 @@ def check_model_opset(model):
         )
 
 
-def check_model_inputs_are_float(model):
-    """Raise a clear error when the model's data inputs or outputs are not float32.
+def check_model_inputs(model):
+    """Raise a clear error when the model's data inputs or outputs have a type the optimizers do not feed.
 
-    The optimizers feed float32 arrays; a model converted from float64 data,
-    or one whose input holds integer indices, fails inside the runtime with
-    a message about kernels otherwise.
+    The optimizers feed float32 arrays, or integer arrays to an integer
+    input (token ids, indices), and read float32 outputs; a model converted
+    from float64 data fails inside the runtime with a message about kernels
+    otherwise.
 
     Examples
     --------
@@ -281,24 +300,26 @@ def check_model_inputs_are_float(model):
     >>> graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
     ...     [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [None, 2])],
     ...     [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [None, 2])])
-    >>> check_model_inputs_are_float(helper.make_model(graph))
+    >>> check_model_inputs(helper.make_model(graph))
     Traceback (most recent call last):
     ...
     TypeError: The model's input 'x' is double: the optimizers train float32 models. Convert the model from float32 data (skl2onnx: to_onnx(model, X[:1].astype(numpy.float32))).
     """
     initializers = {i.name for i in model.graph.initializer}
-    values = [i for i in model.graph.input if i.name not in initializers] + list(model.graph.output)
-    for value in values:
+    inputs = [i for i in model.graph.input if i.name not in initializers]
+    for value in [*inputs, *model.graph.output]:
         elem_type = value.type.tensor_type.elem_type
-        if elem_type != TensorProto.FLOAT:
-            kind = "input" if value in model.graph.input else "output"
-            name = TensorProto.DataType.Name(elem_type).lower()
-            fix = (
-                "Convert the model from float32 data (skl2onnx: to_onnx(model, X[:1].astype(numpy.float32)))."
-                if elem_type == TensorProto.DOUBLE
-                else "Give the model a float input (cast inside the graph if it needs integers)."
-            )
-            raise TypeError(f"The model's {kind} {value.name!r} is {name}: the optimizers train float32 models. {fix}")
+        is_input = any(value is i for i in inputs)
+        if elem_type == TensorProto.FLOAT or (is_input and elem_type in (TensorProto.INT64, TensorProto.INT32)):
+            continue
+        name = TensorProto.DataType.Name(elem_type).lower()
+        fix = (
+            "Convert the model from float32 data (skl2onnx: to_onnx(model, X[:1].astype(numpy.float32)))."
+            if elem_type == TensorProto.DOUBLE
+            else "Give the model a float32 input, or an int64 input of ids (cast inside the graph if it needs another type)."
+        )
+        kind = "input" if is_input else "output"
+        raise TypeError(f"The model's {kind} {value.name!r} is {name}: the optimizers train float32 models. {fix}")
 
 
 def main_opset(model):

@@ -4,6 +4,7 @@ The runtime itself reports a wrong dtype or shape with a C++ message, and
 silently trains on NaN. These checks name the problem and the fix instead.
 """
 import numpy as np
+from onnx import TensorProto
 
 from .class_labels import class_labels_as_one_hot
 
@@ -46,42 +47,160 @@ def _check_finite(name, array):
         )
 
 
-def check_features(X, n_features=None):
-    """Validate and convert the features.
+#: numpy types of the model inputs the optimizers feed: float32 features, integer ids.
+INPUT_DTYPES = {TensorProto.FLOAT: np.float32, TensorProto.INT64: np.int64, TensorProto.INT32: np.int32}
+
+
+class InputSpec:
+    """What the model's data input takes: the shape of one sample, a type, the range of ids.
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features)
-        Converted to float32.
-    n_features : int or None
-        The number of columns the model expects, when known.
+    name : str
+        The input's name.
+    sample_shape : list or None
+        The dimensions after the batch dimension (None where free), or None
+        when the rank is unknown.
+    dtype : numpy.dtype
+        float32, or int64 / int32 for indices (token ids).
+    id_ranges : dict
+        For an integer input that indexes a table (``Gather`` on an
+        initializer, the export of ``torch.nn.Embedding``): the table's
+        name to its number of rows.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> spec = InputSpec.of(mlp_onnx(3, hidden=(4,)))
+    >>> spec.name, spec.sample_shape, spec.dtype, spec.is_tabular
+    ('X', [3], <class 'numpy.float32'>, True)
+    """
+
+    def __init__(self, name, sample_shape, dtype, id_ranges=None):
+        self.name, self.sample_shape, self.dtype = name, sample_shape, dtype
+        self.id_ranges = dict(id_ranges or {})
+
+    @classmethod
+    def of(cls, model):
+        """The spec of the first input of ``model`` that is not an initializer."""
+        initializers = {i.name: i for i in model.graph.initializer}
+        info = next(i for i in model.graph.input if i.name not in initializers)
+        tensor = info.type.tensor_type
+        dims = (
+            [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim][1:]
+            if tensor.HasField("shape")
+            else None
+        )
+        ranges = {
+            node.input[0]: int(initializers[node.input[0]].dims[0])
+            for node in model.graph.node
+            if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == info.name
+            and node.input[0] in initializers and not any(a.name == "axis" and a.i for a in node.attribute)
+        }
+        return cls(info.name, dims, INPUT_DTYPES.get(tensor.elem_type, np.float32), ranges)
+
+    @property
+    def is_tabular(self):
+        """True for rows of float features, the input scikit-learn's conventions describe."""
+        return self.dtype == np.float32 and self.sample_shape is not None and len(self.sample_shape) == 1
+
+    def describe(self):
+        """The input as ``name[N, 1, 28, 28] (float32)``."""
+        dims = "?" if self.sample_shape is None else ", ".join("N" if d is None else str(d) for d in [None, *self.sample_shape])
+        return f"{self.name}[{dims}] ({np.dtype(self.dtype).name})"
+
+
+def _as_ids(name, values, dtype):
+    """Return ``values`` as integers of ``dtype``: integer arrays, or floats that are whole numbers."""
+    array = np.asarray(values) if not hasattr(values, "nnz") else None
+    if array is not None and array.dtype.kind in "iu":
+        return np.ascontiguousarray(array, dtype=dtype)
+    array = _as_float32(name, values)
+    _check_finite(name, array)
+    if not np.all(array == np.round(array)):
+        raise ValueError(
+            f"{name} holds values that are not whole numbers, but the model takes integer ids "
+            f"({np.dtype(dtype).name}): give it the ids themselves (an integer array)."
+        )
+    return np.ascontiguousarray(array, dtype=dtype)
+
+
+def _check_shape(X, spec):
+    if spec.is_tabular:
+        if X.ndim != 2:
+            raise ValueError(
+                f"Reshape your data: X must be a 2D array of shape (n_samples, n_features), got shape "
+                f"{X.shape}. Use X.reshape(-1, 1) for a single feature or "
+                "X.reshape(1, -1) for a single sample."
+            )
+        if spec.sample_shape[0] is not None and X.shape[1] != spec.sample_shape[0]:
+            raise ValueError(f"X has {X.shape[1]} features, but the model expects {spec.sample_shape[0]}.")
+        return
+    if spec.sample_shape is None:
+        if X.ndim < 1:
+            raise ValueError("X must be an array with one sample per row, got a scalar.")
+        return
+    expected = tuple("any" if d is None else d for d in spec.sample_shape)
+    if X.ndim != len(expected) + 1 or any(d is not None and d != got for d, got in zip(spec.sample_shape, X.shape[1:])):
+        hint = ""
+        if None not in spec.sample_shape and X.ndim >= 1 and X.size == X.shape[0] * int(np.prod(spec.sample_shape)):
+            hint = f" Reshape it: X.reshape(-1, {', '.join(str(d) for d in spec.sample_shape)})."
+        raise ValueError(
+            f"X has samples of shape {tuple(X.shape[1:])} (X: {X.shape}), but the model's input "
+            f"{spec.describe()} takes samples of shape {expected}.{hint}"
+        )
+
+
+def _check_ids(X, spec):
+    for table, rows in spec.id_ranges.items():
+        low, high = int(X.min()), int(X.max())
+        if low < 0 or high >= rows:
+            raise ValueError(
+                f"X holds ids from {low} to {high}, but the model's input {spec.name!r} indexes {table!r}, "
+                f"which has {rows} rows: ids must be in 0..{rows - 1}."
+            )
+
+
+def check_features(X, spec=None):
+    """Validate the features (any rank) and convert them to the type of the model's input.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, *sample_shape)
+        Rows of features (float32), images, sequences, or integer ids.
+    spec : InputSpec, optional
+        What the model takes (:meth:`InputSpec.of`); None checks a 2-D
+        float32 array of any width.
 
     Returns
     -------
     numpy.ndarray
-        Float32, C-contiguous.
+        C-contiguous, of the type the model's input takes.
 
     Examples
     --------
-    >>> check_features([[1, 2]], n_features=2).dtype
+    >>> check_features([[1, 2]]).dtype
     dtype('float32')
-    >>> check_features([[1, 2]], n_features=3)
+    >>> check_features([[1, 2]], InputSpec("X", [3], np.float32))
     Traceback (most recent call last):
     ...
     ValueError: X has 2 features, but the model expects 3.
+    >>> check_features(np.zeros((5, 64)), InputSpec("x", [1, 8, 8], np.float32))
+    Traceback (most recent call last):
+    ...
+    ValueError: X has samples of shape (64,) (X: (5, 64)), but the model's input x[N, 1, 8, 8] (float32) takes samples of shape (1, 8, 8). Reshape it: X.reshape(-1, 1, 8, 8).
+    >>> check_features([[3, 1], [0, 2]], InputSpec("ids", [2], np.int64, {"embedding": 4})).dtype
+    dtype('int64')
     """
-    X = _as_float32("X", X)
-    if X.ndim != 2:
-        raise ValueError(
-            f"Reshape your data: X must be a 2D array of shape (n_samples, n_features), got shape "
-            f"{X.shape}. Use X.reshape(-1, 1) for a single feature or "
-            "X.reshape(1, -1) for a single sample."
-        )
-    if n_features is not None and X.shape[1] != n_features:
-        raise ValueError(f"X has {X.shape[1]} features, but the model expects {n_features}.")
+    spec = spec if spec is not None else InputSpec("X", [None], np.float32)
+    X = _as_float32("X", X) if spec.dtype == np.float32 else _as_ids("X", X, spec.dtype)
+    _check_shape(X, spec)
     if X.shape[0] == 0:
         raise ValueError("X has no rows.")
-    _check_finite("X", X)
+    if spec.dtype == np.float32:
+        _check_finite("X", X)
+    else:
+        _check_ids(X, spec)
     return X
 
 

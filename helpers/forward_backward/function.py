@@ -18,11 +18,13 @@ from onnxruntime.capi._pybind_state import (
 )
 
 from ..core.devices import resolve_device
-from ..core.gradient_rewrites import rewrite_for_training
-from ..core.onnx_graph import check_weights_to_train, inference_graph, initializers_to_inputs
+from ..core.onnx_function import to_ortvalue
+from ..core.inference_mode import inference_graph
+from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs, with_outputs
 from ..core.runtime import check_model_ir_version, explain_untrainable, native_stderr_captured, quiet_runtime_logs
 from ..core.sessions import check_n_threads, is_profiling, make_session, resolved_threads
 from ..core.training_cache import GRADIENT_GRAPHS, content_key
+from ..core.training_graph import training_graph
 
 
 def _to_ortvalue(value, device):
@@ -57,7 +59,10 @@ class OrtGradientForwardBackward:
         nodes are rewritten into an exact equivalent with a faster gradient
         and, when the model has one input, whose first dimension is named as
         the batch (:mod:`helpers.core.gradient_rewrites`). Predictions
-        (``training=False``) run the model as given.
+        (``training=False``) run the model as given. The rewrites without
+        which onnxruntime cannot train some layers (layer and batch
+        normalization, average pooling: :mod:`helpers.core.training_graph`)
+        are always applied.
     input_names_require_grad : list of str, optional
         Inputs whose gradient the backward pass returns too, after the
         weights' (a torch caller needs them when an input requires a
@@ -76,6 +81,11 @@ class OrtGradientForwardBackward:
         (by position, never by name): user inputs, then weights.
     grad_names_ : list of str
         The gradients it returns, in order.
+    statistics : helpers.core.batch_norm.RunningStatistics
+        The running statistics of the model's batch normalization layers
+        (empty without any), with their initial values: a training forward
+        returns the batch statistics they are updated from, and a
+        prediction reads them.
 
     Notes
     -----
@@ -168,11 +178,8 @@ class OrtGradientForwardBackward:
         config.build_gradient_graph = True
         # one user input holds one row per sample: its first dimension is the batch
         batch_inputs = self.input_names if len(self.input_names) == 1 else ()
-        model = (
-            rewrite_for_training(self.onnx_model, batch_inputs)
-            if self.fast_gradients
-            else self.onnx_model
-        )
+        graph = training_graph(self.onnx_model, batch_inputs, self.fast_gradients)
+        model = with_outputs(graph.model, graph.statistics.output_names)
         quiet_runtime_logs()
         with native_stderr_captured():
             builder = OrtModuleGraphBuilder()
@@ -205,8 +212,9 @@ class OrtGradientForwardBackward:
             [ort_device] * len(grad_names),
             0,
         )
-        eval_model = initializers_to_inputs(inference_graph(self.onnx_model), self.weights_to_train)
-        user_outputs = list(info.user_output_names)
+        eval_model = initializers_to_inputs(
+            inference_graph(self.onnx_model), self.weights_to_train + graph.statistics.names
+        )
         return {
             "gradient_model_": gradient_model,
             "graph_info_": info,
@@ -219,10 +227,7 @@ class OrtGradientForwardBackward:
             "_agent": agent,
             "eval_model_": eval_model,
             "_eval_sess": make_session(eval_model, self.device, self.n_threads, "predict", spin=self.spin),
-            "_user_outputs": user_outputs,
-            "_output_info": {
-                o.name: o for o in self.onnx_model.graph.output if o.name in user_outputs
-            },
+            "statistics": graph.statistics,
         }
 
     def new_instance(self):
@@ -267,14 +272,28 @@ class OrtGradientForwardBackwardFunction:
         self.parent = parent
         self.states_ = []
         self._cache = C.OrtValueCache()
+        self._zero_gradients = {}
 
-    def _feeds(self, inputs):
+    def _zeros(self, shape):
+        """A zero gradient of ``shape`` on the device, made once."""
+        key = tuple(shape)
+        if key not in self._zero_gradients:
+            self._zero_gradients[key] = to_ortvalue(np.zeros(key, dtype=np.float32), self.parent.device)
+        return self._zero_gradients[key]
+
+    def _feeds(self, inputs, training):
         parent = self.parent
         expected = len(parent.input_names) + len(parent.weights_to_train)
+        statistics = parent.statistics.names
+        if not training and statistics and len(inputs) == expected:
+            inputs = [*inputs, *(parent.statistics.values[name] for name in statistics)]
+        elif not training:
+            expected += len(statistics)
         if len(inputs) != expected:
+            also = f" then the running statistics {statistics}" if statistics and not training else ""
             raise ValueError(
                 f"forward expects {expected} values: the inputs {parent.input_names} "
-                f"then the weights {parent.weights_to_train}; got {len(inputs)}."
+                f"then the weights {parent.weights_to_train}{also}; got {len(inputs)}."
             )
         values, keep = [], []
         for value in inputs:
@@ -293,7 +312,10 @@ class OrtGradientForwardBackwardFunction:
         ----------
         inputs : list of OrtValue or numpy.ndarray
             The inputs ``parent.input_names`` followed by the weights in the
-            order of ``parent.weights_to_train``.
+            order of ``parent.weights_to_train``. A prediction of a model
+            with batch normalization may add the running statistics
+            (``parent.statistics.names`` order; their initial values when
+            left out).
         training : bool
             False computes predictions only. True keeps what the backward
             pass needs, until :meth:`backward` is called.
@@ -301,15 +323,17 @@ class OrtGradientForwardBackwardFunction:
         Returns
         -------
         list of OrtValue
-            The outputs ``parent.output_names``, on the training device. After
-            a training forward they are valid until the matching
+            The outputs ``parent.output_names``, on the training device; a
+            training forward of a model with batch normalization adds the
+            batch statistics (``parent.statistics.output_names``). After a
+            training forward they are valid until the matching
             :meth:`backward`: the backward pass may reuse their memory, so
             copy what must outlive it (``output.numpy().copy()``).
         """
         parent = self.parent
-        values, keep = self._feeds(inputs)
+        values, keep = self._feeds(inputs, training)
         if not training:
-            names = parent.input_names + parent.weights_to_train
+            names = parent.input_names + parent.weights_to_train + parent.statistics.names
             feeds = {name: value._ortvalue for name, value in zip(names, values)}
             # the C session, indexed: see helpers.core.onnx_function.OnnxFunction
             result = parent._eval_sess._sess.run_with_ort_values(feeds, parent.output_names, None)
@@ -347,8 +371,10 @@ class OrtGradientForwardBackwardFunction:
         Parameters
         ----------
         grad_outputs : list of OrtValue or numpy.ndarray
-            The gradient of the loss with respect to each output, with the
-            output's shape and dtype float32.
+            The gradient of the loss with respect to each output
+            (``parent.output_names``), with the output's shape and dtype
+            float32. The batch statistics a training forward adds take no
+            gradient.
         state : object, optional
             What :meth:`take_state` returned after the forward whose
             backward this is; None takes the most recent forward's.
@@ -365,8 +391,9 @@ class OrtGradientForwardBackwardFunction:
         parent = self.parent
         taken = state is not None
         state, _, _, outputs = state if taken else self.states_[-1]
-        if len(grad_outputs) != len(outputs):
-            raise ValueError(f"backward expects {len(outputs)} output gradients, got {len(grad_outputs)}.")
+        n_outputs = len(outputs) - len(parent.statistics.output_names)
+        if len(grad_outputs) != n_outputs:
+            raise ValueError(f"backward expects {n_outputs} output gradients, got {len(grad_outputs)}.")
         feeds = C.OrtValueVector()
         keep = []
         for i, grad in enumerate(grad_outputs):
@@ -386,6 +413,8 @@ class OrtGradientForwardBackwardFunction:
                     f"shape {shape}: they must be equal."
                 )
             feeds.push_back(value)
+        for i in range(n_outputs, len(outputs)):  # batch statistics: no gradient flows back through them
+            feeds.push_back(self._zeros(outputs[i].shape())._ortvalue)
         if not taken:
             self.states_.pop()
         gradients = C.OrtValueVector()

@@ -254,8 +254,11 @@ class NegLogLearningLoss(BaseLearningLoss):
     Parameters
     ----------
     eps : float
-        Probabilities are clipped to ``[eps, 1 - eps]`` in the loss value
-        (not in the gradient, which needs no clipping).
+        With ``'sigmoid'``, probabilities are clipped to ``[eps, 1 - eps]``
+        in the loss value (not in the gradient, which needs no clipping).
+        The softmax loss needs no clipping: it is computed from the
+        log-softmax of the scores, exactly, as torch's ``cross_entropy``
+        and ``add_loss_output(..., score_name='cross_entropy')`` compute it.
     probability_function : {'sigmoid', 'softmax'}
         ``'sigmoid'``: binary, one score per sample, labels 0 or 1.
         ``'softmax'``: multiclass, one score per class, labels one-hot (the
@@ -307,9 +310,7 @@ class NegLogLearningLoss(BaseLearningLoss):
             if rank != 2:
                 raise ValueError("The softmax log loss needs scores of shape (N, n_classes).")
             proba = app.node("Softmax", [_PRED], axis=-1)
-            clipped = app.node("Clip", [proba, app.const(self.eps), app.const(1 - self.eps)])
-            log_likelihood = app.node("Mul", [_LABEL, app.node("Log", [clipped])])
-            per_sample = app.node("Neg", [app.reduce("ReduceSum", log_likelihood, axes=[1])])
+            per_sample = per_sample_loss(app, "cross_entropy", _PRED, _LABEL, rank, {})
         return per_sample, app.node("Sub", [proba, _LABEL])
 
 
@@ -322,10 +323,8 @@ class CrossEntropyLearningLoss(NegLogLearningLoss):
     integer per sample, ``0 .. n_classes - 1``) and encodes them as one-hot
     rows, as torch's ``CrossEntropyLoss`` takes class indices.
 
-    Parameters
-    ----------
-    eps : float
-        Probabilities are clipped to ``[eps, 1 - eps]`` in the loss value.
+    The value is computed from the log-softmax, exactly, whatever the
+    scores: a confident wrong prediction costs what it costs in torch.
 
     Examples
     --------
@@ -335,13 +334,16 @@ class CrossEntropyLearningLoss(NegLogLearningLoss):
     >>> value, gradient = CrossEntropyLearningLoss().loss_gradient(Device("cpu"), labels, scores)
     >>> round(float(value.numpy()), 4), gradient.numpy().tolist()  # log 2, softmax - one_hot
     (0.6931, [[-0.5, 0.5]])
+    >>> wrong = np.array([[0.0, 40.0]], dtype=np.float32)  # p(class 0) = exp(-40)
+    >>> round(float(CrossEntropyLearningLoss().loss_gradient(Device("cpu"), labels, wrong)[0].numpy()), 3)
+    40.0
     """
 
-    def __init__(self, eps=1e-5):
-        super().__init__(eps=eps, probability_function="softmax")
+    def __init__(self):
+        super().__init__(probability_function="softmax")
 
     def get_params(self, deep=True):
-        return {"eps": self.eps}
+        return {}
 
 
 #: The loss classes, by the names of :data:`helpers.core.loss_graphs.LOSSES`:

@@ -9,6 +9,10 @@ from .function import OrtGradientForwardBackward
 class ForwardBackwardSession:
     """The forward/backward function, the weights on the device, and their update.
 
+    The running statistics of batch normalization layers, in
+    :attr:`statistics`, are updated after each step
+    (:mod:`helpers.core.batch_norm`).
+
     :class:`helpers.OrtGradientForwardBackwardOptimizer` builds one per fit;
     :meth:`train_step` is one step: forward, loss gradient, backward,
     penalty, update, every tensor staying on the training device.
@@ -50,6 +54,7 @@ class ForwardBackwardSession:
         self.device = self.fb.device
         self.weights = [to_ortvalue(np.array(weights[n], dtype=np.float32), self.device) for n in self.names]
         self.updater = WeightUpdater(rule, [w.shape() for w in self.weights], self.device)
+        self.statistics = self.fb.statistics.copy()  # the function may be shared by other fits
 
     def get_weights(self):
         """The trained weights, name to a float32 array (a copy)."""
@@ -61,8 +66,9 @@ class ForwardBackwardSession:
             value.update_inplace(np.ascontiguousarray(weights[name], dtype=np.float32))
 
     def predict(self, X):
-        """The model's output for ``X`` with the current weights (an OrtValue)."""
-        return self.function.forward([X, *self.weights])[0]
+        """The model's output for ``X`` with the current weights and running statistics (an OrtValue)."""
+        statistics = [self.statistics.values[name] for name in self.statistics.names]
+        return self.function.forward([X, *self.weights, *statistics])[0]
 
     def train_step(self, X, y, w, loss, penalty, learning_rate, t):
         """Run training step ``t`` (from 1) on a batch.
@@ -84,7 +90,9 @@ class ForwardBackwardSession:
             The batch's mean loss (an OrtValue left on the device) and its
             penalty (an OrtValue, or 0.0 without one).
         """
-        output = self.function.forward([X, *self.weights], training=True)[0]
+        output, *batch_statistics = self.function.forward([X, *self.weights], training=True)
+        if batch_statistics:
+            self.statistics.update([value.numpy() for value in batch_statistics])
         value, gradient = loss.loss_gradient(self.device, y, output, w)
         gradients = self.function.backward([gradient])
         gradients, penalty_value = penalty.update_gradients(self.device, self.weights, gradients, self.names)

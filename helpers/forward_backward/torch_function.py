@@ -135,7 +135,8 @@ class OrtAutogradFunction(torch.autograd.Function):
     ``fn`` an :class:`~helpers.forward_backward.function.OrtGradientForwardBackwardFunction`
     whose parent was built with ``input_names_require_grad`` naming the
     inputs that require a gradient. It returns the outputs as a tuple of
-    tensors. Several forwards may be in flight: each keeps its own state in
+    tensors, followed, for a model with batch normalization, by the batch
+    statistics (``fn.parent.statistics.output_names``, no gradient). Several forwards may be in flight: each keeps its own state in
     its autograd context, and their backwards may come in any order. A
     second backward through the same forward (``retain_graph=True``), a
     double backward (``create_graph=True``), or an input that requires a
@@ -180,7 +181,11 @@ class OrtAutogradFunction(torch.autograd.Function):
         ctx.save_for_backward(*tensors)
         # The outputs live in memory the forward's state owns: once a state is
         # released, the next forward reuses it. They are the one copy made.
-        return tuple(to_tensor(o).clone() for o in outputs)
+        tensors = tuple(to_tensor(o).clone() for o in outputs)
+        n_statistics = len(fn.parent.statistics.output_names)
+        if n_statistics:  # batch statistics of batch normalization: no gradient
+            ctx.mark_non_differentiable(*tensors[-n_statistics:])
+        return tensors
 
     @staticmethod
     def backward(ctx, *grad_outputs):
@@ -199,8 +204,10 @@ class OrtAutogradFunction(torch.autograd.Function):
             )
         (fn, state), ctx.ort_state = ctx.ort_state, None
         device = fn.parent.device
+        n_outputs = len(grad_outputs) - len(fn.parent.statistics.output_names)
         grads = fn.backward(
-            [to_ortvalue(g, device, f"the gradient of output {i}") for i, g in enumerate(grad_outputs)], state=state
+            [to_ortvalue(g, device, f"the gradient of output {i}") for i, g in enumerate(grad_outputs[:n_outputs])],
+            state=state,
         )
         n_weights = len(fn.parent.weights_to_train)
         weight_grads = [to_tensor(g) for g in grads[:n_weights]]

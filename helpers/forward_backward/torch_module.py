@@ -13,8 +13,10 @@ import torch
 from onnx import numpy_helper
 
 from ..core.devices import resolve_device
-from ..core.onnx_graph import inference_graph, replace_initializers, static_dims
-from ..whole_training.torch_export import export_for_training
+from ..core.batch_norm import running_statistic_names
+from ..core.inference_mode import inference_graph
+from ..core.onnx_graph import replace_initializers, static_dims
+from ..core.torch_export import buffers_kept, export_for_training
 from .function import OrtGradientForwardBackward
 from .torch_function import OrtAutogradFunction, check_input_dtypes, to_ortvalue, to_tensor
 
@@ -30,7 +32,7 @@ class OrtTorchModule(torch.nn.Module):
     ----------
     module : torch.nn.Module or onnx.ModelProto
         The network. A torch module is exported to ONNX once
-        (:func:`~helpers.whole_training.torch_export.export_for_training`) and
+        (:func:`~helpers.core.torch_export.export_for_training`) and
         kept as the submodule ``module``: its parameters are this module's,
         trained in place. An ONNX model gets one ``Parameter`` per float
         initializer, initialised from it, in ``weights``.
@@ -57,10 +59,14 @@ class OrtTorchModule(torch.nn.Module):
     gradients still flow to the parameters and to inputs that require one
     (input saliency in eval mode works). Under ``torch.no_grad()``, or in
     eval mode when nothing requires a gradient, the inference session runs,
-    without ``Dropout`` (even in training mode, unlike torch). Buffers
-    (BatchNorm's running statistics) would be frozen into the graph: modules
-    with buffers are refused. Parameters the forward does not use are not
-    trained (their ``grad`` stays None, as in torch). Double backward
+    without ``Dropout`` (even in training mode, unlike torch). Batch
+    normalization behaves as torch's: in training mode, it normalizes with
+    the batch's statistics and updates the module's running statistics
+    (and its batch counter) with torch's formula, with or without
+    gradients; in eval mode, it normalizes with them. Other buffers would
+    be frozen into the graph: modules with other buffers are refused.
+    Parameters the forward does not use are not trained (their ``grad``
+    stays None, as in torch). Double backward
     (``create_graph=True``, gradient penalties) is not available and raises.
 
     onnxruntime's threads sleep as soon as they are idle here, so that they
@@ -90,7 +96,8 @@ class OrtTorchModule(torch.nn.Module):
         if isinstance(module, onnx.ModelProto):
             onx = module
             self.module = None
-            floats = [i for i in onx.graph.initializer if i.data_type == onnx.TensorProto.FLOAT]
+            frozen = set(running_statistic_names(onx))  # no buffer to update them in: constants
+            floats = [i for i in onx.graph.initializer if i.data_type == onnx.TensorProto.FLOAT and i.name not in frozen]
             if not floats:
                 raise ValueError("The ONNX model has no float initializer: there is nothing to train.")
             self.weights = torch.nn.ParameterDict(
@@ -100,16 +107,10 @@ class OrtTorchModule(torch.nn.Module):
         elif isinstance(module, torch.nn.Module):
             if example_input is None:
                 raise ValueError("example_input is needed to export a torch module: a batch of inputs of the right shape.")
-            buffers = [name for name, _ in module.named_buffers()]
-            if buffers:
-                raise ValueError(
-                    f"The module has buffers {buffers}: their values would be frozen into the ONNX graph "
-                    "(BatchNorm's running statistics would stop updating). OrtTorchModule trains modules "
-                    "without buffers."
-                )
             example = _as_tuple(example_input)
-            outputs = _as_tuple(module(*example))
-            n_outputs, used = len(outputs), _used_parameters(module, outputs)
+            with buffers_kept(module):  # a forward in training mode would update BatchNorm's statistics
+                outputs = _as_tuple(module(*example))
+                n_outputs, used = len(outputs), _used_parameters(module, outputs)
             onx = export_for_training(
                 module, example,
                 input_names=[f"input{i}" for i in range(len(example))] if len(example) > 1 else ["input"],
@@ -117,6 +118,7 @@ class OrtTorchModule(torch.nn.Module):
             )
             self.module = module
             self.weights = None
+            _check_buffers(module, onx)
             initializers = {i.name for i in onx.graph.initializer}
             names = [name for name, _ in module.named_parameters() if name in used]
             lost = [name for name in names if name not in initializers]
@@ -134,6 +136,7 @@ class OrtTorchModule(torch.nn.Module):
         initializers = {i.name for i in onx.graph.initializer}
         self._inputs = [i for i in onx.graph.input if i.name not in initializers]
         self._functions = {}
+        self.statistic_names = running_statistic_names(onx) if self.module is not None else []
 
     def __getstate__(self):
         # the onnxruntime sessions cannot be copied or pickled: rebuilt on the next call
@@ -146,6 +149,13 @@ class OrtTorchModule(torch.nn.Module):
         parameters = dict(self.module.named_parameters())
         return [parameters[name] for name in self.weight_names]
 
+    def _statistics_in_order(self):
+        """The buffers holding the running statistics of batch normalization, in ``statistic_names`` order."""
+        if not self.statistic_names:
+            return []
+        buffers = dict(self.module.named_buffers())
+        return [buffers[name] for name in self.statistic_names]
+
     def function(self, device, input_names_require_grad=(), training=True):
         """The forward/backward function for ``device``, built once per device, input gradients and mode.
 
@@ -156,8 +166,10 @@ class OrtTorchModule(torch.nn.Module):
         input_names_require_grad : sequence of str
             The inputs whose gradient the backward pass returns.
         training : bool
-            False trains the inference graph (``Dropout`` drops nothing), the
-            graph of ``.eval()`` mode.
+            False trains the inference graph (``Dropout`` drops nothing,
+            batch normalization uses the running statistics), the graph of
+            ``.eval()`` mode; it is built again when the running statistics
+            have changed since.
 
         Examples
         --------
@@ -166,15 +178,22 @@ class OrtTorchModule(torch.nn.Module):
         ['weight', 'bias']
         """
         device = resolve_device(device)
+        statistics = self._statistics_in_order()
+        versions = () if training else tuple(b._version for b in statistics)
         key = (str(device), tuple(input_names_require_grad), training)
-        if key not in self._functions:
-            self._functions[key] = OrtGradientForwardBackward(
-                self.onnx_model if training else inference_graph(self.onnx_model), self.weight_names,
+        if self._functions.get(key, (None, None))[1] != versions:
+            model = self.onnx_model
+            if not training:  # eval mode: the running statistics are constants of the graph
+                values = {name: b.detach().cpu().numpy() for name, b in zip(self.statistic_names, statistics)}
+                model = replace_initializers(inference_graph(model), values)
+            function = OrtGradientForwardBackward(
+                model, self.weight_names,
                 device=device, n_threads=self.n_threads, fast_gradients=self.fast_gradients,
                 input_names_require_grad=list(input_names_require_grad),
                 spin=False,  # torch's threads work between two calls: spinning threads would take their cores
             ).new_instance()
-        return self._functions[key]
+            self._functions[key] = (function, versions)
+        return self._functions[key][0]
 
     def _check_inputs(self, inputs):
         if len(inputs) != len(self._inputs):
@@ -201,19 +220,43 @@ class OrtTorchModule(torch.nn.Module):
         tracked = torch.is_grad_enabled() and (
             self.training or any(t.requires_grad for t in (*inputs, *weights))
         )
+        statistics = self._statistics_in_order()
+        names = [info.name for info in self._inputs] + self.weight_names
         if tracked:
             needs = [info.name for info, t in zip(self._inputs, inputs) if t.requires_grad]
             fn = self.function(device_name, needs, training=self.training)
             outputs = OrtAutogradFunction.apply(fn, len(inputs), *inputs, *weights)
+        elif self.training and statistics:  # torch's training mode normalizes with the batch, even without autograd
+            fn = self.function(device_name)
+            values = [to_ortvalue(t, fn.parent.device, repr(n)) for t, n in zip([*inputs, *weights], names)]
+            outputs = tuple(to_tensor(o).clone() for o in fn.forward(values, training=True))
+            fn.take_state()  # no backward will come
         else:
             fn = self.function(device_name)
-            names = [info.name for info in self._inputs] + self.weight_names
-            values = [to_ortvalue(t, fn.parent.device, repr(n)) for t, n in zip([*inputs, *weights], names)]
+            values = [
+                to_ortvalue(t, fn.parent.device, repr(n))
+                for t, n in zip([*inputs, *weights, *statistics], names + self.statistic_names)
+            ]
             outputs = tuple(to_tensor(o) for o in fn.forward(values, training=False))
+        n_outputs = len(self.onnx_model.graph.output)
+        outputs, batch_statistics = outputs[:n_outputs], outputs[n_outputs:]  # a training forward adds them
+        if batch_statistics and statistics:
+            self._update_statistics(fn.parent.statistics, batch_statistics)
         return outputs[0] if len(outputs) == 1 else outputs
 
+    def _update_statistics(self, statistics, batch_values):
+        """Blend a training forward's batch statistics into the module's buffers, as torch's BatchNorm does."""
+        buffers = dict(self.module.named_buffers())
+        with torch.no_grad():
+            for layer, mean, var in zip(statistics.layers, batch_values[0::2], batch_values[1::2]):
+                for name, batch in ((layer.running_mean, mean), (layer.running_var, var)):
+                    buffers[name].mul_(1 - layer.momentum).add_(batch.to(buffers[name].device), alpha=layer.momentum)
+                counter = buffers.get(layer.running_mean.rsplit(".", 1)[0] + ".num_batches_tracked")
+                if counter is not None:
+                    counter.add_(1)
+
     def to_onnx(self):
-        """The ONNX model with the current weights, for inference anywhere.
+        """The ONNX model with the current weights and running statistics, for inference anywhere.
 
         Examples
         --------
@@ -222,7 +265,20 @@ class OrtTorchModule(torch.nn.Module):
         ['weight', 'bias']
         """
         values = {name: p.detach().cpu().numpy() for name, p in zip(self.weight_names, self._parameters_in_order())}
+        values.update({name: b.detach().cpu().numpy() for name, b in zip(self.statistic_names, self._statistics_in_order())})
         return replace_initializers(inference_graph(self.onnx_model), values)
+
+
+def _check_buffers(module, onx):
+    """Refuse buffers other than batch normalization's: their values would be frozen into the graph."""
+    statistics = set(running_statistic_names(onx))
+    counters = {name.rsplit(".", 1)[0] + ".num_batches_tracked" for name in statistics}
+    others = [name for name, _ in module.named_buffers() if name not in statistics | counters]
+    if others:
+        raise ValueError(
+            f"The module has buffers {others}: their values would be frozen into the ONNX graph. "
+            "OrtTorchModule updates the running statistics of batch normalization and no other buffer."
+        )
 
 
 def _device_name(device):

@@ -4,8 +4,6 @@
   (:func:`helpers.add_loss_output`) and take it off again;
 * :mod:`~helpers.whole_training.artifacts`: the files ``generate_artifacts``
   writes, loaded back into onnxruntime's training API;
-* :mod:`~helpers.whole_training.torch_export`: forward-only models exported
-  from PyTorch for it;
 * :mod:`~helpers.whole_training.session`: the ``Module`` and ``Optimizer``
   of one fit;
 * :mod:`~helpers.whole_training.checkpoints`: the training state a

@@ -1,7 +1,7 @@
 """The training artifacts: the files ``generate_artifacts`` writes.
 
 ``onnxruntime.training.artifacts.generate_artifacts`` turns a forward-only
-ONNX model (:mod:`helpers.whole_training.torch_export` exports one from
+ONNX model (:mod:`helpers.core.torch_export` exports one from
 PyTorch) into a training model, an eval model, an optimizer model and a
 checkpoint. :func:`generate_training_artifacts` writes them for a model
 from :func:`helpers.add_loss_output` (what
@@ -10,6 +10,9 @@ from :func:`helpers.add_loss_output` (what
 of ``onnxruntime.training.api``, and :func:`train_step` runs one step, so
 that the notebooks about training artifacts can stay about the artifacts.
 """
+import contextlib
+import io
+import logging
 import os
 from collections import namedtuple
 
@@ -21,9 +24,11 @@ from onnxruntime.training import artifacts as ort_artifacts
 from onnxruntime.training import onnxblock
 from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
-from ..core.gradient_rewrites import count_rewrites, restore_rewrites, rewrite_for_training
+from ..core.inference_mode import inference_graph
+from ..core.onnx_graph import initializers_to_inputs
 from ..core.runtime import native_stderr_captured, quiet_runtime_logs
 from ..core.sessions import session_options
+from ..core.training_graph import training_graph
 
 #: What :func:`load_training_artifacts` returns.
 TrainingArtifacts = namedtuple("TrainingArtifacts", ["state", "module", "optimizer"])
@@ -217,7 +222,7 @@ def list_artifacts(directory):
     )
 
 
-def generate_training_artifacts(onx_loss, weights_to_train, directory, solver="sgd", **adamw):
+def generate_training_artifacts(onx_loss, weights_to_train, directory, solver="sgd", additional_output_names=(), **adamw):
     """Write the training artifacts of a model whose only output is its loss.
 
     Parameters
@@ -233,6 +238,9 @@ def generate_training_artifacts(onx_loss, weights_to_train, directory, solver="s
     solver : str
         ``'adamw'`` writes an AdamW optimizer model with torch's formulas
         (:class:`helpers.core.update_rules.AdamWRule`), the others an SGD one.
+    additional_output_names : sequence of str
+        Values of the graph the training model returns after the loss (the
+        batch statistics of batch normalization layers, say).
     **adamw
         ``betas``, ``eps``, ``weight_decay`` of the AdamW optimizer model.
 
@@ -261,6 +269,7 @@ def generate_training_artifacts(onx_loss, weights_to_train, directory, solver="s
             loss=None,
             optimizer=optimizer,
             artifact_directory=directory,
+            additional_output_names=list(additional_output_names) or None,
         )
     if solver == "adamw":
         _use_torch_adamw(os.path.join(directory, "optimizer_model.onnx"))
@@ -283,17 +292,34 @@ def _use_torch_adamw(path):
     onnx.save(model, path)
 
 
-def write_training_artifacts(onx_loss, names, folder, solver, adamw, fast_gradients):
-    """Write the artifacts of ``onx_loss`` into ``folder``, its graph rewritten for fast gradients.
+def loss_training_graph(onx_loss, fast_gradients=True):
+    """The training graph of a model from :func:`helpers.add_loss_output`.
 
-    The inputs that are not initializers hold one row per sample: their
-    first dimension is named as the batch (see
-    :func:`helpers.core.gradient_rewrites.rewrite_for_training`).
+    The inputs that are not initializers (features, label, sample weights)
+    hold one row per sample: their first dimension is named as the batch
+    (see :func:`helpers.core.training_graph.training_graph`).
+
+    Examples
+    --------
+    >>> from helpers import add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> graph = loss_training_graph(add_loss_output(mlp_onnx(3, hidden=(4,))))
+    >>> graph.model.graph.input[0].type.tensor_type.shape.dim[0].dim_param, bool(graph.statistics)
+    ('batch', False)
+    """
+    initializers = {i.name for i in onx_loss.graph.initializer}
+    per_row = [i.name for i in onx_loss.graph.input if i.name not in initializers]
+    return training_graph(onx_loss, per_row, fast_gradients)
+
+
+def write_training_artifacts(graph, names, folder, solver, adamw):
+    """Write the artifacts of a training graph into ``folder``.
 
     Parameters
     ----------
-    onx_loss : onnx.ModelProto
-        A model from :func:`helpers.add_loss_output`.
+    graph : helpers.core.training_graph.TrainingGraph
+        From :func:`loss_training_graph`: the training model returns its
+        batch statistics after the loss.
     names : list of str
         The weights to train.
     folder : str
@@ -302,9 +328,6 @@ def write_training_artifacts(onx_loss, names, folder, solver, adamw, fast_gradie
         ``'adamw'`` or ``'sgd'``, as in :func:`generate_training_artifacts`.
     adamw : dict
         ``betas``, ``eps``, ``weight_decay`` of the AdamW optimizer model.
-    fast_gradients : bool
-        Whether to rewrite the graph; False writes the artifacts of
-        ``onx_loss`` as given.
 
     Examples
     --------
@@ -312,44 +335,111 @@ def write_training_artifacts(onx_loss, names, folder, solver, adamw, fast_gradie
     >>> from helpers import add_loss_output
     >>> from helpers.core.gradient_rewrites import count_rewrites
     >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)))
+    >>> graph = loss_training_graph(add_loss_output(mlp_onnx(3, hidden=(4,))))
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     write_training_artifacts(onx_loss, ["coefficient1", "intercept1"], folder, "sgd", {}, True)
+    ...     write_training_artifacts(graph, ["coefficient1", "intercept1"], folder, "sgd", {})
     ...     training_model = onnx.load(os.path.join(folder, "training_model.onnx"))
     >>> count_rewrites(training_model), training_model.graph.input[0].type.tensor_type.shape.dim[0].dim_param
     (1, 'batch')
     """
-    initializers = {i.name for i in onx_loss.graph.initializer}
-    per_row = [i.name for i in onx_loss.graph.input if i.name not in initializers]
-    training_model = rewrite_for_training(onx_loss, per_row) if fast_gradients else onx_loss
-    generate_training_artifacts(training_model, names, folder, solver, **adamw)
+    generate_training_artifacts(
+        graph.model, names, folder, solver, additional_output_names=graph.statistics.output_names, **adamw
+    )
 
 
-def restore_eval_model(folder):
-    """Put the plain ``Relu`` nodes back into the evaluation model of ``folder``.
+def write_eval_model(folder, onx_loss):
+    """Replace the evaluation model of ``folder`` by the loss model as it runs for inference.
+
+    ``generate_artifacts`` derives the evaluation model from the training
+    graph it is given, rewritten for training
+    (:mod:`helpers.core.training_graph`): batch normalization with the
+    batch's statistics, ``Relu`` as a mask. The evaluation model written
+    instead is ``onx_loss`` in inference mode
+    (:func:`helpers.core.inference_mode.inference_graph`), its parameters fed
+    from the checkpoint, as ``generate_artifacts`` feeds them.
 
     Parameters
     ----------
     folder : str
-        A folder :func:`write_training_artifacts` wrote into; its
-        ``eval_model.onnx`` is overwritten when it holds rewritten nodes.
+        A folder :func:`write_training_artifacts` wrote into.
+    onx_loss : onnx.ModelProto
+        The model the artifacts were written from, before any rewrite.
 
     Examples
     --------
     >>> import os, tempfile, onnx
     >>> from helpers import add_loss_output
-    >>> from helpers.core.gradient_rewrites import count_rewrites
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)))
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     write_training_artifacts(onx_loss, ["intercept1"], folder, "sgd", {}, True)
-    ...     before = count_rewrites(onnx.load(os.path.join(folder, "eval_model.onnx")))
-    ...     restore_eval_model(folder)
-    ...     after = onnx.load(os.path.join(folder, "eval_model.onnx"))
-    >>> before, count_rewrites(after), "Relu" in [n.op_type for n in after.graph.node]
-    (1, 0, True)
+    ...     write_training_artifacts(loss_training_graph(onx_loss), ["intercept1"], folder, "sgd", {})
+    ...     write_eval_model(folder, onx_loss)
+    ...     evaluation = onnx.load(os.path.join(folder, "eval_model.onnx"))
+    >>> "Relu" in [n.op_type for n in evaluation.graph.node], [i.name for i in evaluation.graph.input][:2]
+    (True, ['X', 'label'])
     """
     path = os.path.join(folder, "eval_model.onnx")
-    eval_model = onnx.load(path)
-    if count_rewrites(eval_model):
-        onnx.save(restore_rewrites(eval_model), path)
+    generated = [i.name for i in onnx.load(path).graph.input]
+    initializers = {i.name for i in onx_loss.graph.initializer}
+    evaluation = initializers_to_inputs(inference_graph(onx_loss), [n for n in generated if n in initializers])
+    if [i.name for i in evaluation.graph.input] != generated:
+        raise RuntimeError(
+            f"generate_artifacts wrote an evaluation model with inputs {generated}; the inference "
+            f"model has {[i.name for i in evaluation.graph.input]}."
+        )
+    onnx.save(evaluation, path)
+
+
+#: The logger of onnxruntime's ORT-format converter, which logs at INFO level.
+_CONVERTER_LOGGER = "ort_format_model.utils"
+
+
+@contextlib.contextmanager
+def converter_output_captured():
+    """Capture what ``generate_artifacts(..., ort_format=True)`` prints in Python.
+
+    The conversion to the ORT format prints its progress on ``sys.stdout``
+    and logs one INFO line per model through the logger
+    ``ort_format_model.utils``, which importing ``onnxruntime.training``
+    sends to the root handler on stderr.
+    :func:`helpers.core.runtime.native_stderr_captured` does not see either: it
+    catches what C++ code writes. Use both around the call.
+
+    Yields
+    ------
+    list
+        Filled, once the block ends, with the captured text.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from onnxruntime.training import artifacts
+    >>> from helpers import add_loss_output
+    >>> from helpers.core.runtime import native_stderr_captured
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)))
+
+    Without an optimizer, ``generate_artifacts`` converts two models:
+
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     with native_stderr_captured(), converter_output_captured() as captured:
+    ...         artifacts.generate_artifacts(
+    ...             onx_loss, requires_grad=["intercept1"], loss=None,
+    ...             artifact_directory=folder, ort_format=True)
+    >>> captured[0].count("Converted 1/1 models successfully.")
+    2
+    """
+    captured = []
+    sink = io.StringIO()
+    logger = logging.getLogger(_CONVERTER_LOGGER)
+    handler = logging.StreamHandler(sink)
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        with contextlib.redirect_stdout(sink):
+            yield captured
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+        captured.append(sink.getvalue())

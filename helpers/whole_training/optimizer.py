@@ -240,11 +240,13 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                 output_index=record["output_index"],
                 **record["score_kwargs"],
             )
-            model = initializers_to_inputs(scoring, self.weights_to_train_)
+            statistics = list(self._current_statistics())
+            model = initializers_to_inputs(scoring, self.weights_to_train_ + statistics)
             self._scorer = make_session(model, n_threads=self.n_threads, label="score")
         names = [i.name for i in self._scorer.get_inputs()]
         feeds = dict(zip(names, (X, y, w)))
         feeds.update(self._current_weights())
+        feeds.update(self._current_statistics())
         return float(self._scorer.run(None, feeds)[0])
 
     def _loss_value(self, handle):

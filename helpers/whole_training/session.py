@@ -13,7 +13,7 @@ from ..core.runtime import explain_untrainable
 from ..core.sessions import session_options
 from ..core.training_cache import cached_artifact_folder, content_key
 from ..core.update_rules import WeightUpdater
-from .artifacts import restore_eval_model, write_training_artifacts
+from .artifacts import loss_training_graph, write_eval_model, write_training_artifacts
 
 #: The update rules run by onnxruntime's optimizer model; the others run as
 #: a :class:`~helpers.core.update_rules.WeightUpdater` graph.
@@ -30,7 +30,9 @@ class WholeTrainingSession:
     them in a folder of the user's. ``'sgd'`` and ``'adamw'`` update the
     weights with onnxruntime's optimizer model; ``'momentum'`` and
     ``'nesterov'`` with a :class:`~helpers.core.update_rules.WeightUpdater`
-    working on the runtime's own weight and gradient buffers.
+    working on the runtime's own weight and gradient buffers. The running
+    statistics of batch normalization layers are updated after each step
+    (:attr:`statistics`, :mod:`helpers.core.batch_norm`).
 
     Parameters
     ----------
@@ -44,7 +46,9 @@ class WholeTrainingSession:
     n_threads : int, optional
         Threads of the training session.
     fast_gradients : bool
-        Train the graph rewritten by :func:`helpers.core.gradient_rewrites.rewrite_for_training`.
+        Train the graph rewritten by :func:`helpers.core.gradient_rewrites.rewrite_for_training`
+        (the rewrites of :func:`helpers.core.training_graph.training_graph`
+        without which some layers cannot train are always applied).
     artifact_dir : str, optional
         Write the training artifacts in this folder and keep them.
     checkpoint : str, optional
@@ -73,22 +77,21 @@ class WholeTrainingSession:
         names = list(weights)
         solver = rule.name if rule.name in RUNTIME_RULES else "sgd"
         adamw = rule.get_params() if solver == "adamw" else {}
-        write = functools.partial(
-            write_training_artifacts, onx_loss, names, solver=solver, adamw=adamw, fast_gradients=fast_gradients
-        )
-        if artifact_dir is None:
-            key = content_key(
-                onx_loss, names, solver, sorted(adamw.items()), fast_gradients,
-                onnx.__version__, onnxruntime.__version__,
-            )
-            folder = cached_artifact_folder(key, write)
-        else:
-            folder = artifact_dir
-            os.makedirs(folder, exist_ok=True)
-            write(folder)
-            restore_eval_model(folder)
-        self.state = CheckpointState.load_checkpoint(checkpoint or os.path.join(folder, "checkpoint"))
         try:
+            graph = loss_training_graph(onx_loss, fast_gradients)
+            write = functools.partial(write_training_artifacts, graph, names, solver=solver, adamw=adamw)
+            if artifact_dir is None:
+                key = content_key(
+                    onx_loss, names, solver, sorted(adamw.items()), fast_gradients,
+                    onnx.__version__, onnxruntime.__version__,
+                )
+                folder = cached_artifact_folder(key, write)
+            else:
+                folder = artifact_dir
+                os.makedirs(folder, exist_ok=True)
+                write(folder)
+                write_eval_model(folder, onx_loss)
+            self.state = CheckpointState.load_checkpoint(checkpoint or os.path.join(folder, "checkpoint"))
             self.module = Module(
                 os.path.join(folder, "training_model.onnx"),
                 self.state,
@@ -102,8 +105,11 @@ class WholeTrainingSession:
                 raise
             raise clear from None
         self.names = names
+        self.statistics = graph.statistics
         if checkpoint is None:
             self.set_weights(weights)
+        else:
+            self.statistics.set({name: self.state.parameters[name].data for name in self.statistics.names})
         self.parameters = [self.state.parameters[name]._parameter for name in self.names]
         self.optimizer = self.updater = self._buffers = None
         self._learning_rate = None
@@ -123,6 +129,8 @@ class WholeTrainingSession:
         """Save weights, optimizer state and ``properties`` (str values), atomically."""
         for key, value in properties.items():
             self.state.properties[key] = value
+        for name, value in self.statistics.values.items():  # frozen parameters of the checkpoint
+            self.state.parameters[name] = value
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp_ckpt_")
@@ -157,6 +165,8 @@ class WholeTrainingSession:
             feeds.push_back(value._ortvalue)
         fetches = C.OrtValueVector()
         self.module._model.train_step_with_ort_values(feeds, fetches)
+        if self.statistics:
+            self.statistics.update([fetches[i].numpy() for i in range(1, 1 + len(self.statistics.output_names))])
         if self.updater is None:
             if learning_rate != self._learning_rate:
                 self.optimizer.set_learning_rate(learning_rate)

@@ -1,26 +1,23 @@
-"""Forward-only models exported from PyTorch, fit for ``generate_artifacts``.
+"""Forward-only models exported from PyTorch, fit for training.
 
-``onnxruntime.training.artifacts.generate_artifacts`` starts from a
-forward-only ONNX model. :func:`export_for_training` exports one from a torch
-module with the settings training needs; :func:`converter_output_captured`
-keeps the log lines of onnxruntime's ORT-format converter out of the output.
+Both training APIs start from a forward-only ONNX model: ``generate_artifacts``
+(the whole-training API), the gradient builder (the forward/backward API) and
+:class:`helpers.OrtTorchModule`. :func:`export_for_training` exports one from
+a torch module with the settings training needs.
 """
 import contextlib
 import io
-import logging
 import warnings
 
 import onnx
 import torch
+from onnx import numpy_helper
 
-from ..core.runtime import check_model_ir_version
+from .runtime import check_model_ir_version
 
 #: Default opset of :func:`export_for_training`: supported by the TorchScript
 #: exporter of torch 2.13 and by onnxruntime 1.19.2.
 DEFAULT_OPSET = 17
-
-#: The logger of onnxruntime's ORT-format converter, which logs at INFO level.
-_CONVERTER_LOGGER = "ort_format_model.utils"
 
 
 def export_for_training(
@@ -42,7 +39,13 @@ def export_for_training(
     generated name) and ``training=torch.onnx.TrainingMode.TRAINING`` (layers
     such as ``Dropout`` stay in the graph). torch 2.13 deprecates that
     exporter and the ``training`` argument; its deprecation warnings are
-    silenced, other warnings pass through.
+    silenced, and so are the tracer's notes about batch normalization,
+    other warnings pass through.
+
+    Tracing runs the module once in training mode, which updates its
+    buffers (``BatchNorm``'s running statistics, its batch counter): they
+    are put back as they were, in the module and in the exported
+    initializers, so that exporting changes nothing.
 
     Parameters
     ----------
@@ -81,6 +84,15 @@ def export_for_training(
     (['weight', 'bias'], ['Gemm'])
     >>> model.graph.input[0].type.tensor_type.shape.dim[0].dim_param
     'N'
+
+    The running variance starts at 1 in torch, in the ONNX model, and in the
+    module after the export:
+
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    >>> model = export_for_training(net, torch.zeros(4, 3))
+    >>> exported = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    >>> exported["1.running_var"].tolist(), net[1].running_var.tolist()
+    ([1.0, 1.0], [1.0, 1.0])
     """
     if isinstance(example_input, torch.Tensor):
         example_input = (example_input,)
@@ -95,8 +107,10 @@ def export_for_training(
             "dynamic_axes", {name: {0: "N"} for name in [*input_names, *output_names]}
         )
     buffer = io.BytesIO()
-    with warnings.catch_warnings():
+    with buffers_kept(module) as buffers, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation", category=UserWarning)
         torch.onnx.export(
             module,
             tuple(example_input),
@@ -108,56 +122,34 @@ def export_for_training(
             **options,
         )
     model = onnx.load_from_string(buffer.getvalue())
+    for initializer in model.graph.initializer:
+        if initializer.name in buffers:
+            initializer.CopyFrom(numpy_helper.from_array(buffers[initializer.name].cpu().numpy(), initializer.name))
     check_model_ir_version(model)
     return model
 
 
 @contextlib.contextmanager
-def converter_output_captured():
-    """Capture what ``generate_artifacts(..., ort_format=True)`` prints in Python.
-
-    The conversion to the ORT format prints its progress on ``sys.stdout``
-    and logs one INFO line per model through the logger
-    ``ort_format_model.utils``, which importing ``onnxruntime.training``
-    sends to the root handler on stderr.
-    :func:`helpers.core.runtime.native_stderr_captured` does not see either: it
-    catches what C++ code writes. Use both around the call.
+def buffers_kept(module):
+    """Put ``module``'s buffers back as they were when the block ends (a forward in training mode changes them).
 
     Yields
     ------
-    list
-        Filled, once the block ends, with the captured text.
+    dict
+        Buffer name to a copy of its value before the block.
 
     Examples
     --------
-    >>> import tempfile
-    >>> from onnxruntime.training import artifacts
-    >>> from helpers import add_loss_output
-    >>> from helpers.core.runtime import native_stderr_captured
-    >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)))
-
-    Without an optimizer, ``generate_artifacts`` converts two models:
-
-    >>> with tempfile.TemporaryDirectory() as folder:
-    ...     with native_stderr_captured(), converter_output_captured() as captured:
-    ...         artifacts.generate_artifacts(
-    ...             onx_loss, requires_grad=["intercept1"], loss=None,
-    ...             artifact_directory=folder, ort_format=True)
-    >>> captured[0].count("Converted 1/1 models successfully.")
-    2
+    >>> net = torch.nn.BatchNorm1d(2)
+    >>> with buffers_kept(net):
+    ...     _ = net(torch.ones(4, 2))
+    >>> net.running_var.tolist(), int(net.num_batches_tracked)
+    ([1.0, 1.0], 0)
     """
-    captured = []
-    sink = io.StringIO()
-    logger = logging.getLogger(_CONVERTER_LOGGER)
-    handler = logging.StreamHandler(sink)
-    propagate = logger.propagate
-    logger.addHandler(handler)
-    logger.propagate = False
+    saved = {name: value.detach().clone() for name, value in module.named_buffers()}
     try:
-        with contextlib.redirect_stdout(sink):
-            yield captured
+        yield saved
     finally:
-        logger.removeHandler(handler)
-        logger.propagate = propagate
-        captured.append(sink.getvalue())
+        with torch.no_grad():
+            for name, value in module.named_buffers():
+                value.copy_(saved[name])

@@ -1,0 +1,314 @@
+"""``BatchNormalization`` trained as torch trains it.
+
+onnxruntime-training 1.19.2 cannot train the ``BatchNormalization`` node a
+torch export writes. Its gradient builder reads two outputs the node of
+opset 15 does not have (the saved mean and inverse standard deviation), and
+the running mean and variance, initializers like the weights, are taken for
+weights: ``failed to find NodeArg by name ...running_mean_grad``. Its CPU
+kernel would also update the running variance with the biased batch
+variance, where torch uses the unbiased one.
+
+So the training graph computes batch normalization from operators whose
+gradients onnxruntime has (``ReduceMean``, ``Sub``, ``Mul``, ``Sqrt``,
+``Div``, ``Add``), exactly as torch's training mode does, and returns each
+layer's batch mean and unbiased batch variance as extra outputs. The running
+statistics are not trained: :class:`RunningStatistics` holds them and
+updates them after every step with torch's formula,
+``running = (1 - momentum) * running + momentum * batch``, ``momentum`` being
+torch's (one minus the ONNX attribute). The inference model keeps the plain
+``BatchNormalization`` node in inference mode, fed with the running
+statistics (:func:`helpers.core.inference_mode.inference_graph`).
+
+A ``BatchNormalization`` already in inference mode (a module exported after
+``.eval()``) normalizes with its running statistics, constants of the
+training graph, as torch's eval mode does: its scale and bias still train.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from .graph_shapes import value_shapes
+from .runtime import main_opset
+
+#: Prefix of the names of the nodes and values the decomposition adds.
+BATCH_NORM_PREFIX = "batch_norm__"
+
+
+@dataclass(frozen=True)
+class BatchNormLayer:
+    """One ``BatchNormalization`` node in training mode and the names around it.
+
+    Attributes
+    ----------
+    running_mean, running_var : str
+        The initializers holding its running statistics.
+    momentum : float
+        torch's momentum, the weight of the batch statistic in the update.
+    mean_output, var_output : str
+        The values of the training graph holding the batch mean and the
+        unbiased batch variance, one per channel.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from helpers.core.torch_export import export_for_training
+    >>> net = torch.nn.BatchNorm1d(3, momentum=0.2)
+    >>> _, statistics = decompose_batch_norm(export_for_training(net, torch.zeros(4, 3)))
+    >>> layer = statistics.layers[0]
+    >>> layer.running_mean, round(layer.momentum, 6)
+    ('running_mean', 0.2)
+    """
+
+    running_mean: str
+    running_var: str
+    momentum: float
+    mean_output: str
+    var_output: str
+
+
+class RunningStatistics:
+    """The running statistics of a model's batch normalization layers, updated after each step.
+
+    Parameters
+    ----------
+    layers : list of BatchNormLayer
+    values : dict
+        Initializer name to initial value, for every running statistic.
+
+    Attributes
+    ----------
+    values : dict
+        Initializer name to its current float32 value.
+
+    Examples
+    --------
+    >>> layer = BatchNormLayer("mean", "var", 0.1, "batch_mean", "batch_var")
+    >>> stats = RunningStatistics([layer], {"mean": np.zeros(2), "var": np.ones(2)})
+    >>> stats.output_names
+    ['batch_mean', 'batch_var']
+    >>> stats.update([np.array([1.0, 2.0]), np.array([3.0, 1.0])])
+    >>> stats.values["mean"], stats.values["var"]
+    (array([0.1, 0.2], dtype=float32), array([1.2, 1. ], dtype=float32))
+    """
+
+    def __init__(self, layers, values):
+        self.layers = list(layers)
+        self.values = {name: np.array(value, dtype=np.float32) for name, value in values.items()}
+
+    def __bool__(self):
+        return bool(self.layers)
+
+    @property
+    def output_names(self):
+        """The batch statistics the training graph returns, two per layer (mean, variance)."""
+        return [name for layer in self.layers for name in (layer.mean_output, layer.var_output)]
+
+    @property
+    def names(self):
+        """The initializers holding the running statistics, two per layer (mean, variance)."""
+        return [name for layer in self.layers for name in (layer.running_mean, layer.running_var)]
+
+    def update(self, batch_values):
+        """Blend the batch statistics ``batch_values`` (in :attr:`output_names` order) into the running ones."""
+        for layer, mean, var in zip(self.layers, batch_values[0::2], batch_values[1::2]):
+            for name, batch in ((layer.running_mean, mean), (layer.running_var, var)):
+                running = self.values[name]
+                running *= np.float32(1 - layer.momentum)
+                running += np.float32(layer.momentum) * np.asarray(batch, dtype=np.float32).reshape(running.shape)
+
+    def copy(self):
+        """Another :class:`RunningStatistics` of the same layers, starting from these values."""
+        return RunningStatistics(self.layers, self.values)
+
+    def get(self):
+        """A copy of the running statistics, name to array."""
+        return {name: value.copy() for name, value in self.values.items()}
+
+    def set(self, values):
+        """Overwrite the running statistics with ``values`` (name to array, the same names)."""
+        missing = set(self.values) ^ set(values)
+        if missing:
+            raise ValueError(f"Running statistics {sorted(self.values)} expected, got {sorted(values)}.")
+        for name, value in values.items():
+            self.values[name] = np.array(value, dtype=np.float32).reshape(self.values[name].shape)
+
+
+def running_statistic_names(model):
+    """The initializers that hold running statistics of ``BatchNormalization`` nodes, in graph order.
+
+    They are not weights: the optimizers never train them (they are left
+    out of the default ``weights_to_train``) and update them from the batch
+    statistics instead.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from helpers.core.torch_export import export_for_training
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    >>> running_statistic_names(export_for_training(net, torch.zeros(2, 3)))
+    ['1.running_mean', '1.running_var']
+    """
+    initializers = {i.name for i in model.graph.initializer}
+    names = []
+    for node in model.graph.node:
+        if node.op_type == "BatchNormalization" and node.domain in ("", "ai.onnx"):
+            names.extend(name for name in node.input[3:5] if name in initializers and name not in names)
+    return names
+
+
+def _attribute(node, name, default):
+    for attribute in node.attribute:
+        if attribute.name == name:
+            return helper.get_attribute_value(attribute)
+    return default
+
+
+def _constant(name, values, elem_type=TensorProto.FLOAT):
+    array = np.asarray(values, dtype=np.int64 if elem_type == TensorProto.INT64 else np.float32)
+    return helper.make_node("Constant", [], [name], name=name, value=numpy_helper.from_array(array, name))
+
+
+def _reduce_mean(data, output, axes, opset, tag):
+    """``ReduceMean`` over ``axes`` keeping dimensions, in the form of ``opset``."""
+    if opset >= 18:
+        return [
+            _constant(f"{tag}__axes", axes, TensorProto.INT64),
+            helper.make_node("ReduceMean", [data, f"{tag}__axes"], [output], name=tag, keepdims=1),
+        ]
+    return [helper.make_node("ReduceMean", [data], [output], name=tag, axes=axes, keepdims=1)]
+
+
+def _decompose(node, rank, opset, index):
+    """The nodes computing ``node`` from primitives, and its layer (None in inference mode)."""
+    x, scale, bias, running_mean, running_var = node.input[:5]
+    y = node.output[0]
+    tag = f"{BATCH_NORM_PREFIX}{index}__{node.name or y}"
+    epsilon = _attribute(node, "epsilon", 1e-5)
+    training = bool(_attribute(node, "training_mode", 0)) or len([o for o in node.output if o]) > 1
+    broadcast = [-1] + [1] * (rank - 2)  # (C,) -> (C, 1, ..., 1) against (N, C, ...)
+    nodes = [
+        _constant(f"{tag}__epsilon", epsilon),
+        _constant(f"{tag}__channel_shape", broadcast, TensorProto.INT64),
+        helper.make_node("Reshape", [scale, f"{tag}__channel_shape"], [f"{tag}__scale"], name=f"{tag}__scale"),
+        helper.make_node("Reshape", [bias, f"{tag}__channel_shape"], [f"{tag}__bias"], name=f"{tag}__bias"),
+    ]
+    layer = None
+    if training:
+        axes = [0, *range(2, rank)]
+        mean, var = f"{tag}__mean", f"{tag}__var"
+        nodes += _reduce_mean(x, mean, axes, opset, f"{tag}__reduce_mean")
+        nodes += [
+            helper.make_node("Sub", [x, mean], [f"{tag}__centered"], name=f"{tag}__centered"),
+            helper.make_node("Mul", [f"{tag}__centered"] * 2, [f"{tag}__squares"], name=f"{tag}__squares"),
+        ]
+        nodes += _reduce_mean(f"{tag}__squares", var, axes, opset, f"{tag}__reduce_var")
+        layer = BatchNormLayer(
+            running_mean, running_var, 1.0 - float(_attribute(node, "momentum", 0.9)),
+            f"{tag}__batch_mean", f"{tag}__batch_var",
+        )
+        nodes += _batch_statistics(x, scale, mean, var, layer, tag)
+    else:
+        mean, var = f"{tag}__running_mean", f"{tag}__running_var"
+        nodes += [
+            helper.make_node("Reshape", [running_mean, f"{tag}__channel_shape"], [mean], name=mean),
+            helper.make_node("Reshape", [running_var, f"{tag}__channel_shape"], [var], name=var),
+            helper.make_node("Sub", [x, mean], [f"{tag}__centered"], name=f"{tag}__centered"),
+        ]
+    nodes += [
+        helper.make_node("Add", [var, f"{tag}__epsilon"], [f"{tag}__var_eps"], name=f"{tag}__var_eps"),
+        helper.make_node("Sqrt", [f"{tag}__var_eps"], [f"{tag}__std"], name=f"{tag}__std"),
+        helper.make_node("Div", [f"{tag}__centered", f"{tag}__std"], [f"{tag}__normalized"], name=f"{tag}__normalized"),
+        helper.make_node("Mul", [f"{tag}__normalized", f"{tag}__scale"], [f"{tag}__scaled"], name=f"{tag}__scaled"),
+        helper.make_node("Add", [f"{tag}__scaled", f"{tag}__bias"], [y], name=f"{tag}__output"),
+    ]
+    return nodes, layer
+
+
+def _batch_statistics(x, scale, mean, var, layer, tag):
+    """Nodes returning the batch mean and the unbiased batch variance, one value per channel.
+
+    The count of values per channel is ``Size(x) / Size(scale)``, read at
+    run time (the last batch of an epoch is smaller).
+    """
+    return [
+        _constant(f"{tag}__flat", [-1], TensorProto.INT64),
+        _constant(f"{tag}__one", 1.0),
+        helper.make_node("Reshape", [mean, f"{tag}__flat"], [layer.mean_output], name=layer.mean_output),
+        helper.make_node("Size", [x], [f"{tag}__size"], name=f"{tag}__size"),
+        helper.make_node("Size", [scale], [f"{tag}__channels"], name=f"{tag}__channels"),
+        helper.make_node("Div", [f"{tag}__size", f"{tag}__channels"], [f"{tag}__count_int"], name=f"{tag}__count_int"),
+        helper.make_node("Cast", [f"{tag}__count_int"], [f"{tag}__count"], name=f"{tag}__count", to=TensorProto.FLOAT),
+        helper.make_node("Sub", [f"{tag}__count", f"{tag}__one"], [f"{tag}__count_1"], name=f"{tag}__count_1"),
+        helper.make_node("Div", [f"{tag}__count", f"{tag}__count_1"], [f"{tag}__bessel"], name=f"{tag}__bessel"),
+        helper.make_node("Reshape", [var, f"{tag}__flat"], [f"{tag}__var_flat"], name=f"{tag}__var_flat"),
+        helper.make_node("Mul", [f"{tag}__var_flat", f"{tag}__bessel"], [layer.var_output], name=layer.var_output),
+    ]
+
+
+def decompose_batch_norm(model):
+    """Return a copy of ``model`` whose ``BatchNormalization`` nodes train as in torch, and their statistics.
+
+    Each node in training mode becomes the batch normalization of torch's
+    training mode, written with primitives, and returns its batch mean and
+    unbiased variance (values named in :attr:`RunningStatistics.output_names`,
+    not graph outputs). Its running statistics, which it no longer reads,
+    stay initializers of the graph (a checkpoint of the whole-training API
+    carries them) and start the returned :class:`RunningStatistics`. A node
+    in inference mode becomes the same affine map of its running statistics.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        Left unchanged.
+
+    Returns
+    -------
+    model : onnx.ModelProto
+        The copy (the same object when the model has no ``BatchNormalization``).
+    statistics : RunningStatistics
+        Empty when no node is in training mode.
+
+    Raises
+    ------
+    ValueError
+        When the rank of a node's input cannot be inferred.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from helpers.core.torch_export import export_for_training
+    >>> net = torch.nn.Sequential(torch.nn.Conv1d(2, 3, 1), torch.nn.BatchNorm1d(3))
+    >>> model, statistics = decompose_batch_norm(export_for_training(net, torch.zeros(4, 2, 5)))
+    >>> "BatchNormalization" in {n.op_type for n in model.graph.node}, statistics.names
+    (False, ['1.running_mean', '1.running_var'])
+    >>> statistics.values["1.running_var"].tolist()
+    [1.0, 1.0, 1.0]
+    """
+    if not any(n.op_type == "BatchNormalization" and n.domain in ("", "ai.onnx") for n in model.graph.node):
+        return model, RunningStatistics([], {})
+    shapes = value_shapes(model)
+    opset = main_opset(model)
+    nodes, layers = [], []
+    for index, node in enumerate(model.graph.node):
+        if node.op_type != "BatchNormalization" or node.domain not in ("", "ai.onnx"):
+            nodes.append(node)
+            continue
+        rank = len(shapes[node.input[0]]) if shapes.get(node.input[0]) is not None else None
+        if rank is None:
+            raise ValueError(
+                f"The rank of the input of BatchNormalization {node.name!r} cannot be inferred: "
+                "give the model's inputs a shape (torch exports do)."
+            )
+        decomposed, layer = _decompose(node, rank, opset, index)
+        nodes.extend(decomposed)
+        if layer is not None:
+            layers.append(layer)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    del copy.graph.node[:]
+    copy.graph.node.extend(nodes)
+    names = {name for layer in layers for name in (layer.running_mean, layer.running_var)}
+    initial = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer if i.name in names}
+    return copy, RunningStatistics(layers, initial)

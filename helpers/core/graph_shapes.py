@@ -1,0 +1,52 @@
+"""Element types and shapes of the values of a graph, as ONNX shape inference finds them.
+
+The graph rewrites need them: a ``Relu`` is rewritten only for float inputs,
+a ``BatchNormalization`` needs the rank of its input, an ``AveragePool`` the
+number of channels of its input.
+"""
+import onnx
+
+
+def _inferred_values(model):
+    try:
+        graph = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # noqa: BLE001 - models shape inference rejects keep what they declare
+        graph = model.graph
+    return [*graph.input, *graph.value_info, *graph.output]
+
+
+def value_types(model):
+    """Element type (``TensorProto`` enum) of every typed value of the main graph.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> value_types(mlp_onnx(3, hidden=(4,)))["hidden0"] == onnx.TensorProto.FLOAT
+    True
+    """
+    types = {v.name: v.type.tensor_type.elem_type for v in _inferred_values(model)}
+    types.update({i.name: i.data_type for i in model.graph.initializer})
+    return types
+
+
+def value_shapes(model):
+    """The dimensions of every value of the main graph: ints where fixed, None where not.
+
+    A value whose rank is unknown maps to None.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> value_shapes(mlp_onnx(3, hidden=(4,)))["hidden0"]
+    [None, 4]
+    """
+    shapes = {}
+    for value in _inferred_values(model):
+        tensor = value.type.tensor_type
+        shapes[value.name] = (
+            [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+            if tensor.HasField("shape")
+            else None
+        )
+    shapes.update({i.name: list(i.dims) for i in model.graph.initializer})
+    return shapes
