@@ -22,7 +22,8 @@ from .core.onnx_graph import get_train_initializer, onnx_rename_weights
 from .core.penalties import ElasticLearningPenalty, NoLearningPenalty
 from .core.runtime import RuntimeCompatibilityError, UntrainableModelError, check_onnx_compatible
 from .core.sessions import set_num_threads
-from .forward_backward.function import OrtGradientForwardBackward, OrtGradientForwardBackwardFunction
+from .forward_backward.function import OrtGradientForwardBackward
+from .forward_backward.passes import OrtGradientForwardBackwardFunction
 from .forward_backward.losses import (
     AbsoluteLearningLoss,
     CrossEntropyLearningLoss,

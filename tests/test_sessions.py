@@ -51,17 +51,3 @@ def test_make_session_takes_bytes_and_options(linear_onnx):
     session = make_session(linear_onnx.SerializeToString(), options=options)
     assert session.get_session_options().intra_op_num_threads == 1
     assert session.get_providers() == ["CPUExecutionProvider"]
-
-
-def test_the_former_runtime_module_still_sets_the_threads():
-    """The step-time scripts call helpers.runtime.set_num_threads: same function, with a warning."""
-    import importlib
-    import sys
-
-    from helpers.core import sessions
-
-    sys.modules.pop("helpers.runtime", None)
-    with pytest.warns(DeprecationWarning, match="helpers.core.sessions"):
-        former = importlib.import_module("helpers.runtime")
-    assert former.set_num_threads is sessions.set_num_threads
-    assert former.session_options is sessions.session_options

@@ -21,10 +21,12 @@
   each with one registry;
 * :mod:`~helpers.core.configurable`: repr, equality and copies of those
   pieces from their constructor parameters;
-* :mod:`~helpers.core.estimator`, :mod:`~helpers.core.parameters` and
+* :mod:`~helpers.core.estimator`, :mod:`~helpers.core.trained_model`,
+  :mod:`~helpers.core.parameters`, :mod:`~helpers.core.training_loop` and
   :mod:`~helpers.core.epoch_losses`: the scikit-learn estimator both
-  optimizers derive from, the parameters they share, and the losses of an
-  epoch read from the device;
+  optimizers derive from (its fit, and what a fitted one offers), the
+  parameters they share, what keeps a fit consistent when it stops early
+  (interrupts, divergence), and the losses of an epoch read from the device;
 * :mod:`~helpers.core.validation`, :mod:`~helpers.core.training_cache`:
   input checks, and the per-process cache of artifacts and gradient graphs.
 """

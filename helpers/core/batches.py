@@ -90,6 +90,8 @@ class Batches:
     >>> batches = Batches([np.arange(5, dtype=np.float32)], Device("cpu"))
     >>> [(b.start, b.end, b.arrays[0].tolist()) for b in batches.epoch([4, 3, 2, 1, 0], 2)]
     [(0, 2, [4.0, 3.0]), (2, 4, [2.0, 1.0]), (4, 5, [0.0])]
+    >>> [(b.start, b.end) for b in batches.epoch([4, 3, 2, 1, 0], 2, first_row=2)]
+    [(2, 4), (4, 5)]
     """
 
     def __init__(self, arrays, device, on_device=None):
@@ -116,7 +118,7 @@ class Batches:
             ]
         return self._batches[batch_size]
 
-    def epoch(self, order, batch_size):
+    def epoch(self, order, batch_size, first_row=0):
         """Yield the :class:`Batch` objects of one pass over the rows.
 
         Parameters
@@ -124,6 +126,9 @@ class Batches:
         order : numpy.ndarray of int
             A permutation of the rows.
         batch_size : int
+        first_row : int
+            Start at this row of ``order`` (an interrupted epoch resumes):
+            the rows before it are skipped.
 
         Yields
         ------
@@ -137,11 +142,16 @@ class Batches:
             order = np.asarray(order)
             for data, buffer in zip(self._data, self._buffers):
                 np.take(data, order, axis=0, out=buffer)
-            yield from batches
+            if first_row == 0:
+                yield from batches
+                return
+            for start in range(first_row, self.n_rows, batch_size):  # a resumed epoch: batches of its own
+                end = min(start + batch_size, self.n_rows)
+                yield Batch(start, end, [b[start:end] for b in self._buffers])
             return
         n = self.n_rows
         order = to_ortvalue(np.asarray(order, dtype=np.int64), self.device)
-        for start in range(0, n, batch_size):
+        for start in range(first_row, n, batch_size):
             end = min(start + batch_size, n)
             bounds = [np.array([start], dtype=np.int64), np.array([end], dtype=np.int64)]
             yield Batch(start, end, self._gather(order, *bounds, *self._data))

@@ -23,6 +23,7 @@ from .onnx_graph import get_train_initializer
 from .parameters import check_shared_parameters, check_warm_start, training_settings, validation_period
 from .runtime import check_model_inputs, check_model_ir_version, check_model_opset, check_onnx_compatible
 from .trained_model import PREDICTION_SESSIONS, TrainedModelMixin
+from .training_loop import EpochStart, check_finite_state, deferred_interrupt
 from .validation import InputSpec, check_features, check_sample_weight, check_targets
 
 
@@ -188,7 +189,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features) or (n_samples, *sample_shape)
+        X : array-like of shape (n_samples, n_features) or (n_samples,) + sample_shape
             Features; converted to float32, the type of the ONNX graph. A
             model whose input has another rank takes samples of that shape
             (images ``(n, C, H, W)``, sequences ``(n, C, L)``); a model
@@ -222,51 +223,93 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
             self._start_training(self._initial_weights())
             self._rng = check_random_state(self.random_state)
             self.train_losses_, self.validation_losses_, self.validation_epochs_ = [], [], []
-            self.n_iter_ = self.t_ = 0
+            self.n_iter_ = self.t_ = self.partial_epoch_rows_ = 0
+            self._partial_epoch = None
             self._settings = settings
         else:
             check_warm_start(self._settings, settings)
-            if getattr(self, "_runtime", None) is None:
-                # unpickled: rebuild the runtime from the saved weights
-                self._start_training(self._saved_weights)
-                self._restore_saved_state()
-        PREDICTION_SESSIONS.pop(self, None)
+            if getattr(self, "_runtime", None) is None:  # unpickled: rebuild the runtime from what the pickle kept
+                self._rebuild_runtime()
+        PREDICTION_SESSIONS.drop(self)
         self._set_input_attributes(X, names)
 
         period = validation_period(self.validation_every, self.max_iter)
-        n = X.shape[0]
         batches = Batches(self._batch_arrays(X, y, w, sample_weight is not None), self.device_)
         bar = tqdm(
             range(self.max_iter), disable=not self.verbose, desc=type(self).__name__, unit="epoch"
         )
-        for _ in bar:
-            last_good = self._runtime.get_weights(), self._runtime.statistics.get()
-            losses = EpochLosses(self._loss_value, self.n_iter_ + 1)
-            try:
-                for batch in batches.epoch(self._rng.permutation(n), self.batch_size):
-                    self.t_ += 1
-                    losses.add(self._train_step(batch, self.t_), batch.start, batch.end)
-                total = losses.total()
-            except TrainingDivergedError as error:
-                self._runtime.set_weights(last_good[0])  # never NaN weights in the estimator
-                self._runtime.statistics.set(last_good[1])
-                if self.on_divergence == "raise":
-                    raise
-                message = f"{error} Training stopped; the weights are those of the start of the epoch."
-                warnings.warn(message, RuntimeWarning, stacklevel=2)
-                break
-            self.n_iter_ += 1
-            self.train_losses_.append(total / n)
-            postfix = {"loss": f"{self.train_losses_[-1]:.4g}"}
-            if validation is not None and period and self.n_iter_ % period == 0:
-                self.validation_losses_.append(self._loss(*validation))
-                self.validation_epochs_.append(self.n_iter_)
-                postfix["val"] = f"{self.validation_losses_[-1]:.4g}"
-            if self.verbose:
-                bar.set_postfix(postfix)
-            self._end_epoch()
+        with deferred_interrupt() as interrupt:
+            for _ in bar:
+                total = self._run_epoch(batches, interrupt)
+                if total is None:  # diverged, on_divergence='stop'
+                    break
+                self.n_iter_ += 1
+                self.train_losses_.append(total / X.shape[0])
+                postfix = {"loss": f"{self.train_losses_[-1]:.4g}"}
+                if validation is not None and period and self.n_iter_ % period == 0:
+                    self.validation_losses_.append(self._loss(*validation))
+                    self.validation_epochs_.append(self.n_iter_)
+                    postfix["val"] = f"{self.validation_losses_[-1]:.4g}"
+                if self.verbose:
+                    bar.set_postfix(postfix)
+                self._end_epoch()
         self._fitted = True
         return self
+
+    def _epoch_order(self, n):
+        """The rows of the next epoch, the rows already trained and their loss (an interrupted epoch resumes)."""
+        partial, self._partial_epoch = getattr(self, "_partial_epoch", None), None
+        if partial is not None and len(partial[0]) == n:
+            return partial
+        if partial is not None:
+            warnings.warn(
+                f"The interrupted epoch ({partial[1]} of {len(partial[0])} rows) cannot resume on {n} rows: "
+                "a new epoch starts.", RuntimeWarning, stacklevel=3,
+            )
+        return self._rng.permutation(n), 0, 0.0
+
+    def _run_epoch(self, batches, interrupt):
+        """Train one epoch; return the sum of the batch losses times their rows, None if it diverged and stopped.
+
+        An interrupt takes effect between two steps: the estimator then keeps
+        the weights of the steps done and records how far the epoch went
+        (``partial_epoch_rows_``); a warm-started ``fit`` finishes it.
+        """
+        start = EpochStart(self)
+        order, trained, done = self._epoch_order(batches.n_rows)
+        losses = EpochLosses(self._loss_value, self.n_iter_ + 1)
+        try:
+            try:
+                for batch in batches.epoch(order, self.batch_size, trained):
+                    losses.add(self._train_step(batch, self.t_ + 1), batch.start, batch.end)
+                    self.t_ += 1
+                    trained = batch.end
+                    interrupt.check()
+            except TrainingDivergedError:
+                raise
+            except BaseException:  # interrupted: record exactly how far the epoch went, to finish it later
+                self._partial_epoch, self.partial_epoch_rows_ = (order, trained, done + losses.total()), trained
+                raise
+            total = done + losses.total()
+            check_finite_state(self._runtime.get_weights(), self._runtime.statistics.get(), self.n_iter_ + 1)
+        except TrainingDivergedError as error:
+            start.restore(self)  # never NaN weights in the estimator, counters that agree with them
+            self._after_divergence()
+            if self.on_divergence == "raise":
+                raise
+            message = f"{error} Training stopped; the weights are those of the start of the epoch."
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
+            return None
+        self.partial_epoch_rows_ = 0
+        return total
+
+    def _after_divergence(self):
+        """Called once the epoch start is restored: a subclass resets what it cannot restore."""
+
+    def _rebuild_runtime(self):
+        """The training session of an unpickled estimator, from the weights and state the pickle kept."""
+        self._start_training(self._saved_weights)
+        self._restore_saved_state()
 
     def _set_input_attributes(self, X, names):
         """``sample_shape_in_``; for rows of features, scikit-learn's ``n_features_in_`` and ``feature_names_in_``."""

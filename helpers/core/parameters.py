@@ -98,9 +98,14 @@ SHARED_ATTRIBUTES = """\
     validation_epochs_ : list of int
         Epochs (counted from 1) of the validation losses.
     n_iter_ : int
-        Number of epochs run.
+        Number of epochs run to their end.
     t_ : int
         Number of weight updates (minibatches) run.
+    partial_epoch_rows_ : int
+        Rows of an epoch interrupted by Ctrl-C (or an error) already
+        trained, 0 when the last epoch ran to its end. The weights are those
+        of the updates done (``t_`` counts them); a fit with
+        ``warm_start=True`` finishes that epoch first, on the same rows.
     weights_to_train_ : list of str
         The trained weights.
     learning_rate_ : LearningRateSchedule

@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 from functools import lru_cache
 
 import numpy as np
@@ -112,26 +113,61 @@ _REPLACEMENTS = {
 }
 
 
-def quiet_runtime_logs():
-    """Keep onnxruntime's info and warning lines out of the output.
+def _quiet_session_options():
+    """Session options that log errors only (for onnxblock's internal sessions)."""
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = ERROR_SEVERITY
+    return options
 
-    ``generate_artifacts`` and the training sessions print one line per graph
-    transformer otherwise.
+
+def quiet_runtime_logs():
+    """Keep onnxruntime's info and warning lines out of the output, without touching stderr.
+
+    The default logger (training sessions, the gradient builder of the
+    forward/backward API) is set to errors only. ``generate_artifacts``
+    builds its gradient graph with sessions whose options onnxblock makes
+    itself, with the default log level: one info line per graph transformer
+    on the process's stderr. onnxblock's graph utilities are given session
+    options that log errors only instead. Nothing redirects the process's
+    file descriptors: other threads' output, and errors, still reach stderr.
 
     Examples
     --------
     >>> quiet_runtime_logs()  # from now on, onnxruntime logs errors only
+    >>> from onnxruntime.training.onnxblock import _training_graph_utils
+    >>> _training_graph_utils.SessionOptions().log_severity_level == ERROR_SEVERITY
+    True
     """
+    from onnxruntime.training.onnxblock import _training_graph_utils  # noqa: PLC0415 (imports torch)
+
     onnxruntime.set_default_logger_severity(ERROR_SEVERITY)
+    _training_graph_utils.SessionOptions = _quiet_session_options
+
+
+#: One capture of the process's stderr at a time (see :func:`native_stderr_captured`).
+_CAPTURE_LOCK = threading.Lock()
+
+
+def _new_lock_in_child():
+    """A forked child gets a free lock, whatever a thread of its parent held."""
+    global _CAPTURE_LOCK
+    _CAPTURE_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 @contextlib.contextmanager
 def native_stderr_captured():
-    """Capture what C++ code writes on the process's stderr.
+    """Capture what C++ code writes on the process's stderr, in a notebook cell.
 
-    ``generate_artifacts`` logs every graph transformer it applies with a
-    logger of its own, which no severity setting reaches. Python's
-    ``sys.stderr`` is left alone.
+    The notebooks use it to show, or hide, what the runtime prints from C++
+    when it is called directly (``generate_artifacts`` before
+    :func:`quiet_runtime_logs`, an error the runtime also logs). It swaps
+    the process's file descriptor 2 for the duration of the block: anything
+    another thread writes meanwhile is captured too. The optimizers never
+    use it (:func:`quiet_runtime_logs` keeps their output quiet); one
+    capture runs at a time, and fd 2 is put back whatever happens.
 
     Yields
     ------
@@ -147,18 +183,20 @@ def native_stderr_captured():
     ['from C++\\n']
     """
     captured = []
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        os.dup2(sink.fileno(), 2)
+    with _CAPTURE_LOCK:
+        sys.stderr.flush()
+        saved = os.dup(2)
         try:
-            yield captured
+            with tempfile.TemporaryFile(mode="w+b") as sink:
+                os.dup2(sink.fileno(), 2)
+                try:
+                    yield captured
+                finally:
+                    os.dup2(saved, 2)
+                    sink.seek(0)
+                    captured.append(sink.read().decode(errors="replace"))
         finally:
-            os.dup2(saved, 2)
             os.close(saved)
-            sink.seek(0)
-            captured.append(sink.read().decode(errors="replace"))
-
 
 
 def _probe_model(ir_version, opset=13):

@@ -5,6 +5,8 @@
 session a fit left (``_runtime``) or, once unpickled, the arrays a pickle
 kept instead.
 """
+import os
+import threading
 import weakref
 
 import numpy as np
@@ -13,9 +15,52 @@ from .onnx_graph import replace_initializers
 from .sessions import make_session
 from .validation import check_features
 
-#: The prediction session of each fitted optimizer, made by the first ``predict``
-#: after the weights changed.
-PREDICTION_SESSIONS = weakref.WeakKeyDictionary()
+class PredictionSessions:
+    """The prediction session of each fitted optimizer, made by the first ``predict`` after the weights changed.
+
+    The sessions live beside the estimators, not in their ``__dict__``
+    (``predict`` changes nothing in the estimator), in a weak dictionary
+    guarded by a lock: estimators fitted and used in several threads at
+    once each get their own. A forked child starts without its parent's.
+
+    Examples
+    --------
+    >>> class Estimator:
+    ...     pass
+    >>> sessions, estimator = PredictionSessions(), Estimator()
+    >>> sessions.get(estimator, lambda: "session"), sessions.get(estimator, lambda: "another")
+    ('session', 'session')
+    >>> sessions.drop(estimator)
+    >>> sessions.get(estimator, lambda: "another")
+    'another'
+    """
+
+    def __init__(self):
+        self._reset()
+
+    def _reset(self):
+        self._sessions = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self, estimator, make):
+        """The session of ``estimator``, made by ``make()`` when it has none."""
+        with self._lock:
+            session = self._sessions.get(estimator)
+        if session is None:
+            session = make()
+            with self._lock:
+                self._sessions[estimator] = session
+        return session
+
+    def drop(self, estimator):
+        """Forget the session of ``estimator`` (its weights changed)."""
+        with self._lock:
+            self._sessions.pop(estimator, None)
+
+
+#: The prediction sessions of every fitted optimizer of the process.
+PREDICTION_SESSIONS = PredictionSessions()
+os.register_at_fork(after_in_child=PREDICTION_SESSIONS._reset)
 
 
 class TrainedModelMixin:
@@ -104,7 +149,7 @@ class TrainedModelMixin:
             self._saved_weights = new
         else:
             self._runtime.set_weights(new)
-        PREDICTION_SESSIONS.pop(self, None)
+        PREDICTION_SESSIONS.drop(self)
 
     def get_trained_onnx(self):
         """Return the prediction model with the trained weights.
@@ -125,7 +170,7 @@ class TrainedModelMixin:
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features) or (n_samples, *sample_shape)
+        X : array-like of shape (n_samples, n_features) or (n_samples,) + sample_shape
 
         Returns
         -------
@@ -135,11 +180,9 @@ class TrainedModelMixin:
         """
         self._check_is_fitted()
         X = check_features(X, self._input_spec)
-        # the session lives beside the estimator, not in its __dict__ (predict changes nothing in it)
-        if self not in PREDICTION_SESSIONS:
-            model = self.get_trained_onnx()
-            PREDICTION_SESSIONS[self] = make_session(model, n_threads=self.n_threads, label="predict")
-        sess = PREDICTION_SESSIONS[self]
+        sess = PREDICTION_SESSIONS.get(
+            self, lambda: make_session(self.get_trained_onnx(), n_threads=self.n_threads, label="predict")
+        )
         pred = sess.run([self._prediction_name()], {sess.get_inputs()[0].name: X})[0]
         if self._y_ndim == 1 and pred.ndim == 2 and pred.shape[1] == 1:
             pred = pred.ravel()
@@ -154,7 +197,7 @@ class TrainedModelMixin:
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features) or (n_samples, *sample_shape)
+        X : array-like of shape (n_samples, n_features) or (n_samples,) + sample_shape
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
         sample_weight : array-like of shape (n_samples,), optional
 

@@ -2,6 +2,8 @@
 
 * :mod:`~helpers.forward_backward.function`: the gradient graph and the
   ``TrainingAgent`` that runs it (:class:`helpers.OrtGradientForwardBackward`);
+* :mod:`~helpers.forward_backward.passes`: its forward and backward passes
+  (:class:`helpers.OrtGradientForwardBackwardFunction`);
 * :mod:`~helpers.forward_backward.losses`: losses with their gradients, as
   ONNX graphs;
 * :mod:`~helpers.forward_backward.session`: the function, weights and

@@ -1,7 +1,7 @@
 """The forward/backward function as a ``torch.autograd.Function``: onnxruntime inside torch's autograd.
 
 :class:`OrtAutogradFunction` runs the training forward of an
-:class:`~helpers.forward_backward.function.OrtGradientForwardBackwardFunction`
+:class:`~helpers.forward_backward.passes.OrtGradientForwardBackwardFunction`
 on torch tensors and keeps its state in autograd's context; autograd's
 backward hands the output gradients back, and onnxruntime's backward pass
 returns the gradients of the weights (and of the inputs that require one).
@@ -132,7 +132,7 @@ class OrtAutogradFunction(torch.autograd.Function):
     """onnxruntime's forward and backward passes as one node of torch's autograd graph.
 
     ``OrtAutogradFunction.apply(fn, n_inputs, *inputs, *weights)`` with
-    ``fn`` an :class:`~helpers.forward_backward.function.OrtGradientForwardBackwardFunction`
+    ``fn`` an :class:`~helpers.forward_backward.passes.OrtGradientForwardBackwardFunction`
     whose parent was built with ``input_names_require_grad`` naming the
     inputs that require a gradient. It returns the outputs as a tuple of
     tensors, followed, for a model with batch normalization, by the batch

@@ -6,6 +6,8 @@
   ONNX weights of the same network;
 * :mod:`~helpers.teaching.comparison`: several seeds of two trainers, side
   by side;
+* :mod:`~helpers.teaching.torch_reference`: the torch training an optimizer
+  is compared with (the same batches, the same update);
 * :mod:`~helpers.teaching.plotting`, :mod:`~helpers.teaching.panels` and
   :mod:`~helpers.teaching.kernel_plots`:
   the figures of the notebooks;

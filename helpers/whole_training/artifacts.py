@@ -14,6 +14,7 @@ import contextlib
 import io
 import logging
 import os
+import threading
 from collections import namedtuple
 
 import numpy as np
@@ -24,11 +25,21 @@ from onnxruntime.training import artifacts as ort_artifacts
 from onnxruntime.training import onnxblock
 from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
-from ..core.inference_mode import inference_graph
-from ..core.onnx_graph import initializers_to_inputs
-from ..core.runtime import native_stderr_captured, quiet_runtime_logs
+from ..core.runtime import quiet_runtime_logs
 from ..core.sessions import session_options
-from ..core.training_graph import training_graph
+
+#: onnxblock builds one model at a time: it keeps it in a global (``onnxblock.base``),
+#: and two builds at once fail ("Base onnx model already exists").
+_ONNXBLOCK_LOCK = threading.Lock()
+
+
+def _new_lock_in_child():
+    """A forked child gets a free lock, whatever a thread of its parent held."""
+    global _ONNXBLOCK_LOCK
+    _ONNXBLOCK_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
 
 #: What :func:`load_training_artifacts` returns.
 TrainingArtifacts = namedtuple("TrainingArtifacts", ["state", "module", "optimizer"])
@@ -261,7 +272,7 @@ def generate_training_artifacts(onx_loss, weights_to_train, directory, solver="s
         onnxblock.optim.AdamW(**adamw) if solver == "adamw" else ort_artifacts.OptimType.SGD
     )
     quiet_runtime_logs()
-    with native_stderr_captured():
+    with _ONNXBLOCK_LOCK:  # onnxblock keeps the model being built in a global: one build at a time
         ort_artifacts.generate_artifacts(
             onx_loss,
             requires_grad=list(weights_to_train),
@@ -290,104 +301,6 @@ def _use_torch_adamw(path):
                 if attribute.name == "adam_mode":
                     attribute.i = 0
     onnx.save(model, path)
-
-
-def loss_training_graph(onx_loss, fast_gradients=True):
-    """The training graph of a model from :func:`helpers.add_loss_output`.
-
-    The inputs that are not initializers (features, label, sample weights)
-    hold one row per sample: their first dimension is named as the batch
-    (see :func:`helpers.core.training_graph.training_graph`).
-
-    Examples
-    --------
-    >>> from helpers import add_loss_output
-    >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> graph = loss_training_graph(add_loss_output(mlp_onnx(3, hidden=(4,))))
-    >>> graph.model.graph.input[0].type.tensor_type.shape.dim[0].dim_param, bool(graph.statistics)
-    ('batch', False)
-    """
-    initializers = {i.name for i in onx_loss.graph.initializer}
-    per_row = [i.name for i in onx_loss.graph.input if i.name not in initializers]
-    return training_graph(onx_loss, per_row, fast_gradients)
-
-
-def write_training_artifacts(graph, names, folder, solver, adamw):
-    """Write the artifacts of a training graph into ``folder``.
-
-    Parameters
-    ----------
-    graph : helpers.core.training_graph.TrainingGraph
-        From :func:`loss_training_graph`: the training model returns its
-        batch statistics after the loss.
-    names : list of str
-        The weights to train.
-    folder : str
-        Existing folder that receives the artifacts.
-    solver : str
-        ``'adamw'`` or ``'sgd'``, as in :func:`generate_training_artifacts`.
-    adamw : dict
-        ``betas``, ``eps``, ``weight_decay`` of the AdamW optimizer model.
-
-    Examples
-    --------
-    >>> import os, tempfile, onnx
-    >>> from helpers import add_loss_output
-    >>> from helpers.core.gradient_rewrites import count_rewrites
-    >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> graph = loss_training_graph(add_loss_output(mlp_onnx(3, hidden=(4,))))
-    >>> with tempfile.TemporaryDirectory() as folder:
-    ...     write_training_artifacts(graph, ["coefficient1", "intercept1"], folder, "sgd", {})
-    ...     training_model = onnx.load(os.path.join(folder, "training_model.onnx"))
-    >>> count_rewrites(training_model), training_model.graph.input[0].type.tensor_type.shape.dim[0].dim_param
-    (1, 'batch')
-    """
-    generate_training_artifacts(
-        graph.model, names, folder, solver, additional_output_names=graph.statistics.output_names, **adamw
-    )
-
-
-def write_eval_model(folder, onx_loss):
-    """Replace the evaluation model of ``folder`` by the loss model as it runs for inference.
-
-    ``generate_artifacts`` derives the evaluation model from the training
-    graph it is given, rewritten for training
-    (:mod:`helpers.core.training_graph`): batch normalization with the
-    batch's statistics, ``Relu`` as a mask. The evaluation model written
-    instead is ``onx_loss`` in inference mode
-    (:func:`helpers.core.inference_mode.inference_graph`), its parameters fed
-    from the checkpoint, as ``generate_artifacts`` feeds them.
-
-    Parameters
-    ----------
-    folder : str
-        A folder :func:`write_training_artifacts` wrote into.
-    onx_loss : onnx.ModelProto
-        The model the artifacts were written from, before any rewrite.
-
-    Examples
-    --------
-    >>> import os, tempfile, onnx
-    >>> from helpers import add_loss_output
-    >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)))
-    >>> with tempfile.TemporaryDirectory() as folder:
-    ...     write_training_artifacts(loss_training_graph(onx_loss), ["intercept1"], folder, "sgd", {})
-    ...     write_eval_model(folder, onx_loss)
-    ...     evaluation = onnx.load(os.path.join(folder, "eval_model.onnx"))
-    >>> "Relu" in [n.op_type for n in evaluation.graph.node], [i.name for i in evaluation.graph.input][:2]
-    (True, ['X', 'label'])
-    """
-    path = os.path.join(folder, "eval_model.onnx")
-    generated = [i.name for i in onnx.load(path).graph.input]
-    initializers = {i.name for i in onx_loss.graph.initializer}
-    evaluation = initializers_to_inputs(inference_graph(onx_loss), [n for n in generated if n in initializers])
-    if [i.name for i in evaluation.graph.input] != generated:
-        raise RuntimeError(
-            f"generate_artifacts wrote an evaluation model with inputs {generated}; the inference "
-            f"model has {[i.name for i in evaluation.graph.input]}."
-        )
-    onnx.save(evaluation, path)
 
 
 #: The logger of onnxruntime's ORT-format converter, which logs at INFO level.

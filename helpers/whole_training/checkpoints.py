@@ -1,14 +1,28 @@
-"""The training state a checkpoint carries beside onnxruntime's own.
+"""The training state a checkpoint carries beside onnxruntime's own, and the checks before loading one.
 
-onnxruntime's checkpoint holds the weights and its optimizer's state (AdamW's
-moments). The rest of a training (epochs and updates done, losses, the
-buffers of an update rule run as a graph, the shuffling generator) goes into
-one of its string properties as JSON: loading a checkpoint unpickles
-nothing, so it cannot run code.
+onnxruntime's checkpoint holds the weights, the running statistics of batch
+normalization and its optimizer's state (AdamW's moments). The rest of a
+training (epochs and updates done, losses, the buffers of an update rule
+run as a graph, the shuffling generator) goes into one of its string
+properties as JSON: loading a checkpoint unpickles nothing, so it cannot
+run code.
+
+A SHA-256 checksum of the whole checkpoint (parameters, optimizer state,
+properties) follows it at the end of the file (:func:`append_checksum`);
+onnxruntime reads the checkpoint and ignores it. Before anything is loaded
+into an estimator, :func:`read_checkpoint`
+checks the file (it exists, onnxruntime can read it, it was written by
+:meth:`helpers.OrtGradientOptimizer.save_checkpoint`, its content matches
+its checksum) and :func:`check_training_state` checks that it belongs to the
+estimator's model (the same weights with the same shapes, the same update
+rule): a damaged, foreign or missing checkpoint gives a
+:class:`CheckpointError` naming the file and the problem.
 """
 import base64
+import hashlib
 import io
 import json
+import os
 
 import numpy as np
 from onnxruntime.training.api import CheckpointState
@@ -16,8 +30,64 @@ from onnxruntime.training.api import CheckpointState
 #: The checkpoint property holding the training state.
 CHECKPOINT_KEY = "helpers.training_state"
 
+#: What precedes the checksum at the end of a checkpoint file (64 hexadecimal digits follow).
+CHECKSUM_MARK = b"\nhelpers-sha256:"
+
 #: The training attributes a checkpoint keeps, as they are.
 _COUNTERS = ("n_iter_", "t_", "train_losses_", "validation_losses_", "validation_epochs_")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded into this estimator: missing, damaged or foreign.
+
+    Examples
+    --------
+    >>> read_checkpoint("no/such/file.ckpt")
+    Traceback (most recent call last):
+    ...
+    helpers.whole_training.checkpoints.CheckpointError: no/such/file.ckpt: no such checkpoint file.
+    """
+
+
+def append_checksum(path):
+    """Append the SHA-256 of the file ``path`` to its end (:data:`CHECKSUM_MARK` and 64 hex digits).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile(delete=False) as f:
+    ...     _ = f.write(b"checkpoint")
+    >>> append_checksum(f.name)
+    >>> checksum_problem(f.name) is None, len(open(f.name, "rb").read())
+    (True, 90)
+    """
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    with open(path, "ab") as f:
+        f.write(CHECKSUM_MARK + digest.encode("ascii"))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def checksum_problem(path):
+    """What is wrong with the checksum at the end of ``path``, or None when the content matches it.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile(delete=False) as f:
+    ...     _ = f.write(b"checkpoint")
+    >>> checksum_problem(f.name)
+    'it has no checksum: it was not written by OrtGradientOptimizer.save_checkpoint, or it was cut short'
+    """
+    with open(path, "rb") as f:
+        content = f.read()
+    size = len(CHECKSUM_MARK) + 64
+    if len(content) < size or content[-size:-64] != CHECKSUM_MARK:
+        return "it has no checksum: it was not written by OrtGradientOptimizer.save_checkpoint, or it was cut short"
+    if hashlib.sha256(content[:-size]).hexdigest().encode("ascii") != content[-64:]:
+        return "its content does not match its checksum"
+    return None
 
 
 def encode_array(array):
@@ -73,17 +143,27 @@ def training_state(optimizer):
         rng=[name, keys.tolist(), pos, has_gauss, cached],
         update_state=[encode_array(v) for v in (updater.get_state() if updater else [])],
     )
+    partial = getattr(optimizer, "_partial_epoch", None)  # an interrupted epoch: its rows, how far it went
+    state["partial_epoch"] = None if partial is None else [encode_array(partial[0]), int(partial[1]), float(partial[2])]
     return json.dumps(state)
 
 
-def read_training_state(path):
-    """The training state saved in checkpoint ``path``, as a dict.
+def read_checkpoint(path):
+    """The training state and the parameter shapes of checkpoint ``path``, once the file is checked.
+
+    Returns
+    -------
+    state : dict
+        What :func:`training_state` saved.
+    shapes : dict
+        Parameter name to its shape, as saved.
 
     Raises
     ------
-    ValueError
-        When the checkpoint was not written by
-        :meth:`helpers.OrtGradientOptimizer.save_checkpoint`.
+    CheckpointError
+        When the file does not exist, its content does not match its
+        checksum (or it has none), onnxruntime cannot read it, or it was not
+        written by :meth:`helpers.OrtGradientOptimizer.save_checkpoint`.
 
     Examples
     --------
@@ -95,17 +175,43 @@ def read_training_state(path):
     >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     opt.save_checkpoint(os.path.join(folder, "ckpt"))
-    ...     read_training_state(os.path.join(folder, "ckpt"))["weights_to_train_"]
-    ['coefficient0', 'intercept0', 'coefficient1', 'intercept1']
+    ...     state, shapes = read_checkpoint(os.path.join(folder, "ckpt"))
+    >>> state["weights_to_train_"], shapes["coefficient0"]
+    (['coefficient0', 'intercept0', 'coefficient1', 'intercept1'], (2, 3))
     """
-    probe = CheckpointState.load_checkpoint(path)
-    if CHECKPOINT_KEY not in probe.properties:
-        raise ValueError(f"{path} was not written by OrtGradientOptimizer.save_checkpoint.")
-    return json.loads(probe.properties[CHECKPOINT_KEY])
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{path}: no such checkpoint file.")
+    problem = checksum_problem(path)
+    if problem is not None:
+        raise CheckpointError(f"{path} is damaged or foreign: {problem}.")
+    try:
+        probe = CheckpointState.load_checkpoint(path)
+        properties = {CHECKPOINT_KEY: probe.properties[CHECKPOINT_KEY]} if CHECKPOINT_KEY in probe.properties else {}
+        shapes = {name: tuple(p.data.shape) for name, p in probe.parameters}
+    except Exception as exc:  # the runtime raises its own types, or decoding errors, on a damaged file
+        raise CheckpointError(
+            f"{path} is damaged or not a checkpoint: onnxruntime cannot read it ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:120] if str(exc) else ''})."
+        ) from None
+    if CHECKPOINT_KEY not in properties:
+        raise CheckpointError(f"{path} was not written by OrtGradientOptimizer.save_checkpoint.")
+    try:
+        return json.loads(properties[CHECKPOINT_KEY]), shapes
+    except ValueError:
+        raise CheckpointError(f"{path} is damaged: its training state is not readable.") from None
 
 
-def check_training_state(optimizer, state):
-    """Raise a clear error when ``state`` was saved by a training with other weights or another rule.
+def check_training_state(optimizer, state, shapes, path):
+    """Raise a :class:`CheckpointError` when checkpoint ``path`` was saved by a training of another model or rule.
+
+    Parameters
+    ----------
+    optimizer : helpers.OrtGradientOptimizer
+        Prepared (its ``weights_to_train_`` and ``update_rule_`` known).
+    state, shapes : dict
+        What :func:`read_checkpoint` returned.
+    path : str
+        Named in the message.
 
     Examples
     --------
@@ -115,21 +221,30 @@ def check_training_state(optimizer, state):
     >>> X, y = np.ones((8, 2), dtype=np.float32), np.zeros(8, dtype=np.float32)
     >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
     >>> state = json.loads(training_state(opt))
-    >>> check_training_state(opt.set_params(solver="adamw")._prepare() or opt, state)
+    >>> shapes = {name: value.shape for name, value in opt.get_state().items()}
+    >>> check_training_state(opt, state, {**shapes, "coefficient0": (2, 6)}, "train.ckpt")
     Traceback (most recent call last):
     ...
-    ValueError: The checkpoint trained ['coefficient0', 'intercept0', 'coefficient1', 'intercept1'] with SGDRule(); this optimizer trains ['coefficient0', 'intercept0', 'coefficient1', 'intercept1'] with AdamWRule(betas=(0.9, 0.999), eps=1e-08, weight_decay=0.0): build it with the parameters of the saved training.
+    helpers.whole_training.checkpoints.CheckpointError: train.ckpt was saved from another model: it has weight 'coefficient0' of shape (2, 6), this model's is (2, 3). Load it into an optimizer built on the model it was saved from.
     """
     if state["weights_to_train_"] != optimizer.weights_to_train_ or state["update_rule"] != repr(optimizer.update_rule_):
-        raise ValueError(
-            f"The checkpoint trained {state['weights_to_train_']} with {state['update_rule']}; this "
+        raise CheckpointError(
+            f"{path} trained {state['weights_to_train_']} with {state['update_rule']}; this "
             f"optimizer trains {optimizer.weights_to_train_} with {optimizer.update_rule_!r}: build it "
             "with the parameters of the saved training."
         )
+    expected = {name: value.shape for name, value in optimizer._initial_weights().items()}
+    for name, shape in expected.items():
+        if name not in shapes or tuple(shapes[name]) != tuple(shape):
+            saved = f"has no weight {name!r}" if name not in shapes else f"has weight {name!r} of shape {tuple(shapes[name])}"
+            raise CheckpointError(
+                f"{path} was saved from another model: it {saved}, this model's is {tuple(shape)}. "
+                "Load it into an optimizer built on the model it was saved from."
+            )
 
 
 def restore_training_state(optimizer, state):
-    """Put ``state`` (from :func:`read_training_state`) back into an optimizer rebuilt from the checkpoint.
+    """Put ``state`` (from :func:`read_checkpoint`) back into an optimizer rebuilt from the checkpoint.
 
     Examples
     --------
@@ -152,3 +267,6 @@ def restore_training_state(optimizer, state):
     for key in _COUNTERS:
         setattr(optimizer, key, state[key])
     optimizer._y_ndim = state["y_ndim"]
+    partial = state.get("partial_epoch")
+    optimizer._partial_epoch = None if partial is None else (decode_array(partial[0]), partial[1], partial[2])
+    optimizer.partial_epoch_rows_ = 0 if partial is None else partial[1]

@@ -7,6 +7,10 @@ on-device training API instead (:class:`~helpers.whole_training.session.WholeTra
 model and a checkpoint, and ``Module``/``Optimizer``/``CheckpointState``
 run them.
 """
+import os
+import tempfile
+import warnings
+
 from ..core.estimator import BaseOrtOptimizer
 from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs
 from ..core.parameters import document_parameters, training_settings
@@ -14,7 +18,7 @@ from ..core.sessions import make_session
 from .checkpoints import (
     CHECKPOINT_KEY,
     check_training_state,
-    read_training_state,
+    read_checkpoint,
     restore_training_state,
     training_state,
 )
@@ -55,10 +59,15 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
 
     Notes
     -----
-    A pickled optimizer keeps its weights, its momentum buffers and its
-    shuffling state, so ``warm_start`` continues after unpickling; AdamW's
-    moment estimates live in onnxruntime's optimizer and restart from zero
-    (a checkpoint keeps them).
+    A pickled optimizer keeps its weights, its running statistics, its
+    update rule's state (momentum buffers; AdamW's moment estimates, which
+    live in onnxruntime's optimizer, travel as a checkpoint inside the
+    pickle) and its shuffling state, so ``warm_start`` continues after
+    unpickling exactly as the uninterrupted training. A checkpoint that
+    cannot be written during ``fit`` (a full disk) warns and keeps the
+    previous one; training goes on. A diverged epoch with
+    ``on_divergence='stop'`` puts back the weights of its start; AdamW's
+    moments, which onnxruntime cannot put back, restart from zero.
 
     Examples
     --------
@@ -180,7 +189,44 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
 
     def _end_epoch(self):
         if self.checkpoint_path and self.n_iter_ % self.checkpoint_every == 0:
-            self.save_checkpoint(self.checkpoint_path)
+            try:
+                self.save_checkpoint(self.checkpoint_path)
+            except OSError as error:  # a full disk, a folder gone: the training itself is fine
+                warnings.warn(
+                    f"Could not write the checkpoint {self.checkpoint_path} after epoch {self.n_iter_} ({error}). "
+                    "The previous checkpoint is kept and training goes on; the trained weights stay in this "
+                    "estimator: save_checkpoint to another file, or pickle it.",
+                    RuntimeWarning, stacklevel=5,
+                )
+
+    def _after_divergence(self):
+        if self._runtime.optimizer is not None and self.update_rule_.name == "adamw":
+            # onnxruntime's AdamW moments cannot be put back: restart them from the restored weights
+            weights, statistics = self._runtime.get_weights(), self._runtime.statistics.get()
+            self._start_training(weights)
+            self._runtime.statistics.set(statistics)
+
+    def _rebuild_runtime(self):
+        checkpoint = getattr(self, "_saved_checkpoint", None)
+        if checkpoint is None:
+            super()._rebuild_runtime()
+            return
+        with tempfile.TemporaryDirectory() as folder:  # AdamW's moments, kept by the pickle
+            path = os.path.join(folder, "checkpoint")
+            with open(path, "wb") as f:
+                f.write(checkpoint)
+            self._start_training(self._saved_weights, checkpoint=path)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        runtime = self.__dict__.get("_runtime")
+        if runtime is not None and runtime.optimizer is not None and self.update_rule_.name == "adamw":
+            with tempfile.TemporaryDirectory() as folder:
+                path = os.path.join(folder, "checkpoint")
+                runtime.save(path, {CHECKPOINT_KEY: training_state(self)})
+                with open(path, "rb") as f:
+                    state["_saved_checkpoint"] = f.read()
+        return state
 
     def save_checkpoint(self, path):
         """Save everything needed to continue training exactly, atomically.
@@ -208,6 +254,13 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         ``warm_start=True``, load, then ``fit`` runs ``max_iter`` more epochs
         exactly as the uninterrupted training would have.
 
+        The file is checked before anything is loaded (it exists, it is not
+        damaged: :mod:`helpers.whole_training.checkpoints`), and so is its
+        fit with this optimizer's model (the same weights, with the same
+        shapes, and update rule). A checkpoint that fails a check raises
+        :class:`~helpers.whole_training.checkpoints.CheckpointError`, which
+        names the file and the problem, and leaves the estimator as it was.
+
         Parameters
         ----------
         path : str
@@ -217,11 +270,17 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         -------
         self
         """
-        self._prepare()
-        state = read_training_state(path)
-        check_training_state(self, state)
-        self._start_training(self._initial_weights(), checkpoint=path)
-        restore_training_state(self, state)
+        before = dict(self.__dict__)
+        try:
+            self._prepare()
+            state, shapes = read_checkpoint(path)
+            check_training_state(self, state, shapes, path)
+            self._start_training(self._initial_weights(), checkpoint=path)
+            restore_training_state(self, state)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
         self._scorer = None
         self._settings, self._fitted = training_settings(self), True
         return self

@@ -13,7 +13,8 @@ from ..core.runtime import explain_untrainable
 from ..core.sessions import session_options
 from ..core.training_cache import cached_artifact_folder, content_key
 from ..core.update_rules import WeightUpdater
-from .artifacts import loss_training_graph, write_eval_model, write_training_artifacts
+from .fit_artifacts import loss_training_graph, write_eval_model, write_training_artifacts
+from .checkpoints import append_checksum
 
 #: The update rules run by onnxruntime's optimizer model; the others run as
 #: a :class:`~helpers.core.update_rules.WeightUpdater` graph.
@@ -85,20 +86,13 @@ class WholeTrainingSession:
                     onx_loss, names, solver, sorted(adamw.items()), fast_gradients,
                     onnx.__version__, onnxruntime.__version__,
                 )
-                folder = cached_artifact_folder(key, write)
+                with cached_artifact_folder(key, write) as folder:
+                    self._load(folder, checkpoint, rule, device, n_threads)
             else:
-                folder = artifact_dir
-                os.makedirs(folder, exist_ok=True)
-                write(folder)
-                write_eval_model(folder, onx_loss)
-            self.state = CheckpointState.load_checkpoint(checkpoint or os.path.join(folder, "checkpoint"))
-            self.module = Module(
-                os.path.join(folder, "training_model.onnx"),
-                self.state,
-                None,
-                device=str(device),
-                session_options=session_options(n_threads, "model"),
-            )
+                os.makedirs(artifact_dir, exist_ok=True)
+                write(artifact_dir)
+                write_eval_model(artifact_dir, onx_loss)
+                self._load(artifact_dir, checkpoint, rule, device, n_threads)
         except Exception as exc:  # the runtime raises its own types
             clear = explain_untrainable(onx_loss, exc)
             if clear is None:
@@ -111,8 +105,22 @@ class WholeTrainingSession:
         else:
             self.statistics.set({name: self.state.parameters[name].data for name in self.statistics.names})
         self.parameters = [self.state.parameters[name]._parameter for name in self.names]
-        self.optimizer = self.updater = self._buffers = None
-        self._learning_rate = None
+        self._buffers = self._learning_rate = None
+        if self.optimizer is None:
+            self.updater = WeightUpdater(rule, [w.shape for w in weights.values()], device)
+        self.module.train()
+
+    def _load(self, folder, checkpoint, rule, device, n_threads):
+        """Load the state, the training model and the optimizer model of ``folder`` (read at once, not later)."""
+        self.state = CheckpointState.load_checkpoint(checkpoint or os.path.join(folder, "checkpoint"))
+        self.module = Module(
+            os.path.join(folder, "training_model.onnx"),
+            self.state,
+            None,
+            device=str(device),
+            session_options=session_options(n_threads, "model"),
+        )
+        self.optimizer = self.updater = None
         if rule.name in RUNTIME_RULES:
             # one thread, as every elementwise graph of the project
             self.optimizer = C.Optimizer(
@@ -121,12 +129,15 @@ class WholeTrainingSession:
                 self.module._device,
                 session_options(1, "update"),
             )
-        else:
-            self.updater = WeightUpdater(rule, [w.shape for w in weights.values()], device)
-        self.module.train()
 
     def save(self, path, properties):
-        """Save weights, optimizer state and ``properties`` (str values), atomically."""
+        """Save weights, running statistics, optimizer state and ``properties`` (str values), atomically.
+
+        The file ends with its checksum
+        (:func:`helpers.whole_training.checkpoints.append_checksum`). It is
+        written beside ``path``, flushed to disk, then renamed: a failed
+        write (a full disk) leaves the previous checkpoint as it was.
+        """
         for key, value in properties.items():
             self.state.properties[key] = value
         for name, value in self.statistics.values.items():  # frozen parameters of the checkpoint
@@ -137,6 +148,7 @@ class WholeTrainingSession:
         os.close(fd)
         try:
             CheckpointState.save_checkpoint(self.state, tmp, include_optimizer_state=True)
+            append_checksum(tmp)
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):

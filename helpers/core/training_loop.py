@@ -1,0 +1,128 @@
+"""What keeps a training consistent when it stops early: interrupts, divergence, the end of an epoch.
+
+* :class:`deferred_interrupt`: Ctrl-C (or a Jupyter kernel interrupt) during
+  a fit takes effect between two training steps, never inside one, so that
+  the estimator knows exactly which steps were done.
+* :class:`EpochStart`: what an epoch starts from (weights, running
+  statistics, the update rule's buffers, the update counter, the shuffling
+  generator), put back when the epoch diverges.
+* :func:`check_finite_state`: the weights after the last update of an
+  epoch, which no loss has seen yet, are checked too.
+"""
+import signal
+import threading
+
+import numpy as np
+
+from .epoch_losses import TrainingDivergedError
+
+
+class deferred_interrupt:  # noqa: N801 - used as a context manager, named like one
+    """Defer SIGINT to the next :meth:`check` while the block runs (main thread only).
+
+    Outside the main thread, or when another handler than Python's default
+    one is installed, nothing changes: signals only reach the main thread,
+    and someone else's handler is left alone.
+
+    Examples
+    --------
+    >>> import os, signal
+    >>> with deferred_interrupt() as interrupt:
+    ...     os.kill(os.getpid(), signal.SIGINT)   # arrives in the middle of a step
+    ...     pending = interrupt.requested          # the step goes on
+    ...     try:
+    ...         interrupt.check()                  # and stops here, between two steps
+    ...     except KeyboardInterrupt:
+    ...         stopped = True
+    >>> pending, stopped
+    (True, True)
+    """
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def _record(self, signum, frame):
+        self.requested = True
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous = signal.signal(signal.SIGINT, self._record)
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        if self.requested and exc[0] is None:
+            raise KeyboardInterrupt
+        return False
+
+    def check(self):
+        """Raise ``KeyboardInterrupt`` if one arrived since the block began."""
+        if self.requested:
+            self.requested = False
+            raise KeyboardInterrupt
+
+
+class EpochStart:
+    """The state an epoch starts from, to put back if it diverges.
+
+    Parameters
+    ----------
+    optimizer : helpers.core.estimator.BaseOrtOptimizer
+        During ``fit``: its training session (``_runtime``), ``t_`` and
+        ``_rng``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers import OrtGradientForwardBackwardOptimizer
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> X = np.ones((8, 3), dtype=np.float32)
+    >>> opt = OrtGradientForwardBackwardOptimizer(mlp_onnx(3, hidden=(4,)), max_iter=1, batch_size=4).fit(X, X[:, 0])
+    >>> start = EpochStart(opt)
+    >>> opt.t_ = 99
+    >>> start.restore(opt)
+    >>> opt.t_
+    2
+    """
+
+    def __init__(self, optimizer):
+        runtime = optimizer._runtime
+        self.weights = runtime.get_weights()
+        self.statistics = runtime.statistics.get()
+        self.update_state = runtime.updater.get_state() if runtime.updater is not None else None
+        self.t = optimizer.t_
+        self.rng = optimizer._rng.get_state()
+
+    def restore(self, optimizer):
+        """Put the weights, statistics, update buffers, counter and generator back."""
+        runtime = optimizer._runtime
+        runtime.set_weights(self.weights)
+        runtime.statistics.set(self.statistics)
+        if self.update_state is not None:
+            runtime.updater.set_state(self.update_state)
+        optimizer.t_ = self.t
+        optimizer._rng.set_state(self.rng)
+
+
+def check_finite_state(weights, statistics, epoch):
+    """Raise :class:`TrainingDivergedError` when a weight or a running statistic is not finite.
+
+    The loss of a step is computed before its update: the update of the
+    last step of an epoch (of a fit with one step, say) is seen by no loss.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_finite_state({"w": np.array([1.0, np.inf])}, {}, epoch=1)
+    Traceback (most recent call last):
+    ...
+    helpers.core.epoch_losses.TrainingDivergedError: The updates of epoch 1 left non-finite values in 'w': training diverged. Try a smaller learning rate, or scale the features (sklearn.preprocessing.StandardScaler).
+    """
+    for name, value in {**weights, **statistics}.items():
+        if not np.isfinite(value).all():
+            raise TrainingDivergedError(
+                f"The updates of epoch {epoch} left non-finite values in {name!r}: training diverged. "
+                "Try a smaller learning rate, or scale the features (sklearn.preprocessing.StandardScaler)."
+            )

@@ -1,0 +1,144 @@
+"""Faults a user runs into: a last update that diverges, Ctrl-C in a warm fit, damaged checkpoints, pickles."""
+import errno
+import os
+import pickle
+import signal
+
+import numpy as np
+import pytest
+
+from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, TrainingDivergedError, add_loss_output
+from helpers.teaching.model_factories import mlp_onnx
+from helpers.whole_training.checkpoints import CheckpointError
+
+APIS = ["whole", "forward_backward"]
+X = np.random.default_rng(0).standard_normal((40, 4)).astype(np.float32)
+Y = np.tanh(X[:, :2].sum(axis=1)).astype(np.float32)
+
+
+def _optimizer(api, hidden=5, **params):
+    settings = dict(max_iter=4, batch_size=8, learning_rate=0.05, solver="sgd", random_state=0, validation_every=0)
+    settings.update(params)
+    model = mlp_onnx(4, hidden=(hidden,))
+    if api == "whole":
+        return OrtGradientOptimizer(add_loss_output(model), **settings)
+    return OrtGradientForwardBackwardOptimizer(model, learning_rate_schedule="constant", **settings)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_the_last_update_of_a_fit_is_checked_for_divergence(api):
+    """One batch, one epoch: the update that makes the weights infinite is seen by no loss, yet it is caught."""
+    huge = X[:8] * 1e9  # a finite loss (about 1e18), then an update of about 1e25 * 1e18
+    with pytest.raises(TrainingDivergedError, match="left non-finite values"):
+        _optimizer(api, max_iter=1, batch_size=8, learning_rate=1e25).fit(huge, Y[:8])
+    opt = _optimizer(api, max_iter=1, batch_size=8, learning_rate=1e25, on_divergence="stop")
+    with pytest.warns(RuntimeWarning, match="weights are those of the start of the epoch"):
+        opt.fit(huge, Y[:8])
+    assert all(np.isfinite(w).all() for w in opt.get_state().values())
+    assert opt.t_ == 0 and opt.n_iter_ == 0  # the counters agree with the weights
+    assert np.isfinite(opt.predict(X[:3])).all()
+
+
+def _interrupt_at_step(monkeypatch, opt, step):
+    """Send SIGINT to this process during training step ``step`` (counted from the call)."""
+    count = {"steps": 0}
+    original = type(opt)._train_step
+
+    def train_step(self, batch, t):
+        count["steps"] += 1
+        if count["steps"] == step:
+            os.kill(os.getpid(), signal.SIGINT)  # arrives in the middle of the step
+        return original(self, batch, t)
+
+    monkeypatch.setattr(type(opt), "_train_step", train_step)
+
+
+@pytest.mark.parametrize("solver", ["sgd", "momentum", "adamw"])
+@pytest.mark.parametrize("api", APIS)
+def test_ctrl_c_in_a_warm_fit_records_how_far_it_went_and_resumes_exactly(api, solver, monkeypatch):
+    straight = _optimizer(api, solver=solver, max_iter=4).fit(X, Y)
+    opt = _optimizer(api, solver=solver, max_iter=2, warm_start=True).fit(X, Y)
+    _interrupt_at_step(monkeypatch, opt, step=3)  # epoch 3 of 5 batches: stops after its third step
+    with pytest.raises(KeyboardInterrupt):
+        opt.fit(X, Y)
+    monkeypatch.undo()
+    assert opt.n_iter_ == 2 and opt.partial_epoch_rows_ == 24 and opt.t_ == 2 * 5 + 3
+    assert len(opt.train_losses_) == 2
+    resumed = pickle.loads(pickle.dumps(opt))  # the record travels with the estimator
+    resumed.set_params(max_iter=2).fit(X, Y)  # finishes epoch 3, then epoch 4
+    assert resumed.n_iter_ == 4 and resumed.partial_epoch_rows_ == 0 and resumed.t_ == straight.t_
+    np.testing.assert_allclose(resumed.train_losses_, straight.train_losses_, rtol=1e-5)
+    for name, value in straight.get_state().items():
+        np.testing.assert_allclose(resumed.get_state()[name], value, rtol=1e-5, atol=1e-6)
+
+
+def test_ctrl_c_in_a_fresh_fit_leaves_it_unfitted(monkeypatch):
+    opt = _optimizer("whole")
+    _interrupt_at_step(monkeypatch, opt, step=2)
+    with pytest.raises(KeyboardInterrupt):
+        opt.fit(X, Y)
+    with pytest.raises(Exception, match="not fitted"):
+        opt.predict(X)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_unpickled_adamw_continues_as_the_uninterrupted_training(api):
+    straight = _optimizer(api, solver="adamw", max_iter=4).fit(X, Y)
+    half = _optimizer(api, solver="adamw", max_iter=2, warm_start=True).fit(X, Y)
+    resumed = pickle.loads(pickle.dumps(half)).fit(X, Y)
+    np.testing.assert_allclose(resumed.train_losses_, straight.train_losses_, rtol=1e-5)
+    for name, value in straight.get_state().items():
+        np.testing.assert_allclose(resumed.get_state()[name], value, rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture()
+def checkpoint(tmp_path):
+    path = str(tmp_path / "train.ckpt")
+    opt = _optimizer("whole", solver="adamw", max_iter=2, checkpoint_path=path).fit(X, Y)
+    return path, opt
+
+
+def test_a_damaged_checkpoint_is_named_and_leaves_the_estimator_alone(checkpoint, tmp_path):
+    """Any byte changed, in the weights, AdamW's moments or the training state, is refused by name."""
+    path, _ = checkpoint
+    content = open(path, "rb").read()
+    target = tmp_path / "damaged.ckpt"
+    for position in np.random.default_rng(0).choice(len(content), 60, replace=False):
+        damaged = bytearray(content)
+        damaged[position] ^= 0x5A
+        target.write_bytes(bytes(damaged))
+        opt = _optimizer("whole", solver="adamw", max_iter=1, warm_start=True)
+        with pytest.raises(CheckpointError, match=f"{target} is damaged or foreign"):
+            opt.load_checkpoint(str(target))
+        assert not hasattr(opt, "n_iter_")  # nothing half-loaded
+    target.write_bytes(content[: len(content) // 2])  # cut short
+    with pytest.raises(CheckpointError, match="it has no checksum"):
+        _optimizer("whole", solver="adamw", warm_start=True).load_checkpoint(str(target))
+
+
+def test_a_foreign_or_missing_checkpoint_is_refused_before_loading(checkpoint, tmp_path):
+    path, _ = checkpoint
+    wider = _optimizer("whole", hidden=8, solver="adamw", max_iter=1, warm_start=True)
+    with pytest.raises(CheckpointError, match=r"saved from another model: it has weight 'coefficient0' of shape \(4, 5\), this model's is \(4, 8\)"):
+        wider.load_checkpoint(path)
+    assert not hasattr(wider, "n_iter_")
+    with pytest.raises(CheckpointError, match="no such checkpoint file"):
+        wider.load_checkpoint(str(tmp_path / "missing.ckpt"))
+
+
+def test_a_checkpoint_that_cannot_be_written_keeps_the_previous_one_and_training_goes_on(tmp_path, monkeypatch):
+    from onnxruntime.training.api import CheckpointState
+
+    path = str(tmp_path / "train.ckpt")
+    opt = _optimizer("whole", max_iter=1, checkpoint_path=path, warm_start=True).fit(X, Y)
+    saved = open(path, "rb").read()
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(CheckpointState, "save_checkpoint", disk_full)
+    with pytest.warns(RuntimeWarning, match="Could not write the checkpoint .* No space left on device"):
+        opt.set_params(max_iter=2).fit(X, Y)
+    assert opt.n_iter_ == 3  # the epochs trained since are kept in the estimator
+    assert open(path, "rb").read() == saved
+    assert [name for name in os.listdir(tmp_path) if name != "train.ckpt"] == []  # no temporary file left
