@@ -15,6 +15,8 @@ from benchmarks.records import atomic_write_bytes, atomic_write_text
 
 #: Seconds between two looks at the stop flag while a run executes.
 POLL_S = 0.5
+#: Prefix of the temporary folder of a run: ``bench-<pid>_<random>``.
+RUN_FOLDER_PREFIX = "bench-"
 
 
 def _worker_info():
@@ -77,10 +79,15 @@ def run_notebook(notebook, source, parameters, kernel_name, stop=None, attempts=
     import papermill  # noqa: PLC0415  (slow to import, only where needed)
     from jupyter_client.manager import AsyncKernelManager  # noqa: PLC0415
 
+    from helpers.core.training_cache import remove_stale_folders  # noqa: PLC0415
+
     is_stopped = _stop_check(stop)
     outcome = {"record": None, "notebook": None, "error": None, "stopped": False, "worker": _worker_info()}
-    # a short path: the kernel's sockets are files in it (at most 107 characters)
-    folder = tempfile.mkdtemp(prefix="bench-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    # a short path: the kernel's sockets are files in it (at most 107 characters); named with this
+    # process's id, so that the next run on this machine removes it if this process is killed
+    where = "/tmp" if os.path.isdir("/tmp") else None
+    remove_stale_folders(RUN_FOLDER_PREFIX, where)
+    folder = tempfile.mkdtemp(prefix=f"{RUN_FOLDER_PREFIX}{os.getpid()}_", dir=where)
     managers = []
 
     class RunKernelManager(AsyncKernelManager):

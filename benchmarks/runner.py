@@ -32,21 +32,20 @@ import argparse
 import concurrent.futures
 import contextlib
 import inspect
-import logging
 import os
 import shlex
-import signal
 import sys
 import threading
 import time
-import types
-import uuid
+import traceback
 import warnings
 
 from tqdm.auto import tqdm
 
 from .aggregate import summarize
+from .dask_engine import NoWorkerLeft, check_workers, dask_client, run_on_dask
 from .notebook_runs import is_complete, run_notebook, store
+from .scheduler_address import SchedulerAddressError, check_scheduler, parse_scheduler_address
 from .sweep_grid import expand, load_grid
 
 #: Where sweeps go unless told (relative to the current folder; git ignores it).
@@ -55,13 +54,8 @@ DEFAULT_RESULTS = os.path.join("results", "local")
 REFERENCE_RESULTS = os.path.join("results", "reference")
 #: Exit status of a sweep stopped by Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
-
-
-def _arguments(run, kernel_name):
-    """The arguments of :func:`~benchmarks.notebook_runs.run_notebook` for ``run``, the notebook read here."""
-    with open(run["notebook"], encoding="utf-8") as f:
-        source = f.read()
-    return os.path.basename(run["notebook"]), source, run["parameters"], kernel_name
+#: Exit status of a command line the sweep refuses (an unknown benchmark, a bad scheduler address).
+USAGE_ERROR = 2
 
 
 class Sweep:
@@ -87,6 +81,12 @@ class Sweep:
         if self._progress is not None:
             self._progress.close()
 
+    def arguments(self, run):
+        """The arguments of :func:`~benchmarks.notebook_runs.run_notebook` for ``run``, the notebook read here."""
+        with open(run["notebook"], encoding="utf-8") as f:
+            source = f.read()
+        return os.path.basename(run["notebook"]), source, run["parameters"], self.kernel_name
+
     def done(self, run, outcome=None, error=None):
         """Store a run's outcome (or its error) and count it."""
         if outcome is not None:
@@ -106,162 +106,20 @@ class Sweep:
         with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-run") as pool:
             self.progress  # noqa: B018  (draws the bar)
             for run in self.todo:
-                future = pool.submit(run_notebook, *_arguments(run, self.kernel_name), stop=stop)
+                future = pool.submit(run_notebook, *self.arguments(run), stop=stop)
                 try:
                     outcome = future.result()
                 except KeyboardInterrupt:
                     stop.set()  # the run kills its kernel and returns
                     with contextlib.suppress(Exception, KeyboardInterrupt):
-                        self._keep_if_complete(run, future.result(timeout=30))
+                        self.keep_if_complete(run, future.result(timeout=30))
                     raise
                 self.done(run, outcome)
 
-    def _keep_if_complete(self, run, outcome):
+    def keep_if_complete(self, run, outcome):
+        """Store the outcome of a run that completed while the sweep was stopping."""
         if outcome.get("error") is None and not outcome.get("stopped"):
             self.done(run, outcome)
-
-    def dask(self, client):
-        """Every run as a task of ``client``'s cluster; results come back through dask."""
-        from distributed import Event, as_completed  # noqa: PLC0415
-
-        stop_name = f"benchmarks-stop-{uuid.uuid4().hex}"
-        stop = Event(stop_name, client=client)
-        futures = {}
-        task = _by_value(run_notebook)
-        try:
-            for run in self.todo:
-                future = client.submit(
-                    task, *_arguments(run, self.kernel_name), stop=stop_name,
-                    key=f"{run['id']}-{uuid.uuid4().hex[:8]}", pure=False,
-                )
-                futures[future] = run
-            self.progress  # noqa: B018  (draws the bar)
-            for future in as_completed(futures):
-                self._collect(future, futures[future])
-        except KeyboardInterrupt:
-            self._stop_dask(client, stop, futures)
-            raise
-
-    def _stop_dask(self, client, stop, futures):
-        """Cancel the runs not started; let those under way kill their kernels; keep what completed."""
-        from distributed import wait  # noqa: PLC0415
-
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)  # cancelled tasks are no news
-        left = [f for f in futures if not f.done()]
-        with contextlib.suppress(Exception, KeyboardInterrupt):
-            stop.set()
-            running = {key for keys in client.processing().values() for key in keys}
-            client.cancel([f for f in left if f.key not in running])
-            # the runs under way see the flag within a second, kill their kernels and return
-            started = [f for f in left if f.key in running]
-            with contextlib.suppress(Exception):
-                wait(started, timeout=15)
-            for future in started:
-                if future.status == "finished":
-                    self._keep_if_complete(futures[future], future.result())
-        with contextlib.suppress(Exception, KeyboardInterrupt):
-            client.cancel(left)
-
-    def _collect(self, future, run):
-        try:
-            outcome = future.result()
-        except Exception as exc:  # noqa: BLE001  (KilledWorker: its worker was lost, too often)
-            last_line = (str(exc).strip().splitlines() or [""])[-1]
-            self.done(run, error=f"{type(exc).__name__}: {last_line[:300]}")
-        else:
-            self.done(run, outcome)
-
-
-def _by_value(function):
-    """A copy of ``function`` that dask sends by value.
-
-    The scheduler unpickles the tasks it receives and the workers run them:
-    a function sent by reference (``benchmarks.runner.run_notebook``) would
-    need this checkout importable on every machine of the cluster. pickle
-    cannot find this copy by its name, so dask falls back to cloudpickle,
-    which sends its code (and that of the functions of its module it calls,
-    registered by value in :func:`_dask_client`): the machines need the project's environment
-    only (dask, papermill, helpers, the Jupyter kernel).
-    """
-    copy = types.FunctionType(
-        function.__code__, function.__globals__, function.__name__, function.__defaults__, function.__closure__,
-    )
-    copy.__kwdefaults__ = function.__kwdefaults__
-    copy.__doc__ = function.__doc__
-    copy.__module__ = function.__module__
-    copy.__qualname__ = f"{function.__qualname__}.<sent by value>"
-    return copy
-
-
-@contextlib.contextmanager
-def _sigint_ignored():
-    """Processes started inside ignore SIGINT: a Ctrl-C reaches the sweep, not its local workers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-@contextlib.contextmanager
-def _dask_client(jobs=None, scheduler=None):
-    """A client of a running cluster (``scheduler``) or of a new ``LocalCluster`` of ``jobs`` workers."""
-    import cloudpickle  # noqa: PLC0415
-    from distributed import Client, LocalCluster  # noqa: PLC0415
-
-    logger = logging.getLogger("distributed")
-    level = logger.level
-    module = sys.modules[run_notebook.__module__]
-    # the functions run_notebook calls travel by value with it (see _by_value)
-    cloudpickle.register_pickle_by_value(module)
-    with contextlib.ExitStack() as stack:
-        # callbacks run last in, first out: the level comes back once all is closed
-        stack.callback(logger.setLevel, level)
-        stack.callback(cloudpickle.unregister_pickle_by_value, module)
-        logger.setLevel(logging.WARNING)  # the cluster's start and connections are no news either
-        if scheduler:
-            client = Client(scheduler, timeout="30s")
-        else:
-            with _sigint_ignored():
-                cluster = LocalCluster(
-                    n_workers=jobs, threads_per_worker=1, processes=True,
-                    dashboard_address=":0", silence_logs=logging.ERROR,
-                )
-            stack.callback(_quiet_close, cluster)
-            client = Client(cluster)
-        stack.callback(_quiet_close, client)
-        # closing with runs cancelled logs warnings that are no news
-        stack.callback(logger.setLevel, logging.CRITICAL)
-        yield client
-
-
-def _quiet_close(closable):
-    with contextlib.suppress(Exception):
-        closable.close(timeout=20)
-
-
-def _check_workers(client):
-    """Warn about workers whose runs share a machine's cores; say how many workers there are."""
-    workers = client.scheduler_info().get("workers", {})
-    print(f"{len(workers)} dask worker(s) at {client.scheduler.address}.")
-    if not workers:
-        print("No worker yet: runs start when one joins (dask worker ADDRESS --nthreads 1).")
-    crowded = [address for address, info in workers.items() if info.get("nthreads", 1) > 1]
-    if crowded:
-        warnings.warn(
-            f"workers {crowded} run several tasks at once: their runs disturb each other's timings; "
-            "start workers with --nthreads 1.",
-            stacklevel=2,
-        )
-    hosts = [info.get("host") for info in workers.values()]
-    if len(hosts) != len(set(hosts)):
-        warnings.warn(
-            "several workers share a machine: their runs share its cores and disturb each other's timings.",
-            stacklevel=2,
-        )
 
 
 def _summarize(results, run_ids):
@@ -289,18 +147,25 @@ def parse_arguments(argv=None):
     )
     parser.add_argument(
         "--jobs", type=int, default=1,
-        help="runs at once on this machine, on a dask LocalCluster (default 1: one after the other, no dask)",
+        help="runs at once on this machine, on a dask LocalCluster (default 1: one after the other, no dask); "
+        "their timings are not comparable with runs made one at a time",
     )
     parser.add_argument(
         "--scheduler", metavar="ADDRESS",
-        help="send the runs to a running dask cluster, e.g. tcp://HOST:8786",
+        help="send the runs to a running dask cluster: the tcp://HOST:PORT `dask scheduler` prints (port 8786)",
+    )
+    parser.add_argument(
+        "--stop-without-workers", type=float, metavar="SECONDS",
+        help="with --scheduler: stop the sweep once no worker has been there for SECONDS "
+        "(default: say so after 30 s and wait for one)",
     )
     parser.add_argument("--force", action="store_true", help="run again the runs already complete")
-    parser.add_argument("--only", action="append", help="run only this benchmark (repeatable)")
+    parser.add_argument("--only", action="append", help="run only this benchmark of the grid (repeatable)")
     parser.add_argument("--kernel", default="ort-training", help="Jupyter kernel (default ort-training)")
     parser.add_argument(
         "--summary-only", action="store_true", help="only write the summary of the grid's existing records",
     )
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of a connection failure")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be 1 or more")
@@ -309,13 +174,87 @@ def parse_arguments(argv=None):
     return args
 
 
+def select_runs(runs, only, grid):
+    """The runs of the benchmarks named by ``--only``; an unknown name is refused with the valid ones.
+
+    Examples
+    --------
+    >>> runs = [{"benchmark": "torch"}, {"benchmark": "sklearn"}]
+    >>> select_runs(runs, ["sklearn"], "quick")
+    [{'benchmark': 'sklearn'}]
+    >>> select_runs(runs, ["sklern"], "quick")
+    Traceback (most recent call last):
+    ...
+    SystemExit: error: --only sklern: no such benchmark in grid quick. Its benchmarks: sklearn, torch.
+    """
+    if not only:
+        return runs
+    known = sorted({r["benchmark"] for r in runs})
+    unknown = [name for name in only if name not in known]
+    if unknown:
+        raise SystemExit(
+            f"error: --only {', '.join(unknown)}: no such benchmark in grid {grid}. "
+            f"Its benchmarks: {', '.join(known)}."
+        )
+    return [r for r in runs if r["benchmark"] in only]
+
+
+def _resume_command(argv):
+    """The command that resumes this sweep: this interpreter, these arguments."""
+    return shlex.join([sys.executable, "-m", "benchmarks", *argv])
+
+
+def _summary_or_keep(results, runs):
+    """Write the summary of ``runs``, unless none is complete and a summary is there: it stays."""
+    summary = os.path.join(results, "summary.md")
+    if os.path.exists(summary) and not any(is_complete(results, r) for r in runs):
+        print(f"No run of this grid is complete in {results}: its summary is left as it was.")
+        return []
+    return _summarize(results, [r["id"] for r in runs])
+
+
+def _connect(args):
+    """A dask client, or None with a message when the scheduler cannot be reached (the traceback with --debug)."""
+    try:
+        address = parse_scheduler_address(args.scheduler) if args.scheduler else None
+        if address:
+            check_scheduler(address)
+        return dask_client(jobs=args.jobs, scheduler=address)
+    except SchedulerAddressError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return None
+
+
+def _run(sweep, args):
+    """Run the sweep's runs with the engine the command line chose; False when the cluster is unreachable."""
+    if not sweep.todo:
+        return True
+    if not (args.scheduler or args.jobs > 1):
+        sweep.sequential()
+        return True
+    args.jobs = min(args.jobs, len(sweep.todo))
+    client_context = _connect(args)
+    if client_context is None:
+        return False
+    try:
+        with client_context as client:
+            if args.scheduler:
+                check_workers(client)
+            run_on_dask(sweep, client, args.stop_without_workers)
+    except (OSError, TimeoutError) as error:  # the scheduler went away, or never answered dask's handshake
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: the dask scheduler at {args.scheduler} stopped answering ({type(error).__name__}: "
+              f"{str(error).splitlines()[0][:150] if str(error) else ''}).", file=sys.stderr)
+        return False
+    return True
+
+
 def main(argv=None):
     """Run a sweep; see ``python -m benchmarks --help``. Returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_arguments(argv)
-    runs = expand(load_grid(args.grid))
-    if args.only:
-        runs = [r for r in runs if r["benchmark"] in args.only]
+    runs = select_runs(expand(load_grid(args.grid)), args.only, args.grid)
     sweep = None
     try:
         if not args.summary_only:
@@ -325,20 +264,15 @@ def main(argv=None):
             if args.jobs > 1:
                 warnings.warn(
                     f"--jobs {args.jobs}: parallel runs share the cores and disturb each other's "
-                    "timings; use it for smoke tests, not for figures you will quote.",
+                    "timings: they are not comparable with runs made one at a time (the summary says so). "
+                    "Use it for smoke tests, not for figures you will quote.",
                     stacklevel=1,
                 )
             sweep = Sweep(todo, args.results, args.kernel)
             started = time.perf_counter()
-            if not todo:
-                pass
-            elif args.scheduler or args.jobs > 1:
-                with _dask_client(jobs=min(args.jobs, len(todo)), scheduler=args.scheduler) as client:
-                    if args.scheduler:
-                        _check_workers(client)
-                    sweep.dask(client)
-            else:
-                sweep.sequential()
+            if not _run(sweep, args):
+                sweep.close()
+                return USAGE_ERROR
             sweep.close()
             if todo:
                 print(f"{len(sweep.complete)} runs complete in {time.perf_counter() - started:.0f} s.")
@@ -346,20 +280,21 @@ def main(argv=None):
                 print(f"{len(sweep.failures)} runs failed; their notebooks are "
                       f"{os.path.join(args.results, 'runs', '<run id>', 'notebook.failed.ipynb')}; "
                       "the next sweep runs them again.")
-        paths = _summarize(args.results, [r["id"] for r in runs])
-    except KeyboardInterrupt:
+        paths = _summary_or_keep(args.results, runs)
+    except (KeyboardInterrupt, NoWorkerLeft) as stopped:
         if sweep is not None:
             sweep.close()
         complete = len(sweep.complete) if sweep else 0
         left = len(sweep.todo) - complete - len(sweep.failures) if sweep else 0
+        why = "Interrupted" if isinstance(stopped, KeyboardInterrupt) else f"Stopped: {stopped}"
         print(
-            f"\nInterrupted: {complete} runs of this sweep complete, their records kept in "
+            f"\n{why}: {complete} runs of this sweep complete, their records kept in "
             f"{os.path.join(args.results, 'records')}; {left} not run.\n"
             "Resume with the same command (complete runs are skipped):\n"
-            f"  {shlex.join(['python', '-m', 'benchmarks', *argv])}",
+            f"  {_resume_command(argv)}",
             flush=True,
         )
-        return INTERRUPTED
+        return INTERRUPTED if isinstance(stopped, KeyboardInterrupt) else 1
     for path in paths:
         print("wrote", path)
     return 1 if sweep is not None and sweep.failures else 0

@@ -157,5 +157,5 @@ def test_folders_of_killed_processes_are_removed_at_the_next_start(tmp_path, mon
     mine.mkdir()
     other = tmp_path / "something_else"
     other.mkdir()
-    assert training_cache.remove_stale_roots(str(tmp_path)) == [str(stale)]
+    assert training_cache.remove_stale_folders(directory=str(tmp_path)) == [str(stale)]
     assert not stale.exists() and mine.exists() and other.exists()

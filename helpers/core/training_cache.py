@@ -217,8 +217,20 @@ def _alive(pid):
     return True
 
 
-def remove_stale_roots(directory=None):
-    """Remove the artifact folders of processes that ended without removing them.
+def remove_stale_folders(prefix=ROOT_PREFIX, directory=None):
+    """Remove the folders ``<prefix><pid>_...`` of processes that ended without removing them.
+
+    A process names its temporary folders with its id; a folder whose
+    process no longer runs (killed, or ended with ``os._exit``) is left
+    over, and the next process that makes such folders removes it.
+
+    Parameters
+    ----------
+    prefix : str
+        The folders' prefix: the artifact folders by default; the benchmark
+        runs use ``'bench-'``.
+    directory : str, optional
+        Where they are; the temporary folder by default.
 
     Returns
     -------
@@ -229,13 +241,13 @@ def remove_stale_roots(directory=None):
     --------
     >>> import os, tempfile
     >>> stale = tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}999999999_")  # no process has this id
-    >>> stale in remove_stale_roots(), os.path.exists(stale)
+    >>> stale in remove_stale_folders(), os.path.exists(stale)
     (True, False)
     """
     directory = directory or tempfile.gettempdir()
     removed = []
     for name in os.listdir(directory):
-        pid = name[len(ROOT_PREFIX):].split("_", 1)[0] if name.startswith(ROOT_PREFIX) else ""
+        pid = name[len(prefix):].split("_", 1)[0] if name.startswith(prefix) else ""
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             path = os.path.join(directory, name)
             shutil.rmtree(path, ignore_errors=True)
@@ -259,7 +271,7 @@ def artifact_root():
     True
     """
     if _ROOT["path"] is None or _ROOT["pid"] != os.getpid() or not os.path.isdir(_ROOT["path"]):
-        remove_stale_roots()
+        remove_stale_folders()
         pid = os.getpid()
         _ROOT["path"], _ROOT["pid"] = tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{pid}_"), pid
         atexit.register(_remove_root, _ROOT["path"], pid)
