@@ -198,12 +198,16 @@ def is_complete(results, run):
     return False
 
 
-def store(results, run, outcome):
+def store(results, run, outcome, concurrent=1):
     """Write what a run brought back; return None or its error.
 
     The notebook goes first and the record last, each atomically, so that a
-    record exists only beside its notebook.
+    record exists only beside its notebook. The record says whether the run
+    shared its machine's cores with others (``concurrent`` runs at once on
+    it, :func:`helpers.measure.conditions.sharing`).
     """
+    from helpers.measure.conditions import sharing  # noqa: PLC0415
+
     if outcome.get("stopped"):
         return "stopped"
     folder = os.path.join(results, "runs", run["id"])
@@ -217,6 +221,10 @@ def store(results, run, outcome):
         return outcome["error"]
     record = json.loads(outcome["record"])
     record["worker"] = outcome["worker"]
+    parameters = record.get("parameters", {})
+    threads = parameters.get("threads", parameters.get("n_threads", 1))
+    cores = outcome["worker"].get("machine", {}).get("usable_cores")
+    record["shared"] = sharing(concurrent, threads, cores)
     text = json.dumps(record, indent=1, default=float)
     atomic_write_bytes(os.path.join(folder, "notebook.ipynb"), outcome["notebook"])
     with contextlib.suppress(FileNotFoundError):

@@ -111,14 +111,20 @@ def write_record(path, notebook, parameters, rows, started=None):
     rows : list of dict
         One dict per measured configuration.
     started : float, optional
-        ``time.time()`` at the start of the run, to record its duration.
+        ``time.time()`` at the start of the run, to record its duration and
+        the conditions it ran under (:func:`helpers.measure.conditions.machine_conditions`:
+        the load on the machine, the processor time the kernel got; the
+        threads are the parameters' ``threads`` or ``n_threads``).
 
     Returns
     -------
     dict
         The record.
     """
+    from helpers.measure.conditions import RunClock, machine_conditions  # noqa: PLC0415
+
     now = time.time()
+    threads = parameters.get("threads", parameters.get("n_threads", 1))
     record = {
         "notebook": notebook,
         "parameters": parameters,
@@ -127,6 +133,7 @@ def write_record(path, notebook, parameters, rows, started=None):
         "machine": machine_info(),
         "finished": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(),
         "duration_s": None if started is None else now - started,
+        "conditions": None if started is None else machine_conditions(RunClock(started, 0.0), threads),
     }
     if path:
         atomic_write_text(path, json.dumps(record, indent=1, default=float))

@@ -61,10 +61,11 @@ USAGE_ERROR = 2
 class Sweep:
     """The runs of one sweep and what became of them."""
 
-    def __init__(self, todo, results, kernel_name):
+    def __init__(self, todo, results, kernel_name, concurrent=1):
         self.todo = todo
         self.results = results
         self.kernel_name = kernel_name
+        self.concurrent = concurrent  # runs at once on one machine: their records say they shared the cores
         self.complete = []
         self.failures = []
         self._progress = None
@@ -90,7 +91,7 @@ class Sweep:
     def done(self, run, outcome=None, error=None):
         """Store a run's outcome (or its error) and count it."""
         if outcome is not None:
-            error = store(self.results, run, outcome)
+            error = store(self.results, run, outcome, self.concurrent)
         if error == "stopped":
             return
         if error:
@@ -239,7 +240,10 @@ def _run(sweep, args):
     try:
         with client_context as client:
             if args.scheduler:
-                check_workers(client)
+                tasks_per_host = {}  # tasks a host runs at once: the threads of its workers
+                for info in check_workers(client).values():
+                    tasks_per_host[info.get("host")] = tasks_per_host.get(info.get("host"), 0) + info.get("nthreads", 1)
+                sweep.concurrent = max(tasks_per_host.values(), default=1)
             run_on_dask(sweep, client, args.stop_without_workers)
     except (OSError, TimeoutError) as error:  # the scheduler went away, or never answered dask's handshake
         if args.debug:
@@ -268,7 +272,7 @@ def main(argv=None):
                     "Use it for smoke tests, not for figures you will quote.",
                     stacklevel=1,
                 )
-            sweep = Sweep(todo, args.results, args.kernel)
+            sweep = Sweep(todo, args.results, args.kernel, concurrent=min(args.jobs, max(len(todo), 1)))
             started = time.perf_counter()
             if not _run(sweep, args):
                 sweep.close()

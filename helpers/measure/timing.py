@@ -198,7 +198,8 @@ def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.
     time of each, ``(t(e2) - t(e1)) / ((e2 - e1) * steps_per_epoch)`` is the
     cost of one step, free of what a fit pays once (building the graphs and
     sessions, generating artifacts); that fixed cost is ``t(e1)`` minus the
-    ``e1`` epochs' steps.
+    ``e1`` epochs' steps. Each round also gives its own estimate of the
+    step: their spread says how much the machine's noise moved the figure.
 
     Parameters
     ----------
@@ -219,18 +220,22 @@ def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.
     Returns
     -------
     dict
-        Name to ``{'step_s', 'fixed_s'}``; both NaN when the long fit was not
+        Name to ``step_s``, ``fixed_s``, ``steps_s`` (the estimate of each
+        round), ``spread`` (the largest estimate over the smallest; ``inf``
+        when a round gave none) and ``note``: ``''``, or why a figure is NaN.
+        A figure is never negative: the step is NaN when the long fit was not
         slower than the short one (the machine's noise was larger than the
-        extra epochs: time more epochs, or on a quieter machine), never a
-        negative time.
+        extra epochs: time more epochs, or on a quieter machine), the set-up
+        NaN when the estimate would be negative.
 
     Examples
     --------
     >>> now = [0.0]  # a fake clock, and a fit costing 2 s once plus 8 steps of 0.125 s per epoch
     >>> def fit(epochs):
     ...     now[0] += 2.0 + epochs * 8 * 0.125
-    >>> marginal_step_cost({"fake": fit}, steps_per_epoch=8, clock=lambda: now[0], pause_s=0)
-    {'fake': {'step_s': 0.125, 'fixed_s': 2.0}}
+    >>> cost = marginal_step_cost({"fake": fit}, steps_per_epoch=8, clock=lambda: now[0], pause_s=0)
+    >>> cost["fake"]["step_s"], cost["fake"]["fixed_s"], cost["fake"]["spread"], cost["fake"]["note"]
+    (0.125, 2.0, 1.0, '')
     """
     if not e2 > e1 >= 1:
         raise ValueError(f"Expected e2 > e1 >= 1, got e1={e1}, e2={e2}.")
@@ -246,15 +251,23 @@ def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.
                 start = clock()
                 fit(epochs)
                 times[name].append(clock() - start)
-    out = {}
-    for name in fits:
-        a, b = min(short[name]), min(long[name])
-        if b <= a:  # the machine's noise exceeded the extra epochs' work: no honest figure
-            out[name] = {"step_s": float("nan"), "fixed_s": float("nan")}
-            continue
-        step = (b - a) / ((e2 - e1) * steps_per_epoch)
-        out[name] = {"step_s": step, "fixed_s": a - e1 * steps_per_epoch * step}
-    return out
+    extra_steps = (e2 - e1) * steps_per_epoch
+    return {name: _step_estimate(short[name], long[name], e1 * steps_per_epoch, extra_steps) for name in fits}
+
+
+def _step_estimate(short, long, short_steps, extra_steps):
+    """The step and set-up estimates of one fit from its short and long times (see :func:`marginal_step_cost`)."""
+    rounds = [(b - a) / extra_steps for a, b in zip(short, long)]
+    spread = max(rounds) / min(rounds) if min(rounds) > 0 else float("inf")
+    a, b = min(short), min(long)
+    if b <= a:  # the machine's noise exceeded the extra epochs' work: no honest figure
+        note = "not measurable: the longer fit was not slower than the shorter one (the machine's noise was larger)"
+        return {"step_s": float("nan"), "fixed_s": float("nan"), "steps_s": rounds, "spread": spread, "note": note}
+    step = (b - a) / extra_steps
+    fixed, note = a - short_steps * step, ""
+    if fixed < 0:
+        fixed, note = float("nan"), "set-up not measurable: its estimate was negative (the machine's noise was larger)"
+    return {"step_s": step, "fixed_s": fixed, "steps_s": rounds, "spread": spread, "note": note}
 
 
 def timing_note(timing, spread=2.0):
@@ -277,9 +290,9 @@ def timing_note(timing, spread=2.0):
     >>> timing_note({"min": 1.0, "max": 1.5})
     ''
     >>> timing_note({"min": 1.0, "max": 3.0})
-    'unstable timing: slowest run 3.0 x the fastest, the machine was busy'
+    'noisy: repeats spread 3.0x (the machine was busy)'
     """
     ratio = timing["max"] / timing["min"] if timing["min"] > 0 else float("inf")
     if ratio <= spread:
         return ""
-    return f"unstable timing: slowest run {ratio:.1f} x the fastest, the machine was busy"
+    return f"noisy: repeats spread {ratio:.1f}x (the machine was busy)"
