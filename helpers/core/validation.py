@@ -166,7 +166,7 @@ def check_features(X, spec=None):
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, *sample_shape)
+    X : array-like of shape (n_samples,) + sample_shape
         Rows of features (float32), images, sequences, or integer ids.
     spec : InputSpec, optional
         What the model takes (:meth:`InputSpec.of`); None checks a 2-D
