@@ -159,3 +159,23 @@ def test_folders_of_killed_processes_are_removed_at_the_next_start(tmp_path, mon
     other.mkdir()
     assert training_cache.remove_stale_folders(directory=str(tmp_path)) == [str(stale)]
     assert not stale.exists() and mine.exists() and other.exists()
+
+
+def test_fits_write_nothing_on_stderr(tmp_path):
+    """The runtime's info and warning lines are silenced at their source (the gradient builders' log levels)."""
+    import subprocess
+
+    script = tmp_path / "fit.py"
+    script.write_text(
+        "import numpy as np, torch\n"
+        "from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output\n"
+        "from helpers.core.torch_export import export_for_training\n"
+        "net = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Linear(6, 1))\n"
+        "X = np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32)\n"
+        "onx = export_for_training(net, torch.from_numpy(X[:2]))\n"
+        "OrtGradientOptimizer(add_loss_output(onx), max_iter=1).fit(X, X[:, 0])\n"
+        "OrtGradientForwardBackwardOptimizer(onx, max_iter=1).fit(X, X[:, 0])\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""

@@ -167,6 +167,7 @@ class OrtGradientForwardBackward:
         config.initializer_names_to_train = self.weights_to_train
         config.input_names_require_grad = self.input_names_require_grad
         config.build_gradient_graph = True
+        config.loglevel = C.Severity.ERROR  # the builder logs with its own level, not the default logger's
         # one user input holds one row per sample: its first dimension is the batch
         batch_inputs = self.input_names if len(self.input_names) == 1 else ()
         graph = training_graph(self.onnx_model, batch_inputs, self.fast_gradients)
