@@ -16,7 +16,10 @@ configuration and framework, with these keys (absent when they do not apply):
 * the measures: ``fit_time_s``, ``time_per_update_s``, ``time_per_sample_s``,
   ``samples_per_s``, ``train_loss``, ``val_loss``, ratios to the references;
 * ``comparable`` (False flags a row whose loss is not close to the
-  reference's), ``note``, ``error``.
+  reference's), ``note``, ``error``;
+* for ``your_model``: ``family``, ``input_shape``, ``input_dtype``,
+  ``n_weights``, ``compile_time_s`` (the model zoo's table,
+  :mod:`benchmarks.zoo_summary`).
 
 :func:`summarize` writes ``summary.md`` (the answer, the conditions, the
 targets, the plots: at most a page), ``details.md`` (every table),
@@ -32,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.records import atomic_write_text
+from benchmarks.zoo_summary import zoo_section
 
 #: The references of the scaling benchmark (the step's matrix products alone), not frameworks.
 REFERENCES = ("numpy matmul", "onnxruntime matmul bound")
@@ -244,9 +248,9 @@ def _cell(value):
 
 #: The columns of the detailed tables.
 TABLE_COLUMNS = [
-    "model", "framework", "optimizer", "threads", "n_samples", "n_features", "hidden", "batch_size",
-    "varied", "time_per_update_s", "ratio_to_ort_bound", "ratio_to_numpy", "fit_time_s",
-    "train_loss", "val_loss", "comparable", "note", "error",
+    "model", "family", "input_shape", "input_dtype", "framework", "optimizer", "threads", "n_samples", "n_features",
+    "hidden", "batch_size", "varied", "time_per_update_s", "ratio_to_ort_bound", "ratio_to_numpy", "fit_time_s",
+    "compile_time_s", "train_loss", "val_loss", "comparable", "note", "error",
 ]
 
 
@@ -270,6 +274,7 @@ def summary_text(df, results, plots):
         f"{df.run.nunique()} runs on {df.machine.nunique()} machine(s). " + ORTMODULE_SENTENCE,
         "",
     ]
+    lines += zoo_section(df)
     targets, path = _step_targets(results)
     if targets is not None:
         lines += ["## Targets", "",
@@ -293,7 +298,7 @@ def details_text(df):
     """The text of ``details.md``: one table per benchmark, every row."""
     lines = ["# Benchmark details", "", "Every row of the sweep; the answer is in `summary.md`.", ""]
     for benchmark, group in df.groupby("benchmark") if not df.empty else []:
-        lines += [f"## {benchmark}", ""] + markdown_table(group, TABLE_COLUMNS) + [""]
+        lines += [f"## {benchmark}", ""] + markdown_table(group.dropna(axis=1, how="all"), TABLE_COLUMNS) + [""]
     return "\n".join(lines)
 
 

@@ -49,8 +49,8 @@ def _module(model_function, n_features, hidden):
     return torch.nn.Sequential(torch.nn.Linear(n_features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
 
 
-def _onnx(model_function, n_features, hidden):
-    """The ONNX model the onnxruntime APIs train: the module exported, or the MLP built directly."""
+def _onnx(model_function, n_features, hidden, example):
+    """The ONNX model the onnxruntime APIs train: the module exported (traced on ``example``), or the MLP built directly."""
     import warnings  # noqa: PLC0415
 
     if not model_function:
@@ -63,22 +63,26 @@ def _onnx(model_function, n_features, hidden):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return export_for_training(_module(model_function, n_features, hidden), torch.zeros(2, n_features))
+        return export_for_training(_module(model_function, n_features, hidden), torch.from_numpy(example))
 
 
-def _child(framework, n_features, hidden, n_samples, batch_size, epochs, model_function=None, n_outputs=1):
+def _child(framework, n_features, hidden, n_samples, batch_size, epochs, model_function=None, n_outputs=1,
+           input_shape=None, input_dtype="float32", vocabulary=None):
     """Import, measure, train, measure: what one process prints (JSON).
 
     With ``model_function`` (``"package.module:function"`` returning a torch
-    module of ``n_features`` inputs and ``n_outputs`` outputs) the module is
-    trained instead of the MLP ``n_features -> hidden -> 1``, by torch and by
-    both onnxruntime APIs (squared error: memory, not accuracy, is measured).
+    module whose samples have shape ``input_shape`` and dtype ``input_dtype``,
+    token ids below ``vocabulary`` for int64, and ``n_outputs`` outputs) the
+    module is trained instead of the MLP ``n_features -> hidden -> 1``, by
+    torch and by both onnxruntime APIs (squared error: memory, not accuracy,
+    is measured).
     """
     import numpy as np  # noqa: PLC0415
 
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((n_samples, n_features), dtype=np.float32)
-    y = rng.standard_normal((n_samples, n_outputs), dtype=np.float32)
+    from benchmarks.model_inputs import InputSpec, random_inputs  # noqa: PLC0415  (numpy only)
+
+    X = random_inputs(n_samples, InputSpec(input_shape or (n_features,), input_dtype, vocabulary))
+    y = np.random.default_rng(1).standard_normal((n_samples, n_outputs), dtype=np.float32)
     if framework == "scikit-learn":
         from sklearn.neural_network import MLPRegressor  # noqa: PLC0415
 
@@ -104,7 +108,7 @@ def _child(framework, n_features, hidden, n_samples, batch_size, epochs, model_f
             OrtGradientOptimizer,
             add_loss_output,
         )
-        onx = _onnx(model_function, n_features, hidden)  # preparing the model is not training
+        onx = _onnx(model_function, n_features, hidden, X[:2])  # preparing the model is not training
         imported = _peak_mb()
         if framework == "ort whole-training":
             optimizer = OrtGradientOptimizer(add_loss_output(onx), learning_rate=1e-3)
@@ -116,11 +120,15 @@ def _child(framework, n_features, hidden, n_samples, batch_size, epochs, model_f
 
 
 def measure(n_features=100, hidden=50, n_samples=8000, batch_size=100, epochs=3, model_function=None,
-            n_outputs=1, frameworks=FRAMEWORKS):
+            n_outputs=1, frameworks=FRAMEWORKS, input_shape=None, input_dtype="float32", vocabulary=None):
     """Peak memory of each framework, each in a fresh process.
 
     ``model_function`` trains a module of one's own instead of the MLP
-    (``n_features`` inputs, ``n_outputs`` outputs; scikit-learn is then left out).
+    (``n_outputs`` outputs; scikit-learn is then left out). Its samples
+    have the shape ``input_shape`` (default ``(n_features,)``) and the dtype
+    ``input_dtype``: random floats, or for ``'int64'`` token ids below
+    ``vocabulary`` (see :class:`benchmarks.model_inputs.InputSpec`).
+    ``frameworks`` names those to measure (those that can train the model).
 
     Returns
     -------
@@ -134,11 +142,16 @@ def measure(n_features=100, hidden=50, n_samples=8000, batch_size=100, epochs=3,
     for framework in frameworks:
         if model_function and framework == "scikit-learn":
             continue
-        args = [framework, n_features, hidden, n_samples, batch_size, epochs, model_function, n_outputs]
-        code = f"from benchmarks.peak_memory import _child; _child(*{args!r})"
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        kwargs = dict(framework=framework, n_features=n_features, hidden=hidden, n_samples=n_samples,
+                      batch_size=batch_size, epochs=epochs, model_function=model_function, n_outputs=n_outputs,
+                      input_shape=None if input_shape is None else tuple(input_shape), input_dtype=input_dtype,
+                      vocabulary=vocabulary)
+        code = f"from benchmarks.peak_memory import _child; _child(**{kwargs!r})"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+        if out.returncode:
+            raise RuntimeError(f"The process measuring {framework} failed:\n{out.stderr[-2000:]}")
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows, columns=["framework", "import_mb", "peak_mb"])
     df["training_mb"] = df.peak_mb - df.import_mb
     return df
 

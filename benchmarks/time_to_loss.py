@@ -20,7 +20,6 @@ import time
 if __package__ in (None, ""):  # run as a file
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import numpy as np
 import pandas as pd
 
 from benchmarks import models as bm
@@ -47,39 +46,6 @@ def curve(fit, epochs, repeats=3):
     return points
 
 
-def _ort_fit(make):
-    from helpers.core.training_cache import clear_training_caches  # noqa: PLC0415
-
-    def fit(epochs, X, y):
-        clear_training_caches()
-        return make().set_params(max_iter=epochs, validation_every=0).fit(X, y).train_losses_[-1]
-
-    return fit
-
-
-def _torch_fit(onx, batch_size, lr, random_state):
-    import torch  # noqa: PLC0415
-
-    def fit(epochs, X, y):
-        model = bm.torch_mlp(onx)
-        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-        Xt, yt = torch.from_numpy(X), torch.from_numpy(y).reshape(-1, 1)
-        rng = np.random.RandomState(random_state)  # the optimizers' permutations
-        for _ in range(epochs):
-            order = torch.from_numpy(rng.permutation(len(X)))
-            total = 0.0
-            for first in range(0, len(X), batch_size):
-                rows = order[first:first + batch_size]
-                optimizer.zero_grad(set_to_none=True)
-                loss = ((model(Xt[rows]) - yt[rows]) ** 2).mean()
-                loss.backward()
-                optimizer.step()
-                total += float(loss) * len(rows)
-        return total / len(X)
-
-    return fit
-
-
 def loss_curves(n_features=100, hidden=50, n_samples=8000, batch_size=100, lr=0.01, epochs=10,
                 n_threads=2, random_state=0):
     """Loss after each epoch against seconds since the start, for each framework.
@@ -98,6 +64,8 @@ def loss_curves(n_features=100, hidden=50, n_samples=8000, batch_size=100, lr=0.
         add_loss_output,
     )
     from helpers.teaching.model_factories import mlp_onnx  # noqa: PLC0415
+    from benchmarks.your_model import ort_fit, torch_fit  # noqa: PLC0415
+
     X, y = random_regression(n_samples, n_features, random_state=random_state)
     onx = mlp_onnx(n_features, hidden=(hidden,), random_state=random_state)
     common = dict(batch_size=batch_size, n_threads=n_threads, random_state=random_state)
@@ -107,17 +75,18 @@ def loss_curves(n_features=100, hidden=50, n_samples=8000, batch_size=100, lr=0.
             onx, learning_rate=LearningRateSGD(lr, learning_rate="constant"), **common),
     }
     torch.set_num_threads(n_threads)
-    fits = {name: _ort_fit(make) for name, make in makers.items()}
-    fits[bm.TORCH] = _torch_fit(onx, batch_size, lr, random_state)
+    fits = {name: ort_fit(make, X, y, fresh=True) for name, make in makers.items()}
+    fits[bm.TORCH] = torch_fit(lambda: bm.torch_mlp(onx), X, y.reshape(-1, 1), "regression", learning_rate=lr,
+                               batch_size=batch_size, random_state=random_state)
     rows = []
     for framework, fit in fits.items():
-        points = curve(lambda k, fit=fit: fit(k, X, y), epochs)
+        points = curve(fit, epochs)
         rows += [(framework, i + 1, t, loss) for i, (t, loss) in enumerate(points)]
     return pd.DataFrame(rows, columns=["framework", "epoch", "seconds", "loss"])
 
 
-def plot(curves, title):
-    """Loss against wall-clock time, one line per framework; returns PNG bytes."""
+def plot(curves, title, loss_name="mean squared error"):
+    """Loss against wall-clock time, one line per framework; ``loss_name`` labels the y axis; returns PNG bytes."""
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
@@ -128,8 +97,10 @@ def plot(curves, title):
         ax.plot(group.seconds * 1e3, group.loss, "o-", color=style.color(framework), label=framework)
     if style.spans_decades(curves.loss):
         ax.set_yscale("log")
-    ax.set_xlabel("wall-clock time since the start, set-up included (ms)")
-    ax.set_ylabel("training loss (mean squared error)")
+    if style.spans_decades(curves.seconds):  # a compilation of seconds beside fits of milliseconds
+        ax.set_xscale("log")
+    ax.set_xlabel(f"wall-clock time since the start, set-up included (ms{', log scale' if ax.get_xscale() == 'log' else ''})")
+    ax.set_ylabel(f"training loss ({loss_name})")
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     style.legend_outside(ax)

@@ -91,3 +91,53 @@ def test_torch_module_row_has_its_column_and_sentence(tmp_path):
     assert "| model, batch | whole-training vs torch | forward/backward vs torch | OrtTorchModule vs torch |" in text
     assert "| MLP 10-50-1, batch 100 | 2.0x faster | 1.2x faster | 1.3x slower |" in text
     assert "OrtTorchModule against torch: slower in all 2 configurations (1.3x to 1.6x)." in text
+
+
+def _zoo_rows(model, family, n_weights, times, threads):
+    base = dict(benchmark="your_model", model=f"benchmarks.example_models:{model}", family=family, optimizer="sgd",
+                input_shape=[1, 28, 28], input_dtype="float32", n_weights=n_weights, batch_size=64, threads=threads)
+    return [{**base, "framework": f, "time_per_update_s": t} for f, t in times.items()]
+
+
+def test_the_zoo_has_its_answer_and_table(tmp_path):
+    """onnxruntime wins on the MLP, loses on the CNN, does not train the sequence model (its rows are in the details)."""
+    cnn = {"torch eager": 1.0, "torch.compile": 0.8, "ort whole-training": 2.0, "ort forward-backward": 4.0}
+    mlp = {"torch eager": 1.0, "torch.compile": 1.0, "ort whole-training": 0.5, "ort forward-backward": 0.8}
+    for threads in (1, 2):
+        for size, n_weights in (("small", 26000), ("large", 225000)):
+            _record(tmp_path, f"zoo-cnn-{size}-{threads}", "m",
+                    _zoo_rows(f"image_cnn_{size}", "CNN on images", n_weights, cnn, threads), threads)
+        _record(tmp_path, f"zoo-mlp-{threads}", "m",
+                _zoo_rows("batchnorm_mlp_large", "BatchNorm MLP", 400000, mlp, threads), threads)
+        untrainable = _zoo_rows("sequence_conv_small", "1-D CNN on sequences", 2000, {"torch eager": 1.0}, threads)
+        untrainable += [{**untrainable[0], "framework": f, "time_per_update_s": None,
+                         "error": "UntrainableModelError: Round"} for f in ("ort whole-training", "ort forward-backward")]
+        _record(tmp_path, f"zoo-seq-{threads}", "m", untrainable, threads)
+    aggregate.summarize(str(tmp_path))
+    text = (tmp_path / "summary.md").read_text(encoding="utf-8")
+    # a family of two sizes is named once when both agree
+    assert ("## Model zoo: m, 2 cores\n\nAgainst torch eager, onnxruntime's faster API trains a step faster for: "
+            "BatchNorm MLP (large); slower for: CNN on images. Against torch.compile: faster for: BatchNorm MLP "
+            "(large); slower for: CNN on images. Not trained by onnxruntime: 1-D CNN on sequences (small) "
+            "(why: `details.md`).") in text
+    assert ("| model | weights | threads | whole-training vs torch eager | forward/backward vs torch eager | "
+            "whole-training vs torch.compile | forward/backward vs torch.compile |") in text
+    assert "| CNN on images (small) | 26k | 2 | 2.0x slower | 4.0x slower | 2.5x slower | 5.0x slower |" in text
+    assert "| CNN on images (large) | 225k | 1 | 2.0x slower |" in text
+    assert "| BatchNorm MLP (large) | 400k | 1 | 2.0x faster | 1.2x faster | 2.0x faster | 1.2x faster |" in text
+    details = (tmp_path / "details.md").read_text(encoding="utf-8")
+    assert "| model | family | input_shape | input_dtype | framework |" in details
+    assert "UntrainableModelError: Round" in details and "[1, 28, 28]" in details
+    assert "family" in (tmp_path / "summary.csv").read_text(encoding="utf-8").splitlines()[0]
+
+
+def test_a_zoo_run_where_only_torch_ran_has_no_ratio():
+    import pandas as pd
+
+    from benchmarks.zoo_summary import zoo_section
+
+    df = pd.DataFrame(_zoo_rows("image_cnn_small", "CNN on images", 26000, {"torch eager": 1.0}, 2)).assign(machine="m")
+    assert zoo_section(df) == []
+    df = pd.DataFrame(_zoo_rows("image_cnn_small", "CNN on images", 26000, {"torch eager": 1.0, "ort whole-training": 0.5},
+                                2)).assign(machine="m")
+    assert "| CNN on images (small) | 26k | 2 | 2.0x faster |" in "\n".join(zoo_section(df))

@@ -343,7 +343,16 @@ def test_grids_expand(tmp_path):
     full = sweep_grid.expand(sweep_grid.load_grid("full"))
     assert len({r["id"] for r in quick}) == len(quick) >= 3
     assert len(full) > len(quick)
-    assert {r["benchmark"].split("_")[0] for r in full} == {"sklearn", "torch", "scaling", "your"}
+    assert {r["benchmark"].split("_")[0] for r in full} == {"sklearn", "torch", "scaling", "your", "zoo"}
+    # the model zoo: every builder of ZOO at 1 and 2 threads, given the input and task ZOO says
+    from benchmarks.example_models import ZOO
+
+    zoo = [r["parameters"] for r in full if r["benchmark"].startswith("zoo_")]
+    assert sorted((p["model_function"].split(":")[1], p["n_threads"]) for p in zoo) == sorted(
+        (name, threads) for name in ZOO for threads in (1, 2))
+    for p in zoo:
+        _, shape, task = ZOO[p["model_function"].split(":")[1]]
+        assert p["task"] == task and p.get("input_shape", shape) == shape
     # the committed reference holds a record of every run of the full grid
     records = os.path.join(ROOT, "results", "reference", "records")
     assert {r["id"] for r in full} == {f[: -len(".json")] for f in os.listdir(records)}

@@ -1,0 +1,301 @@
+"""What ``bench_your_model.ipynb`` runs: a fit per framework of one torch model, and the rows of its record.
+
+Every fit starts from the same weights and draws the same batches (one
+permutation per epoch from ``numpy.random.RandomState(random_state)``, as the
+onnxruntime optimizers do), with the same loss and update rule:
+
+* :func:`torch_fit`: torch eager, or ``torch.compile`` of the same module;
+* :func:`ort_fits`: the whole-training API (the loss added to the graph by
+  :func:`helpers.add_loss_output`) and the forward/backward API;
+* :func:`first_fits`: one epoch of each, keeping the frameworks that ran and
+  the reason of those that failed (any exception: an operator without a
+  gradient, a compiler that does not work...);
+* :func:`record_rows`: one row per framework for the record the aggregator reads.
+"""
+import time
+
+import numpy as np
+import torch
+
+from benchmarks import models as bm
+
+#: The loss of each task: its name in both onnxruntime APIs, and in words (plots, tables).
+LOSSES = {"classification": ("cross_entropy", "cross-entropy"), "regression": ("squared_error", "mean squared error")}
+
+
+def _torch_loss(task):
+    if task == "classification":
+        return torch.nn.functional.cross_entropy  # class indices, mean over the batch
+    return lambda scores, target: ((scores - target) ** 2).sum(dim=1).mean()
+
+
+def _torch_optimizer(model, optimizer, learning_rate):
+    if optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=learning_rate)
+    return torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
+
+
+def torch_fit(make_module, X, y, task, optimizer="sgd", learning_rate=0.05, batch_size=64, random_state=0,
+              compiled=False):
+    """``fit(epochs)``: train a fresh module in torch; returns the mean loss of the last epoch.
+
+    Parameters
+    ----------
+    make_module : callable
+        Returns a new module with the initial weights.
+    X, y : numpy.ndarray
+        Samples; class indices (int64) or targets of shape ``(n, outputs)``.
+    task : {'classification', 'regression'}
+        Softmax cross-entropy, or the squared error summed over the outputs.
+    optimizer : {'sgd', 'adamw'}
+    compiled : bool
+        Run the module through ``torch.compile`` (compiled at the first fit,
+        reused by the next ones).
+
+    Examples
+    --------
+    >>> X, y = np.ones((8, 2), np.float32), np.zeros((8, 1), np.float32)
+    >>> fit = torch_fit(lambda: torch.nn.Linear(2, 1), X, y, "regression", batch_size=4)
+    >>> fit(2) >= 0
+    True
+    """
+    Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
+    loss_of = _torch_loss(task)
+
+    def fit(epochs):
+        model = make_module()
+        forward = torch.compile(model) if compiled else model
+        optim = _torch_optimizer(model, optimizer, learning_rate)
+        rng = np.random.RandomState(random_state)
+        for _ in range(epochs):
+            order = torch.from_numpy(rng.permutation(len(X)))
+            total = 0.0
+            for first in range(0, len(X), batch_size):
+                rows = order[first:first + batch_size]
+                optim.zero_grad(set_to_none=True)
+                loss = loss_of(forward(Xt[rows]), yt[rows])
+                loss.backward()
+                optim.step()
+                total += float(loss.detach()) * len(rows)
+        return total / len(X)
+
+    return fit
+
+
+def ort_fit(make, X, y, fresh=False):
+    """``fit(epochs)`` of an onnxruntime optimizer made by ``make()``; returns the last epoch's loss.
+
+    With ``fresh``, the training caches are emptied first, so that every fit
+    pays the set-up a first fit pays (artifacts, gradient graph, sessions):
+    for a time to a loss. Without, refits reuse them, and timing a step by the
+    difference of two fits is not blurred by the set-up's own noise.
+
+    Examples
+    --------
+    >>> from helpers import OrtGradientOptimizer, add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> onx = mlp_onnx(2, hidden=(3,))
+    >>> X, y = np.ones((8, 2), np.float32), np.zeros((8, 1), np.float32)
+    >>> ort_fit(lambda: OrtGradientOptimizer(add_loss_output(onx), batch_size=4), X, y, fresh=True)(2) >= 0
+    True
+    """
+    from helpers.core.training_cache import clear_training_caches  # noqa: PLC0415
+
+    def fit(epochs):
+        if fresh:
+            clear_training_caches()
+        return make().set_params(max_iter=epochs, validation_every=0).fit(X, y).train_losses_[-1]
+
+    return fit
+
+
+def ort_fits(onx, X, y, task, optimizer="sgd", learning_rate=0.05, batch_size=64, n_threads=None, random_state=0,
+             fresh=False):
+    """``fit(epochs)`` of both onnxruntime APIs on the forward-only model ``onx``, by framework name.
+
+    The whole-training API trains ``add_loss_output(onx, score_name=...)``,
+    the forward/backward API ``onx`` with ``learning_loss=...``: the
+    task's loss of :data:`LOSSES`. Nothing is built before a fit: a model
+    the runtime cannot train fails there, in :func:`first_fits`.
+    ``fresh``: see :func:`ort_fit`.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> sorted(ort_fits(mlp_onnx(2, hidden=(3,)), np.ones((8, 2), np.float32), np.zeros(8, np.int64), "regression"))
+    ['ort forward-backward', 'ort whole-training']
+    """
+    from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output  # noqa: PLC0415
+
+    loss = LOSSES[task][0]
+    common = dict(learning_rate=learning_rate, solver=optimizer, batch_size=batch_size, n_threads=n_threads,
+                  random_state=random_state)
+    makers = {
+        bm.ORT_WHOLE: lambda: OrtGradientOptimizer(add_loss_output(onx, score_name=loss), **common),
+        bm.ORT_FORWARD_BACKWARD: lambda: OrtGradientForwardBackwardOptimizer(onx, learning_loss=loss, **common),
+    }
+    return {name: ort_fit(make, X, y, fresh) for name, make in makers.items()}
+
+
+def failure_reason(exc, limit=300):
+    """An exception as one line: its type and message, at most ``limit`` characters.
+
+    Examples
+    --------
+    >>> failure_reason(RuntimeError("no gradient\\nfor Round"))
+    'RuntimeError: no gradient for Round'
+    """
+    text = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def first_fits(fits, clock=time.perf_counter):
+    """Fit each framework for one epoch: those that ran, why the others failed, how long each first fit took.
+
+    Any exception is a failure of that framework alone: the others still run.
+
+    Returns
+    -------
+    ran : dict
+        Name to ``fit``, the frameworks whose first fit worked.
+    failed : dict
+        Name to the reason (:func:`failure_reason`).
+    first_s : dict
+        Name to the seconds of its first fit (``torch.compile`` compiles there).
+
+    Examples
+    --------
+    >>> def broken(epochs):
+    ...     raise ValueError("no")
+    >>> ran, failed, _ = first_fits({"a": lambda epochs: 1.0, "b": broken})
+    >>> list(ran), failed
+    (['a'], {'b': 'ValueError: no'})
+    """
+    ran, failed, first_s = {}, {}, {}
+    for name, fit in fits.items():
+        start = clock()
+        try:
+            fit(1)
+        except Exception as exc:  # noqa: BLE001  (a framework that fails is a row, not the end)
+            failed[name] = failure_reason(exc)
+            continue
+        first_s[name] = clock() - start
+        ran[name] = fit
+    return ran, failed, first_s
+
+
+def model_family(model_function, module):
+    """The family of a zoo model (:data:`benchmarks.example_models.ZOO`), else its kinds of layers.
+
+    Examples
+    --------
+    >>> model_family("benchmarks.example_models:image_cnn_small", None)
+    'CNN on images'
+    >>> model_family("mine:net", torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 1)))
+    'Linear'
+    """
+    from benchmarks.example_models import ZOO  # noqa: PLC0415
+
+    module_name, function = model_function.split(":")
+    if module_name == "benchmarks.example_models" and function in ZOO:
+        return ZOO[function][0]
+    kinds = (type(m).__name__ for m in module.modules()
+             if not list(m.children()) and any(True for _ in m.parameters(recurse=False)))
+    return " + ".join(dict.fromkeys(kinds))
+
+
+def compile_seconds(fit, first_s, clock=time.perf_counter):
+    """What ``torch.compile`` took: its first fit of one epoch (``first_s``) minus a fit of one epoch once compiled.
+
+    Examples
+    --------
+    >>> compile_seconds(lambda epochs: 0.0, 12.5, clock=iter([1.0, 1.5]).__next__)
+    12.0
+    """
+    start = clock()
+    fit(1)
+    return first_s - (clock() - start)
+
+
+def step_sentence(name, step_s):
+    """How a step of ``name`` compares with torch eager and ``torch.compile``, in words.
+
+    Examples
+    --------
+    >>> step_sentence("ort whole-training", {"ort whole-training": 1.0, "torch eager": 2.0, "torch.compile": 1.01})
+    'ort whole-training: a step is 2.0x faster than torch eager, as fast as torch.compile.'
+    >>> step_sentence("ort whole-training", {"ort whole-training": 1.0, "torch eager": float("nan")})[:41]
+    'ort whole-training: no ratio, a step time'
+    """
+    from benchmarks.aggregate import speed_phrase  # noqa: PLC0415
+
+    parts = []
+    for peer in (bm.TORCH, bm.TORCH_COMPILE):
+        phrase = speed_phrase(step_s[name] / step_s[peer]) if peer in step_s else "-"
+        if phrase != "-":
+            parts.append(f"as fast as {peer}" if phrase == "same" else f"{phrase} than {peer}")
+    if not parts:
+        return (f"{name}: no ratio, a step time was lost in the machine's noise "
+                "(more rows or epochs, or a quieter machine).")
+    return f"{name}: a step is {', '.join(parts)}."
+
+
+def record_rows(common, costs, final, failed, curves, memory=None, compile_s=None, tolerance=1e-3):
+    """One row per framework: step time and ratio to torch eager, loss, time to loss, memory; or the failure.
+
+    Parameters
+    ----------
+    common : dict
+        Keys of every row (``benchmark``, ``model``, ``batch_size``...).
+    costs : dict
+        Name to ``{'step_s', 'fixed_s'}`` (:func:`helpers.measure.timing.marginal_step_cost`).
+    final : dict
+        Name to the loss after the timed epochs.
+    failed : dict
+        Name to the reason it did not run.
+    curves : pandas.DataFrame
+        ``framework``, ``seconds``, ``loss``: the time-to-loss points.
+    memory : pandas.DataFrame, optional
+        ``framework``, ``import_mb``, ``peak_mb`` (:func:`benchmarks.peak_memory.measure`).
+    compile_s : float, optional
+        Compilation time of the ``torch.compile`` row.
+    tolerance : float
+        Relative gap of the final loss to torch eager's under which a row is ``comparable``.
+
+    Returns
+    -------
+    list of dict
+        Rows with every key of :data:`benchmarks.models.ROW_KEYS`.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> costs = {bm.TORCH: {"step_s": 0.002, "fixed_s": 0.01}, bm.ORT_WHOLE: {"step_s": 0.001, "fixed_s": 0.02}}
+    >>> curves = pd.DataFrame({"framework": [bm.TORCH, bm.ORT_WHOLE], "seconds": [0.1, 0.2], "loss": [1.0, 1.0]})
+    >>> rows = record_rows({"benchmark": "your_model", "batch_size": 32}, costs, {bm.TORCH: 1.0, bm.ORT_WHOLE: 1.0},
+    ...                    {bm.ORT_FORWARD_BACKWARD: "UntrainableModelError: Round"}, curves)
+    >>> [(r["framework"], r.get("ratio_to_torch_eager"), r["comparable"], r["error"]) for r in rows]
+    [('torch eager', 1.0, True, None), ('ort whole-training', 0.5, True, None), \
+('ort forward-backward', None, None, 'UntrainableModelError: Round')]
+    """
+    reference = costs.get(bm.TORCH, {}).get("step_s")
+    memory = memory.set_index("framework") if memory is not None else None
+    rows = []
+    for name, cost in costs.items():
+        step = cost["step_s"]
+        row = bm.make_row(
+            **common, framework=name, time_per_update_s=step, time_per_sample_s=step / common["batch_size"],
+            samples_per_s=common["batch_size"] / step, setup_time_s=cost["fixed_s"], train_loss=final[name],
+            ratio_to_torch_eager=step / reference if reference else None,
+            comparable=bm.is_comparable(final[name], final.get(bm.TORCH), tolerance),
+            time_to_loss=curves.loc[curves.framework == name, ["seconds", "loss"]].to_numpy().tolist(),
+        )
+        if memory is not None and name in memory.index:
+            row.update(memory.loc[name, ["import_mb", "peak_mb"]].astype(float).to_dict())
+        if name == bm.TORCH_COMPILE and compile_s is not None:
+            row.update(compile_time_s=compile_s,
+                       note=f"compilation {compile_s:.1f} s (its first fit), outside the step time and the set-up")
+        rows.append(row)
+    rows += [bm.make_row(**common, framework=name, error=reason, note="not run: see error")
+             for name, reason in failed.items()]
+    return rows

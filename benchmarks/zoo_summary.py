@@ -1,0 +1,189 @@
+"""The model zoo in a sweep's summary: for which families onnxruntime trains a step faster, and where not.
+
+The ``your_model`` rows (``bench_your_model.ipynb``, run by the ``zoo_*``
+tables of ``grids/full.toml`` on :data:`benchmarks.example_models.ZOO`) give
+each model's step time in torch eager, ``torch.compile`` and both
+onnxruntime APIs. :func:`zoo_section` turns them into sentences that
+answer first and a short table of ratios, one per machine.
+"""
+import numpy as np
+import pandas as pd
+
+#: The onnxruntime APIs and the torch runs they are compared with, as in the records.
+APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward/backward"}
+PEERS = ("torch eager", "torch.compile")
+_COLUMNS = ["machine", "family", "label", "n_weights", "threads", "api", "peer", "ratio"]
+
+
+def model_label(family, model):
+    """``'CNN on images (small)'``: the family and the size its builder's name ends with.
+
+    Examples
+    --------
+    >>> model_label("CNN on images", "benchmarks.example_models:image_cnn_large")
+    'CNN on images (large)'
+    >>> model_label("Linear", "mine:digits_mlp")
+    'Linear (digits_mlp)'
+    """
+    builder = str(model).split(":")[-1]
+    size = builder.rsplit("_", 1)[-1] if builder.endswith(("_small", "_large")) else builder
+    return f"{family} ({size})"
+
+
+def _zoo_rows(df):
+    """The ``your_model`` rows with plain SGD."""
+    if "benchmark" not in df or "family" not in df:
+        return df.iloc[0:0]
+    return df[(df.benchmark == "your_model") & df.family.notna() & (df.optimizer.isna() | (df.optimizer == "sgd"))]
+
+
+def zoo_ratios(df):
+    """Step time of each onnxruntime API over torch eager's and ``torch.compile``'s, per machine, model and threads.
+
+    Only the ``your_model`` rows with plain SGD and a step time count.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``machine``, ``family``, ``label``, ``n_weights``, ``threads``, ``api``, ``peer``, ``ratio``.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"benchmark": "your_model", "machine": "m", "model": "x:cnn_small", "family": "CNN",
+    ...                    "optimizer": "sgd", "n_weights": 900, "threads": 2,
+    ...                    "framework": ["torch eager", "torch.compile", "ort whole-training"],
+    ...                    "time_per_update_s": [2.0, 1.0, 1.0]})
+    >>> zoo_ratios(df)[["label", "peer", "ratio"]].to_numpy().tolist()
+    [['CNN (small)', 'torch eager', 0.5], ['CNN (small)', 'torch.compile', 1.0]]
+    """
+    rows = _zoo_rows(df).dropna(subset=["time_per_update_s"])
+    out = []
+    for (machine, model, threads), group in rows.groupby(["machine", "model", "threads"], sort=False):
+        times = group.groupby("framework")["time_per_update_s"].median()
+        first = group.iloc[0]
+        for api in APIS:
+            for peer in PEERS:
+                if api in times and peer in times:
+                    out.append({"machine": machine, "family": first.family, "label": model_label(first.family, model),
+                                "n_weights": first.get("n_weights"), "threads": int(threads), "api": api, "peer": peer,
+                                "ratio": times[api] / times[peer]})
+    return pd.DataFrame(out, columns=_COLUMNS)
+
+
+def _verdicts(ratios, peer):
+    """Model label to 'faster', 'slower' or 'mixed': the faster API against ``peer``, at every thread count."""
+    best = ratios[ratios.peer == peer].groupby(["label", "threads"]).ratio.min()
+    verdicts = {}
+    for label, values in best.groupby(level="label"):
+        if (values < 1 / 1.05).all():
+            verdicts[label] = "faster"
+        elif (values > 1.05).all():
+            verdicts[label] = "slower"
+        else:
+            verdicts[label] = "mixed"
+    return verdicts
+
+
+def _names(labels, families):
+    """The labels, a family of several sizes named once when all its sizes are there."""
+    names = []
+    for family, sizes in families.items():
+        inside = [label for label in sizes if label in labels]
+        if len(sizes) > 1 and len(inside) == len(sizes):
+            names.append(family)
+        else:
+            names += inside
+    return ", ".join(names)
+
+
+#: How each verdict of :func:`_verdicts` reads in the sentences.
+_VERDICT_WORDS = {"faster": "faster for", "slower": "slower for",
+                  "mixed": "within 5%, or faster at one thread count only, for"}
+
+
+def zoo_sentences(ratios, families=None, untrained=()):
+    """The answer: per torch run, the models where onnxruntime's faster API trains a step faster, and where slower.
+
+    ``families`` (family to its model labels) names a family once when all
+    its models share a verdict (default: the models of ``ratios``);
+    ``untrained`` are the labels onnxruntime did not train.
+
+    Examples
+    --------
+    >>> ratios = pd.DataFrame({"family": ["CNN"] * 4 + ["MLP"] * 2,
+    ...                        "label": ["CNN (small)"] * 2 + ["CNN (large)"] * 2 + ["MLP (small)"] * 2,
+    ...                        "threads": [2] * 6, "api": ["ort whole-training"] * 6,
+    ...                        "peer": ["torch eager", "torch.compile"] * 3, "ratio": [1.5, 1.0, 1.2, 1.3, 0.5, 0.9]})
+    >>> print(zoo_sentences(ratios))
+    Against torch eager, onnxruntime's faster API trains a step faster for: MLP (small); slower for: CNN. \
+Against torch.compile: faster for: MLP (small); slower for: CNN (large); within 5%, or faster at one thread \
+count only, for: CNN (small).
+    """
+    if families is None:
+        families = {family: list(dict.fromkeys(group.label)) for family, group in ratios.groupby("family", sort=False)}
+    sentences = []
+    for peer in PEERS:
+        verdicts = _verdicts(ratios, peer)
+        clauses = [f"{words}: {_names([k for k, v in verdicts.items() if v == verdict], families)}"
+                   for verdict, words in _VERDICT_WORDS.items() if verdict in verdicts.values()]
+        if clauses:
+            start = f"Against {peer}, onnxruntime's faster API trains a step " if not sentences else f"Against {peer}: "
+            sentences.append(start + "; ".join(clauses) + ".")
+    if untrained:
+        sentences.append(f"Not trained by onnxruntime: {_names(untrained, families)} (why: `details.md`).")
+    return " ".join(sentences)
+
+
+def _weights(n):
+    if n is None or pd.isna(n):
+        return "-"
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k" if n >= 1e3 else str(int(n))
+
+
+def zoo_table(ratios):
+    """Lines of a markdown table: a row per model and thread count, a column per API and torch run.
+
+    Examples
+    --------
+    >>> ratios = pd.DataFrame({"family": "CNN", "label": "CNN (small)", "n_weights": 900, "threads": 2,
+    ...                        "api": "ort whole-training", "peer": ["torch eager", "torch.compile"], "ratio": [0.5, 1.0]})
+    >>> print("\\n".join(zoo_table(ratios)))
+    | model | weights | threads | whole-training vs torch eager | whole-training vs torch.compile |
+    | --- | --- | --- | --- | --- |
+    | CNN (small) | 900 | 2 | 2.0x faster | same |
+    """
+    from benchmarks.aggregate import speed_phrase  # noqa: PLC0415  (aggregate imports this module)
+
+    columns = [(api, peer) for peer in PEERS for api in APIS]
+    table = ratios.pivot_table(index=["family", "n_weights", "label", "threads"], columns=["api", "peer"],
+                               values="ratio", aggfunc="median").sort_index()
+    present = [c for c in columns if c in table.columns]
+    lines = ["| model | weights | threads | " + " | ".join(f"{APIS[a]} vs {p}" for a, p in present) + " |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in present) + " |"]
+    for (_, n_weights, label, threads), row in table.iterrows():
+        cells = [speed_phrase(row[c]) if np.isfinite(row[c]) else "-" for c in present]
+        lines.append(f"| {label} | {_weights(n_weights)} | {threads} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _models(rows):
+    """``families`` (family to its model labels) and the labels no onnxruntime API has a step time for."""
+    rows = rows.assign(label=[model_label(f, m) for f, m in zip(rows.family, rows.model)])
+    families = {family: list(dict.fromkeys(group.label)) for family, group in rows.groupby("family", sort=False)}
+    timed = rows[rows.framework.isin(list(APIS)) & rows.time_per_update_s.notna()]
+    return families, [label for label in dict.fromkeys(rows.label) if label not in set(timed.label)]
+
+
+def zoo_section(df):
+    """The lines of ``summary.md`` on the model zoo: per machine, the answer, then the table; none without rows."""
+    ratios, rows = zoo_ratios(df), _zoo_rows(df)
+    lines = []
+    for machine, part in ratios.groupby("machine", sort=False):
+        families, untrained = _models(rows[rows.machine == machine])
+        lines += [f"## Model zoo: {machine}", "", zoo_sentences(part, families, untrained), ""]
+        lines += zoo_table(part) + [""]
+    if lines:
+        lines += ["Time of a training step (`bench_your_model.ipynb`): the same model, initial weights, batches, "
+                  "loss (cross-entropy or squared error) and plain SGD in every framework; `torch.compile`'s "
+                  "compilation is not in its step (`compile_time_s` in `details.md`).", ""]
+    return lines
