@@ -34,6 +34,8 @@ import os
 import numpy as np
 import pandas as pd
 
+from benchmarks.caveats import add_caveats, ratio_caveat, with_caveat
+from benchmarks.details import markdown_table, size_label, write_details
 from benchmarks.records import atomic_write_text
 from benchmarks.zoo_summary import zoo_section
 
@@ -42,7 +44,7 @@ REFERENCES = ("numpy matmul", "onnxruntime matmul bound")
 #: The two onnxruntime APIs and their peers, as in the records.
 APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward/backward",
         "ort torch module": "OrtTorchModule"}
-PEERS = {"torch eager": "torch", "scikit-learn": "scikit-learn"}
+PEERS = {"torch eager": "torch eager", "torch.compile": "torch.compile", "scikit-learn": "scikit-learn"}
 #: Why ORTModule has no row: the one sentence the summary says about it.
 ORTMODULE_SENTENCE = (
     "ORTModule, onnxruntime's torch integration, has no row: it imports torch internals "
@@ -95,11 +97,13 @@ def load_rows(results, run_ids=None):
         else:
             rows["threads"] = rows["threads"].fillna(record.get("machine", {}).get("torch_threads"))
         rows["worker"] = (record.get("worker") or {}).get("address", "local")
+        rows["shared"] = record.get("shared") or ""
+        rows["busy"] = (record.get("conditions") or {}).get("busy") or ""
         versions = record.get("versions", {})
         rows["onnxruntime"] = versions.get("onnxruntime-training-cpu", versions.get("onnxruntime-training"))
         rows["torch_version"] = versions.get("torch")
         frames.append(rows)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return add_caveats(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
 
 
 def speed_phrase(ratio):
@@ -117,63 +121,59 @@ def speed_phrase(ratio):
     return f"{1 / ratio:.1f}x faster" if ratio < 1 else f"{ratio:.1f}x slower"
 
 
-def _size(row):
-    hidden = row.get("hidden")
-    if row.get("model") == "linear" or hidden is None or pd.isna(hidden):
-        return f"linear {int(row['n_features'])} features, batch {_int(row.get('batch_size'), 1)}"
-    return f"MLP {int(row['n_features'])}-{int(hidden)}-1, batch {_int(row.get('batch_size'), 1)}"
-
-
-def _int(value, default):
-    return int(value) if value is not None and not pd.isna(value) else default
-
-
 def answer_ratios(df):
     """Time of each onnxruntime API over its peer's, per machine, threads and model size.
 
-    The torch benchmark compares steps (plain SGD only: AdamW has no
-    forward/backward row); the scikit-learn benchmark compares whole fits
-    (same epochs, same update rule).
+    The torch benchmark compares steps, with torch eager and with
+    ``torch.compile`` (plain SGD only: AdamW has no forward/backward row);
+    the scikit-learn benchmark compares whole fits (same epochs, same
+    update rule). Each ratio carries the caveats of its two timings
+    (:mod:`benchmarks.caveats`) and whether its runs shared their cores.
 
     Returns
     -------
     pandas.DataFrame
-        Columns ``machine``, ``threads``, ``size``, ``api``, ``peer``, ``ratio``.
+        Columns ``machine``, ``threads``, ``size``, ``api``, ``peer``,
+        ``ratio``, ``caveat``, ``shared``.
     """
+    columns = ["machine", "threads", "size", "api", "peer", "ratio", "caveat", "shared"]
     out = []
     sources = (
-        ("torch", "time_per_update_s", "torch eager"),
-        ("sklearn", "fit_time_s", "scikit-learn"),
+        ("torch", "time_per_update_s", ("torch eager", "torch.compile")),
+        ("sklearn", "fit_time_s", ("scikit-learn",)),
     )
-    for benchmark, measure, peer in sources:
+    for benchmark, measure, peers in sources:
         rows = df[(df.get("benchmark") == benchmark)] if "benchmark" in df else df.iloc[0:0]
         if "optimizer" in rows:
             rows = rows[rows.optimizer.isna() | (rows.optimizer == "sgd")]
         if rows.empty or measure not in rows:
             continue
         rows = rows.dropna(subset=[measure]).copy()
-        rows["size"] = [_size(r) for r in rows.to_dict("records")]
-        for (machine, threads, size), group in rows.groupby(["machine", "threads", "size"], sort=False):
+        rows["size"] = [size_label(r) for r in rows.to_dict("records")]
+        rows["is_shared"] = rows["shared"].astype(bool) if "shared" in rows else False
+        for (machine, threads, size, shared), group in rows.groupby(["machine", "threads", "size", "is_shared"], sort=False):
             times = group.groupby("framework")[measure].median()
-            if peer not in times:
-                continue
-            for api in APIS:
-                if api in times:
-                    out.append({"machine": machine, "threads": int(threads), "size": size,
-                                "api": api, "peer": peer, "ratio": times[api] / times[peer]})
-    return pd.DataFrame(out, columns=["machine", "threads", "size", "api", "peer", "ratio"])
+            caveats = group.groupby("framework")["caveat"].agg(lambda c: ratio_caveat(*c))
+            for peer in peers:
+                for api in APIS if peer in times else ():
+                    if api in times:
+                        out.append({"machine": machine, "threads": int(threads), "size": size, "api": api,
+                                    "peer": peer, "ratio": times[api] / times[peer],
+                                    "caveat": ratio_caveat(caveats[api], caveats[peer]), "shared": bool(shared)})
+    return pd.DataFrame(out, columns=columns)
 
 
 def _answer_table(ratios):
-    """Rows: model size; columns: each API against each peer, as speed phrases."""
-    ratios = ratios.assign(column=[f"{APIS[a]} vs {PEERS[p]}" for a, p in zip(ratios.api, ratios.peer)])
-    table = ratios.pivot_table(index="size", columns="column", values="ratio", aggfunc="median", sort=False)
+    """Rows: model size; columns: each API against each peer, as speed phrases with their caveats beside."""
+    ratios = ratios.assign(column=[f"{APIS[a]} vs {PEERS[p]}" for a, p in zip(ratios.api, ratios.peer)],
+                           cell=[with_caveat(speed_phrase(r), c) for r, c in zip(ratios.ratio, ratios.caveat)])
+    table = ratios.pivot_table(index="size", columns="column", values="cell", aggfunc="first", sort=False)
     order = [f"{APIS[a]} vs {PEERS[p]}" for p in PEERS for a in APIS]
     table = table[[c for c in order if c in table]]
     lines = ["| model, batch | " + " | ".join(table.columns) + " |",
              "| --- | " + " | ".join("---" for _ in table.columns) + " |"]
     for size, row in table.iterrows():
-        lines.append(f"| {size} | " + " | ".join(speed_phrase(v) for v in row) + " |")
+        lines.append(f"| {size} | " + " | ".join(v if isinstance(v, str) else "-" for v in row) + " |")
     return lines
 
 
@@ -184,24 +184,66 @@ def _span(ratios):
 
 
 def answer_sentences(ratios):
-    """One sentence per API and peer: how often onnxruntime is faster, and by how much."""
+    """One sentence per API and peer: how often onnxruntime is faster, and by how much.
+
+    Only ratios without a caveat count; those left out are said, with the
+    reason in the table.
+    """
     sentences = []
     for (api, peer), group in ratios.groupby(["api", "peer"], sort=False):
-        faster = group[group.ratio < 1 / 1.05]
-        slower = group[group.ratio > 1.05]
+        clean = group[group.caveat == ""]
+        left_out = len(group) - len(clean)
         what = APIS[api] if api == "ort torch module" else f"The {APIS[api]} API"
-        if faster.empty and len(slower) == len(group):
-            sentences.append(f"{what} against {PEERS[peer]}: slower in all {len(group)} configurations "
-                             f"({_span(slower.ratio)}).")
+        if clean.empty:
+            sentences.append(f"{what} against {PEERS[peer]}: no finding, the {left_out} timings are not "
+                             "measurements to quote (the table says why).")
             continue
-        text = f"{what} against {PEERS[peer]}: faster in {len(faster)} of {len(group)} configurations"
-        if not faster.empty:
-            text += f" ({_span(1 / faster.ratio)})"
-        if not slower.empty:
-            where = "; ".join(sorted(set(slower["size"])))
-            text += f", slower in {len(slower)} ({_span(slower.ratio)}: {where})"
+        faster = clean[clean.ratio < 1 / 1.05]
+        slower = clean[clean.ratio > 1.05]
+        if faster.empty and len(slower) == len(clean):
+            text = f"{what} against {PEERS[peer]}: slower in all {len(clean)} configurations ({_span(slower.ratio)})"
+        else:
+            text = f"{what} against {PEERS[peer]}: faster in {len(faster)} of {len(clean)} configurations"
+            if not faster.empty:
+                text += f" ({_span(1 / faster.ratio)})"
+            if not slower.empty:
+                where = "; ".join(sorted(set(slower["size"])))
+                text += f", slower in {len(slower)} ({_span(slower.ratio)}: {where})"
+        if left_out:
+            text += f"; {left_out} more not counted, their timings are no finding (the table says why)"
         sentences.append(text + ".")
     return sentences
+
+
+def shared_sentence(df):
+    """The first lines of a summary of runs that shared their cores, or ``''``.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"run": ["a", "b"], "shared": ["2 runs at once, 2 threads each, on 2 cores: the runs shared the cores", ""]})
+    >>> print(shared_sentence(df))
+    **1 of 2 runs shared the machine's cores with other runs** (2 runs at once, 2 threads each, on 2 cores: the runs shared the cores): their timings are not comparable with runs made one at a time. Their ratios are kept apart, under "runs that shared the cores", and no answer rests on them.
+    """
+    if "shared" not in df:
+        return ""
+    runs = df.groupby("run")["shared"].first()
+    shared = runs[runs.astype(bool)]
+    if shared.empty:
+        return ""
+    return (f"**{len(shared)} of {len(runs)} runs shared the machine's cores with other runs** ({shared.iloc[0]}): "
+            "their timings are not comparable with runs made one at a time. Their ratios are kept apart, under "
+            '"runs that shared the cores", and no answer rests on them.')
+
+
+def _compile_sentence(df):
+    """How long torch.compile compiled, stated apart from its step time."""
+    if "compile_time_s" not in df:
+        return ""
+    seconds = pd.to_numeric(df["compile_time_s"], errors="coerce").dropna()
+    if seconds.empty:
+        return ""
+    return (f"`torch.compile` compiled for {seconds.min():.1f} to {seconds.max():.1f} s before its first step "
+            "(per run), outside the step times above.")
 
 
 def _step_targets(results):
@@ -224,52 +266,30 @@ def _training_costs(results):
     return found
 
 
-def markdown_table(df, columns=None):
-    """Lines of a markdown table of ``df``'s ``columns`` (all by default); NaN and None as ``-``."""
-    columns = [c for c in (columns or list(df.columns)) if c in df]
-    view = df[columns].copy()
-    for c in columns:
-        view[c] = view[c].map(_cell)
-    lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in view.itertuples(index=False)]
-    return lines
-
-
-def _cell(value):
-    """One table cell: floats with 4 significant digits, missing values ``-``."""
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return "-"
-    if isinstance(value, (bool, np.bool_)):
-        return str(bool(value))
-    if isinstance(value, (float, np.floating)):
-        return f"{value:.4g}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-#: The columns of the detailed tables.
-TABLE_COLUMNS = [
-    "model", "family", "input_shape", "input_dtype", "framework", "optimizer", "threads", "n_samples", "n_features",
-    "hidden", "batch_size", "varied", "time_per_update_s", "ratio_to_ort_bound", "ratio_to_numpy", "fit_time_s",
-    "compile_time_s", "train_loss", "val_loss", "comparable", "note", "error",
-]
-
-
 def summary_text(df, results, plots):
     """The text of ``summary.md``: the answer, the conditions, the targets, the plots."""
     lines = ["# Is onnxruntime training faster than torch and scikit-learn?", ""]
     if df.empty:
         return "\n".join(lines + ["No complete run in this folder yet: `python -m benchmarks` runs a sweep.", ""])
+    shared = shared_sentence(df)
+    if shared:
+        lines += [shared, ""]
     ratios = answer_ratios(df)
-    for machine, group in ratios.groupby("machine", sort=False) if not ratios.empty else []:
-        for threads, part in group.groupby("threads"):
-            lines += [f"## {machine}, {threads} thread{'' if threads == 1 else 's'}", ""]
-            lines += [" ".join(answer_sentences(part)), ""]
-            lines += _answer_table(part) + [""]
+    for is_shared in (False, True):
+        apart = " (runs that shared the cores: not findings)" if is_shared else ""
+        part_of = ratios[ratios.shared == is_shared] if not ratios.empty else ratios
+        for machine, group in part_of.groupby("machine", sort=False) if not part_of.empty else []:
+            for threads, part in group.groupby("threads"):
+                lines += [f"## {machine}, {threads} thread{'' if threads == 1 else 's'}{apart}", ""]
+                lines += [" ".join(answer_sentences(part)), ""]
+                lines += _answer_table(part) + [""]
     rows = df[df.machine.isin(ratios.machine)] if not ratios.empty else df
     versions = rows.iloc[0]
     lines += [
         "Ratios of time at equal thread counts, same data, same initial weights, same batches, same "
-        "update rule (plain SGD): a step against torch eager, a whole fit against scikit-learn.",
+        "update rule (plain SGD): a step against torch eager and `torch.compile`, a whole fit against "
+        "scikit-learn. A ratio with a caveat beside it (noisy repeats, a busy machine, shared cores, a time "
+        "that could not be measured) is no finding, and no sentence above counts it. " + _compile_sentence(df),
         f"onnxruntime-training {versions.onnxruntime}, torch {versions.torch_version}; "
         f"{df.run.nunique()} runs on {df.machine.nunique()} machine(s). " + ORTMODULE_SENTENCE,
         "",
@@ -290,15 +310,8 @@ def summary_text(df, results, plots):
         lines += [f"![{os.path.basename(p)}]({p})" for p in costs] + [""]
     if plots:
         lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plots] + [""]
-    lines += ["Every table of the sweep is in `details.md`, every row in `summary.csv`, beside this file.", ""]
-    return "\n".join(lines)
-
-
-def details_text(df):
-    """The text of ``details.md``: one table per benchmark, every row."""
-    lines = ["# Benchmark details", "", "Every row of the sweep; the answer is in `summary.md`.", ""]
-    for benchmark, group in df.groupby("benchmark") if not df.empty else []:
-        lines += [f"## {benchmark}", ""] + markdown_table(group.dropna(axis=1, how="all"), TABLE_COLUMNS) + [""]
+    lines += ["Every measured configuration is in `details.md` (one table per benchmark, each with its CSV), "
+              "every row in `summary.csv`.", ""]
     return "\n".join(lines)
 
 
@@ -322,8 +335,7 @@ def summarize(results, run_ids=None):
     df = load_rows(results, run_ids)
     os.makedirs(results, exist_ok=True)
     plots = write_plots(df, results) if not df.empty else []
-    paths = {name: os.path.join(results, name) for name in ("summary.csv", "summary.md", "details.md")}
+    paths = {name: os.path.join(results, name) for name in ("summary.csv", "summary.md")}
     atomic_write_text(paths["summary.csv"], df.to_csv(index=False))
     atomic_write_text(paths["summary.md"], summary_text(df, results, [os.path.basename(p) for p in plots]))
-    atomic_write_text(paths["details.md"], details_text(df))
-    return [*paths.values(), *plots]
+    return [*paths.values(), *write_details(df, results, atomic_write_text), *plots]

@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as a file: python benchmarks/step_targets.p
 
 import pandas as pd
 
-from benchmarks.aggregate import markdown_table
+from benchmarks.details import markdown_table
 from benchmarks.thread_scaling import LEARNING_RATE, make_fits, parse_size
 from benchmarks import models as bm
 from benchmarks.records import atomic_write_text, machine_info, package_versions

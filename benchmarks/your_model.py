@@ -217,23 +217,39 @@ def compile_seconds(fit, first_s, clock=time.perf_counter):
     return first_s - (clock() - start)
 
 
-def step_sentence(name, step_s):
-    """How a step of ``name`` compares with torch eager and ``torch.compile``, in words.
+def step_sentence(name, step_s, caveats=None):
+    """How a step of ``name`` compares with torch eager and ``torch.compile``, in words, with the caveats of each ratio.
+
+    Parameters
+    ----------
+    name : str
+    step_s : dict
+        Framework to seconds per step.
+    caveats : dict, optional
+        Framework to the caveat of its timing (:func:`helpers.measure.conditions.timing_caveat`);
+        a ratio with one is said to be no finding.
 
     Examples
     --------
     >>> step_sentence("ort whole-training", {"ort whole-training": 1.0, "torch eager": 2.0, "torch.compile": 1.01})
     'ort whole-training: a step is 2.0x faster than torch eager, as fast as torch.compile.'
+    >>> step_sentence("ort whole-training", {"ort whole-training": 1.0, "torch eager": 165.6},
+    ...               {"torch eager": "noisy: repeats spread 3.1x"})
+    'ort whole-training: a step is 165.6x faster than torch eager (no finding: noisy: repeats spread 3.1x).'
     >>> step_sentence("ort whole-training", {"ort whole-training": 1.0, "torch eager": float("nan")})[:41]
     'ort whole-training: no ratio, a step time'
     """
     from benchmarks.aggregate import speed_phrase  # noqa: PLC0415
+    from benchmarks.caveats import ratio_caveat  # noqa: PLC0415
 
+    caveats = caveats or {}
     parts = []
     for peer in (bm.TORCH, bm.TORCH_COMPILE):
         phrase = speed_phrase(step_s[name] / step_s[peer]) if peer in step_s else "-"
         if phrase != "-":
-            parts.append(f"as fast as {peer}" if phrase == "same" else f"{phrase} than {peer}")
+            part = f"as fast as {peer}" if phrase == "same" else f"{phrase} than {peer}"
+            caveat = ratio_caveat(caveats.get(name, ""), caveats.get(peer, ""))
+            parts.append(f"{part} (no finding: {caveat})" if caveat else part)
     if not parts:
         return (f"{name}: no ratio, a step time was lost in the machine's noise "
                 "(more rows or epochs, or a quieter machine).")
@@ -248,7 +264,8 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
     common : dict
         Keys of every row (``benchmark``, ``model``, ``batch_size``...).
     costs : dict
-        Name to ``{'step_s', 'fixed_s'}`` (:func:`helpers.measure.timing.marginal_step_cost`).
+        Name to ``{'step_s', 'fixed_s'}``, and the rounds' estimates ``steps_s`` and a ``note`` when
+        :func:`helpers.measure.timing.marginal_step_cost` gave them.
     final : dict
         Name to the loss after the timed epochs.
     failed : dict
@@ -283,12 +300,14 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
     rows = []
     for name, cost in costs.items():
         step = cost["step_s"]
+        rounds = cost.get("steps_s") or [step]
         row = bm.make_row(
             **common, framework=name, time_per_update_s=step, time_per_sample_s=step / common["batch_size"],
             samples_per_s=common["batch_size"] / step, setup_time_s=cost["fixed_s"], train_loss=final[name],
             ratio_to_torch_eager=step / reference if reference else None,
             comparable=bm.is_comparable(final[name], final.get(bm.TORCH), tolerance),
             time_to_loss=curves.loc[curves.framework == name, ["seconds", "loss"]].to_numpy().tolist(),
+            time_min_s=min(rounds), time_max_s=max(rounds), timing_note=cost.get("note") or None,
         )
         if memory is not None and name in memory.index:
             row.update(memory.loc[name, ["import_mb", "peak_mb"]].astype(float).to_dict())

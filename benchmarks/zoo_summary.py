@@ -6,13 +6,14 @@ each model's step time in torch eager, ``torch.compile`` and both
 onnxruntime APIs. :func:`zoo_section` turns them into sentences that
 answer first and a short table of ratios, one per machine.
 """
-import numpy as np
 import pandas as pd
+
+from benchmarks.caveats import ratio_caveat, with_caveat
 
 #: The onnxruntime APIs and the torch runs they are compared with, as in the records.
 APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward/backward"}
 PEERS = ("torch eager", "torch.compile")
-_COLUMNS = ["machine", "family", "label", "n_weights", "threads", "api", "peer", "ratio"]
+_COLUMNS = ["machine", "family", "label", "n_weights", "threads", "api", "peer", "ratio", "caveat"]
 
 
 def model_label(family, model):
@@ -45,7 +46,8 @@ def zoo_ratios(df):
     Returns
     -------
     pandas.DataFrame
-        Columns ``machine``, ``family``, ``label``, ``n_weights``, ``threads``, ``api``, ``peer``, ``ratio``.
+        Columns ``machine``, ``family``, ``label``, ``n_weights``, ``threads``, ``api``, ``peer``, ``ratio``
+        and ``caveat`` (why the ratio is no finding, or ``''``: :mod:`benchmarks.caveats`).
 
     Examples
     --------
@@ -57,22 +59,29 @@ def zoo_ratios(df):
     [['CNN (small)', 'torch eager', 0.5], ['CNN (small)', 'torch.compile', 1.0]]
     """
     rows = _zoo_rows(df).dropna(subset=["time_per_update_s"])
+    if "caveat" not in rows:
+        rows = rows.assign(caveat="")
     out = []
     for (machine, model, threads), group in rows.groupby(["machine", "model", "threads"], sort=False):
         times = group.groupby("framework")["time_per_update_s"].median()
+        caveats = group.groupby("framework")["caveat"].agg(lambda c: ratio_caveat(*c))
         first = group.iloc[0]
         for api in APIS:
             for peer in PEERS:
                 if api in times and peer in times:
                     out.append({"machine": machine, "family": first.family, "label": model_label(first.family, model),
                                 "n_weights": first.get("n_weights"), "threads": int(threads), "api": api, "peer": peer,
-                                "ratio": times[api] / times[peer]})
+                                "ratio": times[api] / times[peer], "caveat": ratio_caveat(caveats[api], caveats[peer])})
     return pd.DataFrame(out, columns=_COLUMNS)
 
 
 def _verdicts(ratios, peer):
-    """Model label to 'faster', 'slower' or 'mixed': the faster API against ``peer``, at every thread count."""
-    best = ratios[ratios.peer == peer].groupby(["label", "threads"]).ratio.min()
+    """Model label to 'faster', 'slower' or 'mixed': the faster API against ``peer``, at every thread count.
+
+    Only ratios without a caveat count (:mod:`benchmarks.caveats`).
+    """
+    clean = ratios if "caveat" not in ratios else ratios[ratios.caveat.fillna("") == ""]
+    best = clean[clean.peer == peer].groupby(["label", "threads"]).ratio.min()
     verdicts = {}
     for label, values in best.groupby(level="label"):
         if (values < 1 / 1.05).all():
@@ -155,13 +164,15 @@ def zoo_table(ratios):
     from benchmarks.aggregate import speed_phrase  # noqa: PLC0415  (aggregate imports this module)
 
     columns = [(api, peer) for peer in PEERS for api in APIS]
+    caveats = ratios["caveat"].fillna("") if "caveat" in ratios else pd.Series("", index=ratios.index)
+    ratios = ratios.assign(cell=[with_caveat(speed_phrase(r), c) for r, c in zip(ratios.ratio, caveats)])
     table = ratios.pivot_table(index=["family", "n_weights", "label", "threads"], columns=["api", "peer"],
-                               values="ratio", aggfunc="median").sort_index()
+                               values="cell", aggfunc="first").sort_index()
     present = [c for c in columns if c in table.columns]
     lines = ["| model | weights | threads | " + " | ".join(f"{APIS[a]} vs {p}" for a, p in present) + " |",
              "| --- | --- | --- | " + " | ".join("---" for _ in present) + " |"]
     for (_, n_weights, label, threads), row in table.iterrows():
-        cells = [speed_phrase(row[c]) if np.isfinite(row[c]) else "-" for c in present]
+        cells = [row[c] if isinstance(row[c], str) else "-" for c in present]
         lines.append(f"| {label} | {_weights(n_weights)} | {threads} | " + " | ".join(cells) + " |")
     return lines
 

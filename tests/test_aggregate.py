@@ -9,12 +9,13 @@ from benchmarks import aggregate
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _record(folder, run, machine, rows, threads=2):
+def _record(folder, run, machine, rows, threads=2, shared="", busy=""):
     os.makedirs(os.path.join(folder, "records"), exist_ok=True)
     record = {
         "notebook": "bench_torch", "parameters": {}, "rows": rows,
         "versions": {"onnxruntime-training-cpu": "1.19.2", "torch": "2.13.0"},
         "machine": {"cpu": machine, "logical_cores": 2, "torch_threads": threads},
+        "shared": shared, "conditions": {"busy": busy},
     }
     with open(os.path.join(folder, "records", f"{run}.json"), "w", encoding="utf-8") as f:
         json.dump(record, f)
@@ -88,9 +89,10 @@ def test_torch_module_row_has_its_column_and_sentence(tmp_path):
     _record(tmp_path, "torch-a", "m", _torch_rows(50, times))
     _record(tmp_path, "torch-b", "m", _torch_rows(500, {**times, "ort torch module": 1.6}))
     text = aggregate.summary_text(aggregate.load_rows(str(tmp_path)), str(tmp_path), [])
-    assert "| model, batch | whole-training vs torch | forward/backward vs torch | OrtTorchModule vs torch |" in text
+    assert ("| model, batch | whole-training vs torch eager | forward/backward vs torch eager | "
+            "OrtTorchModule vs torch eager |") in text
     assert "| MLP 10-50-1, batch 100 | 2.0x faster | 1.2x faster | 1.3x slower |" in text
-    assert "OrtTorchModule against torch: slower in all 2 configurations (1.3x to 1.6x)." in text
+    assert "OrtTorchModule against torch eager: slower in all 2 configurations (1.3x to 1.6x)." in text
 
 
 def _zoo_rows(model, family, n_weights, times, threads):
@@ -126,8 +128,10 @@ def test_the_zoo_has_its_answer_and_table(tmp_path):
     assert "| CNN on images (large) | 225k | 1 | 2.0x slower |" in text
     assert "| BatchNorm MLP (large) | 400k | 1 | 2.0x faster | 1.2x faster | 2.0x faster | 1.2x faster |" in text
     details = (tmp_path / "details.md").read_text(encoding="utf-8")
-    assert "| model | family | input_shape | input_dtype | framework |" in details
-    assert "UntrainableModelError: Round" in details and "[1, 28, 28]" in details
+    assert "| model | threads | framework | ms per step |" in details
+    assert "Every row: input [1, 28, 28] float32, optimizer sgd." in details  # said once, above the table
+    assert "not run: UntrainableModelError: Round" in details
+    assert max(line.count(" | ") for line in details.splitlines()) + 1 <= 8  # columns a reader can scan
     assert "family" in (tmp_path / "summary.csv").read_text(encoding="utf-8").splitlines()[0]
 
 
@@ -141,3 +145,64 @@ def test_a_zoo_run_where_only_torch_ran_has_no_ratio():
     df = pd.DataFrame(_zoo_rows("image_cnn_small", "CNN on images", 26000, {"torch eager": 1.0, "ort whole-training": 0.5},
                                 2)).assign(machine="m")
     assert "| CNN on images (small) | 26k | 2 | 2.0x faster |" in "\n".join(zoo_section(df))
+
+
+def _timed_rows(hidden, times, spreads=None, threads=2):
+    """Torch rows whose repeats spread as ``spreads`` says (1.0: all repeats equal)."""
+    rows = _torch_rows(hidden, times, threads)
+    for row in rows:
+        spread = (spreads or {}).get(row["framework"], 1.0)
+        row.update(time_min_s=row["time_per_update_s"], time_max_s=row["time_per_update_s"] * spread)
+    return rows
+
+
+def test_a_quiet_sweep_answers_without_caveats(tmp_path):
+    _record(tmp_path, "torch-a", "m", _timed_rows(50, {"torch eager": 1.0, "ort whole-training": 0.25}))
+    text = aggregate.summary_text(aggregate.load_rows(str(tmp_path)), str(tmp_path), [])
+    assert "The whole-training API against torch eager: faster in 1 of 1 configurations (4.0x)." in text
+    assert "| MLP 10-50-1, batch 100 | 4.0x faster |" in text
+    answer = text.split("Ratios of time")[0]
+    assert "noisy" not in answer and "shared" not in answer and "not counted" not in answer
+
+
+def test_a_noisy_ratio_is_said_beside_the_number_and_left_out_of_the_answer(tmp_path):
+    _record(tmp_path, "torch-a", "m", _timed_rows(50, {"torch eager": 17.0, "ort whole-training": 0.1},
+                                                   spreads={"torch eager": 3.1}))
+    _record(tmp_path, "torch-b", "m", _timed_rows(500, {"torch eager": 1.0, "ort whole-training": 0.5}))
+    text = aggregate.summary_text(aggregate.load_rows(str(tmp_path)), str(tmp_path), [])
+    assert "| MLP 10-50-1, batch 100 | 170.0x faster (noisy: repeats spread 3.1x) |" in text
+    # the answer rests on the clean ratio only, and says one was left out
+    assert ("The whole-training API against torch eager: faster in 1 of 1 configurations (2.0x); "
+            "1 more not counted") in text
+    assert "170" not in text.split("|")[0]
+
+
+def test_runs_that_shared_the_cores_are_said_first_and_kept_apart(tmp_path):
+    shared = "2 runs at once, 2 threads each, on 2 cores: the runs shared the cores"
+    _record(tmp_path, "torch-a", "m", _timed_rows(50, {"torch eager": 1.0, "ort whole-training": 0.01}), shared=shared)
+    _record(tmp_path, "torch-b", "m", _timed_rows(500, {"torch eager": 1.0, "ort whole-training": 0.5}))
+    text = aggregate.summary_text(aggregate.load_rows(str(tmp_path)), str(tmp_path), [])
+    first_lines = text.split("\n## ")[0]
+    assert "**1 of 2 runs shared the machine's cores with other runs**" in first_lines
+    clean, apart = text.split("(runs that shared the cores: not findings)")
+    assert "MLP 10-500-1" in clean and "MLP 10-50-1, batch 100" not in clean.split("## m")[1]
+    assert "100.0x faster (shared cores: " in apart
+    assert "faster in 1 of 1 configurations (2.0x)" in clean
+
+
+def test_a_busy_machine_and_an_unmeasurable_time_are_said_in_words(tmp_path):
+    rows = _timed_rows(50, {"torch eager": 1.0, "ort whole-training": 0.5})
+    rows[1]["timing_note"] = "set-up not measurable: its estimate was negative (the machine's noise was larger)"
+    _record(tmp_path, "torch-a", "m", rows, busy="load average 3.2 on 2 cores, this run used 2 thread(s)")
+    text = aggregate.summary_text(aggregate.load_rows(str(tmp_path)), str(tmp_path), [])
+    assert "set-up not measurable" in text and "busy machine: load average 3.2 on 2 cores" in text
+    assert "no finding" in text
+
+
+def test_the_summary_names_torch_compile_and_its_compilation_apart(tmp_path):
+    rows = _timed_rows(50, {"torch eager": 1.0, "torch.compile": 0.8, "ort whole-training": 0.4})
+    rows[1]["compile_time_s"] = 12.5
+    _record(tmp_path, "torch-a", "m", rows)
+    text = aggregate.summary_text(aggregate.load_rows(str(tmp_path)), str(tmp_path), [])
+    assert "whole-training vs torch.compile" in text and "| 2.5x faster | 2.0x faster |" in text
+    assert "compiled for 12.5 to 12.5 s before its first step" in text
