@@ -58,7 +58,10 @@ def zoo_ratios(df):
     >>> zoo_ratios(df)[["label", "peer", "ratio"]].to_numpy().tolist()
     [['CNN (small)', 'torch eager', 0.5], ['CNN (small)', 'torch.compile', 1.0]]
     """
-    rows = _zoo_rows(df).dropna(subset=["time_per_update_s"])
+    rows = _zoo_rows(df)
+    if rows.empty:
+        return pd.DataFrame(columns=_COLUMNS)
+    rows = rows.dropna(subset=["time_per_update_s"])
     if "caveat" not in rows:
         rows = rows.assign(caveat="")
     out = []

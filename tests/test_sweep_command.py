@@ -136,3 +136,17 @@ def test_folders_of_killed_runs_are_removed_by_the_next_run(tmp_path):
     grid = _sleep_grid(tmp_path / "grid.toml", [0.0])
     assert runner.main(["--grid", grid, "--results", str(tmp_path / "results")]) == 0
     assert not os.path.exists(stale)
+
+
+def test_runs_on_shared_cores_are_said_first_in_the_summary(tmp_path):
+    """--jobs 2 with runs of 2 threads on this machine: the summary's first lines say so; one at a time, not."""
+    cores = os.cpu_count()
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f'[sleep]\nnotebook = "{SLEEP_NOTEBOOK}"\n[sleep.fixed]\nthreads = {cores}\n'
+                    '[sleep.grid]\nseconds = [0.0, 0.1]\n')
+    for jobs, shared in ((["--jobs", "2"], True), ([], False)):
+        results = tmp_path / f"results{len(jobs)}"
+        done, _ = _command("--grid", str(grid), "--results", str(results), *jobs, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        first_lines = (results / "summary.md").read_text().split("\n## ")[0]
+        assert ("runs shared the machine's cores" in first_lines) == shared, first_lines
