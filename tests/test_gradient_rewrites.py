@@ -172,3 +172,132 @@ def test_batch_dimension_takes_an_existing_name_and_leaves_fixed_sizes():
     assert dim.dim_value == 8 and not dim.dim_param
     # no input named: the model's dimensions are left as they are
     assert not rewrite_for_training(mlp_onnx(3, hidden=(4,))).graph.input[0].type.tensor_type.shape.dim[0].dim_param
+
+
+# --- Gather (embeddings) as GatherND -------------------------------------------------------------
+
+
+class _Embedder(torch.nn.Module):
+    """Token ids -> embeddings -> flattened -> 7 class scores: the layer of a text classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(20, 4)
+        self.head = torch.nn.Linear(5 * 4, 7)
+
+    def forward(self, ids):
+        return self.head(self.embedding(ids).flatten(1))
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from helpers.core.torch_export import export_for_training
+
+    torch.manual_seed(0)
+    module = _Embedder()
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 20, (40, 5)).astype(np.int64)
+    ids[:, :2] = 7  # the same row picked many times: its gradient is a sum
+    labels = rng.integers(0, 7, 40)
+    return module, export_for_training(module, torch.from_numpy(ids[:2])), ids, labels
+
+
+def test_gather_of_an_embedding_becomes_gather_nd_with_the_same_output(embedder):
+    import onnxruntime
+
+    _, model, ids, _ = embedder
+    rewritten = rewrite_for_training(model)
+    assert "Gather" not in _ops(rewritten) and _ops(rewritten).count("GatherND") == 1
+    assert "GatherND" not in _ops(model)  # the input model is left alone
+    onnx.checker.check_model(rewritten)
+    negative = np.where(ids % 3 == 0, ids - 20, ids)  # ONNX takes negative ids too
+
+    def run(m, x):
+        sess = onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        return sess.run(None, {"x": x})[0]
+
+    for x in (ids, negative):
+        np.testing.assert_array_equal(run(rewritten, x), run(model, x))
+
+
+def _gather_model(data_type, indices_type, axis=0, opset=15):
+    data = helper.make_tensor_value_info("data", data_type, [6, 3])
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["data", "ids"], ["y"], axis=axis)], "g",
+        [data, helper.make_tensor_value_info("ids", indices_type, [None, 2])],
+        [helper.make_tensor_value_info("y", data_type, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("ids", [np.array(4), np.array([[5, -1], [0, 5]])], ids=["scalar", "matrix"])
+def test_gather_of_any_rank_of_ids_gives_the_same_rows(ids):
+    import onnxruntime
+
+    model = _gather_model(TensorProto.FLOAT, TensorProto.INT64)
+    model.graph.input[1].type.tensor_type.ClearField("shape")  # ids of any rank
+    rewritten = rewrite_for_training(model)
+    assert _ops(rewritten) == ["Constant", "Unsqueeze", "GatherND"]
+    data = np.arange(18, dtype=np.float32).reshape(6, 3)
+    feeds = {"data": data, "ids": ids.astype(np.int64)}
+    outputs = [onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+               for m in (model, rewritten)]
+    np.testing.assert_array_equal(outputs[1], outputs[0])
+    assert outputs[1].shape == data[ids].shape
+
+
+@pytest.mark.parametrize("data_type, indices_type, axis, opset", [
+    (TensorProto.INT64, TensorProto.INT64, 0, 15),  # shapes and counts: nothing to train
+    (TensorProto.FLOAT, TensorProto.INT32, 0, 15),  # GatherND takes int64 ids only
+    (TensorProto.FLOAT, TensorProto.INT64, 1, 15),  # columns, not rows
+    (TensorProto.FLOAT, TensorProto.INT64, 0, 12),  # Unsqueeze took its axes as an attribute
+])
+def test_other_gathers_are_left_alone(data_type, indices_type, axis, opset):
+    model = _gather_model(data_type, indices_type, axis, opset)
+    assert _ops(rewrite_for_training(model)) == ["Gather"]
+
+
+def test_embedding_gradients_equal_the_plain_graph_bit_for_bit_and_torch(embedder):
+    """GatherNDGrad adds the rows in the order of the ids, as GatherGrad does on one thread."""
+    module, model, ids, _ = embedder
+    grad_out = np.random.default_rng(4).standard_normal((len(ids), 7)).astype(np.float32)
+    grads, kernels = {}, {}
+    for fast in (False, True):
+        fb = OrtGradientForwardBackward(model, fast_gradients=fast, n_threads=1)
+        kernels[fast] = _ops(fb.gradient_model_)
+        weights = get_train_initializer(model)
+        fn = fb.new_instance()
+        fn.forward([ids, *[weights[n] for n in fb.weights_to_train]], training=True)
+        grads[fast] = dict(zip(fb.weights_to_train, (g.numpy().copy() for g in fn.backward([grad_out]))))
+    assert "GatherGrad" in kernels[False] and "GatherGrad" not in kernels[True] and "GatherNDGrad" in kernels[True]
+    for name, plain in grads[False].items():
+        np.testing.assert_array_equal(grads[True][name], plain)
+    module.zero_grad()
+    module(torch.from_numpy(ids)).backward(torch.from_numpy(grad_out))
+    expected = module.embedding.weight.grad.numpy()
+    table = next(name for name, g in grads[True].items() if g.shape == expected.shape)
+    np.testing.assert_allclose(grads[True][table], expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("api", ["whole", "forward_backward"])
+def test_embedding_training_weights_equal_with_and_without_rewrite(embedder, api, tmp_path):
+    _, model, ids, labels = embedder
+    common = dict(learning_rate=0.5, max_iter=30, batch_size=len(ids), random_state=0, validation_every=0)
+
+    def make(fast):
+        if api == "whole":
+            return OrtGradientOptimizer(add_loss_output(model, score_name="cross_entropy"), fast_gradients=fast,
+                                        artifact_dir=str(tmp_path / f"fast_{fast}"), **common)
+        return OrtGradientForwardBackwardOptimizer(model, learning_loss="cross_entropy", fast_gradients=fast,
+                                                   learning_rate_schedule="constant", **common)
+
+    fits = _fit_both(make, ids, labels)
+    plain, fast = fits[False].get_state(), fits[True].get_state()
+    for name in plain:
+        np.testing.assert_allclose(fast[name], plain[name], rtol=1e-6, atol=1e-7)
+    assert fits[True].train_losses_[-1] < fits[True].train_losses_[0] / 2  # it did train
+    exported = _ops(fits[True].get_trained_onnx())
+    assert "Gather" in exported and "GatherND" not in exported
+    if api == "whole":
+        evaluation = onnx.load(os.path.join(tmp_path, "fast_True", "eval_model.onnx"))
+        assert "GatherND" not in _ops(evaluation)

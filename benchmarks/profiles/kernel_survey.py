@@ -2,66 +2,80 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/profiles/kernel_survey.py [--threads 2] [--size small large]
+    .venv/bin/python benchmarks/profiles/kernel_survey.py [--threads 2] [--size small large] [--only zoo]
 
 For each configuration (model, loss, update rule) and each training API that
 offers it, one epoch is fitted ``--repeat`` times with onnxruntime's profiler
 on (:func:`helpers.measure.profiling.profile_training`), each kernel keeping its best
 time; the script prints the top kernels of the step, then a summary: the top
-kernel, the share of the gradient kernels (operator types ending in ``Grad``)
-and the *suspects*, kernels other than matrix products that take more than
-10% of the step. The summary is written to ``results/kernel_survey.md``.
+kernel, the gradient kernels (operator types ending in ``Grad``) with their
+shares, the session overhead and the *suspects*, kernels other than matrix
+products and convolutions that take more than 10% of the step, with what
+is known of their cause. The summary is written to its section of
+``results/kernel_survey.md`` (:func:`write_section`).
 
 ``small`` uses the sizes of the notebooks (10 features, 32 hidden units,
 batches of 20 to 32; 64 features and 10 classes for the classifier, as the
-digits); ``large`` a 500-500 network and batches of 1000. A reference row
-trains the ReLU network with ``fast_gradients=False``: its ``ReluGrad`` is
-the slow kernel the project already rewrites, and shows what a suspect
-looks like.
+digits) and the small models of the zoo (``benchmarks/example_models.py``);
+``large`` a 500-500 network, batches of 1000 and the zoo's large models.
+The zoo's models train on batches of 64 with random data of their input
+(:mod:`benchmarks.model_inputs`). Reference rows train with
+``fast_gradients=False``: the ReLU network (its ``ReluGrad`` is the slow
+kernel the project rewrites) and the token classifier (its ``GatherGrad``).
+``--only`` keeps the configurations whose label contains one of its words.
 """
 import argparse
 import os
 import sys
-import tempfile
+import time
 import warnings
 
 import numpy as np
 import pandas as pd
+import torch
 from skl2onnx import to_onnx
 from sklearn.linear_model import LinearRegression
 
+from benchmarks import example_models
+from benchmarks.profiles.ab_timing import FORWARD_BACKWARD, WHOLE, busy_note, wait_until_quiet
+from benchmarks.profiles.report import markdown, write_section
+from benchmarks.profiles.suspects import known_causes
+from benchmarks.model_inputs import input_spec, output_width, random_inputs, random_targets
 from helpers import (
     LearningRateSGD,
     LearningRateSGDNesterov,
-    NegLogLearningLoss,
     OrtGradientForwardBackwardOptimizer,
     OrtGradientOptimizer,
     add_loss_output,
 )
+from helpers.core.runtime import quiet_runtime_logs
+from helpers.core.torch_export import export_for_training
+from helpers.measure.profiling import profile_training
 from helpers.teaching.datasets import one_hot
 from helpers.teaching.model_factories import mlp_onnx
-from helpers.measure.profiling import profile_training
-from helpers.core.runtime import quiet_runtime_logs
 
 #: Model and batch sizes; ``steps`` is the number of profiled training steps.
 SIZES = {
     "small": {"n_features": 10, "hidden": 32, "batch": 25, "linear_batch": 20,
-              "classifier_features": 64, "classifier_batch": 32, "steps": 200, "lr": 1e-3},
+              "classifier_features": 64, "classifier_batch": 32, "steps": 200, "lr": 1e-3, "zoo_steps": 40},
     "large": {"n_features": 500, "hidden": 500, "batch": 1000, "linear_batch": 1000,
-              "classifier_features": 500, "classifier_batch": 1000, "steps": 20, "lr": 1e-4},
+              "classifier_features": 500, "classifier_batch": 1000, "steps": 20, "lr": 1e-4, "zoo_steps": 10},
 }
 N_CLASSES = 10
-#: Operator types that are matrix products: never suspects.
-MATRIX_PRODUCTS = {"Gemm", "MatMul", "FusedGemm", "FusedMatMul"}
+#: Batch size of the zoo's models (``bench_your_model``'s default).
+ZOO_BATCH = 64
+#: Zoo families also surveyed with ``fast_gradients=False``: the gradient kernel a rewrite replaces.
+ZOO_REFERENCES = ("token_classifier",)
+#: Operator types that are matrix products or convolutions: never suspects.
+MATRIX_PRODUCTS = {"Gemm", "MatMul", "FusedGemm", "FusedMatMul", "Conv", "FusedConv", "ConvGrad"}
 #: Share of the step (%) above which another kernel is a suspect.
 SUSPECT_SHARE = 10.0
 #: Rows and columns of the per-configuration tables.
 TOP = 8
 KERNEL_COLUMNS = ["session", "op_type", "calls per step", "µs per step", "share of step (%)"]
-WHOLE, FORWARD_BACKWARD = "whole-training", "forward/backward"
 
 #: label, model ('linear', an activation or 'classifier'), loss, update rule,
-#: fast_gradients. The loss is add_loss_output's score name (None: it has none).
+#: fast_gradients. The loss is add_loss_output's score name.
 CONFIGURATIONS = [
     ("linear, squared error, SGD", "linear", "squared_error", "sgd", True),
     ("linear, absolute error, SGD", "linear", "absolute_error", "sgd", True),
@@ -72,12 +86,12 @@ CONFIGURATIONS = [
     ("MLP identity, SGD", "identity", "squared_error", "sgd", True),
     ("MLP relu, AdamW", "relu", "squared_error", "adamw", True),
     ("MLP relu, Nesterov", "relu", "squared_error", "nesterov", True),
-    ("MLP classifier relu, softmax log loss, SGD", "classifier", None, "sgd", True),
+    ("MLP classifier relu, softmax log loss, SGD", "classifier", "cross_entropy", "sgd", True),
     ("reference: MLP relu, SGD, fast_gradients=False", "relu", "squared_error", "sgd", False),
 ]
 #: add_loss_output's score names to the forward/backward API's losses.
 FB_LOSSES = {"squared_error": "square_error", "absolute_error": "absolute_error", "elastic": "elastic",
-             None: NegLogLearningLoss(probability_function="softmax")}
+             "cross_entropy": "cross_entropy"}
 
 
 def make_models(size, random_state=0):
@@ -113,18 +127,49 @@ def make_models(size, random_state=0):
     return models
 
 
+def zoo_model(name, n_samples, random_state=0):
+    """Export one model of the zoo and draw random data of its input.
+
+    Parameters
+    ----------
+    name : str
+        A builder of :data:`benchmarks.example_models.ZOO`.
+    n_samples : int
+    random_state : int
+        Seeds the weights and the data.
+
+    Returns
+    -------
+    tuple
+        ``(onnx model, X, y, loss)``: class indices and ``'cross_entropy'``
+        for a classifier, float targets and ``'squared_error'`` otherwise.
+
+    Examples
+    --------
+    >>> onx, X, y, loss = zoo_model("token_classifier_small", 8)
+    >>> X.shape, X.dtype, y.shape, loss
+    ((8, 32), dtype('int64'), (8,), 'cross_entropy')
+    """
+    _, shape, task = example_models.ZOO[name]
+    torch.manual_seed(random_state)
+    module = getattr(example_models, name)()
+    spec = input_spec(module, shape)
+    X = random_inputs(n_samples, spec, random_state)
+    y = random_targets(X, task, output_width(module, spec), random_state)
+    loss = "cross_entropy" if task == "classification" else "squared_error"
+    return export_for_training(module, torch.from_numpy(X[:2])), X, y, loss
+
+
 def make_optimizer(api, onx, loss, rule, fast_gradients, batch_size, lr, threads):
     """Return the optimizer of one configuration of :data:`CONFIGURATIONS` for one API.
 
     Returns
     -------
-    helpers.OrtGradientOptimizer, helpers.OrtGradientForwardBackwardOptimizer, str or None
-        The optimizer; a string saying why the configuration is skipped; None
-        when the API has no such update rule (AdamW in the forward/backward API).
+    helpers.OrtGradientOptimizer, helpers.OrtGradientForwardBackwardOptimizer or None
+        The optimizer; None when the API has no such update rule (AdamW in
+        the forward/backward API).
     """
     if api == WHOLE:
-        if loss is None:
-            return "skipped: add_loss_output has no softmax cross-entropy"
         return OrtGradientOptimizer(
             add_loss_output(onx, score_name=loss), solver=rule, learning_rate=lr, batch_size=batch_size,
             n_threads=threads, fast_gradients=fast_gradients)
@@ -158,17 +203,36 @@ def profile_best_of(optimizer, X, y, repeat):
     return best
 
 
+def _gradient_kernels(table, top=3):
+    """The ``top`` gradient kernels (operator types ending in ``Grad``) of ``table`` with their shares."""
+    grads = table[table["op_type"].str.endswith("Grad")].groupby("op_type")["share of step (%)"].sum()
+    return ", ".join(f"{op} {share:.1f}" for op, share in grads.sort_values(ascending=False).head(top).items()) or "-"
+
+
 def summarize(table):
-    """Top kernel, gradient share and suspects of a :func:`profile_training` table.
+    """Top kernel, gradient kernels, overhead and suspects of a :func:`profile_training` table.
 
     Returns
     -------
     dict
         ``profiled µs/step`` (all sessions, their overhead included), ``top
-        kernel`` (operator type and session), its ``share (%)``, ``*Grad share
-        (%)`` and ``suspect``: each suspect with its share, then calls per
-        step × microseconds per call (one to three microseconds a call is
-        the fixed cost of calling a kernel, not a slow one).
+        kernel`` (operator type and session), its ``share (%)``, ``gradient
+        kernels (%)`` (the three largest), ``*Grad share (%)`` (all of them),
+        ``overhead (%)`` (the run time of the sessions that no kernel
+        accounts for) and ``suspect``: each suspect with its share, then
+        calls per step × microseconds per call (one to three microseconds a
+        call is the fixed cost of calling a kernel, not a slow one).
+        ``suspects`` lists them as ``(session, op_type)``.
+
+    Examples
+    --------
+    >>> table = pd.DataFrame({"session": ["model (forward + backward)"] * 3 + ["weight update"],
+    ...                       "op_type": ["Gemm", "GatherGrad", "(overhead)", "Sub"],
+    ...                       "calls per step": [2.0, 1.0, 1.0, 2.0], "µs per step": [50.0, 30.0, 15.0, 5.0],
+    ...                       "share of step (%)": [50.0, 30.0, 15.0, 5.0]})
+    >>> row = summarize(table)
+    >>> row["top kernel"], row["gradient kernels (%)"], row["overhead (%)"], row["suspect"]
+    ('Gemm (model)', 'GatherGrad 30.0', '15.0', 'GatherGrad 30.0% (1 × 30 µs)')
     """
     kernels = table[table["op_type"] != "(overhead)"]
     top = kernels.iloc[0]
@@ -179,60 +243,83 @@ def summarize(table):
         "profiled µs/step": f"{table['µs per step'].sum():.0f}",
         "top kernel": f"{top['op_type']} ({top['session'].split(' ')[0]})",
         "share (%)": f"{top['share of step (%)']:.1f}",
+        "gradient kernels (%)": _gradient_kernels(table),
         "*Grad share (%)": f"{share[table['op_type'].str.endswith('Grad')].sum():.1f}",
+        "overhead (%)": f"{share[table['op_type'] == '(overhead)'].sum():.1f}",
         "suspect": ", ".join(
             f"{r['op_type']} {r['share of step (%)']:.1f}% "
             f"({r['calls per step']:g} × {r['µs per step'] / r['calls per step']:.0f} µs)"
             for _, r in suspects.iterrows()
         ) or "-",
+        "suspects": [(r["session"], r["op_type"]) for _, r in suspects.iterrows()],
     }
 
 
-def markdown(rows, columns):
-    """A markdown table of ``rows`` (dicts) with the given ``columns``."""
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(str(row.get(c, "")) for c in columns) + " |" for row in rows]
-    return "\n".join(lines)
+def configurations(size_name, threads, only=()):
+    """The configurations of one size: ``(label, API, optimizer, X, y)`` for each API that offers it.
 
+    Parameters
+    ----------
+    size_name : str
+        A key of :data:`SIZES`.
+    threads : int
+    only : sequence of str
+        Keep the labels containing one of these words (case ignored); all when empty.
 
-def survey(size_name, threads, repeat):
-    """Profile every configuration of one size, print its tables, return the summary rows."""
+    Examples
+    --------
+    >>> [(label, api) for label, api, *_ in configurations("small", 1, only=["AdamW"])]
+    [('MLP relu, AdamW', 'whole-training')]
+    """
     size = SIZES[size_name]
+    zoo = [(f"zoo, {family}: {name}", name, True) for name, (family, *_) in example_models.ZOO.items()
+           if name.endswith(f"_{size_name}")]
+    zoo += [(f"reference: {label}, fast_gradients=False", name, False) for label, name, _ in list(zoo)
+            if name.startswith(ZOO_REFERENCES)]
+    wanted = [word.lower() for word in only]
+
+    def kept(label):
+        return not wanted or any(word in label.lower() for word in wanted)
+
     models = make_models(size)
-    rows = []
     for label, kind, loss, rule, fast in CONFIGURATIONS:
         onx, X, y, batch_size = models[kind]
         for api in (WHOLE, FORWARD_BACKWARD):
             optimizer = make_optimizer(api, onx, loss, rule, fast, batch_size, size["lr"], threads)
-            if optimizer is None:
-                continue
-            row = {"size": size_name, "configuration": label, "API": api}
-            if isinstance(optimizer, str):
-                print(f"\n### {label}, {api}: {optimizer}")
-                rows.append({**row, "top kernel": optimizer})
-                continue
-            table = profile_best_of(optimizer, X, y, repeat)
-            print(f"\n### {label}, {api} ({size_name}, {table.attrs['n_steps']} steps, best of {repeat})")
-            print("\n" + markdown(table.head(TOP).round(1).to_dict("records"), KERNEL_COLUMNS))
-            rows.append({**row, **summarize(table)})
+            if optimizer is not None and kept(label):
+                yield label, api, optimizer, X, y
+    for label, name, fast in zoo:
+        if not kept(label):
+            continue
+        onx, X, y, loss = zoo_model(name, ZOO_BATCH * size["zoo_steps"])
+        for api in (WHOLE, FORWARD_BACKWARD):
+            yield label, api, make_optimizer(api, onx, loss, "sgd", fast, ZOO_BATCH, size["lr"], threads), X, y
+
+
+def survey(size_name, threads, repeat, only=()):
+    """Profile the configurations of one size, print their tables, return the summary rows.
+
+    Each configuration first waits (30 s at most) for the other jobs to
+    leave the processors idle; the rows keep how busy they were (``busy``).
+    """
+    rows = []
+    for label, api, optimizer, X, y in configurations(size_name, threads, only):
+        busy = wait_until_quiet(timeout_s=30)
+        table = profile_best_of(optimizer, X, y, repeat)
+        print(f"\n### {label}, {api} ({size_name}, {table.attrs['n_steps']} steps, best of {repeat})")
+        print("\n" + markdown(table.head(TOP).round(1).to_dict("records"), KERNEL_COLUMNS))
+        rows.append({"size": size_name, "configuration": label, "API": api, **summarize(table), "busy": busy})
     return rows
 
 
-def write_atomically(path, text):
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=folder, suffix=".tmp", delete=False) as out:
-        out.write(text)
-    os.replace(out.name, path)
-
-
 def main(argv=None):
-    """Run the survey and write ``results/kernel_survey.md``."""
+    """Run the survey and write its section of ``results/kernel_survey.md``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--threads", type=int, default=2, help="intra-op threads of the sessions")
     parser.add_argument("--size", nargs="+", choices=sorted(SIZES), default=["small", "large"],
                         help="small: the notebooks' sizes; large: hidden 500, batch 1000 (default: both)")
+    parser.add_argument("--only", nargs="+", default=[],
+                        help="keep the configurations whose label contains one of these words (e.g. zoo, MLP)")
     parser.add_argument("--repeat", type=int, default=5, help="profiled epochs; each kernel keeps its best")
     parser.add_argument("--output", default=os.path.join("results", "kernel_survey.md"),
                         help="markdown file of the summary")
@@ -240,20 +327,30 @@ def main(argv=None):
     args = parser.parse_args(argv)
     quiet_runtime_logs()
     warnings.simplefilter("ignore")  # one epoch of training: convergence warnings
-    rows = [row for size_name in args.size for row in survey(size_name, args.threads, args.repeat)]
+    started = time.perf_counter()
+    load = os.getloadavg()[0]
+    rows = [row for size_name in args.size for row in survey(size_name, args.threads, args.repeat, args.only)]
     columns = ["size", "configuration", "API", "profiled µs/step", "top kernel", "share (%)",
-               "*Grad share (%)", "suspect"]
+               "gradient kernels (%)", "*Grad share (%)", "overhead (%)", "suspect"]
     summary = markdown(rows, columns)
-    print("\n## Summary\n\n" + summary)
+    causes = known_causes(rows)
+    busy = [row["busy"] for row in rows if row["busy"] is not None] or [None]
+    print("\n## Summary\n\n" + summary + "\n\n" + causes)
     command = " ".join([".venv/bin/python", "benchmarks/profiles/kernel_survey.py", *argv])
     sizes = "; ".join(f"{name}: {SIZES[name]['n_features']}-{SIZES[name]['hidden']}-1, batch "
-                      f"{SIZES[name]['batch']}" for name in args.size)
+                      f"{SIZES[name]['batch']}, zoo batch {ZOO_BATCH}" for name in args.size)
     products = ", ".join(sorted(MATRIX_PRODUCTS))
-    intro = (f"Made by `{command}` on a machine with {os.cpu_count()} hardware threads, intra-op threads "
-             f"per session: {args.threads} ({sizes}); shares of the profiled step come from onnxruntime's "
-             f"profiler (each kernel's best time, profiled epochs: {args.repeat}). A suspect is a kernel "
-             f"other than a matrix product ({products}) above {SUSPECT_SHARE:g}% of the step.\n")
-    write_atomically(args.output, f"# Kernel survey\n\n{intro}\n{summary}\n")
+    intro = (f"Made by `{command}` ({time.perf_counter() - started:.0f} s) on a machine with {os.cpu_count()} "
+             f"hardware threads, load average {load:.1f} -> {os.getloadavg()[0]:.1f} during the run (other jobs kept "
+             f"the processors {busy_note([min(busy), max(busy)]).replace(', ', ' to ')} busy before the "
+             "configurations, each waiting up to 30 s for under 10%), intra-op "
+             f"threads per session: {args.threads} ({sizes}); shares of the profiled step come from "
+             f"onnxruntime's profiler (each kernel's best time, profiled epochs: {args.repeat}). A suspect is a "
+             f"kernel other than a matrix product or a convolution ({products}) above {SUSPECT_SHARE:g}% of "
+             "the step. The profiler adds about a microsecond to each kernel call: shares of small networks "
+             "overstate their many tiny kernels.")
+    write_section(args.output, "survey", f"## Where the steps spend their time\n\n{intro}\n\n{summary}\n\n"
+                                         f"### The suspects\n\n{causes or 'None.'}")
 
 
 if __name__ == "__main__":

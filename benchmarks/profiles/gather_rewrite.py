@@ -1,0 +1,85 @@
+"""The ``Gather`` rewrite of ``fast_gradients``, side by side: training steps of the zoo's token classifiers.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/profiles/gather_rewrite.py [--threads 1 2] [--rounds 3]
+
+``fast_gradients`` trains an embedding's ``Gather`` as ``GatherND``, whose
+gradient kernel adds the rows in one loop instead of taking a mutex for
+each element (:mod:`helpers.core.gradient_rewrites`). Two variants of the
+same fit, timed in turn (:mod:`benchmarks.profiles.ab_timing`):
+``gather_nd``, the library as it is, and ``gather``, the same with that one
+rewrite switched off (the other rewrites stay on). The zoo's token
+classifiers (``benchmarks/example_models.py``), batches of 64, plain SGD,
+softmax cross-entropy, both APIs. It writes its section of
+``results/kernel_survey.md``.
+"""
+import contextlib
+import os
+import sys
+from unittest import mock
+
+import onnx
+
+from benchmarks.profiles.ab_timing import (
+    BUSY_NOTE, ab_rounds, ab_rows, busy_note, conditions, parse_arguments, step_fits,
+)
+from benchmarks.profiles.kernel_survey import ZOO_BATCH, zoo_model
+from benchmarks.profiles.report import markdown, write_section
+from helpers.core import gradient_rewrites
+
+#: Zoo model to (steps per epoch, epochs of the long fit).
+MODELS = {"token_classifier_small": (20, 11), "token_classifier_large": (20, 4)}
+
+
+def without_gather_rewrite():
+    """A context in which ``fast_gradients`` keeps ``Gather`` as it is.
+
+    Examples
+    --------
+    >>> from helpers.core.gradient_rewrites import rewrite_for_training
+    >>> from benchmarks.profiles.kernel_survey import zoo_model
+    >>> onx = zoo_model("token_classifier_small", 4)[0]
+    >>> with without_gather_rewrite():
+    ...     "Gather" in [n.op_type for n in rewrite_for_training(onx).graph.node]
+    True
+    """
+    return mock.patch.object(gradient_rewrites, "_gather_as_gather_nd", lambda node, index: None)
+
+
+def _time_steps(threads, rounds, repeats):
+    """Rows of :func:`ab_rows` for every model of :data:`MODELS` and both APIs at ``threads``."""
+    rows = []
+    for name, (steps, e2) in MODELS.items():
+        onx, X, y, loss = zoo_model(name, ZOO_BATCH * steps)
+        plain = onnx.ModelProto()
+        plain.CopyFrom(onx)
+        plain.doc_string = "Gather not rewritten"  # another content: another entry of the training caches
+        fits = {}
+        for variant, model, context in (("gather_nd", onx, contextlib.nullcontext),
+                                        ("gather", plain, without_gather_rewrite)):
+            fitted = step_fits(model, X, y, ZOO_BATCH, threads, loss=loss, lr=1e-3, context=context)
+            fits.update({(api, variant): fit for api, fit in fitted.items()})
+        estimates, busy = ab_rounds(fits, steps, rounds=rounds, repeats=repeats, e2=e2)
+        for api in dict.fromkeys(api for api, _ in fits):
+            per_variant = {variant: values for (a, variant), values in estimates.items() if a == api}
+            rows += ab_rows(per_variant, "gather", model=name, threads=threads, API=api, busy=busy_note(busy))
+            print(markdown(rows[-2:], list(rows[-1])), flush=True)
+    return rows
+
+
+def main(argv=None):
+    """Time both variants; write their section of ``results/kernel_survey.md``."""
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_arguments(__doc__.split("\n", 1)[0], argv)
+    load = os.getloadavg()[0]
+    rows = [row for threads in args.threads for row in _time_steps(threads, args.rounds, args.repeats)]
+    text = (f"## The Gather rewrite\n\n{conditions('benchmarks/profiles/gather_rewrite.py', argv, load)} Marginal "
+            "cost of a training step of the zoo's token classifiers (batches of 64), median over the rounds of "
+            "the best of the repeats, with the range over the rounds; the ratio to `gather` (the rewrite off) is "
+            f"taken within each round; {BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}")
+    write_section(args.output, "gather-rewrite", text)
+
+
+if __name__ == "__main__":
+    main()
