@@ -8,7 +8,7 @@ from sklearn.base import clone
 
 from helpers import LearningRateSGD, OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
 from helpers.core import sessions, training_cache
-from helpers.whole_training import artifacts
+from helpers.whole_training import fit_artifacts
 from helpers.core.training_cache import ARTIFACTS, GRADIENT_GRAPHS, ContentCache, content_key
 from helpers.teaching.model_factories import mlp_onnx
 
@@ -74,7 +74,7 @@ def test_failed_artifact_generation_leaves_nothing(data, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("interrupted")
 
-    monkeypatch.setattr(artifacts, "generate_training_artifacts", broken)
+    monkeypatch.setattr(fit_artifacts, "generate_training_artifacts", broken)
     before = _artifact_folders()
     with pytest.raises(RuntimeError, match="interrupted"):
         OrtGradientOptimizer(add_loss_output(mlp_onnx(5, hidden=(6,))), max_iter=1).fit(X, y)
