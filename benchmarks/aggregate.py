@@ -50,8 +50,8 @@ ORTMODULE_SENTENCE = (
     "ORTModule, onnxruntime's torch integration, has no row: it imports torch internals "
     "(`torch.onnx._internal.jit_utils`) that torch 2.9 removed, and the project pins torch 2.13. "
     "`OrtTorchModule` (`helpers.OrtTorchModule`: the network's forward and backward passes in onnxruntime, "
-    "the loss and the optimizer in torch) takes its row; `details.md` says, for each of its rows, "
-    "the share of its step spent in onnxruntime's passes."
+    "the loss and the optimizer in torch) takes its row; the [details](details.md) give, for each of its "
+    "rows, the share of its step spent in onnxruntime's passes."
 )
 
 
@@ -164,16 +164,17 @@ def answer_ratios(df):
 
 
 def _answer_table(ratios):
-    """Rows: model size; columns: each API against each peer, as speed phrases with their caveats beside."""
-    ratios = ratios.assign(column=[f"{APIS[a]} vs {PEERS[p]}" for a, p in zip(ratios.api, ratios.peer)],
-                           cell=[with_caveat(speed_phrase(r), c) for r, c in zip(ratios.ratio, ratios.caveat)])
-    table = ratios.pivot_table(index="size", columns="column", values="cell", aggfunc="first", sort=False)
-    order = [f"{APIS[a]} vs {PEERS[p]}" for p in PEERS for a in APIS]
-    table = table[[c for c in order if c in table]]
-    lines = ["| model, batch | " + " | ".join(table.columns) + " |",
-             "| --- | " + " | ".join("---" for _ in table.columns) + " |"]
-    for size, row in table.iterrows():
-        lines.append(f"| {size} | " + " | ".join(v if isinstance(v, str) else "-" for v in row) + " |")
+    """Rows: model size and peer; columns: each API, as speed phrases with their caveats beside."""
+    ratios = ratios.assign(cell=[with_caveat(speed_phrase(r), c) for r, c in zip(ratios.ratio, ratios.caveat)],
+                           peer_rank=ratios.peer.map({p: i for i, p in enumerate(PEERS)}))
+    sizes = list(dict.fromkeys(ratios["size"]))
+    ratios = ratios.assign(size_rank=ratios["size"].map(sizes.index)).sort_values(["size_rank", "peer_rank"])
+    table = ratios.pivot_table(index=["size", "peer"], columns="api", values="cell", aggfunc="first", sort=False)
+    table = table[[a for a in APIS if a in table]]
+    lines = ["| model, batch | against | " + " | ".join(APIS[a] for a in table.columns) + " |",
+             "| --- | --- | " + " | ".join("---" for _ in table.columns) + " |"]
+    for (size, peer), row in table.iterrows():
+        lines.append(f"| {size} | {PEERS[peer]} | " + " | ".join(v if isinstance(v, str) else "-" for v in row) + " |")
     return lines
 
 
@@ -200,17 +201,24 @@ def answer_sentences(ratios):
             continue
         faster = clean[clean.ratio < 1 / 1.05]
         slower = clean[clean.ratio > 1.05]
-        if faster.empty and len(slower) == len(clean):
-            text = f"{what} against {PEERS[peer]}: slower in all {len(clean)} configurations ({_span(slower.ratio)})"
+        same = len(clean) - len(faster) - len(slower)
+        text = f"{what} against {PEERS[peer]}: "
+        if faster.empty and slower.empty:
+            text += f"about the same in all {len(clean)} configurations"
+        elif faster.empty:
+            text += (f"slower in all {len(clean)} configurations" if not same
+                     else f"slower in {len(slower)} of {len(clean)} configurations")
+            text += f" ({_span(slower.ratio)})"
         else:
-            text = f"{what} against {PEERS[peer]}: faster in {len(faster)} of {len(clean)} configurations"
-            if not faster.empty:
-                text += f" ({_span(1 / faster.ratio)})"
+            text += f"faster in {len(faster)} of {len(clean)} configurations ({_span(1 / faster.ratio)})"
             if not slower.empty:
                 where = "; ".join(sorted(set(slower["size"])))
                 text += f", slower in {len(slower)} ({_span(slower.ratio)}: {where})"
+        if same and not (faster.empty and slower.empty):
+            text += f", about the same in {same}"
         if left_out:
-            text += f"; {left_out} more not counted, their timings are no finding (the table says why)"
+            timings = "its timing is" if left_out == 1 else "their timings are"
+            text += f"; {left_out} more not counted, {timings} no finding (the table says why)"
         sentences.append(text + ".")
     return sentences
 
@@ -286,10 +294,10 @@ def summary_text(df, results, plots):
     rows = df[df.machine.isin(ratios.machine)] if not ratios.empty else df
     versions = rows.iloc[0]
     lines += [
-        "Ratios of time at equal thread counts, same data, same initial weights, same batches, same "
+        ("Ratios of time at equal thread counts, same data, same initial weights, same batches, same "
         "update rule (plain SGD): a step against torch eager and `torch.compile`, a whole fit against "
         "scikit-learn. A ratio with a caveat beside it (noisy repeats, a busy machine, shared cores, a time "
-        "that could not be measured) is no finding, and no sentence above counts it. " + _compile_sentence(df),
+        "that could not be measured) is no finding, and no sentence above counts it. " + _compile_sentence(df)).strip(),
         f"onnxruntime-training {versions.onnxruntime}, torch {versions.torch_version}; "
         f"{df.run.nunique()} runs on {df.machine.nunique()} machine(s). " + ORTMODULE_SENTENCE,
         "",
@@ -299,7 +307,7 @@ def summary_text(df, results, plots):
     if targets is not None:
         lines += ["## Targets", "",
                   "Each target for the configuration it was set for, measured side by side by "
-                  f"`python -m benchmarks.step_targets` (`{path}`):", ""]
+                  f"`python -m benchmarks.step_targets` ([{os.path.basename(path)}]({path})):", ""]
         lines += markdown_table(targets) + [""]
     costs = _training_costs(results)
     if costs:
@@ -310,8 +318,8 @@ def summary_text(df, results, plots):
         lines += [f"![{os.path.basename(p)}]({p})" for p in costs] + [""]
     if plots:
         lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plots] + [""]
-    lines += ["Every measured configuration is in `details.md` (one table per benchmark, each with its CSV), "
-              "every row in `summary.csv`.", ""]
+    lines += ["Every measured configuration is in the [details](details.md) (one table per benchmark, each "
+              "with its CSV), every row in [summary.csv](summary.csv).", ""]
     return "\n".join(lines)
 
 

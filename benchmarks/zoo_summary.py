@@ -142,7 +142,7 @@ count only, for: CNN (small).
             start = f"Against {peer}, onnxruntime's faster API trains a step " if not sentences else f"Against {peer}: "
             sentences.append(start + "; ".join(clauses) + ".")
     if untrained:
-        sentences.append(f"Not trained by onnxruntime: {_names(untrained, families)} (why: `details.md`).")
+        sentences.append(f"Not trained by onnxruntime: {_names(untrained, families)} (why: [details](details.md)).")
     return " ".join(sentences)
 
 
@@ -199,5 +199,5 @@ def zoo_section(df):
     if lines:
         lines += ["Time of a training step (`bench_your_model.ipynb`): the same model, initial weights, batches, "
                   "loss (cross-entropy or squared error) and plain SGD in every framework; `torch.compile`'s "
-                  "compilation is not in its step (`compile_time_s` in `details.md`).", ""]
+                  "compilation is not in its step (`compile_time_s` in the [details](details.md)).", ""]
     return lines

@@ -5,20 +5,19 @@ import importlib
 import inspect
 import os
 import pkgutil
-import posixpath
 import re
 import shutil
 import sys
 from collections.abc import Mapping
 
-from docutils import nodes
 from sphinx import addnodes
-from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
-from sphinx.util.osutil import relative_uri
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "_ext"))
+
+from site_links import REPOSITORY_URL  # noqa: E402
 
 LOGGER = logging.getLogger(__name__)
 
@@ -30,6 +29,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
+    "site_links",  # docs/_ext: figures, downloads and links to the repository's files
 ]
 exclude_patterns = ["_build", "notebooks/.ipynb_checkpoints"]
 html_theme = "furo"
@@ -39,13 +39,6 @@ html_css_files = ["custom.css"]  # tables, code, figures and outputs that fit th
 myst_enable_extensions = ["colon_fence", "dollarmath"]
 myst_heading_anchors = 3
 
-# Where the repository is browsed, e.g. "https://github.com/OWNER/ort-training-notebooks"
-# (DOCS_REPOSITORY_URL overrides it). When set, the pages link the repository's files
-# ({repo}`benchmarks/bench_your_model.ipynb`) and each page's "view source" button opens
-# its source file there; while it is empty, {repo} links download the file from the
-# site itself and the pages have no "view source" button (it would open a .txt copy).
-REPOSITORY_URL = os.environ.get("DOCS_REPOSITORY_URL", "").rstrip("/")
-REPOSITORY_BRANCH = os.environ.get("DOCS_REPOSITORY_BRANCH", "main")
 html_theme_options = {"top_of_page_buttons": ["view"] if REPOSITORY_URL else []}
 
 # Notebooks run with their default parameters, on the project's kernel. The
@@ -179,7 +172,7 @@ _SECTION = re.compile(r"^## (?P<machine>.+?), (?P<cores>\d+) cores?, (?P<threads
 
 def _api_span(text, api):
     match = re.search(
-        rf"The {api} API against torch: faster in (\d+) of (\d+) configurations "
+        rf"The {api} API against torch(?: eager)?: faster in (\d+) of (\d+) configurations "
         r"\((?P<span>[\d.]+x(?: to [\d.]+x)?)\)", text)
     return match and match.group("span")
 
@@ -219,6 +212,7 @@ def _fill_markers(app, docname, source):
     if "<!-- api-public-names -->" in text:
         text = text.replace("<!-- api-public-names -->", _public_names_table())
     if "<!-- headline -->" in text:
+        app.env.note_dependency(SUMMARY)  # a new sweep rebuilds the page
         try:
             sentence = headline()
         except (OSError, ValueError) as exc:
@@ -301,94 +295,8 @@ def _drop_reprs(app, doctree):
                     annotation.parent.remove(annotation)
 
 
-# --- Figures link to their full size --------------------------------------------------
-
-
-def _link_images(app, doctree, docname):
-    """Wrap each image (notebook outputs, figures) in a link to its file: a click opens it."""
-    if app.builder.format != "html":
-        return
-    images = relative_uri(app.builder.get_target_uri(docname), "_images")
-    for image in list(doctree.findall(nodes.image)):
-        if isinstance(image.parent, nodes.reference):
-            continue
-        uri = image["uri"]
-        if uri in app.env.images:
-            target = posixpath.join(images, app.env.images[uri][1])
-        elif "://" in uri or uri.startswith("data:"):
-            target = uri
-        else:
-            continue
-        link = nodes.reference("", "", refuri=target, classes=["image-full-size"])
-        image.replace_self(link)
-        link.append(image)
-
-
-# --- Notebook pages: a download link to the notebook ----------------------------------
-
-
-class NotebookDownload(SphinxTransform):
-    """Below a notebook page's title: a link that downloads the ``.ipynb`` it was built from."""
-
-    default_priority = 200
-
-    def apply(self):
-        source = self.env.doc2path(self.env.docname)
-        if not str(source).endswith(".ipynb"):
-            return
-        title = next(iter(self.document.findall(nodes.title)), None)
-        if title is None:
-            return
-        filename = os.path.basename(str(source))
-        link = addnodes.download_reference(
-            "", "", nodes.literal(filename, filename), reftarget=filename,
-            refdoc=self.env.docname, refexplicit=True, refdomain="", reftype="download",
-        )
-        paragraph = nodes.paragraph(
-            "", "", nodes.Text("Download this notebook: "), link,
-            nodes.Text(" (without outputs; run it with the project's kernel)."),
-            classes=["notebook-download"],
-        )
-        title.parent.insert(title.parent.index(title) + 1, paragraph)
-
-
-# --- Links to the repository's files ---------------------------------------------------
-
-
-def repo_role(name, rawtext, text, lineno, inliner, options=None, content=None):
-    """``{repo}`path``: the repository's file at ``path`` (from the repository root).
-
-    With :data:`REPOSITORY_URL`, a link to the file in the repository; without it, a
-    download of the file, copied onto the site.
-    """
-    path = text.strip()
-    label = nodes.literal(path, path)
-    if REPOSITORY_URL:
-        url = f"{REPOSITORY_URL}/blob/{REPOSITORY_BRANCH}/{path}"
-        return [nodes.reference(rawtext, "", label, refuri=url)], []
-    env = inliner.document.settings.env
-    target = posixpath.relpath(posixpath.join("..", path), posixpath.dirname(env.docname) or ".")
-    link = addnodes.download_reference(
-        rawtext, "", label, reftarget=target, refdoc=env.docname, refexplicit=True,
-        refdomain="", reftype="download",
-    )
-    return [link], []
-
-
-def _view_source_link(app, pagename, templatename, context, doctree):
-    """With a repository, the "view source" button opens the page's source file there."""
-    if not REPOSITORY_URL or not context.get("page_source_suffix"):
-        return
-    source = os.path.relpath(os.path.realpath(app.env.doc2path(pagename)), ROOT)
-    context["theme_source_view_link"] = f"{REPOSITORY_URL}/blob/{REPOSITORY_BRANCH}/{source}"
-
-
 def setup(app):
     app.connect("source-read", _fill_markers)
     app.connect("autodoc-process-docstring", _registry_docstring)
     app.connect("doctree-read", _drop_reprs)
-    app.connect("doctree-resolved", _link_images)
-    app.connect("html-page-context", _view_source_link)
-    app.add_transform(NotebookDownload)
-    app.add_role("repo", repo_role)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,6 +1,7 @@
 """The sweep summary answers first, never mixes machines, and stays short."""
 import json
 import os
+import re
 
 import pytest
 
@@ -44,8 +45,8 @@ def test_answer_never_mixes_machines(tmp_path):
     assert ratios.loc[("slow machine, 2 cores", "ort whole-training"), "ratio"] == pytest.approx(1.5)
     text = aggregate.summary_text(aggregate.load_rows(str(tmp_path)), str(tmp_path), [])
     assert text.index("## fast machine, 2 cores, 2 threads") < text.index("## slow machine, 2 cores, 2 threads")
-    assert "| MLP 10-50-1, batch 100 | 2.0x faster | 2.0x slower |" in text
-    assert "| MLP 10-50-1, batch 100 | 1.5x slower | 6.0x slower |" in text
+    assert "| MLP 10-50-1, batch 100 | torch eager | 2.0x faster | 2.0x slower |" in text
+    assert "| MLP 10-50-1, batch 100 | torch eager | 1.5x slower | 6.0x slower |" in text
 
 
 def test_summary_of_selected_runs_only(tmp_path):
@@ -72,6 +73,24 @@ def test_targets_come_from_step_targets_with_their_configuration(tmp_path):
     assert "## Targets" in text and "| small MLP | 100-50-1@100 | 0.25x | <= 0.3x | met |" in text
 
 
+def test_every_file_the_pages_mention_is_a_link_to_a_file_that_exists(tmp_path):
+    """summary.md and details.md link the files they name (the docs site turns them into pages or downloads)."""
+    results = tmp_path / "reference"
+    _record(results, "torch-a", "m", _torch_rows(50, {"torch eager": 1.0, "ort whole-training": 0.5}))
+    (tmp_path / "step_targets.csv").write_text(
+        "target,configuration,measured,goal,verdict\nsmall MLP,100-50-1@100,0.25x,<= 0.3x,met\n", encoding="utf-8"
+    )
+    aggregate.summarize(str(results))
+    for page in ("summary.md", "details.md"):
+        text = (results / page).read_text(encoding="utf-8")
+        assert "beside this file" not in text
+        links = re.findall(r"\]\(([^)]+)\)", text)
+        assert links, f"{page} links nothing"
+        for link in links:
+            assert (results / link).exists(), f"{page} links {link}, which is not there"
+        assert not re.search(r"`[^`]*\.(md|csv)`", text), f"{page} names a file without linking it"
+
+
 @pytest.mark.skipif(not os.path.isdir(os.path.join(ROOT, "results", "reference", "records")),
                     reason="the committed reference sweep is not in this checkout")
 def test_committed_reference_summary_is_short_and_answers_first():
@@ -89,10 +108,19 @@ def test_torch_module_row_has_its_column_and_sentence(tmp_path):
     _record(tmp_path, "torch-a", "m", _torch_rows(50, times))
     _record(tmp_path, "torch-b", "m", _torch_rows(500, {**times, "ort torch module": 1.6}))
     text = aggregate.summary_text(aggregate.load_rows(str(tmp_path)), str(tmp_path), [])
-    assert ("| model, batch | whole-training vs torch eager | forward/backward vs torch eager | "
-            "OrtTorchModule vs torch eager |") in text
-    assert "| MLP 10-50-1, batch 100 | 2.0x faster | 1.2x faster | 1.3x slower |" in text
+    assert "| model, batch | against | whole-training | forward/backward | OrtTorchModule |" in text
+    assert "| MLP 10-50-1, batch 100 | torch eager | 2.0x faster | 1.2x faster | 1.3x slower |" in text
     assert "OrtTorchModule against torch eager: slower in all 2 configurations (1.3x to 1.6x)." in text
+
+
+def test_a_tie_is_said_as_a_tie_not_as_faster_in_none(tmp_path):
+    _record(tmp_path, "torch-a", "m", _torch_rows(50, {"torch eager": 1.0, "ort torch module": 1.01}))
+    _record(tmp_path, "torch-b", "m", _torch_rows(500, {"torch eager": 1.0, "ort torch module": 1.5}))
+    _record(tmp_path, "torch-c", "m", _torch_rows(100, {"torch eager": 1.0, "ort torch module": 1.4}))
+    text = aggregate.summary_text(aggregate.load_rows(str(tmp_path)), str(tmp_path), [])
+    assert ("OrtTorchModule against torch eager: slower in 2 of 3 configurations (1.4x to 1.5x), "
+            "about the same in 1.") in text
+    assert "faster in 0" not in text
 
 
 def _zoo_rows(model, family, n_weights, times, threads):
@@ -121,7 +149,7 @@ def test_the_zoo_has_its_answer_and_table(tmp_path):
     assert ("## Model zoo: m, 2 cores\n\nAgainst torch eager, onnxruntime's faster API trains a step faster for: "
             "BatchNorm MLP (large); slower for: CNN on images. Against torch.compile: faster for: BatchNorm MLP "
             "(large); slower for: CNN on images. Not trained by onnxruntime: 1-D CNN on sequences (small) "
-            "(why: `details.md`).") in text
+            "(why: [details](details.md)).") in text
     assert ("| model | weights | threads | whole-training vs torch eager | forward/backward vs torch eager | "
             "whole-training vs torch.compile | forward/backward vs torch.compile |") in text
     assert "| CNN on images (small) | 26k | 2 | 2.0x slower | 4.0x slower | 2.5x slower | 5.0x slower |" in text
@@ -160,7 +188,7 @@ def test_a_quiet_sweep_answers_without_caveats(tmp_path):
     _record(tmp_path, "torch-a", "m", _timed_rows(50, {"torch eager": 1.0, "ort whole-training": 0.25}))
     text = aggregate.summary_text(aggregate.load_rows(str(tmp_path)), str(tmp_path), [])
     assert "The whole-training API against torch eager: faster in 1 of 1 configurations (4.0x)." in text
-    assert "| MLP 10-50-1, batch 100 | 4.0x faster |" in text
+    assert "| MLP 10-50-1, batch 100 | torch eager | 4.0x faster |" in text
     answer = text.split("Ratios of time")[0]
     assert "noisy" not in answer and "shared" not in answer and "not counted" not in answer
 
@@ -170,10 +198,10 @@ def test_a_noisy_ratio_is_said_beside_the_number_and_left_out_of_the_answer(tmp_
                                                    spreads={"torch eager": 3.1}))
     _record(tmp_path, "torch-b", "m", _timed_rows(500, {"torch eager": 1.0, "ort whole-training": 0.5}))
     text = aggregate.summary_text(aggregate.load_rows(str(tmp_path)), str(tmp_path), [])
-    assert "| MLP 10-50-1, batch 100 | 170.0x faster (noisy: repeats spread 3.1x) |" in text
+    assert "| MLP 10-50-1, batch 100 | torch eager | 170.0x faster (noisy: repeats spread 3.1x) |" in text
     # the answer rests on the clean ratio only, and says one was left out
     assert ("The whole-training API against torch eager: faster in 1 of 1 configurations (2.0x); "
-            "1 more not counted") in text
+            "1 more not counted, its timing is no finding") in text
     assert "170" not in text.split("|")[0]
 
 
@@ -204,5 +232,7 @@ def test_the_summary_names_torch_compile_and_its_compilation_apart(tmp_path):
     rows[1]["compile_time_s"] = 12.5
     _record(tmp_path, "torch-a", "m", rows)
     text = aggregate.summary_text(aggregate.load_rows(str(tmp_path)), str(tmp_path), [])
-    assert "whole-training vs torch.compile" in text and "| 2.5x faster | 2.0x faster |" in text
+    assert "| MLP 10-50-1, batch 100 | torch eager | 2.5x faster |" in text
+    assert "| MLP 10-50-1, batch 100 | torch.compile | 2.0x faster |" in text
+    assert text.index("| torch eager | 2.5x") < text.index("| torch.compile | 2.0x")
     assert "compiled for 12.5 to 12.5 s before its first step" in text
