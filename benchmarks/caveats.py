@@ -74,12 +74,30 @@ def ratio_caveat(*caveats):
     return "; ".join(parts)
 
 
+def short_caveat(caveat):
+    """The caveat as a table of the summary shows it: each reason's name, and a noisy spread's size.
+
+    The details (``details.md``) keep the whole words.
+
+    Examples
+    --------
+    >>> short_caveat("set-up not measurable: its estimate was negative; noisy: repeats spread 3.1x")
+    'set-up not measurable; noisy: repeats spread 3.1x'
+    """
+    parts = _text(caveat).split("; ")
+    return "; ".join(part if part.startswith("noisy") else part.split(":")[0] for part in parts if part)
+
+
 def with_caveat(phrase, caveat):
     """``'2.0x faster'``, or ``'2.0x faster (noisy: repeats spread 3.1x)'``: the number and, beside it, why it is no finding.
+
+    The reason is said in short (:func:`short_caveat`).
 
     Examples
     --------
     >>> with_caveat("2.0x faster", ""), with_caveat("2.0x faster", "noisy: repeats spread 3.1x")
     ('2.0x faster', '2.0x faster (noisy: repeats spread 3.1x)')
+    >>> with_caveat("1.4x slower", "busy machine: load average 3.2 on 2 cores")
+    '1.4x slower (busy machine)'
     """
-    return f"{phrase} ({caveat})" if caveat and phrase != "-" else phrase
+    return f"{phrase} ({short_caveat(caveat)})" if caveat and phrase != "-" else phrase

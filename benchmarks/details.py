@@ -13,6 +13,8 @@ import os
 import numpy as np
 import pandas as pd
 
+from benchmarks.caveats import short_caveat
+
 #: How the sizes of the MLPs of the torch and scikit-learn benchmarks read.
 _LINEAR_SIZE = "linear {n_features} features, batch {batch_size}"
 _MLP_SIZE = "MLP {n_features}-{hidden}-1, batch {batch_size}"
@@ -67,9 +69,17 @@ def markdown_table(df, columns=None):
 
 
 def _caveat_or_error(group):
+    """Per row: why it did not run, or its caveat in short (the table's cell)."""
     caveat = group["caveat"] if "caveat" in group else pd.Series("", index=group.index)
     error = group["error"] if "error" in group else pd.Series(None, index=group.index)
-    return [f"not run: {e}" if isinstance(e, str) and e else c for c, e in zip(caveat.fillna(""), error)]
+    return [f"not run: {e}" if isinstance(e, str) and e else short_caveat(c) for c, e in zip(caveat.fillna(""), error)]
+
+
+def _caveats_in_full(group):
+    """The sentence under a table that says in whole words the caveats its cells say in short."""
+    parts = [part for caveat in group.get("caveat", pd.Series(dtype=object)).fillna("") for part in caveat.split("; ")]
+    full = [part for part in dict.fromkeys(parts) if part and short_caveat(part) != part]
+    return f"In full: {'; '.join(full)}." if full else ""
 
 
 def _compact(group, benchmark):
@@ -85,9 +95,11 @@ def _compact(group, benchmark):
     for column in ("optimizer", "threads", "framework"):
         if column in group and group[column].notna().any():
             view[column] = group[column]
-    if benchmark == "sklearn":
+    if benchmark == "sklearn":  # a whole fit is what is compared
+        view["samples"] = group.get("n_samples")
         view["fit (s)"] = group.get("fit_time_s")
-    view["ms per step"] = pd.to_numeric(group.get("time_per_update_s"), errors="coerce") * 1e3
+    else:
+        view["ms per step"] = pd.to_numeric(group.get("time_per_update_s"), errors="coerce") * 1e3
     for column, name in (("ratio_to_torch_eager", "× torch eager"), ("speedup_vs_sklearn", "× faster than scikit-learn")):
         if column in group and group[column].notna().any():
             view[name] = group[column]
@@ -103,11 +115,15 @@ def _compact(group, benchmark):
 
 def _hoist_constants(view):
     """The columns with one value in every row, said above the table instead: ``(view, sentence)``."""
-    constant = [c for c in view.columns if c != "caveat, or why not run" and view[c].astype(str).nunique() == 1]
-    if len(view) < 2 or not constant:
+    caveat = "caveat, or why not run"
+    constant = [c for c in view.columns if c != caveat and view[c].astype(str).nunique() == 1]
+    if len(view) < 2:
         return view, ""
-    said = ", ".join(f"{c} {_cell(view[c].iloc[0])}" for c in constant)
-    return view.drop(columns=constant), f"Every row: {said}."
+    said = [f"{c} {_cell(view[c].iloc[0])}" for c in constant]
+    if caveat in view and not view[caveat].astype(bool).any():
+        constant.append(caveat)
+        said.append("no caveat")
+    return view.drop(columns=constant), f"Every row: {', '.join(said)}." if said else ""
 
 
 def _scaling_tables(group):
@@ -144,6 +160,8 @@ def details_text(df, csv_names=None):
         else:
             view, constants = _hoist_constants(_compact(group, benchmark))
             lines += ([constants, ""] if constants else []) + markdown_table(view) + [""]
+            full = _caveats_in_full(group)
+            lines += [full, ""] if full else []
         if csv_names and benchmark in csv_names:
             lines += [f"All columns: [{csv_names[benchmark]}]({csv_names[benchmark]}).", ""]
     return "\n".join(lines)

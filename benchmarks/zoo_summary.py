@@ -113,12 +113,12 @@ _VERDICT_WORDS = {"faster": "faster for", "slower": "slower for",
                   "mixed": "within 5%, or faster at one thread count only, for"}
 
 
-def zoo_sentences(ratios, families=None, untrained=()):
-    """The answer: per torch run, the models where onnxruntime's faster API trains a step faster, and where slower.
+def zoo_sentence(ratios, peer, families=None):
+    """The answer against ``peer``: the models where onnxruntime's faster API trains a step faster, and where slower.
 
     ``families`` (family to its model labels) names a family once when all
-    its models share a verdict (default: the models of ``ratios``);
-    ``untrained`` are the labels onnxruntime did not train.
+    its models share a verdict (default: the models of ``ratios``). ``''``
+    when no ratio against ``peer`` is a finding.
 
     Examples
     --------
@@ -126,24 +126,20 @@ def zoo_sentences(ratios, families=None, untrained=()):
     ...                        "label": ["CNN (small)"] * 2 + ["CNN (large)"] * 2 + ["MLP (small)"] * 2,
     ...                        "threads": [2] * 6, "api": ["ort whole-training"] * 6,
     ...                        "peer": ["torch eager", "torch.compile"] * 3, "ratio": [1.5, 1.0, 1.2, 1.3, 0.5, 0.9]})
-    >>> print(zoo_sentences(ratios))
-    Against torch eager, onnxruntime's faster API trains a step faster for: MLP (small); slower for: CNN. \
-Against torch.compile: faster for: MLP (small); slower for: CNN (large); within 5%, or faster at one thread \
-count only, for: CNN (small).
+    >>> print(zoo_sentence(ratios, "torch eager"))
+    Against torch eager, onnxruntime's faster API trains a step faster for: MLP (small); slower for: CNN.
+    >>> print(zoo_sentence(ratios, "torch.compile"))
+    Against torch.compile, onnxruntime's faster API trains a step faster for: MLP (small); slower for: \
+CNN (large); within 5%, or faster at one thread count only, for: CNN (small).
     """
     if families is None:
         families = {family: list(dict.fromkeys(group.label)) for family, group in ratios.groupby("family", sort=False)}
-    sentences = []
-    for peer in PEERS:
-        verdicts = _verdicts(ratios, peer)
-        clauses = [f"{words}: {_names([k for k, v in verdicts.items() if v == verdict], families)}"
-                   for verdict, words in _VERDICT_WORDS.items() if verdict in verdicts.values()]
-        if clauses:
-            start = f"Against {peer}, onnxruntime's faster API trains a step " if not sentences else f"Against {peer}: "
-            sentences.append(start + "; ".join(clauses) + ".")
-    if untrained:
-        sentences.append(f"Not trained by onnxruntime: {_names(untrained, families)} (why: [details](details.md)).")
-    return " ".join(sentences)
+    verdicts = _verdicts(ratios, peer)
+    clauses = [f"{words}: {_names([k for k, v in verdicts.items() if v == verdict], families)}"
+               for verdict, words in _VERDICT_WORDS.items() if verdict in verdicts.values()]
+    if not clauses:
+        return ""
+    return f"Against {peer}, onnxruntime's faster API trains a step " + "; ".join(clauses) + "."
 
 
 def _weights(n):
@@ -152,27 +148,27 @@ def _weights(n):
     return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k" if n >= 1e3 else str(int(n))
 
 
-def zoo_table(ratios):
-    """Lines of a markdown table: a row per model and thread count, a column per API and torch run.
+def zoo_table(ratios, peer):
+    """Lines of a markdown table against ``peer``: a row per model and thread count, a column per API.
 
     Examples
     --------
     >>> ratios = pd.DataFrame({"family": "CNN", "label": "CNN (small)", "n_weights": 900, "threads": 2,
     ...                        "api": "ort whole-training", "peer": ["torch eager", "torch.compile"], "ratio": [0.5, 1.0]})
-    >>> print("\\n".join(zoo_table(ratios)))
-    | model | weights | threads | whole-training vs torch eager | whole-training vs torch.compile |
-    | --- | --- | --- | --- | --- |
-    | CNN (small) | 900 | 2 | 2.0x faster | same |
+    >>> print("\\n".join(zoo_table(ratios, "torch eager")))
+    | model | weights | threads | whole-training |
+    | --- | --- | --- | --- |
+    | CNN (small) | 900 | 2 | 2.0x faster |
     """
     from benchmarks.aggregate import speed_phrase  # noqa: PLC0415  (aggregate imports this module)
 
-    columns = [(api, peer) for peer in PEERS for api in APIS]
+    ratios = ratios[ratios.peer == peer]
     caveats = ratios["caveat"].fillna("") if "caveat" in ratios else pd.Series("", index=ratios.index)
     ratios = ratios.assign(cell=[with_caveat(speed_phrase(r), c) for r, c in zip(ratios.ratio, caveats)])
-    table = ratios.pivot_table(index=["family", "n_weights", "label", "threads"], columns=["api", "peer"],
+    table = ratios.pivot_table(index=["family", "n_weights", "label", "threads"], columns="api",
                                values="cell", aggfunc="first").sort_index()
-    present = [c for c in columns if c in table.columns]
-    lines = ["| model | weights | threads | " + " | ".join(f"{APIS[a]} vs {p}" for a, p in present) + " |",
+    present = [api for api in APIS if api in table.columns]
+    lines = ["| model | weights | threads | " + " | ".join(APIS[a] for a in present) + " |",
              "| --- | --- | --- | " + " | ".join("---" for _ in present) + " |"]
     for (_, n_weights, label, threads), row in table.iterrows():
         cells = [row[c] if isinstance(row[c], str) else "-" for c in present]
@@ -194,8 +190,13 @@ def zoo_section(df):
     lines = []
     for machine, part in ratios.groupby("machine", sort=False):
         families, untrained = _models(rows[rows.machine == machine])
-        lines += [f"## Model zoo: {machine}", "", zoo_sentences(part, families, untrained), ""]
-        lines += zoo_table(part) + [""]
+        lines += [f"## Model zoo: {machine}", ""]
+        for peer in PEERS:
+            if (part.peer == peer).any():
+                sentence = zoo_sentence(part, peer, families) or f"Against {peer}: no ratio is a finding."
+                lines += [sentence, ""] + zoo_table(part, peer) + [""]
+        if untrained:
+            lines += [f"Not trained by onnxruntime: {_names(untrained, families)} (why: [details](details.md)).", ""]
     if lines:
         lines += ["Time of a training step (`bench_your_model.ipynb`): the same model, initial weights, batches, "
                   "loss (cross-entropy or squared error) and plain SGD in every framework; `torch.compile`'s "

@@ -119,6 +119,52 @@ def test_landing_page_headline_figure_and_sidebar(browser):
     assert figure["scale"] > 0.6, f"at 390px the figure is shown at {figure['scale']:.2f} of its size"
 
 
+# --- The results pages ------------------------------------------------------------------
+
+_RESULTS_LAYOUT = r"""(() => {
+const article = document.querySelector('article');
+const tables = [...article.querySelectorAll('table')].map(t => ({
+  columns: Math.max(0, ...[...t.rows].map(r => r.cells.length)),
+  tallestRow: Math.max(0, ...[...t.tBodies[0].rows].map(r => r.getBoundingClientRect().height)),
+}));
+const images = [...article.querySelectorAll('img')].map(i => ({
+  src: i.getAttribute('src'), link: i.closest('a') ? i.closest('a').getAttribute('href') : null,
+  shown: i.getBoundingClientRect().width, natural: i.naturalWidth,
+  column: article.getBoundingClientRect().width}));
+const downloads = [...article.querySelectorAll('a.download')].map(a => a.getAttribute('href'));
+return {tables, images, downloads, h1: article.querySelectorAll('h1').length,
+        height: document.documentElement.scrollHeight, text: article.innerText};
+})()"""
+
+
+@pytest.mark.parametrize("page", ["benchmarks.html", "benchmark_details.html"])
+def test_results_pages_a_reader_can_scan(browser, page):
+    """Compact tables (at most 8 columns, rows one or two lines tall), one title, full-width figures, CSVs linked."""
+    browser.open(page, DESKTOP)
+    browser.screenshot(f"results-{page[:-5]}-1280.png")
+    m = browser.evaluate(_RESULTS_LAYOUT)
+    assert m["h1"] == 1, f"{page} has {m['h1']} titles"
+    assert m["tables"], f"{page} shows no table"
+    for table in m["tables"]:
+        assert table["columns"] <= 8, f"a table of {page} has {table['columns']} columns"
+        # compact rows: at most three lines of text (the page replaced had rows of 250-300 px)
+        assert table["tallestRow"] <= 90, f"a row of {page} is {table['tallestRow']}px tall"
+    for image in m["images"]:
+        assert image["link"] and os.path.exists(os.path.join(SITE, image["link"])), f"{image['src']} opens nothing"
+        assert image["shown"] >= min(image["natural"], image["column"]) - 2, (
+            f"{image['src']} is shown at {image['shown']:.0f}px of {image['natural']}px in a {image['column']:.0f}px column"
+        )
+    for link in m["downloads"]:
+        assert os.path.exists(os.path.join(SITE, link)), f"{link} is not on the site"
+    text = " ".join(m["text"].split())
+    assert not re.search(r"\b(this file|beside this file|details\.md says)\b", text)
+    assert "../" not in text, "a page shows a path of the repository instead of a link"
+    if page == "benchmark_details.html":
+        csvs = [link for link in m["downloads"] if link.endswith(".csv")]
+        assert len(csvs) >= 3, f"the details link {len(csvs)} CSVs"
+        assert m["height"] < 40_000, f"the details page is {m['height']}px tall"
+
+
 # --- Notebook pages ---------------------------------------------------------------------
 
 
