@@ -84,10 +84,11 @@ def image_cnn_large():
     return _image_cnn(32, 128)
 
 
-def _layernorm_mlp(features, width):
+def _normalized_mlp(features, width, norm, activation):
+    """Linear, ``norm``, ``activation``, twice, ``width`` wide, then one output."""
     return nn.Sequential(
-        nn.Linear(features, width), nn.LayerNorm(width), nn.GELU(),
-        nn.Linear(width, width), nn.LayerNorm(width), nn.GELU(), nn.Linear(width, 1),
+        nn.Linear(features, width), norm(width), activation(),
+        nn.Linear(width, width), norm(width), activation(), nn.Linear(width, 1),
     )
 
 
@@ -99,7 +100,7 @@ def layernorm_mlp_small():
     >>> layernorm_mlp_small()(torch.zeros(2, 32)).shape
     torch.Size([2, 1])
     """
-    return _layernorm_mlp(32, 64)
+    return _normalized_mlp(32, 64, nn.LayerNorm, nn.GELU)
 
 
 def layernorm_mlp_large():
@@ -110,14 +111,7 @@ def layernorm_mlp_large():
     >>> layernorm_mlp_large()(torch.zeros(2, 256)).shape
     torch.Size([2, 1])
     """
-    return _layernorm_mlp(256, 512)
-
-
-def _batchnorm_mlp(features, width):
-    return nn.Sequential(
-        nn.Linear(features, width), nn.BatchNorm1d(width), nn.ReLU(),
-        nn.Linear(width, width), nn.BatchNorm1d(width), nn.ReLU(), nn.Linear(width, 1),
-    )
+    return _normalized_mlp(256, 512, nn.LayerNorm, nn.GELU)
 
 
 def batchnorm_mlp_small():
@@ -128,7 +122,7 @@ def batchnorm_mlp_small():
     >>> batchnorm_mlp_small()(torch.zeros(4, 32)).shape
     torch.Size([4, 1])
     """
-    return _batchnorm_mlp(32, 64)
+    return _normalized_mlp(32, 64, nn.BatchNorm1d, nn.ReLU)
 
 
 def batchnorm_mlp_large():
@@ -139,7 +133,7 @@ def batchnorm_mlp_large():
     >>> batchnorm_mlp_large()(torch.zeros(4, 256)).shape
     torch.Size([4, 1])
     """
-    return _batchnorm_mlp(256, 512)
+    return _normalized_mlp(256, 512, nn.BatchNorm1d, nn.ReLU)
 
 
 def _sequence_conv(channels):

@@ -114,7 +114,7 @@ API_ORDER = {
         "estimator", "parameters", "learning_rates", "update_rules", "penalties",
         "loss_graphs", "epoch_losses", "configurable", "display", "sessions", "runtime",
         "devices", "cuda_libraries", "batches", "torch_export", "onnx_graph",
-        "inference_mode", "graph_shapes", "training_graph", "batch_norm", "onnx_function",
+        "inference_mode", "graph_shapes", "graph_nodes", "training_graph", "batch_norm", "onnx_function",
         "gradient_rewrites", "training_cache", "training_loop", "trained_model",
         "validation", "class_labels",
     ],

@@ -26,9 +26,9 @@ training graph, as torch's eval mode does: its scale and bias still train.
 from dataclasses import dataclass
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_shapes
 from .runtime import main_opset
 
@@ -153,28 +153,34 @@ def running_statistic_names(model):
     initializers = {i.name for i in model.graph.initializer}
     names = []
     for node in model.graph.node:
-        if node.op_type == "BatchNormalization" and node.domain in ("", "ai.onnx"):
+        if is_onnx_op(node, "BatchNormalization"):
             names.extend(name for name in node.input[3:5] if name in initializers and name not in names)
     return names
 
 
-def _attribute(node, name, default):
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return helper.get_attribute_value(attribute)
-    return default
+def batch_norm_in_training_mode(node):
+    """Whether the ``BatchNormalization`` ``node`` normalizes with the batch's statistics (torch's training mode).
 
+    It does when its ``training_mode`` attribute is set, or when it has
+    more than one output (the statistics only training mode writes).
 
-def _constant(name, values, elem_type=TensorProto.FLOAT):
-    array = np.asarray(values, dtype=np.int64 if elem_type == TensorProto.INT64 else np.float32)
-    return helper.make_node("Constant", [], [name], name=name, value=numpy_helper.from_array(array, name))
+    Examples
+    --------
+    >>> node = helper.make_node("BatchNormalization", list("xsbmv"), ["y"])
+    >>> batch_norm_in_training_mode(node)
+    False
+    >>> _ = node.attribute.append(helper.make_attribute("training_mode", 1))
+    >>> batch_norm_in_training_mode(node)
+    True
+    """
+    return bool(node_attribute(node, "training_mode", 0)) or len([o for o in node.output if o]) > 1
 
 
 def _reduce_mean(data, output, axes, opset, tag):
     """``ReduceMean`` over ``axes`` keeping dimensions, in the form of ``opset``."""
     if opset >= 18:
         return [
-            _constant(f"{tag}__axes", axes, TensorProto.INT64),
+            constant_node(f"{tag}__axes", axes, TensorProto.INT64),
             helper.make_node("ReduceMean", [data, f"{tag}__axes"], [output], name=tag, keepdims=1),
         ]
     return [helper.make_node("ReduceMean", [data], [output], name=tag, axes=axes, keepdims=1)]
@@ -185,12 +191,12 @@ def _decompose(node, rank, opset, index):
     x, scale, bias, running_mean, running_var = node.input[:5]
     y = node.output[0]
     tag = f"{BATCH_NORM_PREFIX}{index}__{node.name or y}"
-    epsilon = _attribute(node, "epsilon", 1e-5)
-    training = bool(_attribute(node, "training_mode", 0)) or len([o for o in node.output if o]) > 1
+    epsilon = node_attribute(node, "epsilon", 1e-5)
+    training = batch_norm_in_training_mode(node)
     broadcast = [-1] + [1] * (rank - 2)  # (C,) -> (C, 1, ..., 1) against (N, C, ...)
     nodes = [
-        _constant(f"{tag}__epsilon", epsilon),
-        _constant(f"{tag}__channel_shape", broadcast, TensorProto.INT64),
+        constant_node(f"{tag}__epsilon", epsilon),
+        constant_node(f"{tag}__channel_shape", broadcast, TensorProto.INT64),
         helper.make_node("Reshape", [scale, f"{tag}__channel_shape"], [f"{tag}__scale"], name=f"{tag}__scale"),
         helper.make_node("Reshape", [bias, f"{tag}__channel_shape"], [f"{tag}__bias"], name=f"{tag}__bias"),
     ]
@@ -205,7 +211,7 @@ def _decompose(node, rank, opset, index):
         ]
         nodes += _reduce_mean(f"{tag}__squares", var, axes, opset, f"{tag}__reduce_var")
         layer = BatchNormLayer(
-            running_mean, running_var, 1.0 - float(_attribute(node, "momentum", 0.9)),
+            running_mean, running_var, 1.0 - float(node_attribute(node, "momentum", 0.9)),
             f"{tag}__batch_mean", f"{tag}__batch_var",
         )
         nodes += _batch_statistics(x, scale, mean, var, layer, tag)
@@ -233,8 +239,8 @@ def _batch_statistics(x, scale, mean, var, layer, tag):
     run time (the last batch of an epoch is smaller).
     """
     return [
-        _constant(f"{tag}__flat", [-1], TensorProto.INT64),
-        _constant(f"{tag}__one", 1.0),
+        constant_node(f"{tag}__flat", [-1], TensorProto.INT64),
+        constant_node(f"{tag}__one", 1.0),
         helper.make_node("Reshape", [mean, f"{tag}__flat"], [layer.mean_output], name=layer.mean_output),
         helper.make_node("Size", [x], [f"{tag}__size"], name=f"{tag}__size"),
         helper.make_node("Size", [scale], [f"{tag}__channels"], name=f"{tag}__channels"),
@@ -286,13 +292,13 @@ def decompose_batch_norm(model):
     >>> statistics.values["1.running_var"].tolist()
     [1.0, 1.0, 1.0]
     """
-    if not any(n.op_type == "BatchNormalization" and n.domain in ("", "ai.onnx") for n in model.graph.node):
+    if not any(is_onnx_op(n, "BatchNormalization") for n in model.graph.node):
         return model, RunningStatistics([], {})
     shapes = value_shapes(model)
     opset = main_opset(model)
     nodes, layers = [], []
     for index, node in enumerate(model.graph.node):
-        if node.op_type != "BatchNormalization" or node.domain not in ("", "ai.onnx"):
+        if not is_onnx_op(node, "BatchNormalization"):
             nodes.append(node)
             continue
         rank = len(shapes[node.input[0]]) if shapes.get(node.input[0]) is not None else None
@@ -305,10 +311,7 @@ def decompose_batch_norm(model):
         nodes.extend(decomposed)
         if layer is not None:
             layers.append(layer)
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    del copy.graph.node[:]
-    copy.graph.node.extend(nodes)
+    copy = copy_with_nodes(model, nodes)
     names = {name for layer in layers for name in (layer.running_mean, layer.running_var)}
     initial = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer if i.name in names}
     return copy, RunningStatistics(layers, initial)

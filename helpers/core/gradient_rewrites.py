@@ -72,9 +72,9 @@ removes them: the gradient graph of a 500-500-1 network goes from 40 nodes
 to 17. The optimizers feed those inputs with batches of the same rows, so
 the declaration is true by construction.
 """
-import onnx
 from onnx import TensorProto, helper
 
+from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_types
 from .runtime import main_opset
 
@@ -105,12 +105,8 @@ def _relu_as_mask(node, elem_type, index):
     zero, one = f"{tag}__zero", f"{tag}__one"
     positive, mask = f"{tag}__positive", f"{tag}__mask"
     return [
-        helper.make_node(
-            "Constant", [], [zero], name=zero, value=helper.make_tensor(zero, elem_type, [], [0])
-        ),
-        helper.make_node(
-            "Constant", [], [one], name=one, value=helper.make_tensor(one, elem_type, [], [1])
-        ),
+        constant_node(zero, 0, elem_type),
+        constant_node(one, 1, elem_type),
         helper.make_node("Greater", [x, zero], [positive], name=f"{tag}__greater"),
         helper.make_node("Where", [positive, one, zero], [mask], name=f"{tag}__where"),
         helper.make_node("Mul", [x, mask], [y], name=f"{tag}__mul"),
@@ -123,8 +119,7 @@ def _gather_as_gather_nd(node, index):
     tag = f"{GATHER_PREFIX}{index}__{node.name or node.output[0]}"
     axes, rows = f"{tag}__axes", f"{tag}__rows"
     return [
-        helper.make_node("Constant", [], [axes], name=axes,
-                         value=helper.make_tensor(axes, TensorProto.INT64, [1], [-1])),
+        constant_node(axes, [-1], TensorProto.INT64),
         helper.make_node("Unsqueeze", [ids, axes], [rows], name=f"{tag}__unsqueeze"),
         helper.make_node("GatherND", [table, rows], [node.output[0]], name=f"{tag}__gather_nd"),
     ]
@@ -132,13 +127,13 @@ def _gather_as_gather_nd(node, index):
 
 def _gathers_rows(node, types):
     """Whether ``node`` is a ``Gather`` of rows (axis 0) of a float table by int64 ids."""
-    axis = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), 0)
+    axis = node_attribute(node, "axis", 0)
     return axis == 0 and types.get(node.input[0]) in _TABLE_TYPES and types.get(node.input[1]) == TensorProto.INT64
 
 
 def _replacement(node, types, opset, index):
     """The nodes that replace ``node`` in the training graph, or None to keep it."""
-    if node.domain not in ("", "ai.onnx") or not node.input:
+    if not is_onnx_op(node) or not node.input:
         return None
     elem_type = types.get(node.input[0])
     if node.op_type == "Relu" and elem_type in _FLOAT_TYPES:
@@ -216,18 +211,15 @@ def rewrite_for_training(model, batch_inputs=()):
     >>> [n.op_type for n in rewrite_for_training(model).graph.node]
     ['Constant', 'Unsqueeze', 'GatherND']
     """
-    rewritten = onnx.ModelProto()
-    rewritten.CopyFrom(model)
+    nodes = model.graph.node
+    if any(is_onnx_op(node, *_REWRITTEN) for node in nodes):
+        types, opset = value_types(model), main_opset(model)
+        nodes = []
+        for index, node in enumerate(model.graph.node):
+            replacement = _replacement(node, types, opset, index)
+            nodes.extend([node] if replacement is None else replacement)
+    rewritten = copy_with_nodes(model, nodes)
     name_batch_dimension(rewritten, batch_inputs)
-    if not any(node.op_type in _REWRITTEN and node.domain in ("", "ai.onnx") for node in model.graph.node):
-        return rewritten
-    types, opset = value_types(model), main_opset(model)
-    nodes = []
-    for index, node in enumerate(model.graph.node):
-        replacement = _replacement(node, types, opset, index)
-        nodes.extend([node] if replacement is None else replacement)
-    del rewritten.graph.node[:]
-    rewritten.graph.node.extend(nodes)
     return rewritten
 
 

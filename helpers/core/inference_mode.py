@@ -7,6 +7,9 @@ of the training artifacts need them in inference mode.
 """
 import onnx
 
+from .batch_norm import batch_norm_in_training_mode
+from .graph_nodes import is_onnx_op
+
 
 def inference_graph(onx):
     """Return ``onx`` as it must run for predictions, as torch's ``.eval()`` runs a module.
@@ -70,11 +73,6 @@ def inference_graph(onx):
 
 def _in_training_mode(node):
     """Whether ``node`` is a ``Dropout`` or ``BatchNormalization`` that behaves differently in training."""
-    if node.domain not in ("", "ai.onnx"):
-        return False
-    if node.op_type == "Dropout":
+    if is_onnx_op(node, "Dropout"):
         return len(node.input) > 2 and bool(node.input[2])
-    if node.op_type == "BatchNormalization":
-        training = any(a.name == "training_mode" and a.i for a in node.attribute)
-        return training or len([o for o in node.output if o]) > 1
-    return False
+    return is_onnx_op(node, "BatchNormalization") and batch_norm_in_training_mode(node)

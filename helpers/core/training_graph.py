@@ -29,12 +29,12 @@ inference is never rewritten.
 from collections import namedtuple
 
 import numpy as np
-import onnx
 import onnxruntime
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from .batch_norm import decompose_batch_norm
 from .gradient_rewrites import rewrite_for_training
+from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_shapes
 from .runtime import UntrainableModelError, main_opset
 
@@ -57,14 +57,6 @@ Examples
 """
 
 
-def _copy_with_nodes(model, nodes):
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    del copy.graph.node[:]
-    copy.graph.node.extend(nodes)
-    return copy
-
-
 def with_layer_norm_statistics(model):
     """Return a copy of ``model`` whose ``LayerNormalization`` nodes have all three outputs.
 
@@ -85,13 +77,13 @@ def with_layer_norm_statistics(model):
     """
     incomplete = [
         n for n in model.graph.node
-        if n.op_type == "LayerNormalization" and n.domain in ("", "ai.onnx") and not (len(n.output) == 3 and all(n.output))
+        if is_onnx_op(n, "LayerNormalization") and not (len(n.output) == 3 and all(n.output))
     ]
     if not incomplete:
         return model
-    copy = _copy_with_nodes(model, model.graph.node)
+    copy = copy_with_nodes(model, model.graph.node)
     for index, node in enumerate(copy.graph.node):
-        if node.op_type != "LayerNormalization" or node.domain not in ("", "ai.onnx"):
+        if not is_onnx_op(node, "LayerNormalization"):
             continue
         tag = f"{TRAINING_PREFIX}layer_norm__{index}__{node.name or node.output[0]}"
         outputs = list(node.output) + [""] * (3 - len(node.output))
@@ -100,13 +92,6 @@ def with_layer_norm_statistics(model):
         del node.output[:]
         node.output.extend(outputs)
     return copy
-
-
-def _attribute(node, name, default):
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return helper.get_attribute_value(attribute)
-    return default
 
 
 def _depends_on_weights(model):
@@ -120,32 +105,31 @@ def _depends_on_weights(model):
 
 def _pool_as_convolution(node, channels, index):
     """``AveragePool`` ``node`` as a depthwise ``Conv`` with constant weights (no padding to exclude)."""
-    kernel = list(_attribute(node, "kernel_shape", []))
+    kernel = list(node_attribute(node, "kernel_shape", []))
     tag = f"{TRAINING_PREFIX}average_pool__{index}__{node.name or node.output[0]}"
     weights = np.full([channels, 1, *kernel], 1.0 / float(np.prod(kernel)), dtype=np.float32)
     attributes = {"group": channels, "kernel_shape": kernel}
     for name in ("strides", "pads", "dilations"):
-        value = _attribute(node, name, None)
+        value = node_attribute(node, name, None)
         if value:
             attributes[name] = list(value)
-    auto_pad = _attribute(node, "auto_pad", b"NOTSET")
+    auto_pad = node_attribute(node, "auto_pad", b"NOTSET")
     if auto_pad not in (b"NOTSET", "NOTSET"):
         attributes["auto_pad"] = auto_pad
     return [
-        helper.make_node("Constant", [], [f"{tag}__weights"], name=f"{tag}__weights",
-                         value=numpy_helper.from_array(weights, f"{tag}__weights")),
+        constant_node(f"{tag}__weights", weights),
         helper.make_node("Conv", [node.input[0], f"{tag}__weights"], [node.output[0]], name=f"{tag}__conv", **attributes),
     ]
 
 
 def _pool_problem(node, channels):
     """Why ``node`` cannot be written as a depthwise convolution, or None."""
-    auto_pad = _attribute(node, "auto_pad", b"NOTSET")
+    auto_pad = node_attribute(node, "auto_pad", b"NOTSET")
     auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
-    padded = any(_attribute(node, "pads", [])) or auto_pad.startswith("SAME")
-    if _attribute(node, "ceil_mode", 0):
+    padded = any(node_attribute(node, "pads", [])) or auto_pad.startswith("SAME")
+    if node_attribute(node, "ceil_mode", 0):
         return "ceil_mode=1 (torch: ceil_mode=True)"
-    if padded and not _attribute(node, "count_include_pad", 0):
+    if padded and not node_attribute(node, "count_include_pad", 0):
         return "padding excluded from the average (torch: count_include_pad=False)"
     if channels is None:
         return "an input whose number of channels shape inference cannot tell"
@@ -176,12 +160,12 @@ def average_pools_as_convolutions(model):
     >>> [n.op_type for n in model.graph.node]
     ['Conv', 'Constant', 'Conv']
     """
-    if not any(n.op_type == "AveragePool" and n.domain in ("", "ai.onnx") for n in model.graph.node):
+    if not any(is_onnx_op(n, "AveragePool") for n in model.graph.node):
         return model
     shapes, trained = value_shapes(model), _depends_on_weights(model)
     nodes = []
     for index, node in enumerate(model.graph.node):
-        if node.op_type != "AveragePool" or node.domain not in ("", "ai.onnx") or node.input[0] not in trained:
+        if not is_onnx_op(node, "AveragePool") or node.input[0] not in trained:
             nodes.append(node)
             continue
         shape = shapes.get(node.input[0])
@@ -195,20 +179,19 @@ def average_pools_as_convolutions(model):
                 "convolution with stride."
             )
         nodes.extend(_pool_as_convolution(node, channels, index))
-    return _copy_with_nodes(model, nodes)
+    return copy_with_nodes(model, nodes)
 
 
 def _conv_groups(node):
-    return _attribute(node, "group", 1)
+    return node_attribute(node, "group", 1)
 
 
 def _on_axis(op_type, data, output, axis, opset, tag):
     """``Unsqueeze`` or ``Squeeze`` of ``data`` on ``axis``, in the form of ``opset`` (axes an input from 13)."""
     if opset < 13:
         return [helper.make_node(op_type, [data], [output], name=tag, axes=[axis])]
-    axes = numpy_helper.from_array(np.array([axis], dtype=np.int64), f"{tag}__axes")
     return [
-        helper.make_node("Constant", [], [f"{tag}__axes"], name=f"{tag}__axes", value=axes),
+        constant_node(f"{tag}__axes", [axis], TensorProto.INT64),
         helper.make_node(op_type, [data, f"{tag}__axes"], [output], name=tag),
     ]
 
@@ -218,17 +201,17 @@ def _conv_in_two_dimensions(node, opset, index):
     tag = f"{TRAINING_PREFIX}conv1d__{index}__{node.name or node.output[0]}"
     x, w = node.input[0], node.input[1]
     attributes = {"group": _conv_groups(node)}
-    kernel = _attribute(node, "kernel_shape", None)
+    kernel = node_attribute(node, "kernel_shape", None)
     if kernel:
         attributes["kernel_shape"] = [1, *kernel]
     for name in ("strides", "dilations"):
-        value = _attribute(node, name, None)
+        value = node_attribute(node, name, None)
         if value:
             attributes[name] = [1, *value]
-    pads = _attribute(node, "pads", None)
+    pads = node_attribute(node, "pads", None)
     if pads:
         attributes["pads"] = [0, pads[0], 0, pads[1]]
-    auto_pad = _attribute(node, "auto_pad", b"NOTSET")
+    auto_pad = node_attribute(node, "auto_pad", b"NOTSET")
     if auto_pad not in (b"NOTSET", "NOTSET"):
         attributes["auto_pad"] = auto_pad
     inputs = [f"{tag}__x", f"{tag}__w", *node.input[2:]]
@@ -261,7 +244,7 @@ def grouped_convolutions_in_two_dimensions(model):
     >>> [n.op_type for n in model.graph.node if n.op_type != "Constant"]
     ['Unsqueeze', 'Unsqueeze', 'Conv', 'Squeeze']
     """
-    grouped = [n for n in model.graph.node if n.op_type == "Conv" and n.domain in ("", "ai.onnx") and _conv_groups(n) > 1]
+    grouped = [n for n in model.graph.node if is_onnx_op(n, "Conv") and _conv_groups(n) > 1]
     if not grouped:
         return model
     shapes, trained, opset = value_shapes(model), _depends_on_weights(model), main_opset(model)
@@ -279,7 +262,7 @@ def grouped_convolutions_in_two_dimensions(model):
                 f"{node.name!r} (group={_conv_groups(node)}, kernel of rank {rank}): its CPU kernel handles "
                 "groups for 2-D kernels only. Use group=1, or a 2-D convolution."
             )
-    return _copy_with_nodes(model, nodes)
+    return copy_with_nodes(model, nodes)
 
 
 def training_graph(model, batch_inputs=(), fast_gradients=True):

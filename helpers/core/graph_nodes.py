@@ -1,0 +1,74 @@
+"""The pieces the graph rewrites share: which node is which operator, its attributes, constants, copies.
+
+The training graph (:mod:`helpers.core.training_graph`,
+:mod:`helpers.core.batch_norm`, :mod:`helpers.core.gradient_rewrites`) and the
+inference graph (:mod:`helpers.core.inference_mode`) are the model with some
+of its nodes replaced: each rewrite finds nodes of the standard ONNX domain,
+reads their attributes, adds constant nodes and returns a copy of the model
+with its new list of nodes.
+"""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+#: The names of the standard ONNX domain in a node.
+ONNX_DOMAINS = ("", "ai.onnx")
+
+
+def is_onnx_op(node, *op_types):
+    """Whether ``node`` is one of ``op_types`` of the standard ONNX domain (any of its operators when none is given).
+
+    Examples
+    --------
+    >>> is_onnx_op(helper.make_node("Relu", ["x"], ["y"]), "Relu", "Gelu")
+    True
+    >>> is_onnx_op(helper.make_node("Relu", ["x"], ["y"], domain="com.microsoft"), "Relu")
+    False
+    """
+    return node.domain in ONNX_DOMAINS and (not op_types or node.op_type in op_types)
+
+
+def node_attribute(node, name, default=None):
+    """The value of the attribute ``name`` of ``node``, or ``default`` when the node does not set it.
+
+    Examples
+    --------
+    >>> node = helper.make_node("Conv", ["x", "w"], ["y"], group=2)
+    >>> node_attribute(node, "group", 1), node_attribute(node, "pads", [])
+    (2, [])
+    """
+    for attribute in node.attribute:
+        if attribute.name == name:
+            return helper.get_attribute_value(attribute)
+    return default
+
+
+def constant_node(name, values, elem_type=TensorProto.FLOAT):
+    """A ``Constant`` node named ``name`` whose output ``name`` holds ``values`` as ``elem_type``.
+
+    Examples
+    --------
+    >>> node = constant_node("axes", [0, 2], TensorProto.INT64)
+    >>> node.op_type, list(node.output), numpy_helper.to_array(node.attribute[0].t).tolist()
+    ('Constant', ['axes'], [0, 2])
+    """
+    array = np.asarray(values, dtype=helper.tensor_dtype_to_np_dtype(elem_type))
+    return helper.make_node("Constant", [], [name], name=name, value=numpy_helper.from_array(array, name))
+
+
+def copy_with_nodes(model, nodes):
+    """A copy of ``model`` whose graph holds ``nodes`` instead of its own (``model`` is left unchanged).
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> model = mlp_onnx(3, hidden=(4,))
+    >>> copy = copy_with_nodes(model, model.graph.node[:1])
+    >>> len(copy.graph.node), len(model.graph.node) > 1
+    (1, True)
+    """
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    del copy.graph.node[:]
+    copy.graph.node.extend(nodes)
+    return copy
