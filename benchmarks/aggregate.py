@@ -31,11 +31,11 @@ import glob
 import json
 import os
 
-import numpy as np
 import pandas as pd
 
-from benchmarks.caveats import add_caveats, ratio_caveat, with_caveat
+from benchmarks.caveats import add_caveats, with_caveat
 from benchmarks.details import markdown_table, size_label, write_details
+from benchmarks.ratios import framework_ratios, speed_phrase, verdict
 from benchmarks.records import atomic_write_text
 from benchmarks.zoo_summary import zoo_section
 
@@ -106,21 +106,6 @@ def load_rows(results, run_ids=None):
     return add_caveats(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
 
 
-def speed_phrase(ratio):
-    """``'1.9x faster'`` for a time ratio of 0.53, ``'1.3x slower'`` for 1.3, ``'same'`` near 1.
-
-    Examples
-    --------
-    >>> speed_phrase(0.5), speed_phrase(1.32), speed_phrase(1.02)
-    ('2.0x faster', '1.3x slower', 'same')
-    """
-    if ratio is None or not np.isfinite(ratio):
-        return "-"
-    if abs(np.log(ratio)) < np.log(1.05):
-        return "same"
-    return f"{1 / ratio:.1f}x faster" if ratio < 1 else f"{ratio:.1f}x slower"
-
-
 def answer_ratios(df):
     """Time of each onnxruntime API over its peer's, per machine, threads and model size.
 
@@ -151,15 +136,11 @@ def answer_ratios(df):
         rows = rows.dropna(subset=[measure]).copy()
         rows["size"] = [size_label(r) for r in rows.to_dict("records")]
         rows["is_shared"] = rows["shared"].astype(bool) if "shared" in rows else False
+        pairs = [(api, peer) for peer in peers for api in APIS]
         for (machine, threads, size, shared), group in rows.groupby(["machine", "threads", "size", "is_shared"], sort=False):
-            times = group.groupby("framework")[measure].median()
-            caveats = group.groupby("framework")["caveat"].agg(lambda c: ratio_caveat(*c))
-            for peer in peers:
-                for api in APIS if peer in times else ():
-                    if api in times:
-                        out.append({"machine": machine, "threads": int(threads), "size": size, "api": api,
-                                    "peer": peer, "ratio": times[api] / times[peer],
-                                    "caveat": ratio_caveat(caveats[api], caveats[peer]), "shared": bool(shared)})
+            for api, peer, ratio, caveat in framework_ratios(group, measure, pairs):
+                out.append({"machine": machine, "threads": int(threads), "size": size, "api": api,
+                            "peer": peer, "ratio": ratio, "caveat": caveat, "shared": bool(shared)})
     return pd.DataFrame(out, columns=columns)
 
 
@@ -199,8 +180,8 @@ def answer_sentences(ratios):
             sentences.append(f"{what} against {PEERS[peer]}: no finding, the {left_out} timings are not "
                              "measurements to quote (the table says why).")
             continue
-        faster = clean[clean.ratio < 1 / 1.05]
-        slower = clean[clean.ratio > 1.05]
+        words = clean.ratio.map(verdict)
+        faster, slower = clean[words == "faster"], clean[words == "slower"]
         same = len(clean) - len(faster) - len(slower)
         text = f"{what} against {PEERS[peer]}: "
         if faster.empty and slower.empty:

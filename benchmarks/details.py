@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from benchmarks.caveats import short_caveat
+from benchmarks.caveats import ratio_caveat, short_caveat
 
 #: How the sizes of the MLPs of the torch and scikit-learn benchmarks read.
 _LINEAR_SIZE = "linear {n_features} features, batch {batch_size}"
@@ -77,8 +77,8 @@ def _caveat_or_error(group):
 
 def _caveats_in_full(group):
     """The sentence under a table that says in whole words the caveats its cells say in short."""
-    parts = [part for caveat in group.get("caveat", pd.Series(dtype=object)).fillna("") for part in caveat.split("; ")]
-    full = [part for part in dict.fromkeys(parts) if part and short_caveat(part) != part]
+    parts = ratio_caveat(*group.get("caveat", pd.Series(dtype=object)).fillna("")).split("; ")
+    full = [part for part in parts if part and short_caveat(part) != part]
     return f"In full: {'; '.join(full)}." if full else ""
 
 

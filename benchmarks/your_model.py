@@ -18,6 +18,8 @@ import numpy as np
 import torch
 
 from benchmarks import models as bm
+from benchmarks.caveats import ratio_caveat
+from benchmarks.ratios import speed_phrase
 
 #: The loss of each task: its name in both onnxruntime APIs, and in words (plots, tables).
 LOSSES = {"classification": ("cross_entropy", "cross-entropy"), "regression": ("squared_error", "mean squared error")}
@@ -239,9 +241,6 @@ def step_sentence(name, step_s, caveats=None):
     >>> step_sentence("ort whole-training", {"ort whole-training": 1.0, "torch eager": float("nan")})[:41]
     'ort whole-training: no ratio, a step time'
     """
-    from benchmarks.aggregate import speed_phrase  # noqa: PLC0415
-    from benchmarks.caveats import ratio_caveat  # noqa: PLC0415
-
     caveats = caveats or {}
     parts = []
     for peer in (bm.TORCH, bm.TORCH_COMPILE):

@@ -8,7 +8,8 @@ answer first and a short table of ratios, one per machine.
 """
 import pandas as pd
 
-from benchmarks.caveats import ratio_caveat, with_caveat
+from benchmarks.caveats import with_caveat
+from benchmarks.ratios import framework_ratios, speed_phrase, verdict
 
 #: The onnxruntime APIs and the torch runs they are compared with, as in the records.
 APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward/backward"}
@@ -65,16 +66,13 @@ def zoo_ratios(df):
     if "caveat" not in rows:
         rows = rows.assign(caveat="")
     out = []
+    pairs = [(api, peer) for api in APIS for peer in PEERS]
     for (machine, model, threads), group in rows.groupby(["machine", "model", "threads"], sort=False):
-        times = group.groupby("framework")["time_per_update_s"].median()
-        caveats = group.groupby("framework")["caveat"].agg(lambda c: ratio_caveat(*c))
         first = group.iloc[0]
-        for api in APIS:
-            for peer in PEERS:
-                if api in times and peer in times:
-                    out.append({"machine": machine, "family": first.family, "label": model_label(first.family, model),
-                                "n_weights": first.get("n_weights"), "threads": int(threads), "api": api, "peer": peer,
-                                "ratio": times[api] / times[peer], "caveat": ratio_caveat(caveats[api], caveats[peer])})
+        for api, peer, ratio, caveat in framework_ratios(group, "time_per_update_s", pairs):
+            out.append({"machine": machine, "family": first.family, "label": model_label(first.family, model),
+                        "n_weights": first.get("n_weights"), "threads": int(threads), "api": api, "peer": peer,
+                        "ratio": ratio, "caveat": caveat})
     return pd.DataFrame(out, columns=_COLUMNS)
 
 
@@ -87,12 +85,8 @@ def _verdicts(ratios, peer):
     best = clean[clean.peer == peer].groupby(["label", "threads"]).ratio.min()
     verdicts = {}
     for label, values in best.groupby(level="label"):
-        if (values < 1 / 1.05).all():
-            verdicts[label] = "faster"
-        elif (values > 1.05).all():
-            verdicts[label] = "slower"
-        else:
-            verdicts[label] = "mixed"
+        words = set(values.map(verdict))
+        verdicts[label] = words.pop() if words in ({"faster"}, {"slower"}) else "mixed"
     return verdicts
 
 
@@ -160,8 +154,6 @@ def zoo_table(ratios, peer):
     | --- | --- | --- | --- |
     | CNN (small) | 900 | 2 | 2.0x faster |
     """
-    from benchmarks.aggregate import speed_phrase  # noqa: PLC0415  (aggregate imports this module)
-
     ratios = ratios[ratios.peer == peer]
     caveats = ratios["caveat"].fillna("") if "caveat" in ratios else pd.Series("", index=ratios.index)
     ratios = ratios.assign(cell=[with_caveat(speed_phrase(r), c) for r, c in zip(ratios.ratio, caveats)])

@@ -40,6 +40,7 @@ from benchmarks import example_models
 from benchmarks.profiles.ab_timing import FORWARD_BACKWARD, WHOLE, busy_note, wait_until_quiet
 from benchmarks.profiles.report import markdown, write_section
 from benchmarks.profiles.suspects import known_causes
+from benchmarks.your_model import LOSSES
 from benchmarks.model_inputs import input_spec, output_width, random_inputs, random_targets
 from helpers import (
     LearningRateSGD,
@@ -89,9 +90,6 @@ CONFIGURATIONS = [
     ("MLP classifier relu, softmax log loss, SGD", "classifier", "cross_entropy", "sgd", True),
     ("reference: MLP relu, SGD, fast_gradients=False", "relu", "squared_error", "sgd", False),
 ]
-#: add_loss_output's score names to the forward/backward API's losses.
-FB_LOSSES = {"squared_error": "square_error", "absolute_error": "absolute_error", "elastic": "elastic",
-             "cross_entropy": "cross_entropy"}
 
 
 def make_models(size, random_state=0):
@@ -156,7 +154,7 @@ def zoo_model(name, n_samples, random_state=0):
     spec = input_spec(module, shape)
     X = random_inputs(n_samples, spec, random_state)
     y = random_targets(X, task, output_width(module, spec), random_state)
-    loss = "cross_entropy" if task == "classification" else "squared_error"
+    loss = LOSSES[task][0]
     return export_for_training(module, torch.from_numpy(X[:2])), X, y, loss
 
 
@@ -178,7 +176,7 @@ def make_optimizer(api, onx, loss, rule, fast_gradients, batch_size, lr, threads
     learning_rate = (LearningRateSGDNesterov(eta0=lr, momentum=0.9) if rule == "nesterov"
                      else LearningRateSGD(eta0=lr, learning_rate="constant"))
     return OrtGradientForwardBackwardOptimizer(
-        onx, learning_rate=learning_rate, learning_loss=FB_LOSSES[loss], batch_size=batch_size,
+        onx, learning_rate=learning_rate, learning_loss=loss, batch_size=batch_size,
         n_threads=threads, fast_gradients=fast_gradients)
 
 

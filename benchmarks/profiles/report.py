@@ -5,7 +5,8 @@ section of the same file (:func:`write_section`), so that running one
 leaves what the others measured.
 """
 import os
-import tempfile
+
+from benchmarks.records import atomic_write_text
 
 
 def markdown(rows, columns):
@@ -21,23 +22,6 @@ def markdown(rows, columns):
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(row.get(c, "")) for c in columns) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def write_atomically(path, text):
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace``: never half a file.
-
-    Examples
-    --------
-    >>> path = os.path.join(tempfile.mkdtemp(), "out", "note.md")
-    >>> write_atomically(path, "done")
-    >>> open(path).read()
-    'done'
-    """
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=folder, suffix=".tmp", delete=False) as out:
-        out.write(text)
-    os.replace(out.name, path)
 
 
 def write_section(path, name, text, title="# Kernel survey"):
@@ -76,4 +60,4 @@ def write_section(path, name, text, title="# Kernel survey"):
         new = old[: old.index(begin)] + block + old[old.index(end) + len(end):]
     else:
         new = f"{old.rstrip()}\n\n{block}\n"
-    write_atomically(path, new)
+    atomic_write_text(path, new)
