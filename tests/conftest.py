@@ -53,3 +53,13 @@ def _logistic_onnx(n_features, seed=0):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
     model.ir_version = 8
     return model
+
+
+@pytest.fixture()
+def fresh_caches():
+    """Empty training caches (artifacts, gradient graphs) before the test and after it."""
+    from helpers.core import training_cache
+
+    training_cache.clear_training_caches()
+    yield
+    training_cache.clear_training_caches()

@@ -49,13 +49,6 @@ def _run_in_threads(jobs):
     return results, errors
 
 
-@pytest.fixture()
-def fresh_caches():
-    training_cache.clear_training_caches()
-    yield
-    training_cache.clear_training_caches()
-
-
 @pytest.mark.parametrize("api", ["whole", "forward_backward"])
 def test_fits_in_threads_equal_fits_one_after_the_other(api, fresh_caches):
     """Same and different models at once, starting from an empty cache: every fit succeeds with the sequential weights."""

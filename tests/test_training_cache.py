@@ -13,11 +13,7 @@ from helpers.core.training_cache import ARTIFACTS, GRADIENT_GRAPHS, ContentCache
 from helpers.teaching.model_factories import mlp_onnx
 
 
-@pytest.fixture(autouse=True)
-def empty_caches():
-    training_cache.clear_training_caches()
-    yield
-    training_cache.clear_training_caches()
+pytestmark = pytest.mark.usefixtures("fresh_caches")
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +32,32 @@ def test_content_cache_is_bounded_and_least_recently_used_goes_first():
     cache.get_or_build("c", lambda: "C")
     assert evicted == ["B"] and len(cache) == 2
     assert (cache.hits, cache.misses) == (1, 3)
+
+
+def test_threads_asking_for_one_key_build_it_once(monkeypatch):
+    """The threads that waited for a build find its value, even when storing it takes a while."""
+    import threading
+    import time
+
+    cache, builds = ContentCache(maxsize=2), []
+    store = ContentCache._store
+
+    def slow_store(self, key, value):
+        time.sleep(0.05)  # a thread switch between the build and the store
+        store(self, key, value)
+
+    def build():
+        builds.append(threading.get_ident())
+        time.sleep(0.05)
+        return "folder"
+
+    monkeypatch.setattr(ContentCache, "_store", slow_store)
+    threads = [threading.Thread(target=cache.get_or_build, args=("a", build)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(builds) == 1 and len(cache) == 1
 
 
 def test_content_key_follows_the_weights():

@@ -136,11 +136,11 @@ class ContentCache:
                 pass
         try:
             value = build()
+            self._store(key, value)  # stored before the waiting threads look again: built once
         finally:
             with self._lock:
                 del self._building[key]
             building.release()
-        self._store(key, value)
         return value
 
     def _store(self, key, value):
