@@ -72,6 +72,32 @@ def test_ctrl_c_in_a_warm_fit_records_how_far_it_went_and_resumes_exactly(api, s
         np.testing.assert_allclose(resumed.get_state()[name], value, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("api", APIS)
+def test_a_resumed_epoch_that_diverges_keeps_the_record_it_resumed(api, monkeypatch):
+    """Divergence puts the epoch's start back, the interrupted epoch's record included: a later fit still resumes it."""
+    from helpers.core import estimator
+
+    straight = _optimizer(api, max_iter=4).fit(X, Y)
+    opt = _optimizer(api, max_iter=2, warm_start=True, on_divergence="stop").fit(X, Y)
+    _interrupt_at_step(monkeypatch, opt, step=3)
+    with pytest.raises(KeyboardInterrupt):
+        opt.fit(X, Y)
+    monkeypatch.undo()
+
+    def diverged(weights, statistics, epoch):
+        raise TrainingDivergedError(f"Epoch {epoch} left non-finite values (simulated).")
+
+    monkeypatch.setattr(estimator, "check_finite_state", diverged)
+    with pytest.warns(RuntimeWarning, match="weights are those of the start of the epoch"):
+        opt.fit(X, Y)
+    monkeypatch.undo()
+    assert opt.n_iter_ == 2 and opt.partial_epoch_rows_ == 24 and opt.t_ == 2 * 5 + 3
+    opt.fit(X, Y)  # finishes epoch 3, then epoch 4
+    assert opt.n_iter_ == 4 and opt.partial_epoch_rows_ == 0 and opt.t_ == straight.t_
+    for name, value in straight.get_state().items():
+        np.testing.assert_allclose(opt.get_state()[name], value, rtol=1e-5, atol=1e-6)
+
+
 def test_ctrl_c_in_a_fresh_fit_leaves_it_unfitted(monkeypatch):
     opt = _optimizer("whole")
     _interrupt_at_step(monkeypatch, opt, step=2)

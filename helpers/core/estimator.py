@@ -223,7 +223,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
             self._start_training(self._initial_weights())
             self._rng = check_random_state(self.random_state)
             self.train_losses_, self.validation_losses_, self.validation_epochs_ = [], [], []
-            self.n_iter_ = self.t_ = self.partial_epoch_rows_ = 0
+            self.n_iter_ = self.t_ = 0
             self._partial_epoch = None
             self._settings = settings
         else:
@@ -255,6 +255,15 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
                 self._end_epoch()
         self._fitted = True
         return self
+
+    @property
+    def partial_epoch_rows_(self):
+        """Rows of an interrupted epoch already trained, 0 when the last epoch ran to its end.
+
+        Read from the record of that epoch that a warm-started ``fit`` resumes,
+        so the two never disagree.
+        """
+        return 0 if self._partial_epoch is None else self._partial_epoch[1]
 
     def _epoch_order(self, n):
         """The rows of the next epoch, the rows already trained and their loss (an interrupted epoch resumes)."""
@@ -288,7 +297,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
             except TrainingDivergedError:
                 raise
             except BaseException:  # interrupted: record exactly how far the epoch went, to finish it later
-                self._partial_epoch, self.partial_epoch_rows_ = (order, trained, done + losses.total()), trained
+                self._partial_epoch = (order, trained, done + losses.total())
                 raise
             total = done + losses.total()
             check_finite_state(self._runtime.get_weights(), self._runtime.statistics.get(), self.n_iter_ + 1)
@@ -300,7 +309,6 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
             message = f"{error} Training stopped; the weights are those of the start of the epoch."
             warnings.warn(message, RuntimeWarning, stacklevel=4)
             return None
-        self.partial_epoch_rows_ = 0
         return total
 
     def _after_divergence(self):

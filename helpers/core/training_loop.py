@@ -94,9 +94,10 @@ class EpochStart:
         self.update_state = runtime.updater.get_state() if runtime.updater is not None else None
         self.t = optimizer.t_
         self.rng = optimizer._rng.get_state()
+        self.partial_epoch = getattr(optimizer, "_partial_epoch", None)
 
     def restore(self, optimizer):
-        """Put the weights, statistics, update buffers, counter and generator back."""
+        """Put the weights, statistics, update buffers, counter, generator and interrupted epoch back."""
         runtime = optimizer._runtime
         runtime.set_weights(self.weights)
         runtime.statistics.set(self.statistics)
@@ -104,6 +105,7 @@ class EpochStart:
             runtime.updater.set_state(self.update_state)
         optimizer.t_ = self.t
         optimizer._rng.set_state(self.rng)
+        optimizer._partial_epoch = self.partial_epoch
 
 
 def check_finite_state(weights, statistics, epoch):

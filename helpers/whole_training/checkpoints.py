@@ -269,4 +269,3 @@ def restore_training_state(optimizer, state):
     optimizer._y_ndim = state["y_ndim"]
     partial = state.get("partial_epoch")
     optimizer._partial_epoch = None if partial is None else (decode_array(partial[0]), partial[1], partial[2])
-    optimizer.partial_epoch_rows_ = 0 if partial is None else partial[1]
