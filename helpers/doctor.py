@@ -25,6 +25,7 @@ import onnxruntime
 
 from .core import cuda_libraries, devices
 from .core.sessions import resolved_threads
+from .measure.conditions import usable_cores
 
 
 def training_step_problem(device):
@@ -106,7 +107,7 @@ def _cuda_libraries_line():
 
 
 def _threads_line():
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    usable = usable_cores()
     chosen = resolved_threads()
     sessions = (
         f"{chosen} per session (helpers.set_num_threads)" if chosen

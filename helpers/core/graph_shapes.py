@@ -29,6 +29,23 @@ def value_types(model):
     return types
 
 
+def tensor_dims(value_info):
+    """The dimensions of a tensor's type: an int where fixed, None where not; None when its rank is unknown.
+
+    Examples
+    --------
+    >>> from onnx import TensorProto, helper
+    >>> tensor_dims(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]))
+    [None, 3]
+    >>> tensor_dims(helper.make_tensor_value_info("x", TensorProto.FLOAT, None)) is None
+    True
+    """
+    tensor = value_info.type.tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+
+
 def value_shapes(model):
     """The dimensions of every value of the main graph: ints where fixed, None where not.
 
@@ -40,13 +57,6 @@ def value_shapes(model):
     >>> value_shapes(mlp_onnx(3, hidden=(4,)))["hidden0"]
     [None, 4]
     """
-    shapes = {}
-    for value in _inferred_values(model):
-        tensor = value.type.tensor_type
-        shapes[value.name] = (
-            [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
-            if tensor.HasField("shape")
-            else None
-        )
+    shapes = {value.name: tensor_dims(value) for value in _inferred_values(model)}
     shapes.update({i.name: list(i.dims) for i in model.graph.initializer})
     return shapes

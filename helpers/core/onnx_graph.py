@@ -3,6 +3,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from .batch_norm import running_statistic_names
+from .graph_shapes import tensor_dims
 
 #: Element types onnxruntime can compute a gradient for.
 FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE)
@@ -105,13 +106,14 @@ def check_weights_to_train(onx, weights_to_train):
     if len(set(names)) != len(names):
         raise ValueError(f"weights_to_train repeats a name: {names}.")
     all_inits = {init.name: init for init in onx.graph.initializer}
+    statistics = running_statistic_names(onx)
     for name in names:
         if name not in all_inits:
             raise ValueError(
                 f"Weight {name!r} is not an initializer of the model. "
                 f"Trainable ones are {list(trainable)}."
             )
-        if name in running_statistic_names(onx):
+        if name in statistics:
             raise ValueError(
                 f"{name!r} is a running statistic of a BatchNormalization node: it is not trained but "
                 "updated from the batch statistics after each step. Trainable weights are "
@@ -336,7 +338,7 @@ def select_outputs(onx, output_names):
 
 
 def static_dims(value_info):
-    """The dimensions of a tensor's type: an int where fixed, None where not.
+    """The dimensions of a tensor's type: an int where fixed, None where not; ``[]`` when its rank is unknown.
 
     Examples
     --------
@@ -344,7 +346,7 @@ def static_dims(value_info):
     >>> static_dims(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]))
     [None, 3]
     """
-    return [d.dim_value if d.HasField("dim_value") else None for d in value_info.type.tensor_type.shape.dim]
+    return tensor_dims(value_info) or []
 
 
 def describe_model(onx):

@@ -144,17 +144,40 @@ def quiet_runtime_logs():
     _training_graph_utils.SessionOptions = _quiet_session_options
 
 
+class ForkSafeLock:
+    """A lock that a forked child gets free, whatever a thread of its parent held when it forked.
+
+    Examples
+    --------
+    >>> lock = ForkSafeLock()
+    >>> with lock:
+    ...     held = lock.locked()
+    >>> held, lock.locked()
+    (True, False)
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._renew)
+
+    def _renew(self):
+        self._lock = threading.Lock()
+
+    def locked(self):
+        """Whether a thread holds the lock."""
+        return self._lock.locked()
+
+    def __enter__(self):
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self._lock.release()
+        return False
+
+
 #: One capture of the process's stderr at a time (see :func:`native_stderr_captured`).
-_CAPTURE_LOCK = threading.Lock()
-
-
-def _new_lock_in_child():
-    """A forked child gets a free lock, whatever a thread of its parent held."""
-    global _CAPTURE_LOCK
-    _CAPTURE_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_lock_in_child)
+_CAPTURE_LOCK = ForkSafeLock()
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ import numpy as np
 from onnx import TensorProto
 
 from .class_labels import class_labels_as_one_hot
+from .graph_shapes import tensor_dims
 
 
 def _as_float32(name, values):
@@ -85,19 +86,15 @@ class InputSpec:
         """The spec of the first input of ``model`` that is not an initializer."""
         initializers = {i.name: i for i in model.graph.initializer}
         info = next(i for i in model.graph.input if i.name not in initializers)
-        tensor = info.type.tensor_type
-        dims = (
-            [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim][1:]
-            if tensor.HasField("shape")
-            else None
-        )
+        dims = tensor_dims(info)
+        dims = None if dims is None else dims[1:]
         ranges = {
             node.input[0]: int(initializers[node.input[0]].dims[0])
             for node in model.graph.node
             if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == info.name
             and node.input[0] in initializers and not any(a.name == "axis" and a.i for a in node.attribute)
         }
-        return cls(info.name, dims, INPUT_DTYPES.get(tensor.elem_type, np.float32), ranges)
+        return cls(info.name, dims, INPUT_DTYPES.get(info.type.tensor_type.elem_type, np.float32), ranges)
 
     @property
     def is_tabular(self):

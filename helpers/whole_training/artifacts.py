@@ -14,7 +14,6 @@ import contextlib
 import io
 import logging
 import os
-import threading
 from collections import namedtuple
 
 import numpy as np
@@ -25,21 +24,12 @@ from onnxruntime.training import artifacts as ort_artifacts
 from onnxruntime.training import onnxblock
 from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
-from ..core.runtime import quiet_runtime_logs
+from ..core.runtime import ForkSafeLock, quiet_runtime_logs
 from ..core.sessions import session_options
 
 #: onnxblock builds one model at a time: it keeps it in a global (``onnxblock.base``),
 #: and two builds at once fail ("Base onnx model already exists").
-_ONNXBLOCK_LOCK = threading.Lock()
-
-
-def _new_lock_in_child():
-    """A forked child gets a free lock, whatever a thread of its parent held."""
-    global _ONNXBLOCK_LOCK
-    _ONNXBLOCK_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_lock_in_child)
+_ONNXBLOCK_LOCK = ForkSafeLock()
 
 #: What :func:`load_training_artifacts` returns.
 TrainingArtifacts = namedtuple("TrainingArtifacts", ["state", "module", "optimizer"])

@@ -223,7 +223,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         if runtime is not None and runtime.optimizer is not None and self.update_rule_.name == "adamw":
             with tempfile.TemporaryDirectory() as folder:
                 path = os.path.join(folder, "checkpoint")
-                runtime.save(path, {CHECKPOINT_KEY: training_state(self)})
+                runtime.save(path, {})  # the moments; the rest of the training state is in the pickle itself
                 with open(path, "rb") as f:
                     state["_saved_checkpoint"] = f.read()
         return state
