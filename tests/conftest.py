@@ -1,4 +1,7 @@
-"""Shared fixtures: small data sets and the ONNX models converted from them."""
+"""Shared fixtures: small data sets and the ONNX models converted from them, caches, sweep grids."""
+import json
+import os
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -63,3 +66,21 @@ def fresh_caches():
     training_cache.clear_training_caches()
     yield
     training_cache.clear_training_caches()
+
+
+@pytest.fixture(scope="session")
+def sleep_grid():
+    """Factory of grid files for the sweep command's tests, of the test-only notebook that sleeps then writes a record.
+
+    ``sleep_grid(path, seconds, threads=None)`` writes one run per value of
+    ``seconds`` (each with ``threads`` threads when given) to ``path`` and
+    returns it as a string.
+    """
+    notebook = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sleep_notebook.ipynb")
+
+    def write(path, seconds, threads=None):
+        fixed = "" if threads is None else f"[sleep.fixed]\nthreads = {threads}\n"
+        path.write_text(f'[sleep]\nnotebook = "{notebook}"\n{fixed}[sleep.grid]\nseconds = {json.dumps(list(seconds))}\n')
+        return str(path)
+
+    return write

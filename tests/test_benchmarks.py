@@ -19,7 +19,6 @@ from benchmarks.aggregate import load_rows, summarize
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
-SLEEP_NOTEBOOK = os.path.join(HERE, "sleep_notebook.ipynb")  # test-only: sleeps, then writes a record
 FRAMEWORKS = {
     "scikit-learn", "torch eager", "torch.compile", "ort torch module", "ort whole-training",
     "ort forward-backward", "numpy matmul", "onnxruntime matmul bound",
@@ -106,19 +105,6 @@ hidden = 8
 model = ["linear", "mlp"]
 [sklearn.ignored_when]
 model = {{ linear = ["hidden"] }}
-"""
-    )
-    return str(path)
-
-
-def _sleep_grid(path, seconds):
-    """A grid of the test-only notebook that sleeps ``seconds`` (one run per value)."""
-    path.write_text(
-        f"""
-[sleep]
-notebook = "{SLEEP_NOTEBOOK}"
-[sleep.grid]
-seconds = {json.dumps(list(seconds))}
 """
     )
     return str(path)
@@ -269,12 +255,12 @@ def _kernels_of(pid):
 
 
 @pytest.mark.parametrize("engine", [[], ["--jobs", "2"]], ids=["sequential", "local-cluster"])
-def test_ctrl_c_stops_a_sweep(tmp_path, engine):
+def test_ctrl_c_stops_a_sweep(tmp_path, engine, sleep_grid):
     """One Ctrl-C (SIGINT to the whole process group, as a terminal sends it) stops the sweep at once."""
     import psutil
 
     results = str(tmp_path / "results")
-    grid = _sleep_grid(tmp_path / "grid.toml", [0.0, 300.0, 301.0])
+    grid = sleep_grid(tmp_path / "grid.toml", [0.0, 300.0, 301.0])
     command = [sys.executable, "-m", "benchmarks", "--grid", grid, "--results", results, *engine]
     process = subprocess.Popen(
         command, cwd=ROOT, env=_subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -15,12 +15,6 @@ from benchmarks.notebook_runs import RUN_FOLDER_PREFIX
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-SLEEP_NOTEBOOK = os.path.join(HERE, "sleep_notebook.ipynb")
-
-
-def _sleep_grid(path, seconds):
-    path.write_text(f'[sleep]\nnotebook = "{SLEEP_NOTEBOOK}"\n[sleep.grid]\nseconds = {json.dumps(list(seconds))}\n')
-    return str(path)
 
 
 def _command(*arguments, timeout=120):
@@ -40,11 +34,11 @@ def test_an_unknown_benchmark_is_refused_before_anything_is_written(tmp_path):
     assert not results.exists()
 
 
-def test_a_summary_is_not_replaced_when_no_run_of_the_grid_is_complete(tmp_path, capsys):
+def test_a_summary_is_not_replaced_when_no_run_of_the_grid_is_complete(tmp_path, capsys, sleep_grid):
     results = tmp_path / "results"
     results.mkdir()
     (results / "summary.md").write_text("# the summary of an earlier sweep\n")
-    grid = _sleep_grid(tmp_path / "grid.toml", [0.0])
+    grid = sleep_grid(tmp_path / "grid.toml", [0.0])
     assert runner.main(["--grid", grid, "--results", str(results), "--summary-only"]) == 0
     assert "summary is left as it was" in capsys.readouterr().out
     assert (results / "summary.md").read_text() == "# the summary of an earlier sweep\n"
@@ -74,9 +68,9 @@ def web_server():
     ("tcp://127.0.0.1:9", "Nothing answers at tcp://127.0.0.1:9"),
     ("web server", "answers HTTP: that is a web server"),
 ])
-def test_a_bad_scheduler_address_says_what_to_do_within_seconds(tmp_path, address, message, web_server):
+def test_a_bad_scheduler_address_says_what_to_do_within_seconds(tmp_path, address, message, web_server, sleep_grid):
     address = web_server if address == "web server" else address
-    grid = _sleep_grid(tmp_path / "grid.toml", [0.0])
+    grid = sleep_grid(tmp_path / "grid.toml", [0.0])
     done, seconds = _command("--grid", grid, "--results", str(tmp_path / "results"), "--scheduler", address)
     assert done.returncode == runner.USAGE_ERROR
     assert message in done.stderr and "Traceback" not in done.stderr + done.stdout
@@ -105,8 +99,8 @@ def scheduler_without_workers(tmp_path):
         process.wait(timeout=30)
 
 
-def test_a_cluster_without_workers_is_said_and_stops_when_asked(tmp_path, scheduler_without_workers):
-    grid = _sleep_grid(tmp_path / "grid.toml", [0.0])
+def test_a_cluster_without_workers_is_said_and_stops_when_asked(tmp_path, scheduler_without_workers, sleep_grid):
+    grid = sleep_grid(tmp_path / "grid.toml", [0.0])
     done, seconds = _command(
         "--grid", grid, "--results", str(tmp_path / "results"), "--scheduler", scheduler_without_workers,
         "--stop-without-workers", "3",
@@ -117,8 +111,8 @@ def test_a_cluster_without_workers_is_said_and_stops_when_asked(tmp_path, schedu
     assert seconds < 60
 
 
-def test_collected_results_are_released_so_a_lost_worker_does_not_run_them_again(tmp_path):
-    grid = _sleep_grid(tmp_path / "grid.toml", [0.0, 0.1])
+def test_collected_results_are_released_so_a_lost_worker_does_not_run_them_again(tmp_path, sleep_grid):
+    grid = sleep_grid(tmp_path / "grid.toml", [0.0, 0.1])
     runs = runner.expand(runner.load_grid(grid))
     sweep = runner.Sweep(runs, str(tmp_path / "results"), "ort-training")
     with dask_engine.dask_client(jobs=1) as client:
@@ -130,23 +124,21 @@ def test_collected_results_are_released_so_a_lost_worker_does_not_run_them_again
         assert client.who_has() == {}  # nothing left for the scheduler to compute again
 
 
-def test_folders_of_killed_runs_are_removed_by_the_next_run(tmp_path):
+def test_folders_of_killed_runs_are_removed_by_the_next_run(tmp_path, sleep_grid):
     where = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
     stale = tempfile.mkdtemp(prefix=f"{RUN_FOLDER_PREFIX}999999999_", dir=where)
-    grid = _sleep_grid(tmp_path / "grid.toml", [0.0])
+    grid = sleep_grid(tmp_path / "grid.toml", [0.0])
     assert runner.main(["--grid", grid, "--results", str(tmp_path / "results")]) == 0
     assert not os.path.exists(stale)
 
 
-def test_runs_on_shared_cores_are_said_first_in_the_summary(tmp_path):
+def test_runs_on_shared_cores_are_said_first_in_the_summary(tmp_path, sleep_grid):
     """--jobs 2 with runs of 2 threads on this machine: the summary's first lines say so; one at a time, not."""
     cores = os.cpu_count()
-    grid = tmp_path / "grid.toml"
-    grid.write_text(f'[sleep]\nnotebook = "{SLEEP_NOTEBOOK}"\n[sleep.fixed]\nthreads = {cores}\n'
-                    '[sleep.grid]\nseconds = [0.0, 0.1]\n')
+    grid = sleep_grid(tmp_path / "grid.toml", [0.0, 0.1], threads=cores)
     for jobs, shared in ((["--jobs", "2"], True), ([], False)):
         results = tmp_path / f"results{len(jobs)}"
-        done, _ = _command("--grid", str(grid), "--results", str(results), *jobs, timeout=300)
+        done, _ = _command("--grid", grid, "--results", str(results), *jobs, timeout=300)
         assert done.returncode == 0, done.stdout + done.stderr
         first_lines = (results / "summary.md").read_text().split("\n## ")[0]
         assert ("runs shared the machine's cores" in first_lines) == shared, first_lines
