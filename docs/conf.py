@@ -203,9 +203,8 @@ def headline():
     if not sections:
         raise ValueError("no '## <machine>, N cores, T threads' section")
     best = max(sections, key=lambda m: int(m.group("threads")))
-    end = sections[sections.index(best) + 1].start() if best is not sections[-1] else len(text)
-    body = text[best.end():end]
-    end_of_body = re.search(r"^## ", body, re.M)
+    body = text[best.end():]
+    end_of_body = re.search(r"^## ", body, re.M)  # the next section, of this machine or another
     body = body[: end_of_body.start()] if end_of_body else body
     whole, forward_backward = _api_answer(body, "whole-training"), _api_answer(body, "forward/backward")
     if not whole or not forward_backward:
