@@ -107,19 +107,18 @@ def machine_conditions(clock, threads):
     }
 
 
-def sharing(jobs, threads, cores=None, workers_per_host=1):
+def sharing(jobs, threads, cores=None):
     """The sentence saying that runs shared the cores, or ``''``.
 
     Parameters
     ----------
     jobs : int
-        Runs at once on the machine (``--jobs``).
+        Runs at once on the machine (``--jobs``, or the tasks a dask host
+        runs at once).
     threads : int
         Threads of each run.
     cores : int, optional
         The machine's cores (this machine's by default).
-    workers_per_host : int
-        dask workers on the run's machine.
 
     Examples
     --------
@@ -129,9 +128,8 @@ def sharing(jobs, threads, cores=None, workers_per_host=1):
     ''
     """
     cores = cores or usable_cores()
-    runs = max(jobs, workers_per_host)
-    if runs > 1 and runs * threads > cores:
-        return f"{runs} runs at once, {threads} threads each, on {cores} cores: the runs shared the cores"
+    if jobs > 1 and jobs * threads > cores:
+        return f"{jobs} runs at once, {threads} threads each, on {cores} cores: the runs shared the cores"
     return ""
 
 
