@@ -47,6 +47,19 @@ class InputSpec:
                 f"source={self.source!r})")
 
 
+def weighted_layers(module):
+    """The layers of ``module`` that hold weights of their own (no sub-layer), in the order it registers them.
+
+    Examples
+    --------
+    >>> from torch import nn
+    >>> [type(m).__name__ for m in weighted_layers(nn.Sequential(nn.Linear(4, 2), nn.ReLU(), nn.LayerNorm(2)))]
+    ['Linear', 'LayerNorm']
+    """
+    return (layer for layer in module.modules()
+            if not list(layer.children()) and any(True for _ in layer.parameters(recurse=False)))
+
+
 def first_layer(module):
     """The first layer of ``module`` that holds weights, in the order the module registers them.
 
@@ -56,10 +69,7 @@ def first_layer(module):
     >>> first_layer(nn.Sequential(nn.Flatten(), nn.Linear(4, 2), nn.ReLU()))
     Linear(in_features=4, out_features=2, bias=True)
     """
-    for layer in module.modules():
-        if not list(layer.children()) and any(True for _ in layer.parameters(recurse=False)):
-            return layer
-    return None
+    return next(weighted_layers(module), None)
 
 
 def _embedding(module):

@@ -19,6 +19,7 @@ import torch
 
 from benchmarks import models as bm
 from benchmarks.caveats import ratio_caveat
+from benchmarks.model_inputs import weighted_layers
 from benchmarks.ratios import speed_phrase
 
 #: The loss of each task: its name in both onnxruntime APIs, and in words (plots, tables).
@@ -201,9 +202,7 @@ def model_family(model_function, module):
     module_name, function = model_function.split(":")
     if module_name == "benchmarks.example_models" and function in ZOO:
         return ZOO[function][0]
-    kinds = (type(m).__name__ for m in module.modules()
-             if not list(m.children()) and any(True for _ in m.parameters(recurse=False)))
-    return " + ".join(dict.fromkeys(kinds))
+    return " + ".join(dict.fromkeys(type(m).__name__ for m in weighted_layers(module)))
 
 
 def compile_seconds(fit, first_s, clock=time.perf_counter):
