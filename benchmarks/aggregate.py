@@ -39,8 +39,6 @@ from benchmarks.ratios import framework_ratios, speed_phrase, verdict
 from benchmarks.records import atomic_write_text
 from benchmarks.zoo_summary import zoo_section
 
-#: The references of the scaling benchmark (the step's matrix products alone), not frameworks.
-REFERENCES = ("numpy matmul", "onnxruntime matmul bound")
 #: The two onnxruntime APIs and their peers, as in the records.
 APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward/backward",
         "ort torch module": "OrtTorchModule"}
