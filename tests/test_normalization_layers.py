@@ -16,15 +16,17 @@ import sys
 import numpy as np
 import pytest
 import torch
+from onnx import TensorProto, helper
 from torch import nn
 
 from helpers import (
     OrtGradientForwardBackwardOptimizer,
     OrtGradientOptimizer,
     OrtTorchModule,
-    UntrainableModelError,
     add_loss_output,
 )
+from helpers.core.normalization import layer_norms_of_one_value_written_out
+from helpers.core.sessions import make_session
 from helpers.core.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
 from helpers.whole_training.artifacts import load_training_artifacts
@@ -262,3 +264,28 @@ def test_instance_norm_with_running_statistics_is_refused_by_name():
         export_for_training(module, torch.from_numpy(X[:2]))
     with pytest.raises(torch.onnx.errors.SymbolicValueError, match=refusal):
         OrtTorchModule(module, torch.from_numpy(X[:2]))
+
+
+@pytest.mark.parametrize("size", [1, None])
+def test_written_out_layer_norm_gives_every_output_of_the_node(size):
+    """Its three outputs (y, mean, 1 / std), over one value or a size inference cannot tell."""
+    normalized = [size or "D"]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, *normalized]),
+        helper.make_tensor_value_info("scale", TensorProto.FLOAT, normalized),
+        helper.make_tensor_value_info("bias", TensorProto.FLOAT, normalized),
+    ]
+    names = ["y", "mean", "inv"]
+    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in names]
+    node = helper.make_node("LayerNormalization", ["x", "scale", "bias"], names, axis=-1)
+    graph = helper.make_graph([node], "layer_norm", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    written = layer_norms_of_one_value_written_out(model)
+    assert "LayerNormalization" not in {n.op_type for n in written.graph.node}
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((4, 3, size or 5)).astype(np.float32)}
+    for name in ("scale", "bias"):
+        feeds[name] = rng.standard_normal(size or 5).astype(np.float32)
+    expected = make_session(model).run(None, feeds)
+    for value, reference in zip(make_session(written).run(None, feeds), expected):
+        np.testing.assert_allclose(value, reference, rtol=1e-5, atol=1e-6)
