@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 
 import onnxruntime
 
-from .sessions import ERROR_SEVERITY, make_session
+from .sessions import ERROR_SEVERITY, make_session, without_unfaithful_fusions
 
 
 class RuntimeCompatibilityError(RuntimeError):
@@ -107,17 +107,18 @@ _REPLACEMENTS = {
     "x[:, :, :, None, :, None].expand(n, c, h, 2, w, 2).reshape(n, c, 2 * h, 2 * w)",
     "ConvTranspose": "an upsampling written as expand and reshape followed by a Conv",
     "Round": "no rounding while training, or a straight-through estimator written in torch",
-    "InstanceNormalization": "GroupNorm and InstanceNorm export to it: normalize with mean and var written out",
+    "InstanceNormalization": "give the model's inputs a shape: the training graph writes it out where shape "
+    "inference tells its input's rank; torch's InstanceNorm trains with track_running_stats=False only",
     "Elu": "ReLU, SiLU or GELU",
     "Softplus": "SiLU or GELU (Mish exports a Softplus)",
 }
 
 
 def _quiet_session_options():
-    """Session options that log errors only (for onnxblock's internal sessions)."""
+    """Options that log errors only, without unfaithful fusions (for onnxblock's own sessions)."""
     options = onnxruntime.SessionOptions()
     options.log_severity_level = ERROR_SEVERITY
-    return options
+    return without_unfaithful_fusions(options)
 
 
 def quiet_runtime_logs():

@@ -3,10 +3,11 @@
 Every ``InferenceSession`` of the helpers (models, losses, updates, batch
 gathers, predictions, probes) comes from :func:`make_session`, which gives
 it its providers (with the GPU's device id), its thread count and its
-options: errors-only logs, the threads of :func:`set_num_threads`, and a
-profile when :func:`profiling_sessions` is active. The training sessions of
-onnxruntime's own classes (``Module``, ``TrainingAgent``) take their options
-from :func:`session_options`.
+options: errors-only logs, the threads of :func:`set_num_threads`, a
+profile when :func:`profiling_sessions` is active, and none of the graph
+fusions that change what a model computes (:data:`UNFAITHFUL_FUSIONS`).
+The training sessions of onnxruntime's own classes (``Module``,
+``TrainingAgent``) take their options from :func:`session_options`.
 """
 import contextlib
 import numbers
@@ -16,6 +17,17 @@ import onnxruntime
 
 #: Severity of onnxruntime's C++ logger in the sessions made here (3 = errors only).
 ERROR_SEVERITY = 3
+
+#: Graph optimizers of onnxruntime 1.19.2 that turn some valid models into
+#: others, turned off in every session made here. ``SkipLayerNormFusion``
+#: fuses ``Add`` + ``LayerNormalization`` over two or more axes (torch's
+#: ``LayerNorm([2, 8])`` after a residual sum) into ``SkipLayerNormalization``,
+#: whose kernel takes one axis only: the session fails at its first run
+#: ("gamma is expected to have 1 dimension, got 2") and logs the error.
+UNFAITHFUL_FUSIONS = ("SkipLayerNormFusion",)
+
+#: The session configuration entry that turns graph optimizers off by name (``;``-separated).
+_DISABLED_OPTIMIZERS = "optimization.disable_specified_optimizers"
 
 #: Threads of the sessions created from now on (None: onnxruntime's default,
 #: one per core), set by :func:`set_num_threads`.
@@ -125,7 +137,7 @@ def is_profiling():
 
 
 def session_options(n_threads=None, label="session", spin=True):
-    """Return :class:`onnxruntime.SessionOptions` that log errors only.
+    """Return :class:`onnxruntime.SessionOptions` that log errors only, without unfaithful fusions.
 
     Parameters
     ----------
@@ -163,6 +175,29 @@ def session_options(n_threads=None, label="session", spin=True):
     if _PROFILING["folder"] is not None:
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(_PROFILING["folder"], label)
+    return without_unfaithful_fusions(options)
+
+
+def without_unfaithful_fusions(options):
+    """Turn off the optimizers of :data:`UNFAITHFUL_FUSIONS` in ``options``; return ``options``.
+
+    The configuration entry reaches every session made from the options,
+    also those onnxruntime's own classes (``Module``, onnxblock) make.
+
+    Examples
+    --------
+    >>> options = without_unfaithful_fusions(onnxruntime.SessionOptions())
+    >>> options.get_session_config_entry("optimization.disable_specified_optimizers")
+    'SkipLayerNormFusion'
+    """
+    try:
+        disabled = options.get_session_config_entry(_DISABLED_OPTIMIZERS).split(";")
+    except RuntimeError:  # not set yet
+        disabled = []
+    missing = [name for name in UNFAITHFUL_FUSIONS if name not in disabled]
+    if missing:
+        names = [*filter(None, disabled), *missing]
+        options.add_session_config_entry(_DISABLED_OPTIMIZERS, ";".join(names))
     return options
 
 
@@ -204,7 +239,8 @@ def make_session(model, device=None, n_threads=None, label="session", options=No
         Name of its profile inside :func:`profiling_sessions`.
     options : onnxruntime.SessionOptions, optional
         Options to use instead of :func:`session_options` (probes that must
-        not be profiled nor take the user's thread count).
+        not be profiled nor take the user's thread count); the fusions of
+        :data:`UNFAITHFUL_FUSIONS` are turned off in them too.
     cpu_fallback : bool
         Whether operators the GPU lacks may run on the CPU.
     spin : bool
@@ -222,8 +258,11 @@ def make_session(model, device=None, n_threads=None, label="session", options=No
     array([-1., -1.], dtype=float32)
     """
     data = model if isinstance(model, bytes) else model.SerializeToString()
+    if options is None:
+        options = session_options(n_threads, label, spin)
+    options = without_unfaithful_fusions(options)
     return onnxruntime.InferenceSession(
         data,
-        options if options is not None else session_options(n_threads, label, spin),
+        options,
         providers=providers(device, cpu_fallback),
     )

@@ -23,6 +23,8 @@ inference is never rewritten.
   height of one (:func:`grouped_convolutions_in_two_dimensions`); a grouped
   3-D convolution has no such way out and is refused.
 * ``BatchNormalization``: see :mod:`helpers.core.batch_norm`.
+* ``LayerNormalization`` over one value, ``InstanceNormalization`` (torch's
+  ``GroupNorm`` and ``InstanceNorm``): see :mod:`helpers.core.normalization`.
 * The speed rewrites of :mod:`helpers.core.gradient_rewrites` (``Relu`` as a
   mask, a named batch dimension), when ``fast_gradients`` is on.
 """
@@ -36,6 +38,7 @@ from .batch_norm import decompose_batch_norm
 from .gradient_rewrites import rewrite_for_training
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_shapes
+from .normalization import instance_norms_written_out, layer_norms_of_one_value_written_out
 from .runtime import UntrainableModelError, main_opset
 
 #: Prefix of the names of the nodes and values these rewrites add.
@@ -299,6 +302,8 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     >>> graph.statistics.output_names[0].endswith("__batch_mean")
     True
     """
+    model = layer_norms_of_one_value_written_out(model)
+    model = instance_norms_written_out(model)
     model = with_layer_norm_statistics(model)
     model = average_pools_as_convolutions(model)
     model = grouped_convolutions_in_two_dimensions(model)
