@@ -22,7 +22,16 @@ statistics (:func:`helpers.core.inference_mode.inference_graph`).
 A ``BatchNormalization`` already in inference mode (a module exported after
 ``.eval()``) normalizes with its running statistics, constants of the
 training graph, as torch's eval mode does: its scale and bias still train.
+
+torch's ``momentum=None`` keeps a cumulative average instead: the weight of
+the batch is ``1 / num_batches_tracked``, the number of training batches
+seen, counter included. The ONNX node cannot say so (torch exports a
+momentum of 0), so :func:`helpers.core.torch_export.export_for_training`
+records such layers, with their counters, in the model's metadata
+(:data:`CUMULATIVE_METADATA_KEY`); :class:`RunningStatistics` keeps the
+counters beside the statistics.
 """
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +43,10 @@ from .runtime import main_opset
 
 #: Prefix of the names of the nodes and values the decomposition adds.
 BATCH_NORM_PREFIX = "batch_norm__"
+
+#: Metadata key of the layers with a cumulative average (torch's ``momentum=None``): JSON,
+#: running mean's initializer name to ``{"counter": name, "count": batches seen}``.
+CUMULATIVE_METADATA_KEY = "helpers.batch_norm.cumulative"
 
 
 @dataclass(frozen=True)
@@ -49,6 +62,9 @@ class BatchNormLayer:
     mean_output, var_output : str
         The values of the training graph holding the batch mean and the
         unbiased batch variance, one per channel.
+    counter : str or None
+        For a cumulative average (torch's ``momentum=None``, ``momentum``
+        then unused), the name of its batch counter; None otherwise.
 
     Examples
     --------
@@ -66,6 +82,26 @@ class BatchNormLayer:
     momentum: float
     mean_output: str
     var_output: str
+    counter: str = None
+
+    def blend(self, running_mean, running_var, mean, var, count=None):
+        """Blend batch statistics into running ones in place, as torch does (numpy arrays or tensors).
+
+        ``count`` is the number of batches seen, this one included: the
+        weight of the batch for a cumulative average.
+
+        Examples
+        --------
+        >>> layer = BatchNormLayer("mean", "var", 0.0, "batch_mean", "batch_var", counter="n")
+        >>> mean, var = np.zeros(1, dtype=np.float32), np.ones(1, dtype=np.float32)
+        >>> layer.blend(mean, var, np.array([4.0]), np.array([3.0]), count=2)
+        >>> mean, var
+        (array([2.], dtype=float32), array([2.], dtype=float32))
+        """
+        factor = self.momentum if self.counter is None else 1.0 / count
+        for running, batch in ((running_mean, mean), (running_var, var)):
+            running *= 1 - factor
+            running += factor * batch
 
 
 class RunningStatistics:
@@ -76,11 +112,16 @@ class RunningStatistics:
     layers : list of BatchNormLayer
     values : dict
         Initializer name to initial value, for every running statistic.
+    counts : dict, optional
+        Counter name to the batches seen, for every layer with a cumulative
+        average (:attr:`BatchNormLayer.counter`).
 
     Attributes
     ----------
     values : dict
         Initializer name to its current float32 value.
+    counts : dict
+        Counter name to the batches seen so far, an int.
 
     Examples
     --------
@@ -91,11 +132,20 @@ class RunningStatistics:
     >>> stats.update([np.array([1.0, 2.0]), np.array([3.0, 1.0])])
     >>> stats.values["mean"], stats.values["var"]
     (array([0.1, 0.2], dtype=float32), array([1.2, 1. ], dtype=float32))
+
+    A cumulative average counts its batches; :meth:`get` returns the counter too:
+
+    >>> layer = BatchNormLayer("mean", "var", 0.0, "batch_mean", "batch_var", counter="n")
+    >>> stats = RunningStatistics([layer], {"mean": np.zeros(1), "var": np.ones(1)}, {"n": 1})
+    >>> stats.update([np.array([3.0]), np.array([1.0])])
+    >>> stats.get()
+    {'mean': array([1.5], dtype=float32), 'var': array([1.], dtype=float32), 'n': array(2)}
     """
 
-    def __init__(self, layers, values):
+    def __init__(self, layers, values, counts=None):
         self.layers = list(layers)
         self.values = {name: np.array(value, dtype=np.float32) for name, value in values.items()}
+        self.counts = {name: int(count) for name, count in (counts or {}).items()}
 
     def __bool__(self):
         return bool(self.layers)
@@ -113,26 +163,48 @@ class RunningStatistics:
     def update(self, batch_values):
         """Blend the batch statistics ``batch_values`` (in :attr:`output_names` order) into the running ones."""
         for layer, mean, var in zip(self.layers, batch_values[0::2], batch_values[1::2]):
-            for name, batch in ((layer.running_mean, mean), (layer.running_var, var)):
-                running = self.values[name]
-                running *= np.float32(1 - layer.momentum)
-                running += np.float32(layer.momentum) * np.asarray(batch, dtype=np.float32).reshape(running.shape)
+            if layer.counter is not None:
+                self.counts[layer.counter] += 1
+            running_mean, running_var = self.values[layer.running_mean], self.values[layer.running_var]
+            layer.blend(
+                running_mean, running_var,
+                np.asarray(mean, dtype=np.float32).reshape(running_mean.shape),
+                np.asarray(var, dtype=np.float32).reshape(running_var.shape),
+                self.counts.get(layer.counter),
+            )
 
     def copy(self):
         """Another :class:`RunningStatistics` of the same layers, starting from these values."""
-        return RunningStatistics(self.layers, self.values)
+        return RunningStatistics(self.layers, self.values, self.counts)
 
     def get(self):
-        """A copy of the running statistics, name to array."""
-        return {name: value.copy() for name, value in self.values.items()}
+        """A copy of the running statistics, name to array, and of the batch counters (int64 arrays)."""
+        counts = {name: np.array(count, dtype=np.int64) for name, count in self.counts.items()}
+        return {**{name: value.copy() for name, value in self.values.items()}, **counts}
 
     def set(self, values):
-        """Overwrite the running statistics with ``values`` (name to array, the same names)."""
-        missing = set(self.values) ^ set(values)
-        if missing:
-            raise ValueError(f"Running statistics {sorted(self.values)} expected, got {sorted(values)}.")
+        """Overwrite the running statistics and counters with ``values`` (as :meth:`get` returns them)."""
+        expected = [*self.values, *self.counts]
+        if set(expected) != set(values):
+            raise ValueError(f"Running statistics {sorted(expected)} expected, got {sorted(values)}.")
         for name, value in values.items():
-            self.values[name] = np.array(value, dtype=np.float32).reshape(self.values[name].shape)
+            if name in self.counts:
+                self.counts[name] = int(value)
+            else:
+                self.values[name] = np.array(value, dtype=np.float32).reshape(self.values[name].shape)
+
+
+def statistic_initializers(values):
+    """The running means and variances of ``values`` (:meth:`RunningStatistics.get`), without the counters.
+
+    They are the initializers of the model; the counters are not.
+
+    Examples
+    --------
+    >>> statistic_initializers({"mean": np.zeros(2, dtype=np.float32), "n": np.array(3)})
+    {'mean': array([0., 0.], dtype=float32)}
+    """
+    return {name: value for name, value in values.items() if np.asarray(value).dtype.kind == "f"}
 
 
 def running_statistic_names(model):
@@ -186,7 +258,7 @@ def _reduce_mean(data, output, axes, opset, tag):
     return [helper.make_node("ReduceMean", [data], [output], name=tag, axes=axes, keepdims=1)]
 
 
-def _decompose(node, rank, opset, index):
+def _decompose(node, rank, opset, index, counter):
     """The nodes computing ``node`` from primitives, and its layer (None in inference mode)."""
     x, scale, bias, running_mean, running_var = node.input[:5]
     y = node.output[0]
@@ -212,7 +284,7 @@ def _decompose(node, rank, opset, index):
         nodes += _reduce_mean(f"{tag}__squares", var, axes, opset, f"{tag}__reduce_var")
         layer = BatchNormLayer(
             running_mean, running_var, 1.0 - float(node_attribute(node, "momentum", 0.9)),
-            f"{tag}__batch_mean", f"{tag}__batch_var",
+            f"{tag}__batch_mean", f"{tag}__batch_var", counter,
         )
         nodes += _batch_statistics(x, scale, mean, var, layer, tag)
     else:
@@ -294,6 +366,7 @@ def decompose_batch_norm(model):
     """
     if not any(is_onnx_op(n, "BatchNormalization") for n in model.graph.node):
         return model, RunningStatistics([], {})
+    cumulative = cumulative_layers(model)
     shapes = value_shapes(model)
     opset = main_opset(model)
     nodes, layers = [], []
@@ -307,11 +380,35 @@ def decompose_batch_norm(model):
                 f"The rank of the input of BatchNormalization {node.name!r} cannot be inferred: "
                 "give the model's inputs a shape (torch exports do)."
             )
-        decomposed, layer = _decompose(node, rank, opset, index)
+        counter = cumulative.get(node.input[3], {}).get("counter")
+        decomposed, layer = _decompose(node, rank, opset, index, counter)
         nodes.extend(decomposed)
         if layer is not None:
             layers.append(layer)
     copy = copy_with_nodes(model, nodes)
     names = {name for layer in layers for name in (layer.running_mean, layer.running_var)}
     initial = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer if i.name in names}
-    return copy, RunningStatistics(layers, initial)
+    counts = {layer.counter: cumulative[layer.running_mean]["count"] for layer in layers if layer.counter}
+    return copy, RunningStatistics(layers, initial, counts)
+
+
+def cumulative_layers(model):
+    """The layers of ``model`` with a cumulative average, as its metadata records them.
+
+    Returns
+    -------
+    dict
+        Running mean's initializer name to ``{"counter": name, "count": batches seen}``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from helpers.core.torch_export import export_for_training
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2, momentum=None))
+    >>> cumulative_layers(export_for_training(net, torch.zeros(4, 3)))
+    {'1.running_mean': {'counter': '1.num_batches_tracked', 'count': 0}}
+    """
+    for prop in model.metadata_props:
+        if prop.key == CUMULATIVE_METADATA_KEY:
+            return json.loads(prop.value)
+    return {}

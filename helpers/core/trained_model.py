@@ -11,6 +11,7 @@ import weakref
 
 import numpy as np
 
+from .batch_norm import statistic_initializers
 from .onnx_graph import replace_initializers
 from .sessions import make_session
 from .validation import check_features
@@ -162,7 +163,8 @@ class TrainedModelMixin:
             statistics, in inference mode (``Dropout`` drops nothing, batch
             normalization uses the running statistics).
         """
-        return replace_initializers(self._prediction_model, {**self.get_state(), **self._current_statistics()})
+        statistics = statistic_initializers(self._current_statistics())  # the batch counters are not initializers
+        return replace_initializers(self._prediction_model, {**self.get_state(), **statistics})
 
     # -- prediction ----------------------------------------------------------------
     def predict(self, X):

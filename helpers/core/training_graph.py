@@ -33,6 +33,7 @@ import onnxruntime
 from onnx import TensorProto, helper
 
 from .batch_norm import decompose_batch_norm
+from .embedding_padding import masked_padding_rows
 from .gradient_rewrites import rewrite_for_training
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_shapes
@@ -299,7 +300,7 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     >>> graph.statistics.output_names[0].endswith("__batch_mean")
     True
     """
-    model = with_layer_norm_statistics(model)
+    model = masked_padding_rows(with_layer_norm_statistics(model))
     model = average_pools_as_convolutions(model)
     model = grouped_convolutions_in_two_dimensions(model)
     model, statistics = decompose_batch_norm(model)
