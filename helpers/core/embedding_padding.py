@@ -52,7 +52,7 @@ def _row_mask(table, row, tag):
 
 
 def masked_padding_rows(model):
-    """Return a copy of ``model`` whose embeddings gather from their table times a mask of the padding row.
+    """Return a copy of ``model`` whose embeddings gather from their table times a padding mask.
 
     Parameters
     ----------
@@ -76,8 +76,10 @@ def masked_padding_rows(model):
     >>> from helpers.core.torch_export import export_for_training
     >>> net = torch.nn.Embedding(10, 3, padding_idx=0)
     >>> model = masked_padding_rows(export_for_training(net, torch.zeros(2, 4, dtype=torch.long)))
-    >>> [(n.op_type, list(n.input)) for n in model.graph.node if n.op_type != "Constant"]
-    [('Mul', ['weight', 'embedding_padding__weight__mask']), ('Gather', ['embedding_padding__weight', 'x'])]
+    >>> for node in model.graph.node[1:]:
+    ...     print(node.op_type, *node.input)
+    Mul weight embedding_padding__weight__mask
+    Gather embedding_padding__weight x
     """
     rows = padding_rows(model)
     if not rows:
@@ -89,20 +91,19 @@ def masked_padding_rows(model):
         row = rows[name]
         if np.any(numpy_helper.to_array(table)[row]):
             raise UntrainableModelError(
-                f"The padding row {row} of embedding table {name!r} (padding_idx={row}) is not zero: "
-                "torch keeps it as it is, and the training graph can keep its gradient at zero only "
-                "for a zero row. Set it to zero (embedding.weight.data[padding_idx] = 0), or drop "
-                "padding_idx and mask the padded positions' outputs yourself."
+                f"The padding row {row} of embedding table {name!r} (padding_idx={row}) is not "
+                "zero: torch keeps it as it is, and the training graph can keep its gradient at "
+                "zero only for a zero row. Set it to zero "
+                "(embedding.weight.data[padding_idx] = 0), or drop padding_idx and mask the "
+                "padded positions' outputs yourself."
             )
-        nodes += [
-            _row_mask(table, row, masked[name]),
-            helper.make_node("Mul", [name, f"{masked[name]}__mask"], [masked[name]], name=masked[name]),
-        ]
+        mask = _row_mask(table, row, masked[name])
+        multiply = helper.make_node("Mul", [name, *mask.output], [masked[name]], name=masked[name])
+        nodes += [mask, multiply]
     for node in model.graph.node:
         if is_onnx_op(node, "Gather") and node.input[0] in masked:
-            node = helper.make_node(
-                "Gather", [masked[node.input[0]], *node.input[1:]], list(node.output), name=node.name,
-                **{a.name: helper.get_attribute_value(a) for a in node.attribute},
-            )
+            attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            inputs = [masked[node.input[0]], *node.input[1:]]
+            node = helper.make_node("Gather", inputs, node.output, name=node.name, **attributes)
         nodes.append(node)
     return copy_with_nodes(model, nodes)

@@ -14,7 +14,7 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from .batch_norm import CUMULATIVE_METADATA_KEY
+from .running_statistics import CUMULATIVE_METADATA_KEY
 from .embedding_padding import PADDING_METADATA_KEY
 from .runtime import check_model_ir_version
 
@@ -74,7 +74,7 @@ def export_for_training(
 
     Options torch's exporter drops are carried in the model's metadata:
     ``momentum=None`` of batch normalization
-    (:func:`helpers.core.batch_norm.cumulative_layers`), ``padding_idx``
+    (:func:`helpers.core.running_statistics.cumulative_layers`), ``padding_idx``
     of embeddings (:mod:`helpers.core.embedding_padding`). A batch
     normalization with ``track_running_stats=False``, which the exporter
     cannot export with a free batch size, is exported as the same
@@ -124,12 +124,15 @@ def export_for_training(
         )
     _refuse_max_norm(module)
     buffer = io.BytesIO()
-    with buffers_kept(module) as buffers, batch_statistics_swapped(module) as exported, warnings.catch_warnings():
+    with contextlib.ExitStack() as stack:
+        buffers = stack.enter_context(buffers_kept(module))
+        exported = stack.enter_context(batch_statistics_swapped(module))
+        stack.enter_context(warnings.catch_warnings())
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation", category=UserWarning)
         # padding_idx is carried in the metadata (helpers.core.embedding_padding)
-        warnings.filterwarnings("ignore", message=".*embedding with padding_idx", category=UserWarning)
+        warnings.filterwarnings("ignore", ".*embedding with padding_idx", UserWarning)
         with export_errors_named(exported):
             torch.onnx.export(
                 exported,
@@ -155,15 +158,16 @@ def _record_cumulative_averages(module, model):
     """Record in ``model``'s metadata the batch normalizations of ``module`` with ``momentum=None``.
 
     torch exports them with a momentum of 0; the training graph reads the
-    record (:func:`helpers.core.batch_norm.cumulative_layers`).
+    record (:func:`helpers.core.running_statistics.cumulative_layers`).
     """
     layers = {}
     for name, layer in module.named_modules():
         if isinstance(layer, torch.nn.modules.batchnorm._BatchNorm) and layer.track_running_stats:
             if layer.momentum is None:
                 prefix = f"{name}." if name else ""
-                counter = {"counter": f"{prefix}num_batches_tracked", "count": int(layer.num_batches_tracked)}
-                layers[f"{prefix}running_mean"] = counter
+                count = int(layer.num_batches_tracked)
+                counter = f"{prefix}num_batches_tracked"
+                layers[f"{prefix}running_mean"] = {"counter": counter, "count": count}
     if layers:
         model.metadata_props.add(key=CUMULATIVE_METADATA_KEY, value=json.dumps(layers))
 
@@ -195,7 +199,7 @@ def buffers_kept(module):
 
 
 def _record_padding_rows(module, model):
-    """Record in ``model``'s metadata the padding row of each embedding of ``module`` that has one."""
+    """Record in ``model``'s metadata the padding row of each embedding of ``module`` having one."""
     initializers = {i.name for i in model.graph.initializer}
     rows = {}
     for name, layer in module.named_modules():
@@ -208,21 +212,21 @@ def _record_padding_rows(module, model):
 
 
 def _refuse_max_norm(module):
-    """Refuse embeddings with ``max_norm``: torch renormalizes their rows in place, the export drops it."""
+    """Refuse embeddings with ``max_norm``: torch rescales rows in place, the export drops it."""
     for name, layer in module.named_modules():
-        if isinstance(layer, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and layer.max_norm is not None:
+        embedding = isinstance(layer, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+        if embedding and layer.max_norm is not None:
             raise ValueError(
-                f"{_describe(name, layer)} has max_norm={layer.max_norm}: at each forward torch rescales, "
-                "in place, the rows it looks up whose norm exceeds it, which the exported graph (a Gather) "
-                "does not do and no training graph can write back into the weights. Remove max_norm, "
-                "and if needed rescale the rows between steps yourself (for example "
-                "torch.nn.utils.clip_grad_norm_ on the gradients, or a normalization layer after the "
-                "embedding)."
+                f"{_describe(name, layer)} has max_norm={layer.max_norm}: at each forward torch "
+                "rescales, in place, the rows it looks up whose norm exceeds it, which the "
+                "exported graph (a Gather) does not do and no training graph can write back "
+                "into the weights. Remove max_norm, and if needed bound the rows another way (a "
+                "normalization layer after the embedding, or rescaling the table between steps)."
             )
 
 
 class BatchStatisticsNorm(torch.nn.Module):
-    """Batch normalization with the batch's statistics only, written with means: what torch's exporter can export.
+    """Batch normalization with the batch's statistics, written with means: torch exports it.
 
     It is what a ``_BatchNorm`` with ``track_running_stats=False`` computes,
     in training and in eval mode alike, with the same parameters
@@ -243,7 +247,8 @@ class BatchStatisticsNorm(torch.nn.Module):
     def forward(self, x):
         axes = [0, *range(2, x.dim())]
         centered = x - x.mean(axes, keepdim=True)
-        normalized = centered / torch.sqrt((centered * centered).mean(axes, keepdim=True) + self.eps)
+        variance = (centered * centered).mean(axes, keepdim=True)
+        normalized = centered / torch.sqrt(variance + self.eps)
         if self.weight is None:
             return normalized
         shape = [-1] + [1] * (x.dim() - 2)
@@ -256,14 +261,15 @@ def _batch_statistics_only(layer):
 
 @contextlib.contextmanager
 def batch_statistics_swapped(module):
-    """Put a :class:`BatchStatisticsNorm` in place of each batch normalization without running statistics.
+    """Put a :class:`BatchStatisticsNorm` in place of each batch normalization without statistics.
 
     Yields the module to export (``module`` itself, or the replacement when
     it is such a layer); the layers are put back when the block ends.
 
     Examples
     --------
-    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3, track_running_stats=False))
+    >>> norm = torch.nn.BatchNorm1d(3, track_running_stats=False)
+    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 3), norm)
     >>> with batch_statistics_swapped(net) as exported:
     ...     type(exported[1]).__name__
     'BatchStatisticsNorm'
@@ -288,11 +294,12 @@ def batch_statistics_swapped(module):
 
 
 def _describe(name, layer):
-    return f"module {name!r} ({type(layer).__name__})" if name else f"the module itself ({type(layer).__name__})"
+    kind = type(layer).__name__
+    return f"module {name!r} ({kind})" if name else f"the module itself ({kind})"
 
 
 def _failing_node_scope(error):
-    """The scope of the TorchScript node whose conversion raised ``error`` (its frames hold it), or None."""
+    """The scope of the TorchScript node whose conversion raised ``error``, or None."""
     traceback = error.__traceback__
     scope = None
     while traceback is not None:
@@ -320,7 +327,7 @@ def export_errors_named(module):
     ...     net(torch.zeros(1, 2))
     Traceback (most recent call last):
     ...
-    ValueError: torch's ONNX exporter failed on module '1' (Failing) of Sequential: RuntimeError: no way
+    ValueError: torch's ONNX exporter failed on module '1' (Failing) of Sequential: ...
     """
     names = {layer: name for name, layer in module.named_modules()}
     running = []
@@ -339,7 +346,7 @@ def export_errors_named(module):
         yield module
     except Exception as exc:
         scope = _failing_node_scope(exc)
-        if scope is not None:  # "Sequential::/Sequential::1/BatchNorm1d::1.1": the last module's name
+        if scope is not None:  # "Sequential::/Sequential::1/BatchNorm1d::1.1": the last name
             name = scope.rsplit("/", 1)[-1].rpartition("::")[2]
         else:
             name = names[running[-1]] if running else ""

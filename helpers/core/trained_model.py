@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 
-from .batch_norm import statistic_initializers
+from .running_statistics import statistic_initializers
 from .onnx_graph import replace_initializers
 from .sessions import make_session
 from .validation import check_features
@@ -163,7 +163,8 @@ class TrainedModelMixin:
             statistics, in inference mode (``Dropout`` drops nothing, batch
             normalization uses the running statistics).
         """
-        statistics = statistic_initializers(self._current_statistics())  # the batch counters are not initializers
+        # the batch counters of cumulative averages are not initializers
+        statistics = statistic_initializers(self._current_statistics())
         return replace_initializers(self._prediction_model, {**self.get_state(), **statistics})
 
     # -- prediction ----------------------------------------------------------------

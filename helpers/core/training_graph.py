@@ -23,6 +23,9 @@ inference is never rewritten.
   height of one (:func:`grouped_convolutions_in_two_dimensions`); a grouped
   3-D convolution has no such way out and is refused.
 * ``BatchNormalization``: see :mod:`helpers.core.batch_norm`.
+* The padding row of an embedding (torch's ``padding_idx``, recorded in the
+  model's metadata at export) is kept at a zero gradient: see
+  :mod:`helpers.core.embedding_padding`.
 * The speed rewrites of :mod:`helpers.core.gradient_rewrites` (``Relu`` as a
   mask, a named batch dimension), when ``fast_gradients`` is on.
 """
@@ -46,7 +49,7 @@ TrainingGraph = namedtuple("TrainingGraph", ["model", "statistics"])
 TrainingGraph.__doc__ = """What :func:`training_graph` returns: ``(model, statistics)``.
 
 The model to build the gradient of, and the
-:class:`~helpers.core.batch_norm.RunningStatistics` of its batch
+:class:`~helpers.core.running_statistics.RunningStatistics` of its batch
 normalization layers.
 
 Examples
@@ -285,7 +288,7 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     -------
     TrainingGraph
         ``(model, statistics)``: the rewritten copy, and the
-        :class:`~helpers.core.batch_norm.RunningStatistics` of its batch
+        :class:`~helpers.core.running_statistics.RunningStatistics` of its batch
         normalization layers, whose batch values the graph computes.
 
     Examples

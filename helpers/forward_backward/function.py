@@ -72,7 +72,7 @@ class OrtGradientForwardBackward:
         (by position, never by name): user inputs, then weights.
     grad_names_ : list of str
         The gradients it returns, in order.
-    statistics : helpers.core.batch_norm.RunningStatistics
+    statistics : helpers.core.running_statistics.RunningStatistics
         The running statistics of the model's batch normalization layers
         (empty without any), with their initial values: a training forward
         returns the batch statistics they are updated from, and a

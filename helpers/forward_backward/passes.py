@@ -201,7 +201,8 @@ class OrtGradientForwardBackwardFunction:
             gradients[i] = value
         feeds = C.OrtValueVector()
         for i in parent._differentiable_outputs:  # batch statistics: no gradient flows back through them
-            feeds.push_back(gradients[i] if i < n_outputs else self._zeros(outputs[i].shape())._ortvalue)
+            zeros = self._zeros(outputs[i].shape())._ortvalue if i >= n_outputs else None
+            feeds.push_back(gradients[i] if i < n_outputs else zeros)
         if not taken:
             self.states_.pop()
         gradients = C.OrtValueVector()

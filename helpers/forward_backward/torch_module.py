@@ -253,10 +253,9 @@ class OrtTorchModule(torch.nn.Module):
                 if counter is not None:
                     counter.add_(1)
                 running_mean, running_var = buffers[layer.running_mean], buffers[layer.running_var]
-                layer.blend(
-                    running_mean, running_var, mean.to(running_mean.device), var.to(running_var.device),
-                    None if counter is None else int(counter),
-                )
+                batch_mean, batch_var = mean.to(running_mean.device), var.to(running_var.device)
+                count = None if counter is None else int(counter)
+                layer.blend(running_mean, running_var, batch_mean, batch_var, count)
 
     def to_onnx(self):
         """The ONNX model with the current weights and running statistics, for inference anywhere.

@@ -11,7 +11,7 @@ import os
 import tempfile
 import warnings
 
-from ..core.batch_norm import statistic_initializers
+from ..core.running_statistics import statistic_initializers
 from ..core.estimator import BaseOrtOptimizer
 from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs
 from ..core.parameters import document_parameters, training_settings

@@ -107,7 +107,8 @@ class WholeTrainingSession:
             self.set_weights(weights)
         else:
             saved = {name: self.state.parameters[name].data for name in self.statistics.names}
-            saved.update({name: self.state.properties[BATCH_COUNT_PROPERTY + name] for name in self.statistics.counts})
+            properties = self.state.properties
+            saved.update({name: properties[BATCH_COUNT_PROPERTY + name] for name in self.statistics.counts})
             self.statistics.set(saved)
         self.parameters = [self.state.parameters[name]._parameter for name in self.names]
         self._buffers = self._learning_rate = None
