@@ -119,7 +119,10 @@ class TrainedModelMixin:
         -------
         dict
             Initializer name (``'1.running_mean'``...) to a float32 array
-            (a copy); empty for a model without batch normalization.
+            (a copy); empty for a model without batch normalization. A
+            layer with torch's ``momentum=None`` (a cumulative average)
+            adds its batch counter (``'1.num_batches_tracked'``, an int64
+            array), as torch's buffers do.
         """
         self._check_is_fitted()
         return self._current_statistics()
