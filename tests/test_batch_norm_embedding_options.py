@@ -148,6 +148,20 @@ def test_batch_norm_without_running_statistics_matches_torch(affine, dims, api):
     _train_and_compare(build, *_regression(shape), api)
 
 
+@pytest.mark.parametrize("momentum", [None, 0.1])
+def test_a_batch_norm_alone_trains_in_ort_torch_module(momentum):
+    """Its counter is 'num_batches_tracked' (no prefix): it was taken for a foreign buffer and refused."""
+    X = _regression((3,))[0]
+    torch.manual_seed(0)
+    module = nn.BatchNorm1d(3, momentum=momentum)
+    reference, ort = copy.deepcopy(module), OrtTorchModule(module, torch.from_numpy(X[:2]))
+    torch_steps = torch_fit(reference, X, np.tanh(X), "squared_error", BATCH, EPOCHS, LEARNING_RATE)[1]
+    steps = torch_fit(ort, X, np.tanh(X), "squared_error", BATCH, EPOCHS, LEARNING_RATE)[1]
+    np.testing.assert_allclose(steps, torch_steps, rtol=1e-4)
+    for (name, expected), (_, value) in zip(reference.named_buffers(), module.named_buffers()):
+        np.testing.assert_allclose(value.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_batch_norm_without_running_statistics_alone_exports():
     """The layer as the whole module, on (N, 3, 11): torch's exporter raised an AssertionError."""
     layer = nn.BatchNorm1d(3, track_running_stats=False)
