@@ -14,8 +14,8 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from .running_statistics import CUMULATIVE_METADATA_KEY
 from .embedding_padding import PADDING_METADATA_KEY
+from .running_statistics import CUMULATIVE_METADATA_KEY
 from .runtime import check_model_ir_version
 
 #: Default opset of :func:`export_for_training`: supported by the TorchScript
@@ -124,26 +124,20 @@ def export_for_training(
         )
     _refuse_max_norm(module)
     buffer = io.BytesIO()
-    with contextlib.ExitStack() as stack:
-        buffers = stack.enter_context(buffers_kept(module))
-        exported = stack.enter_context(batch_statistics_swapped(module))
-        stack.enter_context(warnings.catch_warnings())
+    with buffers_kept(module) as buffers, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation", category=UserWarning)
-        # padding_idx is carried in the metadata (helpers.core.embedding_padding)
-        warnings.filterwarnings("ignore", ".*embedding with padding_idx", UserWarning)
-        with export_errors_named(exported):
-            torch.onnx.export(
-                exported,
-                tuple(example_input),
-                buffer,
-                input_names=list(input_names),
-                output_names=list(output_names),
-                opset_version=opset_version,
-                dynamo=False,
-                **options,
-            )
+        _export_layers(
+            module,
+            tuple(example_input),
+            buffer,
+            input_names=list(input_names),
+            output_names=list(output_names),
+            opset_version=opset_version,
+            dynamo=False,
+            **options,
+        )
     model = onnx.load_from_string(buffer.getvalue())
     for initializer in model.graph.initializer:
         if initializer.name in buffers:
@@ -152,6 +146,21 @@ def export_for_training(
     _record_padding_rows(module, model)
     check_model_ir_version(model)
     return model
+
+
+def _export_layers(module, *args, **kwargs):
+    """``torch.onnx.export(module, *args, **kwargs)`` for the layers the exporter mishandles.
+
+    Batch normalizations without running statistics are swapped for
+    :class:`BatchStatisticsNorm`, a failure names its module
+    (:func:`export_errors_named`), and the exporter's warning about
+    ``padding_idx`` is silenced: the metadata carries it
+    (:mod:`helpers.core.embedding_padding`).
+    """
+    with batch_statistics_swapped(module) as exported, export_errors_named(exported):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", ".*embedding with padding_idx", UserWarning)
+            torch.onnx.export(exported, *args, **kwargs)
 
 
 def _record_cumulative_averages(module, model):
