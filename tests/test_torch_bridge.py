@@ -215,8 +215,10 @@ def test_what_cannot_work_raises_clearly():
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="ran the backward pass of this forward already"):
         loss.backward()
+    with_buffer = torch.nn.Linear(3, 1)  # a buffer other than batch normalization's
+    with_buffer.register_buffer("scale", torch.ones(1))
     with pytest.raises(ValueError, match="buffers"):
-        OrtTorchModule(torch.nn.BatchNorm1d(3), torch.zeros(4, 3))
+        OrtTorchModule(with_buffer, torch.zeros(4, 3))
     with pytest.raises(ValueError, match="example_input"):
         OrtTorchModule(torch.nn.Linear(3, 1))
 

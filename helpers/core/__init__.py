@@ -12,10 +12,11 @@
   inference mode;
 * :mod:`~helpers.core.torch_export`: forward-only models exported from torch;
 * :mod:`~helpers.core.training_graph`, :mod:`~helpers.core.batch_norm`,
+  :mod:`~helpers.core.running_statistics`, :mod:`~helpers.core.embedding_padding`,
   :mod:`~helpers.core.gradient_rewrites`, :mod:`~helpers.core.graph_nodes`:
   the graph onnxruntime's gradient builders are given (layers it cannot
   train as exported, rewritten; batch normalization and its running
-  statistics; faster exact gradients; the node-level pieces these rewrites
+  statistics; embeddings' padding rows; faster exact gradients; the node-level pieces these rewrites
   share);
 * :mod:`~helpers.core.learning_rates`, :mod:`~helpers.core.update_rules`,
   :mod:`~helpers.core.penalties`, :mod:`~helpers.core.loss_graphs`: the

@@ -22,117 +22,20 @@ statistics (:func:`helpers.core.inference_mode.inference_graph`).
 A ``BatchNormalization`` already in inference mode (a module exported after
 ``.eval()``) normalizes with its running statistics, constants of the
 training graph, as torch's eval mode does: its scale and bias still train.
-"""
-from dataclasses import dataclass
 
-import numpy as np
+The running statistics are those of torch's ``momentum=None`` (a cumulative
+average) for the layers the model's metadata names
+(:mod:`helpers.core.running_statistics`).
+"""
 from onnx import TensorProto, helper, numpy_helper
 
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_shapes
+from .running_statistics import BatchNormLayer, RunningStatistics, cumulative_layers
 from .runtime import main_opset
 
 #: Prefix of the names of the nodes and values the decomposition adds.
 BATCH_NORM_PREFIX = "batch_norm__"
-
-
-@dataclass(frozen=True)
-class BatchNormLayer:
-    """One ``BatchNormalization`` node in training mode and the names around it.
-
-    Attributes
-    ----------
-    running_mean, running_var : str
-        The initializers holding its running statistics.
-    momentum : float
-        torch's momentum, the weight of the batch statistic in the update.
-    mean_output, var_output : str
-        The values of the training graph holding the batch mean and the
-        unbiased batch variance, one per channel.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from helpers.core.torch_export import export_for_training
-    >>> net = torch.nn.BatchNorm1d(3, momentum=0.2)
-    >>> _, statistics = decompose_batch_norm(export_for_training(net, torch.zeros(4, 3)))
-    >>> layer = statistics.layers[0]
-    >>> layer.running_mean, round(layer.momentum, 6)
-    ('running_mean', 0.2)
-    """
-
-    running_mean: str
-    running_var: str
-    momentum: float
-    mean_output: str
-    var_output: str
-
-
-class RunningStatistics:
-    """The running statistics of a model's batch normalization layers, updated after each step.
-
-    Parameters
-    ----------
-    layers : list of BatchNormLayer
-    values : dict
-        Initializer name to initial value, for every running statistic.
-
-    Attributes
-    ----------
-    values : dict
-        Initializer name to its current float32 value.
-
-    Examples
-    --------
-    >>> layer = BatchNormLayer("mean", "var", 0.1, "batch_mean", "batch_var")
-    >>> stats = RunningStatistics([layer], {"mean": np.zeros(2), "var": np.ones(2)})
-    >>> stats.output_names
-    ['batch_mean', 'batch_var']
-    >>> stats.update([np.array([1.0, 2.0]), np.array([3.0, 1.0])])
-    >>> stats.values["mean"], stats.values["var"]
-    (array([0.1, 0.2], dtype=float32), array([1.2, 1. ], dtype=float32))
-    """
-
-    def __init__(self, layers, values):
-        self.layers = list(layers)
-        self.values = {name: np.array(value, dtype=np.float32) for name, value in values.items()}
-
-    def __bool__(self):
-        return bool(self.layers)
-
-    @property
-    def output_names(self):
-        """The batch statistics the training graph returns, two per layer (mean, variance)."""
-        return [name for layer in self.layers for name in (layer.mean_output, layer.var_output)]
-
-    @property
-    def names(self):
-        """The initializers holding the running statistics, two per layer (mean, variance)."""
-        return [name for layer in self.layers for name in (layer.running_mean, layer.running_var)]
-
-    def update(self, batch_values):
-        """Blend the batch statistics ``batch_values`` (in :attr:`output_names` order) into the running ones."""
-        for layer, mean, var in zip(self.layers, batch_values[0::2], batch_values[1::2]):
-            for name, batch in ((layer.running_mean, mean), (layer.running_var, var)):
-                running = self.values[name]
-                running *= np.float32(1 - layer.momentum)
-                running += np.float32(layer.momentum) * np.asarray(batch, dtype=np.float32).reshape(running.shape)
-
-    def copy(self):
-        """Another :class:`RunningStatistics` of the same layers, starting from these values."""
-        return RunningStatistics(self.layers, self.values)
-
-    def get(self):
-        """A copy of the running statistics, name to array."""
-        return {name: value.copy() for name, value in self.values.items()}
-
-    def set(self, values):
-        """Overwrite the running statistics with ``values`` (name to array, the same names)."""
-        missing = set(self.values) ^ set(values)
-        if missing:
-            raise ValueError(f"Running statistics {sorted(self.values)} expected, got {sorted(values)}.")
-        for name, value in values.items():
-            self.values[name] = np.array(value, dtype=np.float32).reshape(self.values[name].shape)
 
 
 def running_statistic_names(model):
@@ -186,7 +89,7 @@ def _reduce_mean(data, output, axes, opset, tag):
     return [helper.make_node("ReduceMean", [data], [output], name=tag, axes=axes, keepdims=1)]
 
 
-def _decompose(node, rank, opset, index):
+def _decompose(node, rank, opset, index, counter):
     """The nodes computing ``node`` from primitives, and its layer (None in inference mode)."""
     x, scale, bias, running_mean, running_var = node.input[:5]
     y = node.output[0]
@@ -212,7 +115,7 @@ def _decompose(node, rank, opset, index):
         nodes += _reduce_mean(f"{tag}__squares", var, axes, opset, f"{tag}__reduce_var")
         layer = BatchNormLayer(
             running_mean, running_var, 1.0 - float(node_attribute(node, "momentum", 0.9)),
-            f"{tag}__batch_mean", f"{tag}__batch_var",
+            f"{tag}__batch_mean", f"{tag}__batch_var", counter,
         )
         nodes += _batch_statistics(x, scale, mean, var, layer, tag)
     else:
@@ -294,6 +197,7 @@ def decompose_batch_norm(model):
     """
     if not any(is_onnx_op(n, "BatchNormalization") for n in model.graph.node):
         return model, RunningStatistics([], {})
+    cumulative = cumulative_layers(model)
     shapes = value_shapes(model)
     opset = main_opset(model)
     nodes, layers = [], []
@@ -307,11 +211,16 @@ def decompose_batch_norm(model):
                 f"The rank of the input of BatchNormalization {node.name!r} cannot be inferred: "
                 "give the model's inputs a shape (torch exports do)."
             )
-        decomposed, layer = _decompose(node, rank, opset, index)
+        counter = cumulative.get(node.input[3], {}).get("counter")
+        decomposed, layer = _decompose(node, rank, opset, index, counter)
         nodes.extend(decomposed)
         if layer is not None:
             layers.append(layer)
     copy = copy_with_nodes(model, nodes)
     names = {name for layer in layers for name in (layer.running_mean, layer.running_var)}
     initial = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer if i.name in names}
-    return copy, RunningStatistics(layers, initial)
+    counts = {
+        layer.counter: cumulative[layer.running_mean]["count"] for layer in layers if layer.counter
+    }
+    return copy, RunningStatistics(layers, initial, counts)
+

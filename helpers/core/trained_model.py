@@ -11,6 +11,7 @@ import weakref
 
 import numpy as np
 
+from .running_statistics import statistic_initializers
 from .onnx_graph import replace_initializers
 from .sessions import make_session
 from .validation import check_features
@@ -118,7 +119,10 @@ class TrainedModelMixin:
         -------
         dict
             Initializer name (``'1.running_mean'``...) to a float32 array
-            (a copy); empty for a model without batch normalization.
+            (a copy); empty for a model without batch normalization. A
+            layer with torch's ``momentum=None`` (a cumulative average)
+            adds its batch counter (``'1.num_batches_tracked'``, an int64
+            array), as torch's buffers do.
         """
         self._check_is_fitted()
         return self._current_statistics()
@@ -162,7 +166,9 @@ class TrainedModelMixin:
             statistics, in inference mode (``Dropout`` drops nothing, batch
             normalization uses the running statistics).
         """
-        return replace_initializers(self._prediction_model, {**self.get_state(), **self._current_statistics()})
+        # the batch counters of cumulative averages are not initializers
+        statistics = statistic_initializers(self._current_statistics())
+        return replace_initializers(self._prediction_model, {**self.get_state(), **statistics})
 
     # -- prediction ----------------------------------------------------------------
     def predict(self, X):

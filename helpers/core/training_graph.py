@@ -25,6 +25,9 @@ inference is never rewritten.
 * ``BatchNormalization``: see :mod:`helpers.core.batch_norm`.
 * ``LayerNormalization`` over one value, ``InstanceNormalization`` (torch's
   ``GroupNorm`` and ``InstanceNorm``): see :mod:`helpers.core.normalization`.
+* The padding row of an embedding (torch's ``padding_idx``, recorded in the
+  model's metadata at export) is kept at a zero gradient: see
+  :mod:`helpers.core.embedding_padding`.
 * The speed rewrites of :mod:`helpers.core.gradient_rewrites` (``Relu`` as a
   mask, a named batch dimension), when ``fast_gradients`` is on.
 """
@@ -35,6 +38,7 @@ import onnxruntime
 from onnx import TensorProto, helper
 
 from .batch_norm import decompose_batch_norm
+from .embedding_padding import masked_padding_rows
 from .gradient_rewrites import rewrite_for_training
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_shapes
@@ -48,7 +52,7 @@ TrainingGraph = namedtuple("TrainingGraph", ["model", "statistics"])
 TrainingGraph.__doc__ = """What :func:`training_graph` returns: ``(model, statistics)``.
 
 The model to build the gradient of, and the
-:class:`~helpers.core.batch_norm.RunningStatistics` of its batch
+:class:`~helpers.core.running_statistics.RunningStatistics` of its batch
 normalization layers.
 
 Examples
@@ -287,7 +291,7 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     -------
     TrainingGraph
         ``(model, statistics)``: the rewritten copy, and the
-        :class:`~helpers.core.batch_norm.RunningStatistics` of its batch
+        :class:`~helpers.core.running_statistics.RunningStatistics` of its batch
         normalization layers, whose batch values the graph computes.
 
     Examples
@@ -304,7 +308,7 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     """
     model = layer_norms_of_one_value_written_out(model)
     model = instance_norms_written_out(model)
-    model = with_layer_norm_statistics(model)
+    model = masked_padding_rows(with_layer_norm_statistics(model))
     model = average_pools_as_convolutions(model)
     model = grouped_convolutions_in_two_dimensions(model)
     model, statistics = decompose_batch_norm(model)

@@ -72,7 +72,7 @@ class OrtGradientForwardBackward:
         (by position, never by name): user inputs, then weights.
     grad_names_ : list of str
         The gradients it returns, in order.
-    statistics : helpers.core.batch_norm.RunningStatistics
+    statistics : helpers.core.running_statistics.RunningStatistics
         The running statistics of the model's batch normalization layers
         (empty without any), with their initial values: a training forward
         returns the batch statistics they are updated from, and a
@@ -214,6 +214,12 @@ class OrtGradientForwardBackward:
             "_grad_positions": [grad_names.index(grad_of[w]) for w in self.weights_to_train]
             + [grad_names.index(info.user_input_grad_names[name]) for name in self.input_names_require_grad],
             "_feed_order": [given.index(name) for name in feed_names],
+            # the YieldOp takes no gradient for outputs that depend on no weight (batch statistics
+            # of a batch normalization applied to the inputs): the backward feeds the others only
+            "_differentiable_outputs": [
+                i for i in range(len(info.user_output_names))
+                if i not in set(info.output_grad_indices_non_differentiable)
+            ],
             "_train_sess": train_sess,
             "_agent": agent,
             "eval_model_": eval_model,

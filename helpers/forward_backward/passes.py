@@ -180,7 +180,7 @@ class OrtGradientForwardBackwardFunction:
         n_outputs = len(outputs) - len(parent.statistics.output_names)
         if len(grad_outputs) != n_outputs:
             raise ValueError(f"backward expects {n_outputs} output gradients, got {len(grad_outputs)}.")
-        feeds = C.OrtValueVector()
+        gradients = {}
         keep = []
         for i, grad in enumerate(grad_outputs):
             if not isinstance(grad, onnxruntime.OrtValue):
@@ -198,9 +198,11 @@ class OrtGradientForwardBackwardFunction:
                     f"The gradient of output {i} has shape {value.shape()}, but the output has "
                     f"shape {shape}: they must be equal."
                 )
-            feeds.push_back(value)
-        for i in range(n_outputs, len(outputs)):  # batch statistics: no gradient flows back through them
-            feeds.push_back(self._zeros(outputs[i].shape())._ortvalue)
+            gradients[i] = value
+        feeds = C.OrtValueVector()
+        for i in parent._differentiable_outputs:  # batch statistics: no gradient flows back through them
+            zeros = self._zeros(outputs[i].shape())._ortvalue if i >= n_outputs else None
+            feeds.push_back(gradients[i] if i < n_outputs else zeros)
         if not taken:
             self.states_.pop()
         gradients = C.OrtValueVector()

@@ -249,11 +249,13 @@ class OrtTorchModule(torch.nn.Module):
         buffers = dict(self.module.named_buffers())
         with torch.no_grad():
             for layer, mean, var in zip(statistics.layers, batch_values[0::2], batch_values[1::2]):
-                for name, batch in ((layer.running_mean, mean), (layer.running_var, var)):
-                    buffers[name].mul_(1 - layer.momentum).add_(batch.to(buffers[name].device), alpha=layer.momentum)
-                counter = buffers.get(layer.running_mean.rsplit(".", 1)[0] + ".num_batches_tracked")
+                counter = buffers.get(_counter_name(layer.running_mean))
                 if counter is not None:
                     counter.add_(1)
+                running_mean, running_var = buffers[layer.running_mean], buffers[layer.running_var]
+                batch_mean, batch_var = mean.to(running_mean.device), var.to(running_var.device)
+                count = None if counter is None else int(counter)
+                layer.blend(running_mean, running_var, batch_mean, batch_var, count)
 
     def to_onnx(self):
         """The ONNX model with the current weights and running statistics, for inference anywhere.
@@ -272,13 +274,19 @@ class OrtTorchModule(torch.nn.Module):
 def _check_buffers(module, onx):
     """Refuse buffers other than batch normalization's: their values would be frozen into the graph."""
     statistics = set(running_statistic_names(onx))
-    counters = {name.rsplit(".", 1)[0] + ".num_batches_tracked" for name in statistics}
+    counters = {_counter_name(name) for name in statistics}
     others = [name for name, _ in module.named_buffers() if name not in statistics | counters]
     if others:
         raise ValueError(
             f"The module has buffers {others}: their values would be frozen into the ONNX graph. "
             "OrtTorchModule updates the running statistics of batch normalization and no other buffer."
         )
+
+
+def _counter_name(running_mean):
+    """The name of torch's batch counter beside the running statistic ``running_mean``."""
+    prefix = running_mean.rsplit(".", 1)[0] + "." if "." in running_mean else ""
+    return f"{prefix}num_batches_tracked"
 
 
 def _device_name(device):

@@ -11,6 +11,7 @@ import os
 import tempfile
 import warnings
 
+from ..core.running_statistics import statistic_initializers
 from ..core.estimator import BaseOrtOptimizer
 from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs
 from ..core.parameters import document_parameters, training_settings
@@ -299,13 +300,13 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                 output_index=record["output_index"],
                 **record["score_kwargs"],
             )
-            statistics = list(self._current_statistics())
+            statistics = list(statistic_initializers(self._current_statistics()))
             model = initializers_to_inputs(scoring, self.weights_to_train_ + statistics)
             self._scorer = make_session(model, n_threads=self.n_threads, label="score")
         names = [i.name for i in self._scorer.get_inputs()]
         feeds = dict(zip(names, (X, y, w)))
         feeds.update(self._current_weights())
-        feeds.update(self._current_statistics())
+        feeds.update(statistic_initializers(self._current_statistics()))
         return float(self._scorer.run(None, feeds)[0])
 
     def _loss_value(self, handle):

@@ -20,6 +20,9 @@ from .checkpoints import append_checksum
 #: a :class:`~helpers.core.update_rules.WeightUpdater` graph.
 RUNTIME_RULES = ("sgd", "adamw")
 
+#: Prefix of the checkpoint properties holding the batch counters of cumulative averages.
+BATCH_COUNT_PROPERTY = "helpers.batch_count."
+
 
 class WholeTrainingSession:
     """The on-device training objects of one fit: a step is :meth:`train_step`.
@@ -103,7 +106,10 @@ class WholeTrainingSession:
         if checkpoint is None:
             self.set_weights(weights)
         else:
-            self.statistics.set({name: self.state.parameters[name].data for name in self.statistics.names})
+            saved = {name: self.state.parameters[name].data for name in self.statistics.names}
+            properties = self.state.properties
+            saved.update({name: properties[BATCH_COUNT_PROPERTY + name] for name in self.statistics.counts})
+            self.statistics.set(saved)
         self.parameters = [self.state.parameters[name]._parameter for name in self.names]
         self._buffers = self._learning_rate = None
         if self.optimizer is None:
@@ -142,6 +148,8 @@ class WholeTrainingSession:
             self.state.properties[key] = value
         for name, value in self.statistics.values.items():  # frozen parameters of the checkpoint
             self.state.parameters[name] = value
+        for name, count in self.statistics.counts.items():
+            self.state.properties[BATCH_COUNT_PROPERTY + name] = count
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp_ckpt_")
