@@ -122,7 +122,7 @@ def export_for_training(
         options.setdefault(
             "dynamic_axes", {name: {0: "N"} for name in [*input_names, *output_names]}
         )
-    _refuse_max_norm(module)
+    _refuse_untrainable_options(module)
     buffer = io.BytesIO()
     with buffers_kept(module) as buffers, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -220,8 +220,14 @@ def _record_padding_rows(module, model):
         model.metadata_props.add(key=PADDING_METADATA_KEY, value=json.dumps(rows))
 
 
-def _refuse_max_norm(module):
-    """Refuse embeddings with ``max_norm``: torch rescales rows in place, the export drops it."""
+def _refuse_untrainable_options(module):
+    """Refuse layer options whose export cannot train as torch trains them, naming the layer.
+
+    ``Embedding`` and ``EmbeddingBag`` with ``max_norm`` (torch rescales rows in
+    place, the export drops it), and ``InstanceNorm`` with
+    ``track_running_stats=True`` (torch's exporter refuses it with a free batch
+    size and writes a node the ONNX checker rejects with a fixed one).
+    """
     for name, layer in module.named_modules():
         embedding = isinstance(layer, (torch.nn.Embedding, torch.nn.EmbeddingBag))
         if embedding and layer.max_norm is not None:
@@ -231,6 +237,14 @@ def _refuse_max_norm(module):
                 "exported graph (a Gather) does not do and no training graph can write back "
                 "into the weights. Remove max_norm, and if needed bound the rows another way (a "
                 "normalization layer after the embedding, or rescaling the table between steps)."
+            )
+        instance_norm = isinstance(layer, torch.nn.modules.instancenorm._InstanceNorm)
+        if instance_norm and layer.track_running_stats:
+            raise ValueError(
+                f"{_describe(name, layer)} has track_running_stats=True: torch's ONNX exporter "
+                "does not export its running statistics for training with a free batch size. "
+                "Use track_running_stats=False (the default), or GroupNorm(C, C) (the same "
+                "normalization, without running statistics)."
             )
 
 
