@@ -108,8 +108,6 @@ _REPLACEMENTS = {
     "ConvTranspose": "an upsampling written as expand and reshape followed by a Conv",
     "Round": "no rounding while training, or a straight-through estimator written in torch",
     "InstanceNormalization": "GroupNorm and InstanceNorm export to it: normalize with mean and var written out",
-    "Elu": "ReLU, SiLU or GELU",
-    "Softplus": "SiLU or GELU (Mish exports a Softplus)",
 }
 
 

@@ -12,6 +12,7 @@ import warnings
 import onnx
 import torch
 from onnx import numpy_helper
+from torch.onnx import symbolic_helper
 
 from .runtime import check_model_ir_version
 
@@ -40,7 +41,8 @@ def export_for_training(
     such as ``Dropout`` stay in the graph). torch 2.13 deprecates that
     exporter and the ``training`` argument; its deprecation warnings are
     silenced, and so are the tracer's notes about batch normalization,
-    other warnings pass through.
+    other warnings pass through. ``Softplus`` and ``LogSigmoid`` are written
+    as torch computes them (:func:`exact_activation_exports`).
 
     Tracing runs the module once in training mode, which updates its
     buffers (``BatchNorm``'s running statistics, its batch counter): they
@@ -107,7 +109,7 @@ def export_for_training(
             "dynamic_axes", {name: {0: "N"} for name in [*input_names, *output_names]}
         )
     buffer = io.BytesIO()
-    with buffers_kept(module) as buffers, warnings.catch_warnings():
+    with buffers_kept(module) as buffers, exact_activation_exports(opset_version), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation", category=UserWarning)
@@ -153,3 +155,57 @@ def buffers_kept(module):
         with torch.no_grad():
             for name, value in module.named_buffers():
                 value.copy_(saved[name])
+
+
+#: At and above this ``threshold``, torch's ``Softplus`` (linear where ``beta * x > threshold``)
+#: and the plain function agree to float32 rounding: ``exp(-17) < 2**-24``.
+SOFTPLUS_NEGLIGIBLE_THRESHOLD = 17.0
+
+
+def _softplus(g, x, beta, threshold):
+    """``aten::softplus`` with its ``threshold``, which torch's exporter leaves out."""
+    scaled = x if symbolic_helper._maybe_get_const(beta, "f") == 1 else g.op("Mul", x, beta)
+    value = g.op("Softplus", scaled)
+    if scaled is not x:
+        value = g.op("Div", value, beta)
+    if symbolic_helper._maybe_get_const(threshold, "f") >= SOFTPLUS_NEGLIGIBLE_THRESHOLD:
+        return value
+    return g.op("Where", g.op("Greater", scaled, threshold), x, value)
+
+
+def _log_sigmoid(g, x):
+    """``aten::log_sigmoid`` as ``-softplus(-x)``: ``Log(Sigmoid(x))`` is ``-inf`` below about -88 in float32."""
+    return g.op("Neg", g.op("Softplus", g.op("Neg", x)))
+
+
+#: The symbolics :func:`exact_activation_exports` puts in place of torch's.
+_EXACT_SYMBOLICS = {"aten::softplus": _softplus, "aten::log_sigmoid": _log_sigmoid}
+
+
+@contextlib.contextmanager
+def exact_activation_exports(opset_version):
+    """Export ``Softplus`` and ``LogSigmoid`` as torch computes them, for the duration of the block.
+
+    torch 2.13's TorchScript exporter writes ``Softplus(beta=b, threshold=t)``
+    as ``Softplus(b * x) / b``, without the threshold above which torch
+    returns ``x``: a threshold below :data:`SOFTPLUS_NEGLIGIBLE_THRESHOLD`
+    changes the values and the gradients (``threshold=5``: 0.0067 at
+    ``x = 5``). It is written with a ``Where`` (the default, 20, is left
+    out as before). It writes ``LogSigmoid`` as ``Log(Sigmoid(x))``, which
+    is ``-inf`` (and its gradient NaN) where the sigmoid underflows, below
+    about -88 in float32; it is written ``-Softplus(-x)``, exact everywhere.
+
+    Examples
+    --------
+    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Softplus(beta=2.0, threshold=5.0))
+    >>> model = export_for_training(net, torch.zeros(1, 2))  # exports within exact_activation_exports
+    >>> [n.op_type for n in model.graph.node if n.op_type != "Constant"]
+    ['Gemm', 'Mul', 'Softplus', 'Div', 'Greater', 'Where']
+    """
+    for name, symbolic in _EXACT_SYMBOLICS.items():
+        torch.onnx.register_custom_op_symbolic(name, symbolic, opset_version)
+    try:
+        yield
+    finally:
+        for name in _EXACT_SYMBOLICS:
+            torch.onnx.unregister_custom_op_symbolic(name, opset_version)

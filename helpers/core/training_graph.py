@@ -23,6 +23,8 @@ inference is never rewritten.
   height of one (:func:`grouped_convolutions_in_two_dimensions`); a grouped
   3-D convolution has no such way out and is refused.
 * ``BatchNormalization``: see :mod:`helpers.core.batch_norm`.
+* ``Elu``, ``Celu``, ``Selu``, ``Softplus``, ``HardSigmoid``, ``HardSwish``,
+  ``PRelu``: no gradient in 1.19.2; see :mod:`helpers.core.activations`.
 * The speed rewrites of :mod:`helpers.core.gradient_rewrites` (``Relu`` as a
   mask, a named batch dimension), when ``fast_gradients`` is on.
 """
@@ -32,6 +34,7 @@ import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
 
+from .activations import activations_with_gradients
 from .batch_norm import decompose_batch_norm
 from .gradient_rewrites import rewrite_for_training
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
@@ -300,6 +303,7 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     True
     """
     model = with_layer_norm_statistics(model)
+    model = activations_with_gradients(model, TRAINING_PREFIX)
     model = average_pools_as_convolutions(model)
     model = grouped_convolutions_in_two_dimensions(model)
     model, statistics = decompose_batch_norm(model)
