@@ -27,6 +27,15 @@ from helpers.core.torch_export import export_for_training
 from helpers.core.training_graph import training_graph
 from helpers.teaching.torch_reference import torch_fit
 
+class _Functional(nn.Module):
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def forward(self, x):
+        return self.function(x)
+
+
 #: Activations and their options; the float options are float32 numbers, as ONNX attributes are.
 ACTIVATIONS = {
     "elu": lambda: nn.ELU(),
@@ -41,6 +50,10 @@ ACTIVATIONS = {
     "mish": lambda: nn.Mish(),
     "hardswish": lambda: nn.Hardswish(),
     "hardsigmoid": lambda: nn.Hardsigmoid(),
+    "relu6": lambda: nn.ReLU6(),
+    "hardtanh": lambda: nn.Hardtanh(-0.5, 2.0),
+    "relu6_functional": lambda: _Functional(nn.functional.relu6),
+    "clamp": lambda: _Functional(lambda x: torch.clamp(x, -0.5, 2.0)),
     "leaky_relu": lambda: nn.LeakyReLU(0.125),
     "prelu": lambda: nn.PReLU(),
     "softsign": lambda: nn.Softsign(),
@@ -51,9 +64,11 @@ ACTIVATIONS = {
     "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
 }
 
-#: Inputs: large values of both signs, the kinks (0, -3 and 3, 2.5 and 1 where the thresholds are met).
+#: Inputs: large values of both signs, the kinks (0, -3 and 3, 6, -0.5 and 2, 2.5 and 1 where the
+#: thresholds are met).
 GRID = np.array(
-    [-1000, -100, -30, -20, -5, -3, -2.5, -1, -0.5, -1e-3, 0, 1e-3, 0.5, 1, 2.5, 3, 5, 6, 20, 30, 100, 1000],
+    [-1000, -100, -30, -20, -5, -3, -2.5, -1, -0.5, -1e-3, 0, 1e-3,
+     0.5, 1, 2, 2.5, 3, 5, 6, 20, 30, 100, 1000],
     dtype=np.float64,
 )
 
@@ -106,29 +121,21 @@ def test_values_and_gradients_match_torch(name, dtype):
     else:
         rtol, atol = 1e-7, ABSOLUTE_ERROR.get(name, 1e-12)
 
-    _, model = _export(name, summed=False, dtype=torch.float64 if dtype == np.float64 else torch.float32)
+    torch_dtype = torch.float64 if dtype == np.float64 else torch.float32
+    _, model = _export(name, summed=False, dtype=torch_dtype)
     # the training graph, and in float32 the exported model as onnxruntime runs it for inference
     for graph in [training_graph(model).model] + ([model] if dtype == np.float32 else []):
         (value,) = make_session(graph).run(["y"], {"x": grid})
         np.testing.assert_allclose(value, expected.detach().numpy(), rtol=rtol, atol=atol)
 
-    _, summed = _export(name, summed=True, dtype=torch.float64 if dtype == np.float64 else torch.float32)
-    if dtype == np.float64:  # onnxruntime's Elu, Softplus... run in float32 only: no float64 inference session
+    _, summed = _export(name, summed=True, dtype=torch_dtype)
+    if dtype == np.float64:  # onnxruntime runs Elu, Softplus... in float32 only: no inference
         summed = training_graph(summed).model
     fn = OrtGradientForwardBackward(summed, weights_to_train=["bias"]).new_instance()
     fn.forward([grid, np.zeros(len(GRID), dtype=dtype)], training=True)
     (gradient,) = fn.backward([np.ones(1, dtype=np.float32)])
     assert np.isfinite(gradient.numpy()).all()
     np.testing.assert_allclose(gradient.numpy(), x.grad.numpy()[0], rtol=rtol, atol=atol)
-
-
-def test_the_inference_model_keeps_the_original_operators():
-    net = nn.Sequential(nn.Linear(3, 4), nn.ELU(), nn.Hardswish(), nn.PReLU(), nn.Softplus(), nn.Linear(4, 1))
-    model = export_for_training(net, torch.zeros(2, 3))
-    X = np.random.default_rng(0).standard_normal((12, 3)).astype(np.float32)
-    opt = OrtGradientForwardBackwardOptimizer(model, max_iter=1, batch_size=4, random_state=0).fit(X, X[:, :1])
-    ops = {n.op_type for n in opt.get_trained_onnx().graph.node}
-    assert {"Elu", "HardSwish", "PRelu", "Softplus"} <= ops
 
 
 N_SAMPLES, LEARNING_RATE = 24, 0.1
@@ -143,42 +150,80 @@ def _data(name):
     return module, X, y
 
 
-def _optimizer(api, onx, batch_size, epochs):
+def _optimizer(api, onx, batch_size, epochs, learning_rate):
     common = dict(
-        max_iter=epochs, batch_size=batch_size, learning_rate=LEARNING_RATE, solver="sgd", random_state=0,
-        validation_every=0,
+        max_iter=epochs, batch_size=batch_size, learning_rate=learning_rate, solver="sgd",
+        random_state=0, validation_every=0,
     )
     if api == "whole":
         return OrtGradientOptimizer(add_loss_output(onx), **common)
     return OrtGradientForwardBackwardOptimizer(onx, learning_rate_schedule="constant", **common)
 
 
-@pytest.mark.parametrize("api", ["whole", "forward_backward"])
+def _assert_trains_as_torch(module, X, y, api, learning_rate=LEARNING_RATE):
+    """Per-step losses and trained weights of ``api`` against torch.
+
+    Full batches, or batches of 10 for OrtTorchModule.
+    """
+    trained = copy.deepcopy(module)
+    batch_size, epochs = (10, 2) if api == "torch_module" else (len(X), 4)
+    _, torch_losses = torch_fit(trained, X, y, "squared_error", batch_size, epochs, learning_rate)
+    if api == "torch_module":
+        ort_module = OrtTorchModule(copy.deepcopy(module), torch.from_numpy(X[:2]))
+        _, losses = torch_fit(ort_module, X, y, "squared_error", batch_size, epochs, learning_rate)
+        state = {n: value.detach().numpy() for n, value in ort_module.module.named_parameters()}
+    else:
+        onx = export_for_training(module, torch.from_numpy(X[:2]))
+        opt = _optimizer(api, onx, batch_size, epochs, learning_rate).fit(X, y)
+        losses, state = opt.train_losses_, opt.get_state()
+        with torch.no_grad():
+            expected = trained(torch.from_numpy(X)).numpy()
+        np.testing.assert_allclose(opt.predict(X).reshape(-1, 1), expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(losses, torch_losses, rtol=1e-4, atol=1e-7)
+    expected = dict(trained.named_parameters())
+    assert sorted(state) == sorted(expected)
+    for name, value in state.items():
+        np.testing.assert_allclose(
+            value, expected[name].detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name
+        )
+
+
+APIS = ["whole", "forward_backward", "torch_module"]
+
+
+@pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
 def test_training_matches_torch(name, api):
-    """Full batches: every step's loss, then the trained weights."""
     module, X, y = _data(name)
-    onx = export_for_training(module, torch.from_numpy(X[:2]))
-    trained = copy.deepcopy(module)
-    _, torch_losses = torch_fit(trained, X, y, "squared_error", len(X), 4, LEARNING_RATE)
-    opt = _optimizer(api, onx, len(X), 4).fit(X, y)
-    np.testing.assert_allclose(opt.train_losses_, torch_losses, rtol=1e-4, atol=1e-7)
-    expected = dict(trained.named_parameters())
-    for weight, value in opt.get_state().items():
-        np.testing.assert_allclose(value, expected[weight].detach().numpy(), rtol=1e-4, atol=1e-5)
+    _assert_trains_as_torch(module, X, y, api)
+
+
+#: Activations and an input where their gradient has a kink (or a threshold).
+KINKS = [
+    ("elu_alpha", 0.0), ("celu_alpha", 0.0), ("selu", 0.0), ("prelu", 0.0), ("softplus", 0.0),
+    ("softplus_threshold", 2.5), ("hardswish", -3.0), ("hardswish", 3.0), ("hardsigmoid", 3.0),
+    ("relu6", 0.0), ("relu6", 6.0), ("relu6_functional", 6.0), ("hardtanh", 2.0), ("clamp", -0.5),
+]
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("name, kink", KINKS)
+def test_training_from_a_kink_matches_torch(name, kink, api):
+    """The first layer starts with zero weights and a bias at the kink: every input is on it."""
+    module, X, y = _data(name)
     with torch.no_grad():
-        np.testing.assert_allclose(opt.predict(X).reshape(-1, 1), trained(torch.from_numpy(X)).numpy(), rtol=1e-4,
-                                   atol=1e-5)
+        module[0].weight.zero_()
+        module[0].bias.fill_(kink)
+    # activations of 6 and more: small steps
+    _assert_trains_as_torch(module, X, y, api, learning_rate=0.01)
 
 
-@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
-def test_ort_torch_module_trains_as_torch(name):
-    module, X, y = _data(name)
-    trained = copy.deepcopy(module)
-    _, torch_losses = torch_fit(trained, X, y, "squared_error", 10, 2, LEARNING_RATE)
-    ort_module = OrtTorchModule(copy.deepcopy(module), torch.from_numpy(X[:2]))
-    _, ort_losses = torch_fit(ort_module, X, y, "squared_error", 10, 2, LEARNING_RATE)
-    np.testing.assert_allclose(ort_losses, torch_losses, rtol=1e-4, atol=1e-7)
-    for (weight, expected), (_, value) in zip(trained.named_parameters(), ort_module.module.named_parameters()):
-        np.testing.assert_allclose(value.detach().numpy(), expected.detach().numpy(), rtol=1e-4, atol=1e-5,
-                                   err_msg=weight)
+def test_the_inference_model_keeps_the_original_operators():
+    net = nn.Sequential(
+        nn.Linear(3, 4), nn.ELU(), nn.Hardswish(), nn.PReLU(), nn.Softplus(), nn.Linear(4, 1)
+    )
+    model = export_for_training(net, torch.zeros(2, 3))
+    X = np.random.default_rng(0).standard_normal((12, 3)).astype(np.float32)
+    opt = _optimizer("forward_backward", model, 4, 1, LEARNING_RATE).fit(X, X[:, :1])
+    ops = {n.op_type for n in opt.get_trained_onnx().graph.node}
+    assert {"Elu", "HardSwish", "PRelu", "Softplus"} <= ops

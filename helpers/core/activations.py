@@ -26,15 +26,29 @@ function has a kink, and never an ``inf * 0``:
   ``x`` above, so its gradient is 0 at ``-3`` and 1 at ``3``, as in torch;
   ``HardSigmoid`` has gradient 0 at both ends of its ramp, as in torch.
 
+torch's ``Hardtanh`` and ``ReLU6`` export to ``Clip``, as ``torch.clamp``
+does, but their gradient is 0 at the bounds where ``clamp``'s, and
+onnxruntime's ``Clip``'s, is 1: the difference shows when inputs sit on a
+bound (zero weights before a ``ReLU6``). The ``Clip`` nodes the export
+lists as theirs (:data:`HARDTANH_METADATA_KEY`) become
+``Where(x > low, Where(x < high, x, high), low)``; the other ``Clip`` nodes
+keep onnxruntime's gradient, ``clamp``'s.
+
 ``Softplus`` is computed as onnxruntime's own kernel computes it,
 ``log(1 + exp(-|x|))`` rather than torch's ``log1p``: far below 0 both are
 within float32 rounding of 1 of each other (``softplus(-30)`` is ``9e-14``
 in torch, 0 here), and the gradient, ``sigmoid(x)``, is exact.
 """
+import json
+
 from onnx import TensorProto, helper
 
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_types
+
+#: Key of the model metadata listing the ``Clip`` nodes that are torch's ``hardtanh``
+#: (``Hardtanh``, ``ReLU6``), written by :func:`helpers.core.torch_export.export_for_training`.
+HARDTANH_METADATA_KEY = "helpers.hardtanh_clips"
 
 #: Element types the rewrites handle.
 _FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16)
@@ -58,19 +72,24 @@ class _Nodes:
 
 
 def _exponential_linear(nodes, x, y, alpha, input_scale=1.0, scale=1.0):
-    """``scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1))``: ``Elu``, ``Celu``, ``Selu``."""
+    """``scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1))``: Elu, Celu, Selu.
+
+    ``Exp`` reads ``Where(x > 0, 0, x)``: never above 0.
+    """
     positive = nodes.op("Greater", x, nodes.const(0.0))
     negative = nodes.op("Where", positive, nodes.const(0.0), x)
     if input_scale != 1.0:
         negative = nodes.op("Mul", negative, nodes.const(input_scale))
-    curve = nodes.op("Mul", nodes.op("Sub", nodes.op("Exp", negative), nodes.const(1.0)), nodes.const(alpha))
+    exp_minus_one = nodes.op("Sub", nodes.op("Exp", negative), nodes.const(1.0))
+    curve = nodes.op("Mul", exp_minus_one, nodes.const(alpha))
     if scale == 1.0:
         return nodes.op("Where", positive, x, curve, output=y)
     return nodes.op("Mul", nodes.op("Where", positive, x, curve), nodes.const(scale), output=y)
 
 
 def _elu(nodes, node):
-    return _exponential_linear(nodes, node.input[0], node.output[0], node_attribute(node, "alpha", 1.0))
+    alpha = node_attribute(node, "alpha", 1.0)
+    return _exponential_linear(nodes, node.input[0], node.output[0], alpha)
 
 
 def _celu(nodes, node):
@@ -116,6 +135,16 @@ def _prelu(nodes, node):
     return nodes.op("Where", positive, x, nodes.op("Mul", x, slope), output=node.output[0])
 
 
+def _hardtanh(nodes, node):
+    x, low, high = (list(node.input) + ["", ""])[:3]
+    bounds = [(compare, bound) for compare, bound in (("Less", high), ("Greater", low)) if bound]
+    y = x
+    for count, (comparison, bound) in enumerate(bounds, 1):
+        output = node.output[0] if count == len(bounds) else None
+        y = nodes.op("Where", nodes.op(comparison, x, bound), y, bound, output=output)
+    return y if bounds else nodes.op("Identity", x, output=node.output[0])
+
+
 #: The operators rewritten, and the function writing each one's nodes.
 _REWRITES = {
     "Elu": _elu,
@@ -128,8 +157,34 @@ _REWRITES = {
 }
 
 
+def _rewrite_of(node, hardtanh):
+    """The function writing the nodes that replace ``node``, or None to keep it."""
+    if is_onnx_op(node, "Clip") and node.name in hardtanh:
+        return _hardtanh
+    return _REWRITES.get(node.op_type) if is_onnx_op(node) else None
+
+
+def hardtanh_clips(model):
+    """The names of the ``Clip`` nodes of ``model`` that torch's ``hardtanh`` exported.
+
+    Empty for a model whose metadata does not list them.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from helpers.core.torch_export import export_for_training
+    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Hardtanh(-0.5, 2.0))
+    >>> hardtanh_clips(export_for_training(net, torch.zeros(1, 2)))
+    {'/1/Clip'}
+    """
+    for prop in model.metadata_props:
+        if prop.key == HARDTANH_METADATA_KEY:
+            return set(json.loads(prop.value))
+    return set()
+
+
 def activations_with_gradients(model, prefix=""):
-    """Return a copy of ``model`` whose activations without a gradient are written with operators that have one.
+    """Return a copy of ``model`` whose activations are written with operators that have a gradient.
 
     ``Elu``, ``Celu``, ``Selu``, ``Softplus``, ``HardSigmoid``, ``HardSwish``
     and ``PRelu`` nodes of a float type become the same function (see the
@@ -156,16 +211,19 @@ def activations_with_gradients(model, prefix=""):
     >>> [n.op_type for n in model.graph.node if n.op_type != "Constant"]
     ['Gemm', 'Greater', 'Where', 'Exp', 'Sub', 'Mul', 'Where']
     """
-    if not any(is_onnx_op(n, *_REWRITES) for n in model.graph.node):
+    hardtanh = hardtanh_clips(model)
+    if not any(_rewrite_of(n, hardtanh) for n in model.graph.node):
         return model
     types = value_types(model)
     nodes = []
     for index, node in enumerate(model.graph.node):
+        rewrite_of = _rewrite_of(node, hardtanh)
         elem_type = types.get(node.input[0]) if node.input else None
-        if not is_onnx_op(node, *_REWRITES) or elem_type not in _FLOAT_TYPES:
+        if rewrite_of is None or elem_type not in _FLOAT_TYPES:
             nodes.append(node)
             continue
-        rewrite = _Nodes(f"{prefix}{node.op_type.lower()}__{index}__{node.name or node.output[0]}", elem_type)
-        _REWRITES[node.op_type](rewrite, node)
+        tag = f"{prefix}{node.op_type.lower()}__{index}__{node.name or node.output[0]}"
+        rewrite = _Nodes(tag, elem_type)
+        rewrite_of(rewrite, node)
         nodes.extend(rewrite.nodes)
     return copy_with_nodes(model, nodes)

@@ -7,13 +7,15 @@ a torch module with the settings training needs.
 """
 import contextlib
 import io
+import json
 import warnings
 
 import onnx
 import torch
 from onnx import numpy_helper
-from torch.onnx import symbolic_helper
+from torch.onnx import symbolic_helper, symbolic_opset11
 
+from .activations import HARDTANH_METADATA_KEY
 from .runtime import check_model_ir_version
 
 #: Default opset of :func:`export_for_training`: supported by the TorchScript
@@ -42,7 +44,8 @@ def export_for_training(
     exporter and the ``training`` argument; its deprecation warnings are
     silenced, and so are the tracer's notes about batch normalization,
     other warnings pass through. ``Softplus`` and ``LogSigmoid`` are written
-    as torch computes them (:func:`exact_activation_exports`).
+    as torch computes them, and the ``Clip`` nodes of ``Hardtanh`` and
+    ``ReLU6`` are listed in the model's metadata (:func:`exact_activation_exports`).
 
     Tracing runs the module once in training mode, which updates its
     buffers (``BatchNorm``'s running statistics, its batch counter): they
@@ -109,7 +112,8 @@ def export_for_training(
             "dynamic_axes", {name: {0: "N"} for name in [*input_names, *output_names]}
         )
     buffer = io.BytesIO()
-    with buffers_kept(module) as buffers, exact_activation_exports(opset_version), warnings.catch_warnings():
+    exact = exact_activation_exports(opset_version)
+    with buffers_kept(module) as buffers, exact, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation", category=UserWarning)
@@ -124,6 +128,7 @@ def export_for_training(
             **options,
         )
     model = onnx.load_from_string(buffer.getvalue())
+    hardtanh_marks_to_metadata(model)
     for initializer in model.graph.initializer:
         if initializer.name in buffers:
             initializer.CopyFrom(numpy_helper.from_array(buffers[initializer.name].cpu().numpy(), initializer.name))
@@ -174,12 +179,65 @@ def _softplus(g, x, beta, threshold):
 
 
 def _log_sigmoid(g, x):
-    """``aten::log_sigmoid`` as ``-softplus(-x)``: ``Log(Sigmoid(x))`` is ``-inf`` below about -88 in float32."""
+    """``aten::log_sigmoid`` as ``-softplus(-x)``.
+
+    ``Log(Sigmoid(x))``, torch's export, is ``-inf`` below about -88 in float32.
+    """
     return g.op("Neg", g.op("Softplus", g.op("Neg", x)))
 
 
-#: The symbolics :func:`exact_activation_exports` puts in place of torch's.
-_EXACT_SYMBOLICS = {"aten::softplus": _softplus, "aten::log_sigmoid": _log_sigmoid}
+#: The attribute the export gives the ``Clip`` nodes of torch's ``hardtanh`` and ``relu6``,
+#: until :func:`hardtanh_marks_to_metadata` removes it.
+_HARDTANH_MARK = "helpers_hardtanh"
+
+
+def _marked(symbolic):
+    """torch's ``symbolic`` of ``hardtanh`` or ``relu6``, its ``Clip`` marked (:data:`_HARDTANH_MARK`)."""
+
+    def marked(g, *args):
+        value = symbolic(g, *args)
+        if value.node().kind() == "onnx::Clip":
+            value.node().s_(_HARDTANH_MARK, "1")
+        return value
+
+    return marked
+
+
+def hardtanh_marks_to_metadata(model):
+    """Move the marks of the ``Clip`` nodes of ``Hardtanh`` and ``ReLU6`` to the metadata, in place.
+
+    torch's ``hardtanh`` (``Hardtanh``, ``ReLU6``, ``relu6``) and ``clamp``
+    both export to ``Clip``, but their gradients differ at the bounds: 0 for
+    the first, 1 for ``clamp`` and for onnxruntime's ``Clip``. The export
+    marks the nodes of the first; their names are listed under
+    :data:`helpers.core.activations.HARDTANH_METADATA_KEY`, which the
+    training graph reads (:mod:`helpers.core.activations`), and the marks,
+    which no runtime knows, are removed.
+
+    Examples
+    --------
+    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU6())
+    >>> model = export_for_training(net, torch.zeros(1, 2))  # calls it
+    >>> [(p.key, p.value) for p in model.metadata_props]
+    [('helpers.hardtanh_clips', '["/1/Clip"]')]
+    """
+    names = []
+    for node in model.graph.node:
+        marks = [a for a in node.attribute if a.name == _HARDTANH_MARK]
+        if marks:
+            node.attribute.remove(marks[0])
+            names.append(node.name)
+    if names:
+        model.metadata_props.add(key=HARDTANH_METADATA_KEY, value=json.dumps(names))
+
+
+def _exact_symbolics(opset_version):
+    """The symbolics :func:`exact_activation_exports` puts in place of torch's, by name."""
+    symbolics = {"aten::softplus": _softplus, "aten::log_sigmoid": _log_sigmoid}
+    if opset_version >= 11:  # Clip takes its bounds as inputs
+        symbolics["aten::hardtanh"] = _marked(symbolic_opset11.hardtanh)
+        symbolics["aten::relu6"] = _marked(symbolic_opset11.relu6)
+    return symbolics
 
 
 @contextlib.contextmanager
@@ -194,18 +252,21 @@ def exact_activation_exports(opset_version):
     out as before). It writes ``LogSigmoid`` as ``Log(Sigmoid(x))``, which
     is ``-inf`` (and its gradient NaN) where the sigmoid underflows, below
     about -88 in float32; it is written ``-Softplus(-x)``, exact everywhere.
+    The ``Clip`` nodes of ``hardtanh`` and ``relu6`` are marked
+    (:func:`hardtanh_marks_to_metadata`).
 
     Examples
     --------
     >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Softplus(beta=2.0, threshold=5.0))
-    >>> model = export_for_training(net, torch.zeros(1, 2))  # exports within exact_activation_exports
+    >>> model = export_for_training(net, torch.zeros(1, 2))  # within exact_activation_exports
     >>> [n.op_type for n in model.graph.node if n.op_type != "Constant"]
     ['Gemm', 'Mul', 'Softplus', 'Div', 'Greater', 'Where']
     """
-    for name, symbolic in _EXACT_SYMBOLICS.items():
+    symbolics = _exact_symbolics(opset_version)
+    for name, symbolic in symbolics.items():
         torch.onnx.register_custom_op_symbolic(name, symbolic, opset_version)
     try:
         yield
     finally:
-        for name in _EXACT_SYMBOLICS:
+        for name in symbolics:
             torch.onnx.unregister_custom_op_symbolic(name, opset_version)
