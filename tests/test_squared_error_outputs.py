@@ -39,14 +39,16 @@ def _data(k):
 @pytest.mark.parametrize("k", [1, 3])
 def test_loss_and_gradient_equal_torch_mse_loss(k, weighted):
     rng = np.random.default_rng(1)
-    y, p = rng.standard_normal((8, k)).astype(np.float32), rng.standard_normal((8, k)).astype(np.float32)
+    y, p = rng.standard_normal((2, 8, k)).astype(np.float32)
     w = rng.uniform(0.5, 2.0, 8).astype(np.float32) if weighted else np.ones(8, dtype=np.float32)
     pt = torch.from_numpy(p.astype(np.float64)).requires_grad_(True)
-    per_element = nn.functional.mse_loss(pt, torch.from_numpy(y.astype(np.float64)), reduction="none")
+    yt = torch.from_numpy(y.astype(np.float64))
+    per_element = nn.functional.mse_loss(pt, yt, reduction="none")
     expected = (per_element * torch.from_numpy(w.astype(np.float64))[:, None]).mean()
     expected.backward()
 
-    value, gradient = SquareLearningLoss().loss_gradient(Device("cpu"), y, p, w if weighted else None)
+    loss = SquareLearningLoss()
+    value, gradient = loss.loss_gradient(Device("cpu"), y, p, w if weighted else None)
     np.testing.assert_allclose(value.numpy(), expected.item(), rtol=1e-6)
     np.testing.assert_allclose(gradient.numpy(), pt.grad.numpy(), rtol=1e-6, atol=1e-8)
 
@@ -70,8 +72,8 @@ def test_training_with_k_outputs_matches_torch_mse_loss(k, api):
     onx = export_for_training(module, torch.from_numpy(X[:2]))
     trained = copy.deepcopy(module)
     _, torch_losses = torch_fit(trained, X, y, "squared_error", len(X), 4, LEARNING_RATE)
-    common = dict(max_iter=4, batch_size=len(X), learning_rate=LEARNING_RATE, solver="sgd", random_state=0,
-                  validation_every=0)
+    common = dict(max_iter=4, batch_size=len(X), learning_rate=LEARNING_RATE, solver="sgd",
+                  random_state=0, validation_every=0)
     if api == "whole":
         opt = OrtGradientOptimizer(add_loss_output(onx), **common)
     else:

@@ -189,7 +189,8 @@ class SquareLearningLoss(BaseLearningLoss):
 
     With two outputs, the mean of four squares, and the gradient ``2 * (p - y) / (N * k)``:
 
-    >>> loss, grad = SquareLearningLoss().loss_gradient(Device("cpu"), np.hstack([y, y]), np.hstack([p, y]))
+    >>> y2, p2 = np.hstack([y, y]), np.hstack([p, y])
+    >>> loss, grad = SquareLearningLoss().loss_gradient(Device("cpu"), y2, p2)
     >>> print(loss.numpy(), grad.numpy().tolist())
     0.3125 [[0.25, 0.0], [-0.5, 0.0]]
     """
