@@ -231,13 +231,13 @@ def test_the_inference_model_keeps_the_original_operators():
 
 @pytest.mark.parametrize("api", APIS)
 def test_channel_activations_after_a_convolution_train_as_torch(api):
-    """PReLU with one slope per channel (shape (C, 1, 1) in ONNX), ELU, Hardswish and ReLU6 on images."""
+    """PReLU with a slope per channel (shape (C, 1, 1) in ONNX), ELU, Hardswish, ReLU6 on images."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((N_SAMPLES, 1, 6, 6)).astype(np.float32)
-    y = np.tanh(X[:, 0, :2, :2].reshape(N_SAMPLES, -1).sum(axis=1, keepdims=True)).astype(np.float32)
+    y = np.tanh(X[:, 0, :2, :2].sum(axis=(1, 2))[:, None]).astype(np.float32)
     torch.manual_seed(0)
     module = nn.Sequential(
-        nn.Conv2d(1, 3, 3), nn.PReLU(3), nn.Conv2d(3, 3, 1), nn.ELU(0.5), nn.Hardswish(), nn.ReLU6(),
-        nn.Flatten(), nn.Linear(48, 1),
+        nn.Conv2d(1, 3, 3), nn.PReLU(3), nn.Conv2d(3, 3, 1), nn.ELU(0.5), nn.Hardswish(),
+        nn.ReLU6(), nn.Flatten(), nn.Linear(48, 1),
     )
     _assert_trains_as_torch(module, X, y, api)
