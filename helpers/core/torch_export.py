@@ -192,7 +192,7 @@ _HARDTANH_MARK = "helpers_hardtanh"
 
 
 def _marked(symbolic):
-    """torch's ``symbolic`` of ``hardtanh`` or ``relu6``, its ``Clip`` marked (:data:`_HARDTANH_MARK`)."""
+    """torch's ``symbolic`` of ``hardtanh`` or ``relu6``, its ``Clip`` node marked."""
 
     def marked(g, *args):
         value = symbolic(g, *args)
