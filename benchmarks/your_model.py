@@ -29,7 +29,7 @@ LOSSES = {"classification": ("cross_entropy", "cross-entropy"), "regression": ("
 def _torch_loss(task):
     if task == "classification":
         return torch.nn.functional.cross_entropy  # class indices, mean over the batch
-    return lambda scores, target: ((scores - target) ** 2).sum(dim=1).mean()
+    return torch.nn.functional.mse_loss  # mean over every element: the optimizers' squared_error
 
 
 def _torch_optimizer(model, optimizer, learning_rate):
@@ -49,7 +49,7 @@ def torch_fit(make_module, X, y, task, optimizer="sgd", learning_rate=0.05, batc
     X, y : numpy.ndarray
         Samples; class indices (int64) or targets of shape ``(n, outputs)``.
     task : {'classification', 'regression'}
-        Softmax cross-entropy, or the squared error summed over the outputs.
+        Softmax cross-entropy, or the squared error averaged over every element (``MSELoss``).
     optimizer : {'sgd', 'adamw'}
     compiled : bool
         Run the module through ``torch.compile`` (compiled at the first fit,

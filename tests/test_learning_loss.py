@@ -32,12 +32,13 @@ def _softmax(s):
     return e / e.sum(axis=1, keepdims=True)
 
 
+#: The loss of a sample is the mean over its outputs, as torch's MSELoss and L1Loss reduce.
 REGRESSION = [
-    (SquareLearningLoss(), lambda y, p: ((p - y) ** 2).sum(axis=1)),
-    (AbsoluteLearningLoss(), lambda y, p: np.abs(p - y).sum(axis=1)),
+    (SquareLearningLoss(), lambda y, p: ((p - y) ** 2).mean(axis=1)),
+    (AbsoluteLearningLoss(), lambda y, p: np.abs(p - y).mean(axis=1)),
     (
         ElasticLearningLoss(0.2, 0.8),
-        lambda y, p: (0.2 * np.abs(p - y) + 0.8 * (p - y) ** 2).sum(axis=1),
+        lambda y, p: (0.2 * np.abs(p - y) + 0.8 * (p - y) ** 2).mean(axis=1),
     ),
 ]
 

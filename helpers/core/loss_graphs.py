@@ -3,16 +3,21 @@
 One registry, :data:`LOSSES`, names the losses and their keyword arguments;
 :func:`canonical_loss_name` accepts the other spellings onnxcustom and
 scikit-learn use (:data:`LOSS_ALIASES`) and gives the one name. With
-``d = prediction - label``, summed over the outputs of one sample:
+``d = prediction - label``, the loss of one sample is the mean over its
+``k`` outputs (all the values of a row), so that the mean over a batch is
+the mean over every element, as torch's losses reduce by default:
 
-* ``squared_error``: ``sum d**2`` (torch's ``MSELoss`` once averaged; twice
-  scikit-learn's ``squared_error``, which carries a factor 1/2)
-* ``absolute_error``: ``sum abs(d)``
-* ``elastic``: ``sum l1_weight * abs(d) + l2_weight * d**2``
-* ``log``: ``-sum y log(p) + (1 - y) log(1 - p)``, ``p`` clipped to
+* ``squared_error``: ``mean_j d**2``, torch's ``MSELoss``; twice
+  scikit-learn's ``squared_error``, which carries a factor 1/2
+* ``absolute_error``: ``mean_j abs(d)``, torch's ``L1Loss``
+* ``elastic``: ``mean_j l1_weight * abs(d) + l2_weight * d**2``
+* ``log``: ``-mean_j y log(p) + (1 - y) log(1 - p)``, ``p`` clipped to
   ``[eps, 1 - eps]``: the output must be a probability (after a sigmoid);
-* ``cross_entropy``: ``-sum y log(softmax(s))`` on raw scores ``s`` (logits)
-  of shape ``(N, n_classes)``, with one-hot labels ``y``: a classifier's loss
+  torch's ``BCELoss``
+* ``cross_entropy``: ``-sum_j y log(softmax(s))`` on raw scores ``s`` (logits)
+  of shape ``(N, n_classes)``, with one-hot labels ``y``: a classifier's
+  loss, summed over the classes (one loss per sample), torch's
+  ``CrossEntropyLoss``
 
 :func:`helpers.add_loss_output` appends these nodes to a model (the
 whole-training API); :mod:`helpers.forward_backward.losses` builds a loss
@@ -141,6 +146,9 @@ def loss_kwargs(score_name, kwargs):
 def per_sample_loss(app, score_name, pred, label, rank, params):
     """Append the per-sample loss; return the name of its vector (one value per row).
 
+    The mean of the elementwise loss over the values of a row, its sum over
+    the classes for ``cross_entropy`` (see the module's documentation).
+
     Parameters
     ----------
     app : GraphAppender
@@ -163,8 +171,8 @@ def per_sample_loss(app, score_name, pred, label, rank, params):
     >>> out = per_sample_loss(GraphAppender(model, "t_"), "squared_error", "p", "y", 2, {})
     >>> model.graph.output.extend([helper.make_tensor_value_info(out, TensorProto.FLOAT, ["N"])])
     >>> p, y = np.array([[1, 2], [0, 0]], dtype=np.float32), np.zeros((2, 2), dtype=np.float32)
-    >>> make_session(model).run(None, {"p": p, "y": y})[0]  # sum of squares per row
-    array([5., 0.], dtype=float32)
+    >>> make_session(model).run(None, {"p": p, "y": y})[0]  # mean of the squares of each row
+    array([2.5, 0. ], dtype=float32)
     """
     if score_name == "cross_entropy":
         if rank != 2:
@@ -205,4 +213,5 @@ def per_sample_loss(app, score_name, pred, label, rank, params):
         elementwise = terms[0] if len(terms) == 1 else app.node("Add", terms)
     if rank == 1:
         return elementwise
-    return app.reduce("ReduceSum", elementwise, axes=list(range(1, rank)))
+    reduction = "ReduceSum" if score_name == "cross_entropy" else "ReduceMean"
+    return app.reduce(reduction, elementwise, axes=list(range(1, rank)))

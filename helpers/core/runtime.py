@@ -109,8 +109,6 @@ _REPLACEMENTS = {
     "Round": "no rounding while training, or a straight-through estimator written in torch",
     "InstanceNormalization": "give the model's inputs a shape: the training graph writes it out where shape "
     "inference tells its input's rank; torch's InstanceNorm trains with track_running_stats=False only",
-    "Elu": "ReLU, SiLU or GELU",
-    "Softplus": "SiLU or GELU (Mish exports a Softplus)",
 }
 
 

@@ -17,6 +17,7 @@ from onnx import numpy_helper
 from .embedding_padding import PADDING_METADATA_KEY
 from .running_statistics import CUMULATIVE_METADATA_KEY
 from .runtime import check_model_ir_version
+from .torch_symbolics import exact_activation_exports, hardtanh_marks_to_metadata
 
 #: Default opset of :func:`export_for_training`: supported by the TorchScript
 #: exporter of torch 2.13 and by onnxruntime 1.19.2.
@@ -43,7 +44,9 @@ def export_for_training(
     such as ``Dropout`` stay in the graph). torch 2.13 deprecates that
     exporter and the ``training`` argument; its deprecation warnings are
     silenced, and so are the tracer's notes about batch normalization,
-    other warnings pass through.
+    other warnings pass through. ``Softplus`` and ``LogSigmoid`` are written
+    as torch computes them, and the ``Clip`` nodes of ``Hardtanh`` and
+    ``ReLU6`` are listed in the model's metadata (:func:`exact_activation_exports`).
 
     Tracing runs the module once in training mode, which updates its
     buffers (``BatchNorm``'s running statistics, its batch counter): they
@@ -124,7 +127,8 @@ def export_for_training(
         )
     _refuse_untrainable_options(module)
     buffer = io.BytesIO()
-    with buffers_kept(module) as buffers, warnings.catch_warnings():
+    exact = exact_activation_exports(opset_version)
+    with buffers_kept(module) as buffers, exact, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation", category=UserWarning)
@@ -139,6 +143,7 @@ def export_for_training(
             **options,
         )
     model = onnx.load_from_string(buffer.getvalue())
+    hardtanh_marks_to_metadata(model)
     for initializer in model.graph.initializer:
         if initializer.name in buffers:
             initializer.CopyFrom(numpy_helper.from_array(buffers[initializer.name].cpu().numpy(), initializer.name))

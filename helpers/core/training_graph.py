@@ -28,6 +28,8 @@ inference is never rewritten.
 * The padding row of an embedding (torch's ``padding_idx``, recorded in the
   model's metadata at export) is kept at a zero gradient: see
   :mod:`helpers.core.embedding_padding`.
+* ``Elu``, ``Celu``, ``Selu``, ``Softplus``, ``HardSigmoid``, ``HardSwish``,
+  ``PRelu``: no gradient in 1.19.2; see :mod:`helpers.core.activations`.
 * The speed rewrites of :mod:`helpers.core.gradient_rewrites` (``Relu`` as a
   mask, a named batch dimension), when ``fast_gradients`` is on.
 """
@@ -37,6 +39,7 @@ import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
 
+from .activations import activations_with_gradients
 from .batch_norm import decompose_batch_norm
 from .embedding_padding import masked_padding_rows
 from .gradient_rewrites import rewrite_for_training
@@ -309,6 +312,7 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     model = layer_norms_of_one_value_written_out(model)
     model = instance_norms_written_out(model)
     model = masked_padding_rows(with_layer_norm_statistics(model))
+    model = activations_with_gradients(model, TRAINING_PREFIX)
     model = average_pools_as_convolutions(model)
     model = grouped_convolutions_in_two_dimensions(model)
     model, statistics = decompose_batch_norm(model)

@@ -3,9 +3,12 @@
 Each loss follows :func:`helpers.add_loss_output`'s conventions, so that both
 APIs minimize the same function: with ``N`` rows in the batch and ``w`` the
 per-sample weights (ones by default),
-``loss = sum_i w_i * loss_i / N``. The gradient with respect to the
-prediction is therefore ``w_i * dloss_i / N``: it already carries the 1/N of
-the mean, and the learning rate needs no rescaling with the batch size.
+``loss = sum_i w_i * loss_i / N``, where the loss of a sample is the mean
+of an elementwise loss over its ``k`` outputs (the sum over the classes for
+the softmax cross-entropy). The gradient with respect to the prediction is
+therefore ``w_i * dloss_ij / (N * k)`` (``w_i * dloss_ij / N`` for the
+cross-entropy): it already carries the 1/N of the mean, and the learning
+rate needs no rescaling with the batch size.
 """
 import numpy as np
 import onnx
@@ -59,6 +62,10 @@ class BaseLearningLoss(Configurable):
     #: (a softmax cross-entropy over the model's scores).
     takes_class_labels = False
 
+    #: Whether the loss of a sample is the mean over its outputs (elementwise losses,
+    #: as torch's ``MSELoss``), rather than their sum (a softmax cross-entropy).
+    averages_outputs = True
+
     def __init__(self):
         self._functions = {}
 
@@ -84,9 +91,11 @@ class BaseLearningLoss(Configurable):
                 model.graph.output.append(helper.make_tensor_value_info("scores", 1, None))
             else:
                 app.node("ReduceMean", [per_sample], output="loss", keepdims=0)
-                n = app.node(
-                    "Cast", [app.node("Shape", [_PRED], start=0, end=1)], to=onnx.TensorProto.FLOAT
+                # the number of values the loss is the mean of: every element, or every row
+                count = app.node("Size", [_PRED]) if self.averages_outputs else app.node(
+                    "Shape", [_PRED], start=0, end=1
                 )
+                n = app.node("Cast", [count], to=onnx.TensorProto.FLOAT)
                 if weighted:
                     w = _WEIGHT
                     if rank > 1:
@@ -160,7 +169,10 @@ class BaseLearningLoss(Configurable):
 
 
 class SquareLearningLoss(BaseLearningLoss):
-    """Squared error ``sum_j (p - y)**2`` per sample, torch's ``MSELoss``.
+    """Squared error ``mean_j (p - y)**2`` per sample, torch's ``MSELoss``.
+
+    The mean over the ``k`` outputs of a sample, then over the batch: the
+    mean over every element, whatever ``k``.
 
     Examples
     --------
@@ -174,6 +186,13 @@ class SquareLearningLoss(BaseLearningLoss):
     >>> loss, grad = SquareLearningLoss().loss_gradient(Device("cpu"), y, p)
     >>> print(loss.numpy(), grad.numpy().ravel())
     0.625 [ 0.5 -1. ]
+
+    With two outputs, the mean of four squares, and the gradient ``2 * (p - y) / (N * k)``:
+
+    >>> y2, p2 = np.hstack([y, y]), np.hstack([p, y])
+    >>> loss, grad = SquareLearningLoss().loss_gradient(Device("cpu"), y2, p2)
+    >>> print(loss.numpy(), grad.numpy().tolist())
+    0.3125 [[0.25, 0.0], [-0.5, 0.0]]
     """
 
     def _build(self, app, rank):
@@ -183,7 +202,7 @@ class SquareLearningLoss(BaseLearningLoss):
 
 
 class AbsoluteLearningLoss(BaseLearningLoss):
-    """Absolute error ``sum_j |p - y|`` per sample; its gradient is the sign.
+    """Absolute error ``mean_j |p - y|`` per sample, torch's ``L1Loss``; its gradient is the sign.
 
     Examples
     --------
@@ -205,7 +224,7 @@ class AbsoluteLearningLoss(BaseLearningLoss):
 
 
 class ElasticLearningLoss(BaseLearningLoss):
-    """``sum_j l1_weight * |p - y| + l2_weight * (p - y)**2`` per sample.
+    """``mean_j l1_weight * |p - y| + l2_weight * (p - y)**2`` per sample.
 
     Parameters
     ----------
@@ -301,6 +320,10 @@ class NegLogLearningLoss(BaseLearningLoss):
     @property
     def takes_class_labels(self):
         return self.probability_function == "softmax"
+
+    @property
+    def averages_outputs(self):
+        return self.probability_function == "sigmoid"
 
     def _build(self, app, rank):
         if self.probability_function == "sigmoid":

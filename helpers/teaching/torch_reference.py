@@ -31,8 +31,8 @@ def torch_fit(module, X, y, loss="squared_error", batch_size=32, epochs=1, learn
         Float targets of the module's output shape, or class indices for
         ``'cross_entropy'``.
     loss : {'squared_error', 'cross_entropy'}
-        torch's ``mse_loss`` (the optimizers' squared error: mean over the
-        batch) or ``cross_entropy`` on raw scores.
+        torch's ``mse_loss`` (the optimizers' squared error: mean over every
+        element, the rows and the outputs) or ``cross_entropy`` on raw scores.
     batch_size, epochs : int
     learning_rate : float
         A constant learning rate.
