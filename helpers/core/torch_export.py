@@ -13,6 +13,7 @@ import onnx
 import torch
 from onnx import numpy_helper
 
+from .pooling import torch_padding_and_pooling
 from .runtime import check_model_ir_version
 
 #: Default opset of :func:`export_for_training`: supported by the TorchScript
@@ -126,7 +127,7 @@ def export_for_training(
         if initializer.name in buffers:
             initializer.CopyFrom(numpy_helper.from_array(buffers[initializer.name].cpu().numpy(), initializer.name))
     check_model_ir_version(model)
-    return model
+    return torch_padding_and_pooling(model)
 
 
 @contextlib.contextmanager
