@@ -35,7 +35,9 @@ from .runtime import UntrainableModelError, main_opset
 _AUTO_PADDED = ("Conv", "MaxPool", "AveragePool", "LpPool")
 
 #: numpy's name of each non-constant mode of ``Pad``, and torch's.
-_PAD_MODES = {"reflect": ("reflect", "reflect"), "edge": ("edge", "replicate"), "wrap": ("wrap", "circular")}
+_PAD_MODES = {
+    "reflect": ("reflect", "reflect"), "edge": ("edge", "replicate"), "wrap": ("wrap", "circular"),
+}
 
 
 def _text(value):
@@ -50,7 +52,7 @@ def training_tag(kind, index, node):
     >>> training_tag("pad", 3, helper.make_node("Pad", ["x", "p"], ["y"], name="/Pad"))
     'training__pad__3__/Pad'
     """
-    from .training_graph import TRAINING_PREFIX  # noqa: PLC0415 (training_graph imports this module)
+    from .training_graph import TRAINING_PREFIX  # noqa: PLC0415 (training_graph imports padding)
 
     return f"{TRAINING_PREFIX}{kind}__{index}__{node.name or node.output[0]}"
 
@@ -61,10 +63,11 @@ def needing_gradient(model):
     Examples
     --------
     >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> "X" in needing_gradient(mlp_onnx(3, hidden=(4,))), "hidden0" in needing_gradient(mlp_onnx(3, hidden=(4,)))
+    >>> values = needing_gradient(mlp_onnx(3, hidden=(4,)))
+    >>> "X" in values, "hidden0" in values
     (False, True)
     """
-    from .training_graph import _depends_on_weights  # noqa: PLC0415 (training_graph imports this module)
+    from .training_graph import _depends_on_weights  # noqa: PLC0415 (it imports padding)
 
     return _depends_on_weights(model)
 
@@ -74,7 +77,8 @@ def spatial_sizes(shapes, name):
 
     Examples
     --------
-    >>> spatial_sizes({"x": [None, 3, 6, None], "y": [None, 4]}, "x"), spatial_sizes({"y": [None, 4]}, "y")
+    >>> shapes = {"x": [None, 3, 6, None], "y": [None, 4]}
+    >>> spatial_sizes(shapes, "x"), spatial_sizes(shapes, "y")
     ([6, None], None)
     """
     shape = shapes.get(name)
@@ -82,14 +86,15 @@ def spatial_sizes(shapes, name):
 
 
 def window_attributes(node, rank, kernel=None):
-    """``(kernel, strides, dilations, pads)`` of a convolution or pooling ``node`` of spatial ``rank``.
+    """``(kernel, strides, dilations, pads)`` of a convolution or pooling ``node`` of ``rank`` axes.
 
     ``kernel`` is the kernel's shape when the node does not say it (a
     ``Conv`` reads it from its weights); the others default as in ONNX.
 
     Examples
     --------
-    >>> window_attributes(helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3], strides=[2]), 1)
+    >>> pool = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3], strides=[2])
+    >>> window_attributes(pool, 1)
     ([3], [2], [1], [0, 0])
     """
     kernel = list(node_attribute(node, "kernel_shape", None) or kernel)
@@ -113,12 +118,14 @@ def with_attributes(node, **attributes):
     kept = [a for a in copy.attribute if a.name not in attributes]
     del copy.attribute[:]
     copy.attribute.extend(kept)
-    copy.attribute.extend(helper.make_attribute(k, v) for k, v in attributes.items() if v is not None)
+    copy.attribute.extend(
+        helper.make_attribute(k, v) for k, v in attributes.items() if v is not None
+    )
     return copy
 
 
 def auto_pads(auto_pad, sizes, kernel, strides, dilations):
-    """The explicit ``pads`` (all begins, then all ends) of ``auto_pad``, or None when they depend on an unknown size.
+    """The explicit ``pads`` (begins, then ends) of ``auto_pad``; None if they need an unknown size.
 
     As ONNX defines them: ``SAME_UPPER`` and ``SAME_LOWER`` pad so that the
     output has ``ceil(size / stride)`` elements, the odd element at the end
@@ -126,7 +133,7 @@ def auto_pads(auto_pad, sizes, kernel, strides, dilations):
 
     Examples
     --------
-    >>> auto_pads("SAME_UPPER", [None], kernel=[4], strides=[1], dilations=[2])  # stride 1: any size
+    >>> auto_pads("SAME_UPPER", [None], kernel=[4], strides=[1], dilations=[2])  # any size
     [3, 3]
     >>> auto_pads("SAME_LOWER", [7], kernel=[2], strides=[2], dilations=[1])
     [1, 0]
@@ -152,7 +159,7 @@ def auto_pads(auto_pad, sizes, kernel, strides, dilations):
 
 
 def explicit_pads(model):
-    """Return a copy of ``model`` whose convolutions and poolings pad with ``pads`` instead of ``auto_pad``.
+    """Return a copy of ``model`` whose convolutions and poolings have ``pads``, not ``auto_pad``.
 
     The same padding (see :func:`auto_pads`), so the same values; the
     gradient of ``Conv`` is right with explicit pads, wrong with
@@ -175,7 +182,8 @@ def explicit_pads(model):
     """
     padded = [
         n for n in model.graph.node
-        if is_onnx_op(n, *_AUTO_PADDED) and _text(node_attribute(n, "auto_pad", "NOTSET")) != "NOTSET"
+        if is_onnx_op(n, *_AUTO_PADDED)
+        and _text(node_attribute(n, "auto_pad", "NOTSET")) != "NOTSET"
     ]
     if not padded:
         return model
@@ -191,16 +199,19 @@ def explicit_pads(model):
         rank = len(weights) - 2 if weights else len(sizes) if sizes else None
         pads = None
         if rank is not None and (weights or node_attribute(node, "kernel_shape", None)):
-            kernel, strides, dilations, _ = window_attributes(node, rank, weights[2:] if weights else None)
+            kernel, strides, dilations, _ = window_attributes(
+                node, rank, weights[2:] if weights else None
+            )
             pads = auto_pads(auto_pad, sizes or [None] * rank, kernel, strides, dilations)
         if pads is not None:
             nodes.append(with_attributes(node, auto_pad=None, pads=pads))
         elif set(node.input) & trained:
             raise UntrainableModelError(
-                f"onnxruntime {onnxruntime.__version__} computes wrong gradients for {node.op_type} "
-                f"{node.name!r} with auto_pad={auto_pad} (torch: padding='same'), and its padding depends on a "
-                "spatial size shape inference cannot tell. Give the model's input a fixed spatial size, or pad "
-                "explicitly (torch: padding=(kernel_size - 1) // 2 with an odd kernel)."
+                f"onnxruntime {onnxruntime.__version__} computes wrong gradients for "
+                f"{node.op_type} {node.name!r} with auto_pad={auto_pad} (torch: padding='same'), "
+                "and its padding depends on a spatial size shape inference cannot tell. Give the "
+                "model's input a fixed spatial size, or pad explicitly (torch: "
+                "padding=(kernel_size - 1) // 2 with an odd kernel)."
             )
         else:
             nodes.append(node)
@@ -208,7 +219,7 @@ def explicit_pads(model):
 
 
 def static_value(model, name):
-    """The value of ``name`` when it depends on constants only (a torch export computes ``Pad``'s pads), else None.
+    """The value of ``name`` if it depends on constants only (``Pad``'s pads), else None.
 
     Examples
     --------
@@ -244,33 +255,47 @@ def static_value(model, name):
 
 
 def _gather_indices(mode, size, before, after):
-    """The indices into an axis of ``size`` elements that ``Pad`` in ``mode`` reads, ``before``/``after`` pads."""
+    """The indices along an axis of ``size`` elements that ``Pad`` in ``mode`` reads."""
     indices = np.pad(np.arange(size), (max(before, 0), max(after, 0)), mode=_PAD_MODES[mode][0])
     return indices[max(-before, 0):len(indices) - max(-after, 0)]
 
 
-def _pad_as_gathers(node, pads, axes, shape, index):
-    """The nodes of ``Pad`` ``node`` as one ``Gather`` per padded axis, or the axis whose size is unknown."""
+def _padded_axes(model, node, rank):
+    """``(axis, before, after)`` of each axis ``Pad`` ``node`` pads; None if not constant."""
+    if main_opset(model) < 11:
+        widths = node_attribute(node, "pads", None)
+    else:
+        widths = static_value(model, node.input[1])
+    has_axes = len(node.input) > 3 and node.input[3]
+    axes = static_value(model, node.input[3]) if has_axes else range(rank)
+    if widths is None or axes is None:
+        return None
+    axes = [int(a) % rank for a in axes]
+    widths = [int(w) for w in widths]
+    return [(a, b, e) for a, b, e in zip(axes, widths[:len(axes)], widths[len(axes):]) if b or e]
+
+
+def _pad_as_gathers(node, padded, shape, index):
+    """``Pad`` ``node`` as one ``Gather`` per axis of ``padded`` (:func:`_padded_axes`)."""
     mode, tag = _text(node_attribute(node, "mode")), training_tag("pad", index, node)
-    padded = [(a, b, e) for a, b, e in zip(axes, pads[:len(axes)], pads[len(axes):]) if b or e]
-    unknown = [a for a, _, _ in padded if shape is None or shape[a] is None]
-    if unknown:
-        return unknown[0]
+    if not padded:
+        return [helper.make_node("Identity", node.input[:1], node.output[:1], name=tag)]
     nodes, data = [], node.input[0]
     for number, (axis, before, after) in enumerate(padded):
-        indices, output = f"{tag}__indices{axis}", f"{tag}__axis{axis}"
-        if number == len(padded) - 1:
-            output = node.output[0]
+        indices = f"{tag}__indices{axis}"
+        output = node.output[0] if number == len(padded) - 1 else f"{tag}__axis{axis}"
         nodes += [
-            constant_node(indices, _gather_indices(mode, shape[axis], before, after), TensorProto.INT64),
+            constant_node(
+                indices, _gather_indices(mode, shape[axis], before, after), TensorProto.INT64
+            ),
             helper.make_node("Gather", [data, indices], [output], name=output, axis=axis),
         ]
         data = output
-    return nodes or [helper.make_node("Identity", [node.input[0]], [node.output[0]], name=f"{tag}__identity")]
+    return nodes
 
 
 def non_constant_pads_as_gathers(model):
-    """Return a copy of ``model`` whose ``Pad`` nodes in reflect, edge or wrap mode are ``Gather`` nodes.
+    """Return a copy of ``model`` whose ``Pad`` nodes in reflect, edge or wrap mode are ``Gather``.
 
     Padding by reflection, by repeating the edge, or circularly picks
     elements of the input along each padded axis: a ``Gather`` of constant
@@ -288,38 +313,31 @@ def non_constant_pads_as_gathers(model):
     --------
     >>> import torch
     >>> from helpers.core.torch_export import export_for_training
-    >>> net = torch.nn.Sequential(torch.nn.Conv1d(1, 2, 1), torch.nn.Conv1d(2, 2, 3, padding=1, padding_mode="reflect"))
+    >>> net = torch.nn.Sequential(
+    ...     torch.nn.Conv1d(1, 2, 1), torch.nn.Conv1d(2, 2, 3, padding=1, padding_mode="reflect"))
     >>> model = non_constant_pads_as_gathers(export_for_training(net, torch.zeros(1, 1, 8)))
     >>> [n.op_type for n in model.graph.node if n.op_type in ("Pad", "Gather")][-1]
     'Gather'
     """
-    pads = [
-        n for n in model.graph.node
-        if is_onnx_op(n, "Pad") and _text(node_attribute(n, "mode", "constant")) != "constant"
+    modes = [
+        _text(node_attribute(n, "mode", "constant")) if is_onnx_op(n, "Pad") else "constant"
+        for n in model.graph.node
     ]
-    trained = needing_gradient(model) if pads else set()
-    if not any(n.input[0] in trained for n in pads):
-        return model
-    shapes = value_shapes(model)
-    nodes = []
-    for index, node in enumerate(model.graph.node):
-        if node not in pads or node.input[0] not in trained:
+    trained = needing_gradient(model) if set(modes) - {"constant"} else set()
+    nodes, shapes = [], value_shapes(model) if trained else {}
+    for index, (node, mode) in enumerate(zip(model.graph.node, modes)):
+        if mode == "constant" or node.input[0] not in trained:
             nodes.append(node)
             continue
         shape = shapes.get(node.input[0])
-        widths = node_attribute(node, "pads", None) if main_opset(model) < 11 else static_value(model, node.input[1])
-        axes = static_value(model, node.input[3]) if len(node.input) > 3 and node.input[3] else None
-        if widths is not None and shape is not None:
-            axes = [int(a) % len(shape) for a in (range(len(shape)) if axes is None else axes)]
-            rewritten = _pad_as_gathers(node, [int(w) for w in widths], axes, shape, index)
-            if not isinstance(rewritten, int):
-                nodes.extend(rewritten)
-                continue
-        mode = _text(node_attribute(node, "mode"))
-        raise UntrainableModelError(
-            f"onnxruntime {onnxruntime.__version__} has no gradient for Pad {node.name!r} in mode {mode!r} "
-            f"(torch: padding_mode={_PAD_MODES.get(mode, (mode, mode))[1]!r}), and its pads or the size of "
-            "a padded axis are not known before the model runs, so it cannot be written as a Gather. Give "
-            "the model's input a fixed spatial size, or use padding_mode='zeros'."
-        )
-    return copy_with_nodes(model, nodes)
+        padded = _padded_axes(model, node, len(shape)) if shape is not None else None
+        if padded is None or any(shape[axis] is None for axis, _, _ in padded):
+            raise UntrainableModelError(
+                f"onnxruntime {onnxruntime.__version__} has no gradient for Pad {node.name!r} in "
+                f"mode {mode!r} (torch: padding_mode={_PAD_MODES.get(mode, (mode, mode))[1]!r}), "
+                "and its pads or the size of a padded axis are not known before the model runs, "
+                "so it cannot be written as a Gather. Give the model's input a fixed spatial size, "
+                "or use padding_mode='zeros'."
+            )
+        nodes.extend(_pad_as_gathers(node, padded, shape, index))
+    return copy_with_nodes(model, nodes) if trained else model

@@ -21,34 +21,40 @@ from onnx import helper
 
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_shapes
-from .padding import explicit_pads, needing_gradient, spatial_sizes, training_tag, window_attributes, with_attributes
+from .padding import (
+    explicit_pads, needing_gradient, spatial_sizes, training_tag, window_attributes,
+    with_attributes,
+)
 from .runtime import UntrainableModelError
 
 
-def _pool_outputs(sizes, kernel, strides, dilations, pads, ceil_mode):
-    """Per spatial axis: ``(floor count, ceil count, torch's ceil count)`` of a pooling's windows."""
+def _window_counts(sizes, kernel, strides, dilations, pads):
+    """Per spatial axis, a pooling's number of windows: ``(floor, ceil, torch's ceil)``.
+
+    torch drops the last window of ``ceil_mode`` when it starts in the right
+    padding; onnxruntime 1.19.2 does not.
+    """
     rank = len(kernel)
     counts = []
     for axis, (size, k, s, d) in enumerate(zip(sizes, kernel, strides, dilations)):
         span = size + pads[axis] + pads[axis + rank] - (d * (k - 1) + 1)
         floor, ceil = span // s + 1, -(-span // s) + 1
-        torch = ceil - 1 if (ceil - 1) * s >= size + pads[axis] else ceil
-        counts.append((floor, ceil if ceil_mode else floor, torch if ceil_mode else floor))
+        counts.append((floor, ceil, ceil - 1 if (ceil - 1) * s >= size + pads[axis] else ceil))
     return counts
 
 
 def _ceil_matters(node, sizes):
-    """Whether ``ceil_mode`` of the pooling ``node`` changes its output for spatial ``sizes`` (None: unknown)."""
+    """Whether ``ceil_mode`` of pooling ``node`` changes its output on ``sizes`` (None: unknown)."""
     if not node_attribute(node, "ceil_mode", 0):
         return False
     if sizes is None or None in sizes:
         return None
-    counts = _pool_outputs(sizes, *window_attributes(node, len(sizes)), True)
+    counts = _window_counts(sizes, *window_attributes(node, len(sizes)))
     return any(floor != ceil for floor, ceil, _ in counts)
 
 
 def _torch_pool(node, sizes):
-    """The pooling ``node`` (``ceil_mode=1``) as torch computes it: ``ceil_mode=0`` with the pads of torch's windows.
+    """The pooling ``node`` (``ceil_mode=1``) as torch computes it, with ``ceil_mode=0``.
 
     The end pads are those that give torch's number of windows, which never
     start in the right padding, and an average leaves them out
@@ -62,7 +68,7 @@ def _torch_pool(node, sizes):
     """
     rank = len(sizes)
     kernel, strides, dilations, pads = window_attributes(node, rank)
-    counts = _pool_outputs(sizes, kernel, strides, dilations, pads, True)
+    counts = _window_counts(sizes, kernel, strides, dilations, pads)
     ends = [
         max(0, (torch - 1) * s + d * (k - 1) + 1 - n - b)
         for (_, _, torch), n, b, k, s, d in zip(counts, sizes, pads, kernel, strides, dilations)
@@ -76,11 +82,14 @@ def _torch_pool(node, sizes):
     pool.output[0] = f"{tag}__excluded"
     padded = [n + b + e for n, b, e in zip(sizes, pads, pads[rank:])]
     inside = _divisors(sizes, kernel, strides, dilations, pads[:rank] + ends)
-    counted = _divisors(padded, kernel, strides, dilations, [0] * rank + [max(0, e - p) for e, p in zip(ends, pads[rank:])])
+    past = [max(0, end - pad) for end, pad in zip(ends, pads[rank:])]  # the pads past torch's
+    counted = _divisors(padded, kernel, strides, dilations, [0] * rank + past)
     return [
         pool,
         constant_node(f"{tag}__ratios", inside / counted),
-        helper.make_node("Mul", [pool.output[0], f"{tag}__ratios"], [node.output[0]], name=f"{tag}__counted"),
+        helper.make_node(
+            "Mul", [pool.output[0], f"{tag}__ratios"], node.output[:1], name=f"{tag}__counted"
+        ),
     ]
 
 
@@ -110,7 +119,10 @@ def pools_as_torch_computes_them(model):
     >>> node_attribute(pool, "ceil_mode"), node_attribute(pool, "pads")
     (None, [0, 0, 0, 0])
     """
-    pools = [n for n in model.graph.node if is_onnx_op(n, "MaxPool", "AveragePool") and node_attribute(n, "ceil_mode", 0)]
+    pools = [
+        n for n in model.graph.node
+        if is_onnx_op(n, "MaxPool", "AveragePool") and node_attribute(n, "ceil_mode", 0)
+    ]
     if not pools:
         return model
     shapes = value_shapes(model)
@@ -120,16 +132,17 @@ def pools_as_torch_computes_them(model):
         matters = _ceil_matters(node, sizes) if node in pools else False
         if matters is None:
             raise UntrainableModelError(
-                f"{node.op_type} {node.name!r} has ceil_mode=1 on an input whose spatial size the model does not "
-                f"fix: onnxruntime {onnxruntime.__version__} then computes other windows than torch. Export with "
-                "a fixed spatial size (dynamic axes on the batch only), or use ceil_mode=False."
+                f"{node.op_type} {node.name!r} has ceil_mode=1 on an input whose spatial size the "
+                f"model does not fix: onnxruntime {onnxruntime.__version__} may then compute other "
+                "windows than torch. Export with a fixed spatial size (dynamic axes on the batch "
+                "only), or use ceil_mode=False."
             )
         nodes.extend(_torch_pool(node, sizes) if matters else [node])
     return copy_with_nodes(model, nodes)
 
 
 def _divisors(sizes, kernel, strides, dilations, pads):
-    """torch's divisors of an average leaving the padding out: the window's elements inside the input."""
+    """The number of input elements in each window of a pooling (torch's divisors, no padding)."""
     rank, counts = len(sizes), []
     for axis, (size, k, s, d) in enumerate(zip(sizes, kernel, strides, dilations)):
         outputs = (size + pads[axis] + pads[axis + rank] - d * (k - 1) - 1) // s + 1
@@ -142,40 +155,47 @@ def _divisors(sizes, kernel, strides, dilations, pads):
 
 
 def _pool_as_convolution(node, channels, sizes, index):
-    """``AveragePool`` ``node`` as a depthwise ``Conv`` summing each window, divided by the window's size."""
+    """``AveragePool`` ``node`` as a depthwise ``Conv`` summing each window, over its size."""
     rank = len(node_attribute(node, "kernel_shape"))
     kernel, strides, dilations, pads = window_attributes(node, rank)
     tag = training_tag("average_pool", index, node)
     excluded = any(pads) and not node_attribute(node, "count_include_pad", 0)
-    weights = np.full([channels, 1, *kernel], 1.0 if excluded else 1.0 / float(np.prod(kernel)), dtype=np.float32)
-    attributes = dict(group=channels, kernel_shape=kernel, strides=strides, dilations=dilations, pads=pads)
+    weight = 1.0 if excluded else 1.0 / float(np.prod(kernel))
+    weights = np.full([channels, 1, *kernel], weight, dtype=np.float32)
+    attributes = dict(
+        group=channels, kernel_shape=kernel, strides=strides, dilations=dilations, pads=pads
+    )
     output = f"{tag}__sum" if excluded else node.output[0]
     nodes = [
         constant_node(f"{tag}__weights", weights),
-        helper.make_node("Conv", [node.input[0], f"{tag}__weights"], [output], name=f"{tag}__conv", **attributes),
+        helper.make_node(
+            "Conv", [node.input[0], f"{tag}__weights"], [output], name=f"{tag}__conv", **attributes
+        ),
     ]
     if excluded:
         nodes += [
             constant_node(f"{tag}__divisors", _divisors(sizes, kernel, strides, dilations, pads)),
-            helper.make_node("Div", [output, f"{tag}__divisors"], [node.output[0]], name=f"{tag}__average"),
+            helper.make_node(
+                "Div", [output, f"{tag}__divisors"], node.output[:1], name=f"{tag}__average"
+            ),
         ]
     return nodes
 
 
 def _pool_problem(node, channels, sizes):
     """Why ``node`` cannot be written as a depthwise convolution, or None."""
-    excluded = any(node_attribute(node, "pads", [])) and not node_attribute(node, "count_include_pad", 0)
+    pads = any(node_attribute(node, "pads", []))
+    excluded = pads and not node_attribute(node, "count_include_pad", 0)
     ceil = _ceil_matters(node, sizes)
-    if ceil is None or (excluded and (sizes is None or None in sizes)):
+    if ceil is None:
+        return "ceil_mode=1 on an input whose spatial size shape inference cannot tell"
+    if excluded and None in (sizes or [None]):
         return (
-            f"{'ceil_mode=1' if ceil is None else 'padding left out of the average (count_include_pad=0)'} on an "
-            "input whose spatial size shape inference cannot tell (give the model's input a fixed spatial size)"
+            "padding left out of the average (count_include_pad=0) on an input whose spatial size "
+            "shape inference cannot tell"
         )
     if ceil:
-        return (
-            "ceil_mode=1, which onnxruntime computes otherwise than torch (export the torch module with "
-            "helpers' export_for_training, which writes torch's windows)"
-        )
+        return "ceil_mode=1 whose windows onnxruntime computes otherwise than torch"
     if channels is None:
         return "an input whose number of channels shape inference cannot tell"
     return None
@@ -210,7 +230,8 @@ def average_pools_as_convolutions(model):
     >>> model = average_pools_as_convolutions(export_for_training(net, torch.zeros(1, 1, 6, 6)))
     >>> [n.op_type for n in model.graph.node]
     ['Conv', 'Constant', 'Conv']
-    >>> net = torch.nn.Sequential(torch.nn.Conv1d(1, 2, 3), torch.nn.AvgPool1d(3, 2, 1, count_include_pad=False))
+    >>> net = torch.nn.Sequential(
+    ...     torch.nn.Conv1d(1, 2, 3), torch.nn.AvgPool1d(3, 2, 1, count_include_pad=False))
     >>> model = average_pools_as_convolutions(export_for_training(net, torch.zeros(1, 1, 8)))
     >>> [n.op_type for n in model.graph.node if n.op_type != "Constant"]
     ['Conv', 'Conv', 'Div']
@@ -229,17 +250,19 @@ def average_pools_as_convolutions(model):
         problem = _pool_problem(node, channels, sizes)
         if problem is not None:
             raise UntrainableModelError(
-                f"onnxruntime {onnxruntime.__version__} cannot train AveragePool {node.name!r} with {problem}: "
-                "the CPU kernel of its gradient crashes the process with a free batch size, and this pooling "
-                "has no exact rewrite as a convolution. Use count_include_pad=True and ceil_mode=False, or a "
-                "convolution with stride."
+                f"onnxruntime {onnxruntime.__version__} cannot train AveragePool "
+                f"{node.name!r} with {problem}: the CPU kernel of its gradient crashes the "
+                "process with a free batch size, and its rewrite as a convolution needs torch's "
+                "windows of a fixed spatial size. Export the torch module with helpers' "
+                "export_for_training (it writes torch's ceil_mode windows) and a fixed spatial "
+                "size, or use count_include_pad=True and ceil_mode=False."
             )
         nodes.extend(_pool_as_convolution(node, channels, sizes, index))
     return copy_with_nodes(model, nodes)
 
 
 def torch_padding_and_pooling(model):
-    """Return a copy of an exported ``model`` whose padding and poolings onnxruntime computes as torch does.
+    """Return a copy of an exported ``model`` whose padding and pooling run as in torch.
 
     What :func:`helpers.core.torch_export.export_for_training` applies to
     every export: explicit pads instead of ``auto_pad``
