@@ -115,15 +115,16 @@ TRAINED = [
 ]
 
 
-def _network(name):
-    """The layer after a trained 1 x 1 convolution, then a linear layer to one output."""
+def _network(name, first=False):
+    """The layer (after a trained 1 x 1 convolution unless ``first``), then a linear layer."""
     build, spatial = LAYERS[name]
     torch.manual_seed(0)
     conv = nn.Conv1d(1, 2, 1) if len(spatial) == 1 else nn.Conv2d(1, 2, 1)
-    features = nn.Sequential(conv, build())
+    features = nn.Sequential(build()) if first else nn.Sequential(conv, build())
+    shape = (2 if first else 1, *spatial)
     with torch.no_grad():
-        size = features(torch.zeros(1, 1, *spatial)).numel()
-    return nn.Sequential(*features, nn.Flatten(), nn.Linear(size, 1)), (1, *spatial)
+        size = features(torch.zeros(1, *shape)).numel()
+    return nn.Sequential(*features, nn.Flatten(), nn.Linear(size, 1)), shape
 
 
 def _data(shape):
@@ -357,11 +358,26 @@ def test_what_cannot_be_written_exactly_is_refused_by_name():
         pools_as_torch_computes_them(_after_a_conv(max_ceil, free))
 
 
-def test_a_padding_needing_no_gradient_is_left_as_it_is():
-    """A padding right on the model's input needs no gradient: the training graph keeps it."""
+def test_a_padding_of_the_input_of_unknown_size_is_left_as_it_is():
+    """Only an input's gradient would need it: the training graph keeps what it cannot rewrite."""
     pads = _constant("pads", np.array([0, 0, 1, 1] * 2))
     pad = helper.make_node("Pad", ["x", "pads"], ["p"], mode="reflect")
     conv = helper.make_node("Conv", ["p", "w0"], ["y"])
     model = _onnx_model([pads, pad, conv], {"w0": np.ones((2, 2, 1, 1), np.float32)}, [None, None])
     rewritten = non_constant_pads_as_gathers(model)
     assert [n.op_type for n in rewritten.graph.node] == ["Constant", "Pad", "Conv"]
+
+
+@pytest.mark.parametrize(
+    "name", ["conv2d_reflect", "conv1d_replicate_same", "avgpool2d_ceil_padding_excluded"]
+)
+def test_input_gradients_of_ort_torch_module_equal_torch(name):
+    """The layer first: OrtTorchModule's gradient of an input that requires one is torch's."""
+    module, shape = _network(name, first=True)
+    X, _ = _data(shape)
+    grad_out = np.random.default_rng(1).standard_normal((N_SAMPLES, 1)).astype(np.float32)
+    reference = torch.from_numpy(X).double().requires_grad_(True)
+    copy.deepcopy(module).double()(reference).backward(torch.from_numpy(grad_out).double())
+    x = torch.from_numpy(X).requires_grad_(True)
+    OrtTorchModule(module, torch.from_numpy(X[:2]))(x).backward(torch.from_numpy(grad_out))
+    _close(x.grad.numpy(), reference.grad.numpy(), "x")

@@ -34,6 +34,8 @@ from .runtime import UntrainableModelError, main_opset
 #: The operators with ``auto_pad`` whose gradient onnxruntime has.
 _AUTO_PADDED = ("Conv", "MaxPool", "AveragePool", "LpPool")
 
+_FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16)
+
 #: numpy's name of each non-constant mode of ``Pad``, and torch's.
 _PAD_MODES = {
     "reflect": ("reflect", "reflect"), "edge": ("edge", "replicate"), "wrap": ("wrap", "circular"),
@@ -58,18 +60,33 @@ def training_tag(kind, index, node):
 
 
 def needing_gradient(model):
-    """The values of ``model`` computed from a float initializer, which may need a gradient.
+    """The values of ``model`` that need a gradient, and those that may.
+
+    Returns
+    -------
+    weights : set of str
+        The values computed from a float initializer (a weight).
+    any_input : set of str
+        These and the values computed from a float input of the graph,
+        whose gradient :class:`helpers.OrtTorchModule` computes when a
+        tensor it is given requires one.
 
     Examples
     --------
     >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> values = needing_gradient(mlp_onnx(3, hidden=(4,)))
-    >>> "X" in values, "hidden0" in values
-    (False, True)
+    >>> weights, any_input = needing_gradient(mlp_onnx(3, hidden=(4,)))
+    >>> "X" in weights, "X" in any_input, "hidden0" in weights
+    (False, True, True)
     """
     from .training_graph import _depends_on_weights  # noqa: PLC0415 (it imports padding)
 
-    return _depends_on_weights(model)
+    weights = _depends_on_weights(model)
+    inputs = {i.name for i in model.graph.input if i.type.tensor_type.elem_type in _FLOATS}
+    reached = weights | inputs
+    for node in model.graph.node:
+        if reached.intersection(node.input):
+            reached.update(node.output)
+    return weights, reached
 
 
 def spatial_sizes(shapes, name):
@@ -187,7 +204,7 @@ def explicit_pads(model):
     ]
     if not padded:
         return model
-    shapes, trained = value_shapes(model), needing_gradient(model)
+    shapes, (trained, _) = value_shapes(model), needing_gradient(model)
     nodes = []
     for node in model.graph.node:
         if node not in padded:
@@ -301,7 +318,9 @@ def non_constant_pads_as_gathers(model):
     elements of the input along each padded axis: a ``Gather`` of constant
     indices picks the same ones, and its gradient adds the output's
     gradient back into each picked element, as torch's does. onnxruntime
-    1.19.2 has a gradient for constant ``Pad`` only.
+    1.19.2 has a gradient for constant ``Pad`` only. Every such ``Pad``
+    whose input may need a gradient (see :func:`needing_gradient`) is
+    rewritten, where its pads and the sizes of the padded axes are known.
 
     Raises
     ------
@@ -323,15 +342,21 @@ def non_constant_pads_as_gathers(model):
         _text(node_attribute(n, "mode", "constant")) if is_onnx_op(n, "Pad") else "constant"
         for n in model.graph.node
     ]
-    trained = needing_gradient(model) if set(modes) - {"constant"} else set()
-    nodes, shapes = [], value_shapes(model) if trained else {}
+    if not set(modes) - {"constant"}:
+        return model
+    (trained, reached), shapes = needing_gradient(model), value_shapes(model)
+    nodes = []
     for index, (node, mode) in enumerate(zip(model.graph.node, modes)):
-        if mode == "constant" or node.input[0] not in trained:
+        if mode == "constant" or node.input[0] not in reached:
             nodes.append(node)
             continue
         shape = shapes.get(node.input[0])
         padded = _padded_axes(model, node, len(shape)) if shape is not None else None
-        if padded is None or any(shape[axis] is None for axis, _, _ in padded):
+        if padded is not None and all(shape[axis] is not None for axis, _, _ in padded):
+            nodes.extend(_pad_as_gathers(node, padded, shape, index))
+        elif node.input[0] not in trained:  # only an input's gradient needs it: left to the runtime
+            nodes.append(node)
+        else:
             raise UntrainableModelError(
                 f"onnxruntime {onnxruntime.__version__} has no gradient for Pad {node.name!r} in "
                 f"mode {mode!r} (torch: padding_mode={_PAD_MODES.get(mode, (mode, mode))[1]!r}), "
@@ -339,5 +364,4 @@ def non_constant_pads_as_gathers(model):
                 "so it cannot be written as a Gather. Give the model's input a fixed spatial size, "
                 "or use padding_mode='zeros'."
             )
-        nodes.extend(_pad_as_gathers(node, padded, shape, index))
-    return copy_with_nodes(model, nodes) if trained else model
+    return copy_with_nodes(model, nodes)

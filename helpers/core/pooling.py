@@ -213,7 +213,9 @@ def average_pools_as_convolutions(model):
     (``count_include_pad=0``) sums each window with a kernel of ones and
     divides by a constant map of the number of input elements in each
     window (torch's divisors), computed from the input's spatial size.
-    Its ``pads`` are explicit (:func:`explicit_pads` comes first).
+    Its ``pads`` are explicit (:func:`explicit_pads` comes first). Every
+    ``AveragePool`` whose input may need a gradient (see
+    :func:`helpers.core.padding.needing_gradient`) is rewritten where it can be.
 
     Raises
     ------
@@ -238,17 +240,21 @@ def average_pools_as_convolutions(model):
     """
     if not any(is_onnx_op(n, "AveragePool") for n in model.graph.node):
         return model
-    shapes, trained = value_shapes(model), needing_gradient(model)
+    shapes, (trained, reached) = value_shapes(model), needing_gradient(model)
     nodes = []
     for index, node in enumerate(model.graph.node):
-        if not is_onnx_op(node, "AveragePool") or node.input[0] not in trained:
+        if not is_onnx_op(node, "AveragePool") or node.input[0] not in reached:
             nodes.append(node)
             continue
         shape = shapes.get(node.input[0])
         channels = shape[1] if shape is not None and len(shape) > 2 else None
         sizes = spatial_sizes(shapes, node.input[0])
         problem = _pool_problem(node, channels, sizes)
-        if problem is not None:
+        if problem is None:
+            nodes.extend(_pool_as_convolution(node, channels, sizes, index))
+        elif node.input[0] not in trained:  # only an input's gradient needs it: left to the runtime
+            nodes.append(node)
+        else:
             raise UntrainableModelError(
                 f"onnxruntime {onnxruntime.__version__} cannot train AveragePool "
                 f"{node.name!r} with {problem}: the CPU kernel of its gradient crashes the "
@@ -257,7 +263,6 @@ def average_pools_as_convolutions(model):
                 "export_for_training (it writes torch's ceil_mode windows) and a fixed spatial "
                 "size, or use count_include_pad=True and ceil_mode=False."
             )
-        nodes.extend(_pool_as_convolution(node, channels, sizes, index))
     return copy_with_nodes(model, nodes)
 
 
