@@ -267,8 +267,11 @@ def static_value(model, name):
         nodes, "static", [], [helper.make_empty_tensor_value_info(name)],
         [initializers[i] for n in nodes for i in n.input if i in initializers],
     )
-    evaluator = ReferenceEvaluator(helper.make_model(graph, opset_imports=model.opset_import))
-    return np.asarray(evaluator.run(None, {})[0])
+    try:
+        evaluator = ReferenceEvaluator(helper.make_model(graph, opset_imports=model.opset_import))
+        return np.asarray(evaluator.run(None, {})[0])
+    except Exception:  # noqa: BLE001 - what the reference evaluator cannot compute is not static
+        return None
 
 
 def _gather_indices(mode, size, before, after):
