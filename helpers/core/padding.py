@@ -1,7 +1,7 @@
 """Padding of convolutions and poolings, written so that onnxruntime trains it as torch does.
 
-onnxruntime-training 1.19.2 computes the forward pass of these layers right
-(but for one case), not always their gradient:
+onnxruntime-training 1.19.2 computes the forward pass of these layers right,
+with one exception below, but not always their gradient:
 
 * ``auto_pad`` (torch's ``padding='same'`` and ``'valid'``): the gradient of
   ``Conv`` (``ConvGrad``) with ``auto_pad=SAME_UPPER`` is wrong (a weight
@@ -190,12 +190,13 @@ def explicit_pads(model):
 
     Examples
     --------
-    >>> import torch
-    >>> from helpers.core.torch_export import export_for_training
-    >>> net = torch.nn.Conv2d(1, 2, 4, padding="same")
-    >>> conv = explicit_pads(export_for_training(net, torch.zeros(1, 1, 6, 6))).graph.node[0]
-    >>> node_attribute(conv, "auto_pad"), node_attribute(conv, "pads")
-    (None, [1, 1, 2, 2])
+    >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8])
+    >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    >>> pool = helper.make_node("MaxPool", ["x"], ["y"], auto_pad="SAME_UPPER", kernel_shape=[3],
+    ...                         strides=[2])
+    >>> model = explicit_pads(helper.make_model(helper.make_graph([pool], "g", [x], [y])))
+    >>> node_attribute(model.graph.node[0], "auto_pad"), node_attribute(model.graph.node[0], "pads")
+    (None, [0, 1])
     """
     padded = [
         n for n in model.graph.node
