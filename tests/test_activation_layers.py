@@ -10,7 +10,6 @@ by step, in both APIs and in OrtTorchModule.
 import copy
 
 import numpy as np
-import onnx
 import pytest
 import torch
 from torch import nn

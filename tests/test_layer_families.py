@@ -217,14 +217,6 @@ def test_an_operator_without_gradient_is_named_everywhere():
         ort_module(torch.from_numpy(X)).sum().backward()
 
 
-def test_average_pooling_a_convolution_cannot_reproduce_is_refused_before_the_runtime_crashes():
-    module = nn.Sequential(nn.Conv2d(1, 2, 3), nn.AvgPool2d(2, ceil_mode=True), nn.Flatten(), nn.Linear(18, 1))
-    X = np.random.default_rng(0).standard_normal((8, 1, 7, 7)).astype(np.float32)
-    onx = export_for_training(module, torch.from_numpy(X[:2]))
-    with pytest.raises(UntrainableModelError, match=r"AveragePool .*ceil_mode=1 \(torch: ceil_mode=True\)"):
-        _optimizer("forward_backward", onx, None, 4, 1).fit(X, X[:, 0, 0, :1])
-
-
 def test_running_statistics_are_not_weights():
     from helpers import get_train_initializer
 

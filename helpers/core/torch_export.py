@@ -15,6 +15,7 @@ import torch
 from onnx import numpy_helper
 
 from .embedding_padding import PADDING_METADATA_KEY
+from .pooling import torch_padding_and_pooling
 from .running_statistics import CUMULATIVE_METADATA_KEY
 from .runtime import check_model_ir_version
 from .torch_symbolics import exact_activation_exports, hardtanh_marks_to_metadata
@@ -150,7 +151,7 @@ def export_for_training(
     _record_cumulative_averages(module, model)
     _record_padding_rows(module, model)
     check_model_ir_version(model)
-    return model
+    return torch_padding_and_pooling(model)
 
 
 def _export_layers(module, *args, **kwargs):

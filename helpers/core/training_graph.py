@@ -10,13 +10,11 @@ inference is never rewritten.
   builder then stops on a C++ assertion (``gradient_builder_base.h:123 ...
   i < node_->OutputDefs().size() was false``, onnxruntime issue 19427). The
   outputs are added (:func:`with_layer_norm_statistics`).
-* ``AveragePool``: the CPU kernel of its gradient takes the input's shape
-  from the graph, where the batch dimension is free, and the process dies
-  of a floating point exception. The pooling becomes the same average as a
-  depthwise ``Conv`` with constant weights ``1 / kernel size``
-  (:func:`average_pools_as_convolutions`).
+* ``auto_pad`` and ``Pad`` in reflect or edge mode: written as explicit
+  pads and ``Gather`` nodes (:mod:`helpers.core.padding`).
+* ``AveragePool``: written as a depthwise ``Conv`` (:mod:`helpers.core.pooling`).
 * Grouped 1-D ``Conv`` (depthwise convolutions over sequences, and the
-  pooling above on sequences): the CPU kernel of its gradient returns wrong
+  average pooling above on sequences): the CPU kernel of its gradient returns wrong
   input and weight gradients when ``group > 1`` and the kernel is not 2-D
   (it clears and writes the input gradient of every channel for each
   group). Such a convolution becomes the same 2-D convolution over a
@@ -35,7 +33,6 @@ inference is never rewritten.
 """
 from collections import namedtuple
 
-import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
 
@@ -46,6 +43,8 @@ from .gradient_rewrites import rewrite_for_training
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_shapes
 from .normalization import instance_norms_written_out, layer_norms_of_one_value_written_out
+from .padding import explicit_pads, non_constant_pads_as_gathers
+from .pooling import average_pools_as_convolutions
 from .runtime import UntrainableModelError, main_opset
 
 #: Prefix of the names of the nodes and values these rewrites add.
@@ -113,85 +112,6 @@ def _depends_on_weights(model):
     return reached
 
 
-def _pool_as_convolution(node, channels, index):
-    """``AveragePool`` ``node`` as a depthwise ``Conv`` with constant weights (no padding to exclude)."""
-    kernel = list(node_attribute(node, "kernel_shape", []))
-    tag = f"{TRAINING_PREFIX}average_pool__{index}__{node.name or node.output[0]}"
-    weights = np.full([channels, 1, *kernel], 1.0 / float(np.prod(kernel)), dtype=np.float32)
-    attributes = {"group": channels, "kernel_shape": kernel}
-    for name in ("strides", "pads", "dilations"):
-        value = node_attribute(node, name, None)
-        if value:
-            attributes[name] = list(value)
-    auto_pad = node_attribute(node, "auto_pad", b"NOTSET")
-    if auto_pad not in (b"NOTSET", "NOTSET"):
-        attributes["auto_pad"] = auto_pad
-    return [
-        constant_node(f"{tag}__weights", weights),
-        helper.make_node("Conv", [node.input[0], f"{tag}__weights"], [node.output[0]], name=f"{tag}__conv", **attributes),
-    ]
-
-
-def _pool_problem(node, channels):
-    """Why ``node`` cannot be written as a depthwise convolution, or None."""
-    auto_pad = node_attribute(node, "auto_pad", b"NOTSET")
-    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
-    padded = any(node_attribute(node, "pads", [])) or auto_pad.startswith("SAME")
-    if node_attribute(node, "ceil_mode", 0):
-        return "ceil_mode=1 (torch: ceil_mode=True)"
-    if padded and not node_attribute(node, "count_include_pad", 0):
-        return "padding excluded from the average (torch: count_include_pad=False)"
-    if channels is None:
-        return "an input whose number of channels shape inference cannot tell"
-    return None
-
-
-def average_pools_as_convolutions(model):
-    """Return a copy of ``model`` whose ``AveragePool`` nodes are depthwise convolutions.
-
-    An average over a window is a convolution of each channel with a
-    kernel of ``1 / kernel size``: the same values (to float rounding) and
-    gradient, and the gradient of ``Conv`` works with a free batch size,
-    unlike the CPU kernel of ``AveragePoolGrad`` in onnxruntime 1.19.2
-    (see the module's documentation).
-
-    Raises
-    ------
-    UntrainableModelError
-        For an ``AveragePool`` that needs a gradient and that a convolution
-        cannot reproduce (``ceil_mode``, padding left out of the average).
-
-    Examples
-    --------
-    >>> import torch
-    >>> from helpers.core.torch_export import export_for_training
-    >>> net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.AvgPool2d(2))
-    >>> model = average_pools_as_convolutions(export_for_training(net, torch.zeros(1, 1, 6, 6)))
-    >>> [n.op_type for n in model.graph.node]
-    ['Conv', 'Constant', 'Conv']
-    """
-    if not any(is_onnx_op(n, "AveragePool") for n in model.graph.node):
-        return model
-    shapes, trained = value_shapes(model), _depends_on_weights(model)
-    nodes = []
-    for index, node in enumerate(model.graph.node):
-        if not is_onnx_op(node, "AveragePool") or node.input[0] not in trained:
-            nodes.append(node)
-            continue
-        shape = shapes.get(node.input[0])
-        channels = shape[1] if shape is not None and len(shape) > 2 else None
-        problem = _pool_problem(node, channels)
-        if problem is not None:
-            raise UntrainableModelError(
-                f"onnxruntime {onnxruntime.__version__} cannot train AveragePool {node.name!r} with {problem}: the "
-                "CPU kernel of its gradient crashes the process with a free batch size, and this pooling has no "
-                "exact rewrite as a convolution. Use count_include_pad=True and ceil_mode=False, or a "
-                "convolution with stride."
-            )
-        nodes.extend(_pool_as_convolution(node, channels, index))
-    return copy_with_nodes(model, nodes)
-
-
 def _conv_groups(node):
     return node_attribute(node, "group", 1)
 
@@ -221,9 +141,6 @@ def _conv_in_two_dimensions(node, opset, index):
     pads = node_attribute(node, "pads", None)
     if pads:
         attributes["pads"] = [0, pads[0], 0, pads[1]]
-    auto_pad = node_attribute(node, "auto_pad", b"NOTSET")
-    if auto_pad not in (b"NOTSET", "NOTSET"):
-        attributes["auto_pad"] = auto_pad
     inputs = [f"{tag}__x", f"{tag}__w", *node.input[2:]]
     return [
         *_on_axis("Unsqueeze", x, f"{tag}__x", 2, opset, f"{tag}__unsqueeze_x"),
@@ -313,6 +230,8 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     model = instance_norms_written_out(model)
     model = masked_padding_rows(with_layer_norm_statistics(model))
     model = activations_with_gradients(model, TRAINING_PREFIX)
+    model = explicit_pads(model)
+    model = non_constant_pads_as_gathers(model)
     model = average_pools_as_convolutions(model)
     model = grouped_convolutions_in_two_dimensions(model)
     model, statistics = decompose_batch_norm(model)
