@@ -28,10 +28,10 @@ operators that have one; the model a user exports keeps the original node.
 import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_shapes
+from .graph_values import constant_value, shapes_of_a_run
 from .runtime import _REPLACEMENTS, UntrainableModelError, main_opset
 from .training_graph import TRAINING_PREFIX, _depends_on_weights
 
@@ -156,8 +156,9 @@ def _transposed_convolution(node, weight_shape, index):
         x = f"{tag}__cropped"
     conv_pads = [max(0, b) for b in begins] + [max(0, e) for e in ends]
     return nodes + [
-        _node("Conv", [x, f"{tag}__weights", *node.input[2:]], node.output[0], group=group,
-              kernel_shape=kernel, dilations=dilations, pads=conv_pads),
+        helper.make_node("Conv", [x, f"{tag}__weights", *node.input[2:]], [node.output[0]],
+                         name=node.name or tag, group=group, kernel_shape=kernel,
+                         dilations=dilations, pads=conv_pads),
     ]
 
 
@@ -200,28 +201,6 @@ def transposed_convolutions_as_convolutions(model):
             raise _refusal(node, problem)
         nodes.extend(_transposed_convolution(node, weight_shape, index))
     return copy_with_nodes(model, nodes)
-
-
-def _constant_value(model, name):
-    """The value of ``name`` when constants and initializers alone compute it, else None."""
-    producers = {output: node for node in model.graph.node for output in node.output}
-    initializers = {i.name: i for i in model.graph.initializer}
-    needed, pending = {}, [name]
-    while pending:
-        value = pending.pop()
-        if not value or value in initializers or id(producers.get(value)) in needed:
-            continue
-        if value not in producers:
-            return None  # a graph input
-        needed[id(producers[value])] = producers[value]
-        pending.extend(producers[value].input)
-    nodes = [node for node in model.graph.node if id(node) in needed]
-    graph = helper.make_graph(
-        nodes, "constant", [], [helper.make_tensor_value_info(name, TensorProto.UNDEFINED, None)],
-        initializer=[initializers[i] for node in nodes for i in node.input if i in initializers],
-    )
-    evaluator = ReferenceEvaluator(helper.make_model(graph, opset_imports=model.opset_import))
-    return evaluator.run(None, {})[0]
 
 
 def interpolation_matrix(size, factor, align_corners):
@@ -311,7 +290,7 @@ def _resize_factors(node, model, in_shape, out_shape):
     """``(factors, None)``, the integer factor of each spatial axis, or ``(None, problem)``."""
     scales = node.input[2] if len(node.input) > 2 else ""
     if scales:
-        value = _constant_value(model, scales)
+        value = constant_value(model, scales)
         if value is None:
             return None, "scales computed at run time"
         ratios = [float(s) for s in value]
@@ -353,8 +332,12 @@ def resizes_as_repeats_and_products(model):
     """
     if not any(is_onnx_op(n, "Resize") for n in model.graph.node):
         return model
-    shapes, trained = value_shapes(model, data_prop=True), _depends_on_weights(model)
-    opset = main_opset(model)
+    shapes, trained, opset = value_shapes(model), _depends_on_weights(model), main_opset(model)
+    resizes = [n for n in model.graph.node if is_onnx_op(n, "Resize")]
+    unknown = [name for n in resizes for name in (n.input[0], n.output[0])
+               if shapes.get(name) is None or None in shapes[name][1:]]
+    if unknown:
+        shapes.update(shapes_of_a_run(model, unknown))
     nodes = []
     for index, node in enumerate(model.graph.node):
         if not is_onnx_op(node, "Resize"):
