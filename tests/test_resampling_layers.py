@@ -248,3 +248,34 @@ def test_grouped_3d_transposed_convolution_is_refused_by_name():
     onx = export_for_training(module, torch.zeros(2, 4, 2, 2, 2))
     with pytest.raises(UntrainableModelError, match=r"convolution '/ConvTranspose' \(group=2"):
         training_graph(onx)
+
+
+@pytest.mark.parametrize(
+    "options, attributes, target",
+    [
+        (dict(scale_factor=2), dict(mode="nearest", coordinate_transformation_mode="asymmetric",
+                                    nearest_mode="floor"), "scales"),
+        (dict(scale_factor=2, mode="bilinear"),
+         dict(mode="linear", coordinate_transformation_mode="half_pixel"), "scales"),
+        (dict(size=(8, 10), mode="bilinear", align_corners=True),
+         dict(mode="linear", coordinate_transformation_mode="align_corners"), "sizes"),
+    ],
+    ids=["nearest", "bilinear", "bilinear_size_align_corners"],
+)
+def test_torch_writes_the_resize_attributes_the_rewrite_reads(options, attributes, target):
+    """torch 2.13's TorchScript exporter, opset 17: the combinations the rewrite reproduces."""
+    model = export_for_training(nn.Upsample(**options), torch.zeros(2, 3, 4, 5))
+    (node,) = [n for n in model.graph.node if n.op_type == "Resize"]
+    written = {a.name: a.s.decode() for a in node.attribute if a.s}
+    assert {name: written.get(name) for name in attributes} == attributes
+    expected = [True] if target == "scales" else [False, True]  # scales, or no scales and sizes
+    assert [bool(name) for name in node.input[2:]] == expected
+
+
+@pytest.mark.parametrize("module", [nn.ConvTranspose2d(2, 2, 3, stride=2), nn.Upsample(scale_factor=2)],
+                         ids=["conv_transpose", "upsample"])
+def test_models_of_opset_12_are_refused_by_name(module):
+    onx = export_for_training(nn.Sequential(nn.Conv2d(2, 2, 1), module), torch.zeros(2, 2, 4, 4),
+                              opset_version=12)
+    with pytest.raises(UntrainableModelError, match=r"opset 12 \(export with opset_version=13"):
+        training_graph(onx)
