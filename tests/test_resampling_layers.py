@@ -272,8 +272,9 @@ def test_torch_writes_the_resize_attributes_the_rewrite_reads(options, attribute
     assert [bool(name) for name in node.input[2:]] == expected
 
 
-@pytest.mark.parametrize("module", [nn.ConvTranspose2d(2, 2, 3, stride=2), nn.Upsample(scale_factor=2)],
-                         ids=["conv_transpose", "upsample"])
+@pytest.mark.parametrize(
+    "module", [nn.ConvTranspose2d(2, 2, 3, stride=2), nn.Upsample(scale_factor=2)], ids=["transposed", "upsample"]
+)
 def test_models_of_opset_12_are_refused_by_name(module):
     onx = export_for_training(nn.Sequential(nn.Conv2d(2, 2, 1), module), torch.zeros(2, 2, 4, 4),
                               opset_version=12)
