@@ -273,7 +273,8 @@ def test_torch_writes_the_resize_attributes_the_rewrite_reads(options, attribute
 
 
 @pytest.mark.parametrize(
-    "module", [nn.ConvTranspose2d(2, 2, 3, stride=2), nn.Upsample(scale_factor=2)], ids=["transposed", "upsample"]
+    "module", [nn.ConvTranspose2d(2, 2, 3, stride=2), nn.Upsample(scale_factor=2)],
+    ids=["transposed", "upsample"],
 )
 def test_models_of_opset_12_are_refused_by_name(module):
     onx = export_for_training(nn.Sequential(nn.Conv2d(2, 2, 1), module), torch.zeros(2, 2, 4, 4),
