@@ -44,8 +44,7 @@ def _refusal(node, problem):
     return UntrainableModelError(
         f"onnxruntime {onnxruntime.__version__} cannot train this model: no gradient for "
         f"{node.op_type}, and the training graph cannot rewrite {node.op_type} {node.name!r} "
-        f"with {problem}. "
-        f"Replace it: {_REPLACEMENTS[node.op_type]}."
+        f"with {problem}. Replace it: {_REPLACEMENTS[node.op_type]}."
     )
 
 
@@ -295,7 +294,7 @@ def _resize_factors(node, model, in_shape, out_shape):
             return None, "scales computed at run time"
         ratios = [float(s) for s in value]
     elif in_shape is None or out_shape is None or None in in_shape[1:] + out_shape[1:]:
-        return None, "sizes, and an input size that shape inference cannot tell"
+        return None, f"sizes, and sizes that are not fixed (input {in_shape}, output {out_shape})"
     else:
         ratios = [1.0] + [o / i for o, i in zip(out_shape[1:], in_shape[1:])]
     if ratios[:2] != [1.0, 1.0]:
@@ -319,7 +318,8 @@ def resizes_as_repeats_and_products(model):
     UntrainableModelError
         For a ``Resize`` computed from the weights that has no such rewrite:
         ``cubic`` mode, factors that are not integers, a linear
-        interpolation of an input whose size shape inference cannot tell.
+        interpolation of an input whose size is not fixed (neither shape
+        inference nor a run on zeros of the nodes before it tells it).
 
     Examples
     --------
@@ -349,7 +349,7 @@ def resizes_as_repeats_and_products(model):
         if problem is None:
             factors, problem = _resize_factors(node, model, in_shape, shapes.get(node.output[0]))
         if problem is None and linear and (in_shape is None or None in in_shape[2:]):
-            problem = "mode='linear', and an input size that shape inference cannot tell"
+            problem = f"mode='linear', and an input size that is not fixed ({in_shape})"
         if problem is not None and node.input[0] in trained:
             raise _refusal(node, problem)
         x, y = node.input[0], node.output[0]
@@ -357,9 +357,8 @@ def resizes_as_repeats_and_products(model):
         if problem is not None:
             nodes.append(node)
         elif linear:
-            corners = _text(node_attribute(node, "coordinate_transformation_mode"))
-            corners = corners == "align_corners"
-            nodes.extend(_interpolation(x, y, in_shape[2:], factors, corners, tag))
+            align = _text(node_attribute(node, "coordinate_transformation_mode")) == "align_corners"
+            nodes.extend(_interpolation(x, y, in_shape[2:], factors, align, tag))
         else:
             nodes.extend(_spread(x, factors, y, tag, "repeat"))
     return copy_with_nodes(model, nodes)

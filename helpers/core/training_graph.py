@@ -23,6 +23,7 @@ inference is never rewritten.
   height of one (:func:`grouped_convolutions_in_two_dimensions`); a grouped
   3-D convolution has no such way out and is refused.
 * ``BatchNormalization``: see :mod:`helpers.core.batch_norm`.
+* ``ConvTranspose`` and ``Resize``, which have no gradient: see :mod:`helpers.core.resampling`.
 * The speed rewrites of :mod:`helpers.core.gradient_rewrites` (``Relu`` as a
   mask, a named batch dimension), when ``fast_gradients`` is on.
 """
