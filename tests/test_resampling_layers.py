@@ -282,3 +282,19 @@ def test_models_of_opset_12_are_refused_by_name(module):
                               opset_version=12)
     with pytest.raises(UntrainableModelError, match=r"opset 12 \(export with opset_version=13"):
         training_graph(onx)
+
+
+def test_nearest_upsampling_and_transposed_convolution_need_no_fixed_size():
+    """Repeats and the spread input are shaped at run time: a free length trains as torch."""
+    torch.manual_seed(0)
+    module = nn.Sequential(
+        nn.Conv1d(2, 3, 1), nn.Upsample(scale_factor=2), nn.ConvTranspose1d(3, 2, 3, stride=2),
+        nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(2, 1),
+    )
+    X = np.random.default_rng(0).standard_normal((12, 2, 5)).astype(np.float32)
+    y = X[:, :1, 0] ** 2
+    onx = export_for_training(module, torch.from_numpy(X[:2]), dynamic_axes={"x": {0: "N", 2: "L"}})
+    _, torch_losses = torch_fit(copy.deepcopy(module), X, y, "squared_error", len(X), 3,
+                                LEARNING_RATE)
+    opt = _optimizer("forward_backward", onx, 3, len(X)).fit(X, y)
+    np.testing.assert_allclose(opt.train_losses_, torch_losses, rtol=1e-4)
