@@ -37,7 +37,7 @@ TRANSPOSED_CASES = {
     "1d_grouped_no_bias_cropped": (
         1, dict(kernel_size=3, stride=3, padding=2, output_padding=1, groups=2, bias=False), (6,)
     ),
-    "1d_padding_wider_than_kernel": (1, dict(kernel_size=4, padding=3), (9,)),
+    "1d_padding_wider_than_kernel": (1, dict(kernel_size=2, padding=2), (9,)),  # crops both ends
     "1d_dilated": (1, dict(kernel_size=3, stride=2, dilation=3, padding=2), (5,)),
     "2d_stride2_kernel4": (2, dict(kernel_size=4, stride=2, padding=1), (4, 5)),
     "2d_grouped_dilated": (
@@ -46,6 +46,9 @@ TRANSPOSED_CASES = {
     "2d_per_axis_options": (
         2, dict(kernel_size=(2, 3), stride=(2, 1), padding=(0, 1), output_padding=(1, 0),
                 dilation=(1, 2), bias=False), (3, 5),
+    ),
+    "2d_padding_wider_than_kernel_on_one_axis": (
+        2, dict(kernel_size=(2, 3), stride=(1, 2), padding=(2, 0)), (5, 4)
     ),
     "3d_stride2": (3, dict(kernel_size=2, stride=2, padding=1), (3, 4, 2)),
 }
