@@ -7,9 +7,9 @@ number of channels of its input.
 import onnx
 
 
-def _inferred_values(model, data_prop=False):
+def _inferred_values(model):
     try:
-        graph = onnx.shape_inference.infer_shapes(model, data_prop=data_prop).graph
+        graph = onnx.shape_inference.infer_shapes(model).graph
     except Exception:  # noqa: BLE001 - models shape inference rejects keep what they declare
         graph = model.graph
     return [*graph.input, *graph.value_info, *graph.output]
@@ -46,12 +46,10 @@ def tensor_dims(value_info):
     return [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
 
 
-def value_shapes(model, data_prop=False):
+def value_shapes(model):
     """The dimensions of every value of the main graph: ints where fixed, None where not.
 
-    A value whose rank is unknown maps to None. With ``data_prop``, shape
-    inference also follows the values of shapes computed in the graph
-    (``Shape``, ``Concat``, ...), as in the sizes of a ``Resize``.
+    A value whose rank is unknown maps to None.
 
     Examples
     --------
@@ -59,6 +57,6 @@ def value_shapes(model, data_prop=False):
     >>> value_shapes(mlp_onnx(3, hidden=(4,)))["hidden0"]
     [None, 4]
     """
-    shapes = {value.name: tensor_dims(value) for value in _inferred_values(model, data_prop)}
+    shapes = {value.name: tensor_dims(value) for value in _inferred_values(model)}
     shapes.update({i.name: list(i.dims) for i in model.graph.initializer})
     return shapes

@@ -301,9 +301,9 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     True
     """
     model = with_layer_norm_statistics(model)
-    from .resampling import resizes_as_repeats_and_products, transposed_convolutions_as_convolutions  # noqa: PLC0415
-    model = transposed_convolutions_as_convolutions(model)
-    model = resizes_as_repeats_and_products(model)
+    from . import resampling  # noqa: PLC0415 (it imports names of this module)
+    model = resampling.transposed_convolutions_as_convolutions(model)
+    model = resampling.resizes_as_repeats_and_products(model)
     model = average_pools_as_convolutions(model)
     model = grouped_convolutions_in_two_dimensions(model)
     model, statistics = decompose_batch_norm(model)
