@@ -34,7 +34,10 @@ def tanh_regressor():
 
 
 def upsampling_model():
-    """A model onnxruntime cannot train: ``interpolate`` exports to ``Resize``, which has no gradient.
+    """A model onnxruntime cannot train: ``interpolate`` by 1.5 exports to a ``Resize``, which has no gradient.
+
+    The training graph rewrites upsamplings by integer factors
+    (:mod:`helpers.core.resampling`), not this one.
 
     Examples
     --------
@@ -49,7 +52,7 @@ def upsampling_model():
 
         def forward(self, x):
             h = self.linear(x).unsqueeze(1)
-            return nn.functional.interpolate(h, scale_factor=2.0, mode="nearest").sum(dim=2)
+            return nn.functional.interpolate(h, scale_factor=1.5, mode="nearest").sum(dim=2)
 
     return Upsample()
 

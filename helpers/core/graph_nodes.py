@@ -14,6 +14,9 @@ from onnx import TensorProto, helper, numpy_helper
 #: The names of the standard ONNX domain in a node.
 ONNX_DOMAINS = ("", "ai.onnx")
 
+#: Prefix of the names of the nodes and values the training graph's rewrites add.
+TRAINING_PREFIX = "training__"
+
 
 def is_onnx_op(node, *op_types):
     """Whether ``node`` is one of ``op_types`` of the standard ONNX domain (any of its operators when none is given).
@@ -72,3 +75,24 @@ def copy_with_nodes(model, nodes):
     del copy.graph.node[:]
     copy.graph.node.extend(nodes)
     return copy
+
+
+def depends_on_weights(model):
+    """The values of ``model``'s graph computed from a float initializer (which may need a gradient).
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> w = numpy_helper.from_array(np.ones((2, 2), dtype=np.float32), "w")
+    >>> graph = helper.make_graph(
+    ...     [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["x"], ["r"])],
+    ...     "g", [], [], [w])
+    >>> sorted(depends_on_weights(helper.make_model(graph)))
+    ['h', 'w']
+    """
+    floats = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16)
+    reached = {i.name for i in model.graph.initializer if i.data_type in floats}
+    for node in model.graph.node:
+        if any(name in reached for name in node.input):
+            reached.update(node.output)
+    return reached

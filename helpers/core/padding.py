@@ -27,7 +27,14 @@ import onnxruntime
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
+from .graph_nodes import (
+    TRAINING_PREFIX,
+    constant_node,
+    copy_with_nodes,
+    depends_on_weights,
+    is_onnx_op,
+    node_attribute,
+)
 from .graph_shapes import value_shapes
 from .runtime import UntrainableModelError, main_opset
 
@@ -54,7 +61,6 @@ def training_tag(kind, index, node):
     >>> training_tag("pad", 3, helper.make_node("Pad", ["x", "p"], ["y"], name="/Pad"))
     'training__pad__3__/Pad'
     """
-    from .training_graph import TRAINING_PREFIX  # noqa: PLC0415 (training_graph imports padding)
 
     return f"{TRAINING_PREFIX}{kind}__{index}__{node.name or node.output[0]}"
 
@@ -78,9 +84,8 @@ def needing_gradient(model):
     >>> "X" in weights, "X" in any_input, "hidden0" in weights
     (False, True, True)
     """
-    from .training_graph import _depends_on_weights  # noqa: PLC0415 (it imports padding)
 
-    weights = _depends_on_weights(model)
+    weights = depends_on_weights(model)
     inputs = {i.name for i in model.graph.input if i.type.tensor_type.elem_type in _FLOATS}
     reached = weights | inputs
     for node in model.graph.node:

@@ -22,7 +22,11 @@ from onnx import helper
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_shapes
 from .padding import (
-    explicit_pads, needing_gradient, spatial_sizes, training_tag, window_attributes,
+    explicit_pads,
+    needing_gradient,
+    spatial_sizes,
+    training_tag,
+    window_attributes,
     with_attributes,
 )
 from .runtime import UntrainableModelError

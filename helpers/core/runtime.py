@@ -45,8 +45,10 @@ class UntrainableModelError(ValueError):
     >>> from onnx import helper
     >>> model = helper.make_model(helper.make_graph([helper.make_node("Resize", ["x"], ["y"])], "g", [], []))
     >>> error = explain_untrainable(model, RuntimeError("no implementation for ResizeGrad(1) node"))
-    >>> isinstance(error, UntrainableModelError), str(error).split(": ")[1]
-    (True, "no gradient for Resize on this device (node 'y'). Replace it in the model (a nearest-neighbour upsampling written as expand and reshape, x[:, :, :, None, :, None].expand(n, c, h, 2, w, 2).reshape(n, c, 2 * h, 2 * w)), or train only the weights after it (weights_to_train).")
+    >>> isinstance(error, UntrainableModelError), str(error).split(". ")[0]
+    (True, "onnxruntime 1.19.2 cannot train this model: no gradient for Resize on this device (node 'y')")
+    >>> _REPLACEMENTS["Resize"] in str(error)
+    True
     """
 
 
@@ -103,9 +105,11 @@ def explain_untrainable(model, error):
 
 #: What to use instead of operators without a gradient.
 _REPLACEMENTS = {
-    "Resize": "a nearest-neighbour upsampling written as expand and reshape, "
-    "x[:, :, :, None, :, None].expand(n, c, h, 2, w, 2).reshape(n, c, 2 * h, 2 * w)",
-    "ConvTranspose": "an upsampling written as expand and reshape followed by a Conv",
+    "Resize": "nn.Upsample or F.interpolate with mode='nearest', 'linear', 'bilinear' or 'trilinear' "
+    "by an integer scale_factor (or to a multiple of a known input size), which the training graph "
+    "rewrites; for another factor, such an upsampling followed by a pooling or a strided Conv",
+    "ConvTranspose": "nn.ConvTranspose1d, 2d or 3d as torch exports it (opset 13 or later), which the "
+    "training graph rewrites as a Conv; or an upsampling (nn.Upsample(scale_factor=2)) followed by a Conv",
     "Round": "no rounding while training, or a straight-through estimator written in torch",
     "InstanceNormalization": "give the model's inputs a shape: the training graph writes it out where shape "
     "inference tells its input's rank; torch's InstanceNorm trains with track_running_stats=False only",

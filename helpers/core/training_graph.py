@@ -28,6 +28,7 @@ inference is never rewritten.
   :mod:`helpers.core.embedding_padding`.
 * ``Elu``, ``Celu``, ``Selu``, ``Softplus``, ``HardSigmoid``, ``HardSwish``,
   ``PRelu``: no gradient in 1.19.2; see :mod:`helpers.core.activations`.
+* ``ConvTranspose`` and ``Resize``, which have no gradient: see :mod:`helpers.core.resampling`.
 * The speed rewrites of :mod:`helpers.core.gradient_rewrites` (``Relu`` as a
   mask, a named batch dimension), when ``fast_gradients`` is on.
 """
@@ -40,15 +41,26 @@ from .activations import activations_with_gradients
 from .batch_norm import decompose_batch_norm
 from .embedding_padding import masked_padding_rows
 from .gradient_rewrites import rewrite_for_training
-from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
+from .graph_nodes import (
+    TRAINING_PREFIX,
+    constant_node,
+    copy_with_nodes,
+    depends_on_weights,
+    is_onnx_op,
+    node_attribute,
+)
 from .graph_shapes import value_shapes
-from .normalization import instance_norms_written_out, layer_norms_of_one_value_written_out
+from .normalization import (
+    instance_norms_written_out,
+    layer_norms_of_one_value_written_out,
+)
 from .padding import explicit_pads, non_constant_pads_as_gathers
 from .pooling import average_pools_as_convolutions
+from .resampling import (
+    resizes_as_repeats_and_products,
+    transposed_convolutions_as_convolutions,
+)
 from .runtime import UntrainableModelError, main_opset
-
-#: Prefix of the names of the nodes and values these rewrites add.
-TRAINING_PREFIX = "training__"
 
 TrainingGraph = namedtuple("TrainingGraph", ["model", "statistics"])
 TrainingGraph.__doc__ = """What :func:`training_graph` returns: ``(model, statistics)``.
@@ -101,15 +113,6 @@ def with_layer_norm_statistics(model):
         del node.output[:]
         node.output.extend(outputs)
     return copy
-
-
-def _depends_on_weights(model):
-    """The values of the graph computed from a float initializer (which may need a gradient)."""
-    reached = {i.name for i in model.graph.initializer if i.data_type in (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16)}
-    for node in model.graph.node:
-        if any(name in reached for name in node.input):
-            reached.update(node.output)
-    return reached
 
 
 def _conv_groups(node):
@@ -174,7 +177,7 @@ def grouped_convolutions_in_two_dimensions(model):
     grouped = [n for n in model.graph.node if is_onnx_op(n, "Conv") and _conv_groups(n) > 1]
     if not grouped:
         return model
-    shapes, trained, opset = value_shapes(model), _depends_on_weights(model), main_opset(model)
+    shapes, trained, opset = value_shapes(model), depends_on_weights(model), main_opset(model)
     nodes = []
     for index, node in enumerate(model.graph.node):
         shape = shapes.get(node.input[1]) if node.op_type == "Conv" else None
@@ -232,6 +235,8 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     model = activations_with_gradients(model, TRAINING_PREFIX)
     model = explicit_pads(model)
     model = non_constant_pads_as_gathers(model)
+    model = transposed_convolutions_as_convolutions(model)
+    model = resizes_as_repeats_and_products(model)
     model = average_pools_as_convolutions(model)
     model = grouped_convolutions_in_two_dimensions(model)
     model, statistics = decompose_batch_norm(model)
