@@ -10,14 +10,19 @@
   :mod:`~helpers.core.graph_shapes`, :mod:`~helpers.core.inference_mode`:
   reading, editing and running ONNX graphs, and the graph of a model in
   inference mode;
-* :mod:`~helpers.core.torch_export`: forward-only models exported from torch;
-* :mod:`~helpers.core.training_graph`, :mod:`~helpers.core.batch_norm`,
+* :mod:`~helpers.core.torch_export`, :mod:`~helpers.core.torch_symbolics`:
+  forward-only models exported from torch, with the layer options the
+  exporter drops recorded or written exactly;
+* :mod:`~helpers.core.training_graph` and its rewrites
+  (:mod:`~helpers.core.activations`, :mod:`~helpers.core.padding`,
+  :mod:`~helpers.core.pooling`, :mod:`~helpers.core.resampling`,
+  :mod:`~helpers.core.normalization`, :mod:`~helpers.core.batch_norm`,
   :mod:`~helpers.core.running_statistics`, :mod:`~helpers.core.embedding_padding`,
-  :mod:`~helpers.core.gradient_rewrites`, :mod:`~helpers.core.graph_nodes`:
-  the graph onnxruntime's gradient builders are given (layers it cannot
-  train as exported, rewritten; batch normalization and its running
-  statistics; embeddings' padding rows; faster exact gradients; the node-level pieces these rewrites
-  share);
+  :mod:`~helpers.core.gradient_rewrites`), with :mod:`~helpers.core.graph_nodes`
+  and :mod:`~helpers.core.graph_values`: the graph onnxruntime's gradient
+  builders are given (layers it cannot train as exported, rewritten exactly;
+  batch normalization and its running statistics; embeddings' padding rows;
+  faster exact gradients; the node-level pieces these rewrites share);
 * :mod:`~helpers.core.learning_rates`, :mod:`~helpers.core.update_rules`,
   :mod:`~helpers.core.penalties`, :mod:`~helpers.core.loss_graphs`: the
   training vocabulary (schedules, torch's update rules, penalties, losses),
