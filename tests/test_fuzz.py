@@ -17,8 +17,8 @@ from model_fuzz.paths import PATHS, run_path
 from model_fuzz.runner import run_tasks
 
 #: Seeds whose models hold, together, every layer, option and input of the grammar
-#: (a greedy cover of seeds 0-299): a few seconds each, all three paths.
-FAST_SEEDS = [3, 4, 6, 22, 45, 46, 58, 79, 105, 109, 128, 179, 198, 225, 265, 276]
+#: (a greedy cover of seeds 0-299 that leaves out the exporter's own limits): about a second each.
+FAST_SEEDS = [4, 6, 7, 22, 35, 45, 46, 68, 75, 79, 103, 128, 152, 158, 172, 198, 276, 297]
 
 #: The torch layers the grammar draws.
 GRAMMAR_LAYERS = {

@@ -94,7 +94,7 @@ def close(actual, expected, what, expected64=None, rtol=RTOL):
     >>> close([1.0], [1.1], "losses")
     Traceback (most recent call last):
     ...
-    model_fuzz.paths.Disagreement: losses: 1 of 1 values differ, the worst 1.0 against 1.1
+    model_fuzz.paths.Disagreement: losses: 1 of 1 values differ, the worst 1 against 1.1
     >>> close([1.0], [1.1], "losses", expected64=[1.09])
     """
     actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
