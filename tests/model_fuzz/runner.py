@@ -58,10 +58,12 @@ def run_child(tasks):
     from .paths import run_path
 
     torch.set_num_threads(1)
+    results = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # what the exporter or onnxruntime print goes to stderr, not among the results
     models = {}
     for seed, path in tasks:
         model = models.setdefault(seed, generate_model(seed))
-        print(json.dumps(dataclasses.asdict(run_path(model, path))), flush=True)
+        print(json.dumps(dataclasses.asdict(run_path(model, path))), file=results, flush=True)
 
 
 def _child_environment():
@@ -120,9 +122,10 @@ def run_tasks(tasks, time_limit=PATH_TIME_LIMIT, command=child_command):
                 if line is None:
                     child.wait()
                     errors.seek(0)
-                    tail = " | ".join(errors.read().strip().splitlines()[-3:])
+                    tail = re.sub(r"\x1b\[[0-9;]*m", "", errors.read()).strip().splitlines()[-3:]
                     kind = "crash"
-                    detail = f"the child process ended with code {child.returncode}: {tail}"
+                    ended = f"the child process ended with code {child.returncode}"
+                    detail = "\n".join([ended, *tail])
                     break
                 if line.startswith("{"):
                     outcomes.append(Outcome(**json.loads(line)))
