@@ -173,22 +173,28 @@ def summary_table(outcomes):
     return "\n".join(lines)
 
 
-def report(outcomes, sources):
-    """The report: the table, each kind of failure and its seeds, each failing model's code."""
-    failures = [o for o in outcomes if o.failed]
-    seeds = sorted({o.seed for o in outcomes})
+def _by_signature(outcomes):
+    """``- signature: seed/path, ...`` lines, one per kind of outcome."""
     kinds = collections.defaultdict(list)
-    for outcome in failures:
+    for outcome in outcomes:
         kinds[failure_signature(outcome)].append(f"{outcome.seed}/{outcome.path}")
+    return [f"- {kind}: {', '.join(cases)}" for kind, cases in sorted(kinds.items())] or ["none"]
+
+
+def report(outcomes, sources):
+    """The report: the table, each kind of failure and of refusal, each failing model's code."""
+    failures = [o for o in outcomes if o.failed]
+    failing = sorted({o.seed for o in failures})
     parts = [
-        f"# Model fuzzer: {len(seeds)} seeds, {len(failures)} failures", "",
+        f"# Model fuzzer: {len({o.seed for o in outcomes})} seeds, "
+        f"{len(failures)} failures in {len(outcomes)} trainings", "",
         summary_table(outcomes), "",
-        f"Failing seeds: {', '.join(map(str, sorted({o.seed for o in failures}))) or 'none'}", "",
-        "## Kinds of failure (seed/path)", "",
+        f"Failing seeds: {', '.join(map(str, failing)) or 'none'}", "",
+        "## Kinds of failure (seed/path)", "", *_by_signature(failures), "",
+        "## Refusals (seed/path)", "", *_by_signature([o for o in outcomes if o.kind == "refused"]),
+        "", "## Failures", "",
     ]
-    parts += [f"- {kind}: {', '.join(cases)}" for kind, cases in sorted(kinds.items())] or ["none"]
-    parts += ["", "## Failures", ""]
-    for seed in sorted({o.seed for o in failures}):
+    for seed in failing:
         parts.append(f"### Seed {seed}  (rerun: make fuzz FUZZ_SEEDS={seed})")
         parts += [f"- {o.path}: {o.kind}: {o.detail}" for o in failures if o.seed == seed]
         parts += ["", "```python", sources[seed].rstrip(), "```", ""]
