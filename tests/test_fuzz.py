@@ -18,7 +18,7 @@ from model_fuzz.runner import run_tasks
 
 #: Seeds whose models hold, together, every layer, option and input of the grammar
 #: (a greedy cover of seeds 0-299 that leaves out the exporter's own limits): about a second each.
-FAST_SEEDS = [4, 6, 7, 22, 35, 45, 46, 68, 75, 79, 103, 128, 152, 158, 172, 198, 276, 297]
+FAST_SEEDS = [6, 12, 18, 32, 35, 36, 39, 45, 58, 63, 87, 131, 152, 177, 229, 246, 258, 268, 283]
 
 #: The torch layers the grammar draws.
 GRAMMAR_LAYERS = {

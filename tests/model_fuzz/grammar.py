@@ -1,15 +1,19 @@
 """Random small torch models: seed N always gives the same model, with source code that rebuilds it.
 
 :func:`generate_model` draws an input (tabular, sequence, image or token
-ids), a few blocks of :mod:`model_fuzz.layers` and a head (a regression of
-one or more outputs, or a classification), with a numpy Generator seeded by
-the seed. Each block is run on a batch as it is drawn, so that only blocks
-torch accepts are kept and the shape of the next one is known. The model's
-source defines ``Model`` and ``build()``, which returns the module (its
-weights from ``torch.manual_seed(seed)``), the samples and the targets: a
-failure prints it, and running it rebuilds the model exactly.
+ids), a few blocks of :mod:`model_fuzz.layers` and a head (a linear layer or
+a small MLP; a regression of one or more outputs, or a classification), with
+a numpy Generator seeded by the seed. Each block is run on a batch as it is
+drawn, so that only blocks torch accepts are kept and the shape of the next
+one is known. The model's source defines ``Model`` and ``build()``, which
+returns the module (its weights from ``torch.manual_seed(seed)``), the
+samples and the targets: a failure prints it, and running it rebuilds the
+model exactly.
 """
+import contextlib
+import copy
 import dataclasses
+import functools
 import textwrap
 import warnings
 
@@ -17,11 +21,21 @@ import numpy as np
 import torch
 from torch import nn
 
+from helpers.teaching.torch_reference import torch_fit
+
 from .layers import draw_block, pick
 
 #: At most this many weights, and this many values per sample before the head.
 MAX_WEIGHTS = 4000
 MAX_FEATURES = 300
+#: The activations of a hidden layer in the head: common ones.
+HEAD_ACTIVATIONS = ["nn.ReLU()", "nn.Tanh()", "nn.GELU()", "nn.SiLU()"]
+#: How every path trains a model: SGD from this learning rate (smaller where torch's own
+#: training diverges with it), full batches for the optimizers (each step's loss is compared)
+#: and minibatches of ``GeneratedModel.batch_size`` for OrtTorchModule.
+LEARNING_RATE = 0.02
+OPTIMIZER_STEPS = 3
+MODULE_EPOCHS = 2
 #: The smallest batch a model sees (OrtTorchModule's last minibatch): blocks are tried on it.
 SMALLEST_BATCH = 2
 
@@ -68,6 +82,9 @@ class GeneratedModel:
         The torch classes and attribute names of its layers: a refusal names one of them.
     dropout : bool
         Whether it holds a Dropout: its training cannot be compared step by step.
+    learning_rate : float
+        SGD's learning rate: ``LEARNING_RATE``, or a quarter of it (or less) where torch's
+        own training would diverge.
     """
 
     seed: int
@@ -76,6 +93,7 @@ class GeneratedModel:
     batch_size: int
     names: tuple
     dropout: bool
+    learning_rate: float = LEARNING_RATE
 
     def build(self):
         """The module, the samples and the targets, as the source builds them."""
@@ -120,25 +138,60 @@ def _stem(rng, holder, inits):
     """The input: samples' shape and source, the first tensor, and the lines an embedding adds."""
     kind = pick(rng, ["tabular", "sequence", "image", "ids"])
     if kind == "ids":
-        length, vocabulary = int(rng.integers(3, 9)), int(rng.integers(6, 17))
+        length, vocabulary = int(rng.integers(3, 11)), int(rng.integers(6, 21))
         padding = pick(rng, [None, 0, vocabulary - 1])
-        width = int(rng.integers(2, 7))
+        width = int(rng.integers(2, 9))
         constructor = f"nn.Embedding({vocabulary}, {width}, padding_idx={padding})"
         holder.add_module("l0", eval(constructor, {"nn": nn}))
         inits.append(f"self.l0 = {constructor}")
         x = holder.l0(torch.randint(0, vocabulary, (SMALLEST_BATCH, length)))
         return f"rng.integers(0, {vocabulary}, (n, {length}))", x, ["x = self.l0(x)"]
     shape = {
-        "tabular": lambda: (int(rng.integers(3, 11)),),
-        "sequence": lambda: (int(rng.integers(1, 5)), int(rng.integers(6, 17))),
+        "tabular": lambda: (int(rng.integers(3, 17)),),
+        "sequence": lambda: (int(rng.integers(1, 7)), int(rng.integers(6, 21))),
         "image": lambda: (
-            int(rng.integers(1, 4)), int(rng.integers(5, 10)), int(rng.integers(5, 10))
+            int(rng.integers(1, 5)), int(rng.integers(5, 13)), int(rng.integers(5, 13))
         ),
     }[kind]()
     x = torch.randn(SMALLEST_BATCH, *shape, requires_grad=True)
     return f"rng.standard_normal((n, {', '.join(map(str, shape))})).astype(np.float32)", x, []
 
 
+@contextlib.contextmanager
+def one_thread():
+    """torch on one thread meanwhile: on models this small, more threads only wait for each other.
+
+    Examples
+    --------
+    >>> with one_thread():
+    ...     torch.get_num_threads()
+    1
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _steady(model):
+    """``model`` with the largest learning rate, down from ``LEARNING_RATE`` by fours, at which
+    torch's training gives finite losses and the full-batch loss grows less than tenfold."""
+    module, X, y = model.build()
+    for _ in range(4):
+        rate = model.learning_rate
+        _, steps = torch_fit(copy.deepcopy(module), X, y, model.loss, len(X), OPTIMIZER_STEPS, rate)
+        _, minibatches = torch_fit(
+            copy.deepcopy(module), X, y, model.loss, model.batch_size, MODULE_EPOCHS, rate
+        )
+        if np.isfinite(steps + minibatches).all() and steps[-1] < 10 * steps[0]:
+            break
+        model = dataclasses.replace(model, learning_rate=rate / 4)
+    return model
+
+
+@functools.lru_cache(maxsize=None)
 def generate_model(seed):
     """The model of ``seed``: always the same for the same seed.
 
@@ -162,7 +215,7 @@ def generate_model(seed):
     rng = np.random.default_rng(seed)
     holder, inits = _Holder(), []
     samples, x, lines = _stem(rng, holder, inits)
-    for _ in range(int(rng.integers(1, 6))):
+    for _ in range(int(rng.integers(2, 6))):
         for _attempt in range(20):
             constructors, line = draw_block(rng, tuple(x.shape[1:]))
             tried = _try_block(holder, x, constructors, line)
@@ -175,11 +228,17 @@ def generate_model(seed):
         lines.append("x = x.flatten(1)")
     classify = bool(rng.random() < 0.35)
     outputs = int(rng.integers(2, 6)) if classify else pick(rng, [1, 1, 2, 3])
-    head = f"nn.Linear({int(np.prod(x.shape[1:]))}, {outputs})"
-    name = f"l{len(holder._modules)}"
-    holder.add_module(name, eval(head, {"nn": nn}))
-    inits.append(f"self.{name} = {head}")
-    lines.append(f"x = self.{name}(x)")
+    features = int(np.prod(x.shape[1:]))
+    head = [f"nn.Linear({features}, {outputs})"]
+    if rng.random() < 0.5:  # a hidden layer: an MLP head
+        hidden = int(rng.integers(8, 33))
+        head = [f"nn.Linear({features}, {hidden})", pick(rng, HEAD_ACTIVATIONS),
+                f"nn.Linear({hidden}, {outputs})"]
+    for constructor in head:
+        name = f"l{len(holder._modules)}"
+        holder.add_module(name, eval(constructor, {"nn": nn}))
+        inits.append(f"self.{name} = {constructor}")
+        lines.append(f"x = self.{name}(x)")
     n = int(rng.integers(16, 25))
     batch_size = pick(rng, [b for b in range(5, 11) if n % b == 0 or n % b >= SMALLEST_BATCH])
     targets = (f"rng.integers(0, {outputs}, n)" if classify
@@ -190,8 +249,9 @@ def generate_model(seed):
         seed=seed, n=n, samples=samples, targets=targets,
     )
     names = {type(m).__name__ for m in holder.modules()} - {"_Holder", "Sequential"}
-    return GeneratedModel(
-        seed=seed, source=source, loss="cross_entropy" if classify else "squared_error",
-        batch_size=batch_size, names=tuple(sorted(names | set(holder._modules))),
-        dropout=any(isinstance(m, nn.Dropout) for m in holder.modules()),
-    )
+    with one_thread():
+        return _steady(GeneratedModel(
+            seed=seed, source=source, loss="cross_entropy" if classify else "squared_error",
+            batch_size=batch_size, names=tuple(sorted(names | set(holder._modules))),
+            dropout=any(isinstance(m, nn.Dropout) for m in holder.modules()),
+        ))

@@ -54,7 +54,7 @@ def dropout(rng, shape):
 
 
 def linear(rng, shape):
-    return [f"nn.Linear({shape[0]}, {int(rng.integers(1, 13))}, bias={_chance(rng, 0.8)})"], _APPLY
+    return [f"nn.Linear({shape[0]}, {int(rng.integers(1, 33))}, bias={_chance(rng, 0.8)})"], _APPLY
 
 
 def batch_norm(rng, shape):
@@ -91,7 +91,7 @@ def _channels(rng, channels):
     kind = pick(rng, ["plain", "plain", "grouped", "depthwise"])
     if kind == "depthwise":
         return channels * int(rng.integers(1, 3)), channels
-    out = int(rng.integers(1, 9))
+    out = int(rng.integers(1, 17))
     if kind == "grouped":
         common = [d for d in _divisors(channels) if out % d == 0]
         return out, pick(rng, common)
@@ -181,7 +181,7 @@ def gate(rng, shape):
 
 
 def concatenation(rng, shape):
-    out = int(rng.integers(1, 7))
+    out = int(rng.integers(1, 9))
     if len(shape) == 1:
         layer = f"nn.Linear({shape[0]}, {out})"
     else:

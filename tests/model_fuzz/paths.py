@@ -50,13 +50,10 @@ from helpers import (
 from helpers.core.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
 
+from .grammar import MODULE_EPOCHS, OPTIMIZER_STEPS, one_thread
+
 PATHS = ("whole", "forward_backward", "torch_module")
 PASSING = ("trains", "refused")
-LEARNING_RATE = 0.02
-#: Steps of the optimizers (full batches: one step an epoch, each step's loss is compared)
-#: and epochs of OrtTorchModule (minibatches of ``GeneratedModel.batch_size``).
-OPTIMIZER_STEPS = 3
-MODULE_EPOCHS = 2
 RTOL, ATOL = 1e-4, 1e-5
 CONDITIONING = 10
 PREDICTION_RTOL = 1e-3
@@ -137,12 +134,14 @@ def _eval_outputs(module, X):
     return _torch_output(module, X), _torch_output(copy.deepcopy(module).double(), _float64(X))
 
 
-def _torch_training(module, X, y, loss, batch_size, epochs):
+def _torch_training(module, X, y, model, batch_size, epochs):
     """torch's SGD on ``module`` and on a float64 copy: ``{what: (float32, float64 value)}``."""
     results = {}
     double = copy.deepcopy(module).double()
     for net, inputs, targets in ((module, X, y), (double, _float64(X), _float64(y))):
-        _, steps = torch_fit(net, inputs, targets, loss, batch_size, epochs, LEARNING_RATE)
+        _, steps = torch_fit(
+            net, inputs, targets, model.loss, batch_size, epochs, model.learning_rate
+        )
         values = {f"trained {name}": value.numpy() for name, value in net.state_dict().items()}
         values["losses of each step"] = np.array(steps)
         values["predict"] = _torch_output(net, inputs)
@@ -163,16 +162,16 @@ def _names_a_layer(message, model, module, X):
     return any(re.search(rf"(?<!\w){re.escape(w)}(?!\w)", message) for w in words)
 
 
-def _optimizer(path, module, X, loss):
+def _optimizer(path, module, X, model):
     onx = export_for_training(module, torch.from_numpy(X[:2]))
     common = dict(
-        max_iter=OPTIMIZER_STEPS, batch_size=len(X), learning_rate=LEARNING_RATE, solver="sgd",
-        random_state=0, validation_every=0, n_threads=1,
+        max_iter=OPTIMIZER_STEPS, batch_size=len(X), learning_rate=model.learning_rate,
+        solver="sgd", random_state=0, validation_every=0, n_threads=1,
     )
     if path == "whole":
-        return OrtGradientOptimizer(add_loss_output(onx, score_name=loss), **common)
+        return OrtGradientOptimizer(add_loss_output(onx, score_name=model.loss), **common)
     return OrtGradientForwardBackwardOptimizer(
-        onx, learning_loss=loss, learning_rate_schedule="constant", **common
+        onx, learning_loss=model.loss, learning_rate_schedule="constant", **common
     )
 
 
@@ -187,7 +186,7 @@ def _compare(actual, torch_values):
 
 
 def _check_optimizer(path, model, module, X, y):
-    opt = _optimizer(path, copy.deepcopy(module), X, model.loss).fit(X, y)
+    opt = _optimizer(path, copy.deepcopy(module), X, model).fit(X, y)
     trained = {**opt.get_state(), **opt.get_running_statistics()}
     if model.dropout:
         _finite(opt.train_losses_, "training")
@@ -197,7 +196,7 @@ def _check_optimizer(path, model, module, X, y):
         expected, expected64 = _eval_outputs(module, X)
         close(opt.predict(X), expected, _WITH_ITS_WEIGHTS, expected64, PREDICTION_RTOL)
         return
-    torch_values = _torch_training(module, X, y, model.loss, len(X), OPTIMIZER_STEPS)
+    torch_values = _torch_training(module, X, y, model, len(X), OPTIMIZER_STEPS)
     missing = sorted(set(n for n, _ in module.named_parameters()) - set(trained))
     if missing:
         raise Disagreement(f"weights not trained: {missing}")
@@ -210,7 +209,7 @@ def _check_optimizer(path, model, module, X, y):
 def _check_torch_module(model, module, X, y):
     ort_module = OrtTorchModule(copy.deepcopy(module), torch.from_numpy(X[:2]), n_threads=1)
     _, ort_steps = torch_fit(
-        ort_module, X, y, model.loss, model.batch_size, MODULE_EPOCHS, LEARNING_RATE
+        ort_module, X, y, model.loss, model.batch_size, MODULE_EPOCHS, model.learning_rate
     )
     trained = ort_module.module
     if model.dropout:
@@ -219,7 +218,7 @@ def _check_torch_module(model, module, X, y):
         predictions = _torch_output(ort_module, X)
         close(predictions, expected, _WITH_ITS_WEIGHTS, expected64, PREDICTION_RTOL)
         return
-    torch_values = _torch_training(module, X, y, model.loss, model.batch_size, MODULE_EPOCHS)
+    torch_values = _torch_training(module, X, y, model, model.batch_size, MODULE_EPOCHS)
     actual = {"losses of each step": ort_steps}
     actual.update({f"trained {name}": v.numpy() for name, v in trained.state_dict().items()})
     actual["predict"] = _torch_output(ort_module, X)
@@ -241,9 +240,14 @@ def run_path(model, path):
     >>> run_path(generate_model(6), "torch_module").kind
     'trains'
     """
+    with one_thread():
+        return _outcome(model, path)
+
+
+def _outcome(model, path):
     module, X, y = model.build()
     try:
-        torch_fit(copy.deepcopy(module), X, y, model.loss, model.batch_size, 1, LEARNING_RATE)
+        torch_fit(copy.deepcopy(module), X, y, model.loss, model.batch_size, 1, model.learning_rate)
     except Exception as error:
         return Outcome(model.seed, path, "reference", _message(error))
     try:

@@ -181,8 +181,11 @@ def _by_signature(outcomes):
     return [f"- {kind}: {', '.join(cases)}" for kind, cases in sorted(kinds.items())] or ["none"]
 
 
-def report(outcomes, sources):
-    """The report: the table, each kind of failure and of refusal, each failing model's code."""
+def report(outcomes, models):
+    """The report: the table, each kind of failure and of refusal, each failing model's code.
+
+    ``models`` maps each failing seed to its :class:`~model_fuzz.grammar.GeneratedModel`.
+    """
     failures = [o for o in outcomes if o.failed]
     failing = sorted({o.seed for o in failures})
     parts = [
@@ -195,9 +198,12 @@ def report(outcomes, sources):
         "", "## Failures", "",
     ]
     for seed in failing:
+        model = models[seed]
         parts.append(f"### Seed {seed}  (rerun: make fuzz FUZZ_SEEDS={seed})")
+        parts.append(f"SGD, learning rate {model.learning_rate:g}, loss {model.loss}, "
+                     f"OrtTorchModule's minibatches of {model.batch_size}")
         parts += [f"- {o.path}: {o.kind}: {o.detail}" for o in failures if o.seed == seed]
-        parts += ["", "```python", sources[seed].rstrip(), "```", ""]
+        parts += ["", "```python", model.source.rstrip(), "```", ""]
     return "\n".join(parts)
 
 
@@ -244,7 +250,7 @@ def main(argv=None):
     from .grammar import generate_model
 
     failing = sorted({o.seed for o in outcomes if o.failed})
-    text = report(outcomes, {seed: generate_model(seed).source for seed in failing})
+    text = report(outcomes, {seed: generate_model(seed) for seed in failing})
     path = args.report or os.path.join(
         os.path.dirname(_TESTS), "results", "local", "fuzz",
         f"seeds-{args.seeds.replace(',', '_')}.md",
