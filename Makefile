@@ -41,13 +41,19 @@ KERNEL_DISPLAY_NAME := Python (ort-training)
 GRID ?= quick
 BENCH_ARGS ?=
 
+# Model fuzzer: seeds (ranges and lists, e.g. 500-999 or 3,17), where the report goes
+# (results/local/fuzz/ by default), seconds a training path may take before it is a hang
+FUZZ_SEEDS ?= 0-499
+FUZZ_REPORT ?=
+FUZZ_TIME_LIMIT ?= 60
+
 # Extra options: make lab LAB_ARGS="--no-browser --port 8888", make test PYTEST_ARGS="-x -v"
 LAB_ARGS ?=
 PYTEST_ARGS ?=
 # Jupyter refuses to run as root unless told to (containers, CI machines).
 LAB_ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup git-filter lab test bench docs docs-test doctor clean
+.PHONY: help setup git-filter lab test fuzz bench docs docs-test doctor clean
 
 help:
 	@echo "Targets:"
@@ -58,6 +64,10 @@ help:
 	@echo "  test    unit tests (tests/) and the docstring examples of helpers, then every"
 	@echo "          notebook with nbval --nbval-lax"
 	@echo "          (PYTEST_ARGS=... passes options to both pytest runs)"
+	@echo "  fuzz    random small torch models (seeds FUZZ_SEEDS=$(FUZZ_SEEDS)), each trained in both"
+	@echo "          optimizers and OrtTorchModule in a child process and compared with torch; a"
+	@echo "          table of outcomes, a report in results/local/fuzz (FUZZ_REPORT=... elsewhere),"
+	@echo "          exit 1 on any failure; FUZZ_TIME_LIMIT=$(FUZZ_TIME_LIMIT) seconds a path"
 	@echo "  bench   run the benchmark sweep into results/local (GRID=quick by default,"
 	@echo "          GRID=full for the reference grid; BENCH_ARGS=... passes options to"
 	@echo "          python -m benchmarks, e.g. \"--jobs 2\" or \"--scheduler tcp://HOST:8786\")"
@@ -157,6 +167,11 @@ docs: setup $(DOCS_STAMP)
 docs-test: setup $(DOCS_STAMP)
 	DOCS_QUICK=1 $(SPHINX) docs/_build/quick
 	DOCS_SITE=docs/_build/quick $(PY) -m pytest -p no:cacheprovider docs/test_site.py
+
+# Two workers: each runs models in child processes, so that an abort or a hang is reported.
+fuzz: setup
+	PYTHONPATH=tests$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m model_fuzz --seeds $(FUZZ_SEEDS) --jobs 2 \
+	  --time-limit $(FUZZ_TIME_LIMIT) $(if $(FUZZ_REPORT),--report $(FUZZ_REPORT))
 
 # Executed benchmark notebooks keep their plots: no MPLBACKEND here. Sweeps go to
 # results/local; only `BENCH_ARGS="--results results/reference"` (with GRID=full)

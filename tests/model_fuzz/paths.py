@@ -1,0 +1,266 @@
+"""One generated model in one training path, compared with torch: the outcome is one word.
+
+``trains``: the path agrees with torch's plain SGD from the same weights on
+the same batches (losses of every step, trained weights, running statistics,
+predictions). ``refused``: it raised, before training, a ``ValueError``
+(``UntrainableModelError`` is one) whose message names a layer of the model:
+one of its torch classes, attribute names (ONNX node names hold them) or the
+ONNX operators of its export. Every other outcome is a failure:
+
+- ``disagrees``: it trained, and a number differs from torch's;
+- ``unnamed refusal``: a ValueError naming none of the model's layers;
+- ``raw error``: any other exception (onnxruntime's ``Fail``, a RuntimeError, the exporter's
+  AssertionError);
+- ``reference``: torch itself could not train the model (a fault of the grammar);
+- ``crash`` and ``hang`` are found by :mod:`model_fuzz.runner`, which runs each model in a child
+  process.
+
+Tolerances: float32 rounding on a few steps of small models. A value agrees
+when ``|actual - expected| <= RTOL * (|expected| + scale / 10)``, where
+``scale`` is the largest magnitude of the compared array, at least 1 (sums
+over an axis make large values whose neighbours' rounding is absolute).
+torch is also trained in float64 from the same weights: where its float32
+result is itself off the float64 one (a normalization of nearly equal values
+divides their rounding by ``sqrt(eps)``), the bound grows by ``CONDITIONING``
+times that error, since onnxruntime's kernels round differently. Predictions,
+compared value by value, are allowed ``PREDICTION_RTOL`` instead: onnxruntime's
+``LayerNormalization`` computes the variance in one pass, E[x²] - E[x]², which
+loses E[x²] / Var(x) ulps on values far from zero and close together (after a
+Sigmoid) where torch loses none; the losses and weights, which average such
+values, keep ``RTOL``.
+
+Dropout draws different masks in torch and onnxruntime, so a model holding
+one is compared by what dropout does: training gives finite losses, and the
+path's predictions (inference, nothing dropped) equal torch's eval-mode
+output with the weights and running statistics the path trained.
+"""
+import copy
+import dataclasses
+import re
+
+import numpy as np
+import torch
+
+from helpers import (
+    OrtGradientForwardBackwardOptimizer,
+    OrtGradientOptimizer,
+    OrtTorchModule,
+    add_loss_output,
+)
+from helpers.core.torch_export import export_for_training
+from helpers.teaching.torch_reference import torch_fit
+
+from .grammar import MODULE_EPOCHS, OPTIMIZER_STEPS, one_thread
+
+PATHS = ("whole", "forward_backward", "torch_module")
+PASSING = ("trains", "refused")
+RTOL = 1e-4
+CONDITIONING = 10
+PREDICTION_RTOL = 1e-3
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What one path did with one model: ``kind`` is a word of the module's docstring."""
+
+    seed: int
+    path: str
+    kind: str
+    detail: str = ""
+
+    @property
+    def failed(self):
+        return self.kind not in PASSING
+
+
+class Disagreement(Exception):
+    """A path trained, and a number differs from torch's."""
+
+
+def close(actual, expected, what, expected64=None, rtol=RTOL):
+    """Raise :class:`Disagreement` unless ``actual`` agrees with torch's ``expected``.
+
+    The bound is the module's: ``rtol`` times the value plus a tenth of the array's scale.
+
+    ``expected64``, torch's value in float64, widens the bound by ``CONDITIONING``
+    times torch's own float32 error where a value is ill-conditioned.
+
+    Examples
+    --------
+    >>> close([1.0, 2.0], np.array([1.0, 2.00001]), "losses")
+    >>> close([1.0], [1.1], "losses")
+    Traceback (most recent call last):
+    ...
+    model_fuzz.paths.Disagreement: losses: 1 of 1 values differ, the worst 1 against 1.1
+    >>> close([1.0], [1.1], "losses", expected64=[1.09])
+    """
+    actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    if actual.size != expected.size:
+        raise Disagreement(f"{what}: shape {actual.shape} against torch's {expected.shape}")
+    actual = actual.reshape(expected.shape)
+    scale = max(1.0, float(np.abs(expected).max(initial=0.0)))
+    bound = rtol * (np.abs(expected) + scale / 10)
+    if expected64 is not None:
+        expected64 = np.asarray(expected64, np.float64).reshape(expected.shape)
+        bound = bound + CONDITIONING * np.abs(expected - expected64)
+    error = np.abs(actual - expected)
+    bad = ~(error <= bound)
+    if bad.any():
+        ranked = np.where(bad, np.nan_to_num(error, nan=np.inf), -1)
+        worst = np.unravel_index(np.argmax(ranked), bad.shape)
+        raise Disagreement(
+            f"{what}: {int(bad.sum())} of {bad.size} values differ, "
+            f"the worst {actual[worst]:.7g} against {expected[worst]:.7g}"
+        )
+
+
+def _finite(losses, what):
+    if not np.isfinite(losses).all():
+        raise Disagreement(f"{what}: the losses are not finite: {list(losses)}")
+
+
+def _float64(array):
+    return array.astype(np.float64) if array.dtype == np.float32 else array
+
+
+def _torch_output(module, X):
+    module.eval()
+    with torch.no_grad():
+        return module(torch.from_numpy(X)).numpy()
+
+
+def _eval_outputs(module, X):
+    """torch's eval-mode output of ``module`` on ``X``, in float32 and in float64."""
+    return _torch_output(module, X), _torch_output(copy.deepcopy(module).double(), _float64(X))
+
+
+def _torch_training(module, X, y, model, batch_size, epochs):
+    """torch's SGD on ``module`` and on a float64 copy: ``{what: (float32, float64 value)}``."""
+    results = {}
+    double = copy.deepcopy(module).double()
+    for net, inputs, targets in ((module, X, y), (double, _float64(X), _float64(y))):
+        _, steps = torch_fit(
+            net, inputs, targets, model.loss, batch_size, epochs, model.learning_rate
+        )
+        values = {f"trained {name}": value.numpy() for name, value in net.state_dict().items()}
+        values["losses of each step"] = np.array(steps)
+        values["predict"] = _torch_output(net, inputs)
+        values["predict on 5 rows"] = _torch_output(net, inputs[:5])
+        for what, value in values.items():
+            results.setdefault(what, []).append(value)
+    return results
+
+
+def _names_a_layer(message, model, module, X):
+    """Whether ``message`` names one of the model's torch classes, attributes or ONNX operators."""
+    words = set(model.names)
+    try:
+        onx = export_for_training(copy.deepcopy(module), torch.from_numpy(X[:2]))
+        words |= {n.op_type for n in onx.graph.node}
+    except Exception:  # the export is what failed: the torch names are left
+        pass
+    return any(re.search(rf"(?<!\w){re.escape(w)}(?!\w)", message) for w in words)
+
+
+def _optimizer(path, module, X, model):
+    onx = export_for_training(module, torch.from_numpy(X[:2]))
+    common = dict(
+        max_iter=OPTIMIZER_STEPS, batch_size=len(X), learning_rate=model.learning_rate,
+        solver="sgd", random_state=0, validation_every=0, n_threads=1,
+    )
+    if path == "whole":
+        return OrtGradientOptimizer(add_loss_output(onx, score_name=model.loss), **common)
+    return OrtGradientForwardBackwardOptimizer(
+        onx, learning_loss=model.loss, learning_rate_schedule="constant", **common
+    )
+
+
+_WITH_ITS_WEIGHTS = "predict against torch eval with its weights"
+
+
+def _compare(actual, torch_values):
+    """``close`` on each ``{what: value}`` of a path and ``{what: (float32, float64)}`` of torch."""
+    for what, value in actual.items():
+        rtol = PREDICTION_RTOL if what.startswith("predict") else RTOL
+        close(value, torch_values[what][0], what, torch_values[what][1], rtol)
+
+
+def _check_optimizer(path, model, module, X, y):
+    opt = _optimizer(path, copy.deepcopy(module), X, model).fit(X, y)
+    trained = {**opt.get_state(), **opt.get_running_statistics()}
+    if model.dropout:
+        _finite(opt.train_losses_, "training")
+        close(opt.predict(X), opt.predict(X), "predict twice (no mask at inference)")
+        state = {name: torch.from_numpy(np.asarray(value)) for name, value in trained.items()}
+        module.load_state_dict(state, strict=False)
+        expected, expected64 = _eval_outputs(module, X)
+        close(opt.predict(X), expected, _WITH_ITS_WEIGHTS, expected64, PREDICTION_RTOL)
+        return
+    torch_values = _torch_training(module, X, y, model, len(X), OPTIMIZER_STEPS)
+    missing = sorted(set(n for n, _ in module.named_parameters()) - set(trained))
+    if missing:
+        raise Disagreement(f"weights not trained: {missing}")
+    actual = {"losses of each step": opt.train_losses_}
+    actual.update({f"trained {name}": value for name, value in trained.items()})
+    actual.update({"predict": opt.predict(X), "predict on 5 rows": opt.predict(X[:5])})
+    _compare(actual, torch_values)
+
+
+def _check_torch_module(model, module, X, y):
+    ort_module = OrtTorchModule(copy.deepcopy(module), torch.from_numpy(X[:2]), n_threads=1)
+    _, ort_steps = torch_fit(
+        ort_module, X, y, model.loss, model.batch_size, MODULE_EPOCHS, model.learning_rate
+    )
+    trained = ort_module.module
+    if model.dropout:
+        _finite(ort_steps, "training")
+        expected, expected64 = _eval_outputs(trained, X)
+        predictions = _torch_output(ort_module, X)
+        close(predictions, expected, _WITH_ITS_WEIGHTS, expected64, PREDICTION_RTOL)
+        return
+    torch_values = _torch_training(module, X, y, model, model.batch_size, MODULE_EPOCHS)
+    actual = {"losses of each step": ort_steps}
+    actual.update({f"trained {name}": v.numpy() for name, v in trained.state_dict().items()})
+    actual["predict"] = _torch_output(ort_module, X)
+    _compare(actual, torch_values)
+
+
+def _message(error):
+    """The exception's type and message, cut to its first lines (the exporter's run to pages)."""
+    text = "\n".join(f"{type(error).__name__}: {error}".strip().splitlines()[:4])
+    return text if len(text) <= 800 else text[:800] + "..."
+
+
+def run_path(model, path):
+    """Train ``model`` (a :class:`~model_fuzz.grammar.GeneratedModel`) in ``path``; its outcome.
+
+    Examples
+    --------
+    >>> from model_fuzz.grammar import generate_model
+    >>> run_path(generate_model(6), "torch_module").kind
+    'trains'
+    """
+    with one_thread():
+        return _outcome(model, path)
+
+
+def _outcome(model, path):
+    module, X, y = model.build()
+    try:
+        torch_fit(copy.deepcopy(module), X, y, model.loss, model.batch_size, 1, model.learning_rate)
+    except Exception as error:
+        return Outcome(model.seed, path, "reference", _message(error))
+    try:
+        if path == "torch_module":
+            _check_torch_module(model, module, X, y)
+        else:
+            _check_optimizer(path, model, module, X, y)
+    except Disagreement as error:
+        return Outcome(model.seed, path, "disagrees", str(error))
+    except ValueError as error:
+        named = _names_a_layer(str(error), model, *model.build()[:2])
+        kind = "refused" if named else "unnamed refusal"
+        return Outcome(model.seed, path, kind, _message(error))
+    except Exception as error:
+        return Outcome(model.seed, path, "raw error", _message(error))
+    return Outcome(model.seed, path, "trains")

@@ -1,0 +1,113 @@
+"""The model fuzzer's fast slice: random small models train as in torch, or are refused by name.
+
+Each model of :mod:`model_fuzz.grammar` is trained in the whole-training
+optimizer, the forward/backward optimizer and OrtTorchModule, and compared
+with torch's SGD on the same batches (:mod:`model_fuzz.paths` says what
+agrees). ``make fuzz`` runs hundreds of seeds, each in a child process.
+"""
+import dataclasses
+import json
+import sys
+import textwrap
+
+import pytest
+
+from model_fuzz.grammar import GeneratedModel, generate_model
+from model_fuzz.paths import PATHS, run_path
+from model_fuzz.runner import run_tasks
+
+#: Seeds whose models hold, together, every layer, option and input of the grammar
+#: (a greedy cover of seeds 0-299 that leaves out the exporter's own limits): about a second each.
+FAST_SEEDS = [6, 12, 18, 32, 35, 36, 39, 45, 58, 63, 87, 131, 152, 177, 229, 246, 258, 268, 283]
+
+#: The torch layers the grammar draws.
+GRAMMAR_LAYERS = {
+    "Linear", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "MaxPool2d",
+    "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
+    "InstanceNorm2d", "Embedding", "Dropout", "Upsample", "ReLU", "LeakyReLU", "GELU", "SiLU",
+    "Tanh", "Sigmoid", "ELU", "CELU", "SELU", "Softplus", "Mish", "Hardswish", "Hardsigmoid",
+    "ReLU6",
+}
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("seed", FAST_SEEDS)
+def test_each_model_trains_as_torch_or_is_refused_by_name(seed, path):
+    model = generate_model(seed)
+    outcome = run_path(model, path)
+    failure = f"seed {seed}, path {path}: {outcome.kind}: {outcome.detail}\n\n{model.source}"
+    assert not outcome.failed, failure
+
+
+def test_a_seed_always_gives_the_same_model_and_its_source_rebuilds_it():
+    model = generate_model(11)
+    assert model.source == generate_model(11).source != generate_model(12).source
+    (first, X, y), (second, X2, y2) = model.build(), model.build()
+    assert (X == X2).all() and (y == y2).all()
+    pairs = zip(first.state_dict().values(), second.state_dict().values())
+    assert all((a == b).all() for a, b in pairs)
+
+
+def test_the_fast_slice_covers_the_grammar():
+    names = set().union(*(generate_model(seed).names for seed in FAST_SEEDS))
+    assert GRAMMAR_LAYERS <= names, sorted(GRAMMAR_LAYERS - names)
+
+
+_ROUNDING = textwrap.dedent('''\
+    import numpy as np
+    import torch
+    from torch import nn
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l0, self.l1 = nn.Linear(4, 3), nn.Linear(3, 1)
+
+        def forward(self, x):
+            return self.l1(torch.round(self.l0(x)))
+
+
+    def build():
+        rng = np.random.default_rng(0)
+        torch.manual_seed(0)
+        X = rng.standard_normal((16, 4)).astype(np.float32)
+        return Model(), X, np.ones((16, 1), np.float32)
+''')
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_operator_without_gradient_is_a_refusal_by_name(path):
+    model = GeneratedModel(
+        seed=0, source=_ROUNDING, loss="squared_error", batch_size=8, names=("Linear", "l0", "l1"),
+        dropout=False,
+    )
+    outcome = run_path(model, path)
+    assert (outcome.kind, outcome.failed) == ("refused", False), outcome.detail
+    assert "Round" in outcome.detail
+
+
+_FAKE_CHILD = textwrap.dedent('''\
+    import json, os, signal, sys, time
+    for seed, path in json.loads(sys.argv[1]):
+        if path == "forward_backward":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if path == "torch_module":
+            time.sleep(60)
+        print(json.dumps({"seed": seed, "path": path, "kind": "trains", "detail": ""}), flush=True)
+''')
+
+
+def test_a_child_that_dies_or_hangs_fails_that_path_and_the_next_paths_still_run():
+    def fake(tasks):
+        return [sys.executable, "-c", _FAKE_CHILD, json.dumps(tasks)]
+
+    tasks = [(1, "whole"), (1, "forward_backward"), (1, "torch_module"), (2, "whole")]
+    outcomes = run_tasks(tasks, time_limit=3, command=fake)
+    assert [(o.seed, o.path, o.kind) for o in outcomes] == [
+        (1, "whole", "trains"), (1, "forward_backward", "crash"), (1, "torch_module", "hang"),
+        (2, "whole", "trains"),
+    ]
+    assert [o.failed for o in outcomes] == [False, True, True, False]
+    assert "ended with code -9" in dataclasses.asdict(outcomes[1])["detail"]
