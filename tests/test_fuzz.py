@@ -20,6 +20,11 @@ from model_fuzz.runner import run_tasks
 #: (a greedy cover of seeds 0-299 that leaves out the exporter's own limits): about a second each.
 FAST_SEEDS = [6, 12, 18, 32, 35, 36, 39, 45, 58, 63, 87, 131, 152, 177, 229, 246, 258, 268, 283]
 
+#: Seeds of failures ``make fuzz`` found, each mended at its cause, kept as regressions. 279:
+#: GroupNorm(1, 1), BatchNorm2d, MaxPool2d: the shape GroupNorm reshapes back to was lost, and
+#: MaxPoolGrad gave an empty gradient (a raw broadcasting error, a crash in the other paths).
+FOUND_SEEDS = [279]
+
 #: The torch layers the grammar draws.
 GRAMMAR_LAYERS = {
     "Linear", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "MaxPool2d",
@@ -32,7 +37,7 @@ GRAMMAR_LAYERS = {
 
 
 @pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("seed", FAST_SEEDS)
+@pytest.mark.parametrize("seed", FAST_SEEDS + FOUND_SEEDS)
 def test_each_model_trains_as_torch_or_is_refused_by_name(seed, path):
     model = generate_model(seed)
     outcome = run_path(model, path)

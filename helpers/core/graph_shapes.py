@@ -60,3 +60,41 @@ def value_shapes(model):
     shapes = {value.name: tensor_dims(value) for value in _inferred_values(model)}
     shapes.update({i.name: list(i.dims) for i in model.graph.initializer})
     return shapes
+
+
+def with_inferred_shapes(model):
+    """Return ``model`` with the shape of every value ONNX shape inference finds, data propagated.
+
+    onnxruntime's gradient builders and kernels read the shapes the graph
+    declares. Where a shape goes through ``Shape`` and ``Reshape`` (torch's
+    ``GroupNorm`` reshapes back to ``x.shape``), plain inference loses it,
+    and a kernel such as ``MaxPoolGrad`` then allocates an empty gradient
+    (``Can broadcast 0 by 0 or 1``, or a crash). Inference with data
+    propagation follows the shape through; what it finds is added as
+    ``value_info``. A model it rejects is returned unchanged.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onnx import TensorProto, helper
+    >>> nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Relu", ["x"], ["r"]),
+    ...          helper.make_node("Reshape", ["r", "s"], ["y"])]
+    >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])
+    >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    >>> model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]))
+    >>> shapes = {v.name: tensor_dims(v) for v in with_inferred_shapes(model).graph.value_info}
+    >>> shapes["r"], shapes["s"]
+    ([None, 3], [2])
+    """
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # noqa: BLE001 - models shape inference rejects keep what they declare
+        return model
+    declared = {v.name for v in [*model.graph.input, *model.graph.output, *model.graph.value_info]}
+    found = [v for v in inferred.graph.value_info if v.name not in declared]
+    if not found:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    copy.graph.value_info.extend(found)
+    return copy

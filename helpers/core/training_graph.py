@@ -49,7 +49,7 @@ from .graph_nodes import (
     is_onnx_op,
     node_attribute,
 )
-from .graph_shapes import value_shapes
+from .graph_shapes import value_shapes, with_inferred_shapes
 from .normalization import (
     instance_norms_written_out,
     layer_norms_of_one_value_written_out,
@@ -242,4 +242,4 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     model, statistics = decompose_batch_norm(model)
     if fast_gradients:
         model = rewrite_for_training(model, batch_inputs)
-    return TrainingGraph(model, statistics)
+    return TrainingGraph(with_inferred_shapes(model), statistics)
