@@ -62,39 +62,55 @@ def value_shapes(model):
     return shapes
 
 
+def _fixed_dims(value_info):
+    """How many dimensions of a tensor's type are fixed numbers (-1 when its rank is unknown)."""
+    dims = tensor_dims(value_info)
+    return -1 if dims is None else sum(d is not None for d in dims)
+
+
 def with_inferred_shapes(model):
-    """Return ``model`` with the shape of every value ONNX shape inference finds, data propagated.
+    """Return ``model`` declaring the sizes that only shape inference with data propagation finds.
 
     onnxruntime's gradient builders and kernels read the shapes the graph
-    declares. Where a shape goes through ``Shape`` and ``Reshape`` (torch's
+    declares. Where a size goes through ``Shape`` and ``Reshape`` (torch's
     ``GroupNorm`` reshapes back to ``x.shape``), plain inference loses it,
     and a kernel such as ``MaxPoolGrad`` then allocates an empty gradient
     (``Can broadcast 0 by 0 or 1``, or a crash). Inference with data
-    propagation follows the shape through; what it finds is added as
-    ``value_info``. A model it rejects is returned unchanged.
+    propagation follows the size through: the values whose type it fixes
+    more dimensions of than plain inference does are declared as
+    ``value_info``. A model either inference rejects is returned unchanged.
 
     Examples
     --------
-    >>> import numpy as np
     >>> from onnx import TensorProto, helper
     >>> nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Relu", ["x"], ["r"]),
-    ...          helper.make_node("Reshape", ["r", "s"], ["y"])]
-    >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])
-    >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    >>> model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]))
-    >>> shapes = {v.name: tensor_dims(v) for v in with_inferred_shapes(model).graph.value_info}
-    >>> shapes["r"], shapes["s"]
-    ([None, 3], [2])
+    ...          helper.make_node("Flatten", ["r"], ["f"]), helper.make_node("Reshape", ["f", "s"], ["y"]),
+    ...          helper.make_node("Tanh", ["y"], ["z"])]
+    >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 2])
+    >>> z = helper.make_tensor_value_info("z", TensorProto.FLOAT, None)
+    >>> model = with_inferred_shapes(helper.make_model(helper.make_graph(nodes, "g", [x], [z])))
+    >>> [(v.name, tensor_dims(v)) for v in [*model.graph.value_info, *model.graph.output]]
+    [('y', [None, 3, 2]), ('z', [None, 3, 2])]
     """
     try:
+        graph = onnx.shape_inference.infer_shapes(model).graph
+        plain = {v.name: _fixed_dims(v) for v in [*graph.value_info, *graph.output]}
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:  # noqa: BLE001 - models shape inference rejects keep what they declare
         return model
-    declared = {v.name for v in [*model.graph.input, *model.graph.output, *model.graph.value_info]}
-    found = [v for v in inferred.graph.value_info if v.name not in declared]
+    declared = {v.name for v in [*model.graph.input, *model.graph.value_info]}
+    found = [
+        v for v in [*inferred.graph.value_info, *inferred.graph.output]
+        if v.name not in declared and _fixed_dims(v) > plain.get(v.name, -1)
+    ]
     if not found:
         return model
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    copy.graph.value_info.extend(found)
+    outputs = {o.name: o for o in copy.graph.output}
+    for value in found:
+        if value.name in outputs:
+            outputs[value.name].type.CopyFrom(value.type)
+        else:
+            copy.graph.value_info.append(value)
     return copy
