@@ -4,12 +4,39 @@ The graph rewrites need them: a ``Relu`` is rewritten only for float inputs,
 a ``BatchNormalization`` needs the rank of its input, an ``AveragePool`` the
 number of channels of its input.
 """
+import numpy as np
 import onnx
+
+
+#: Initializers with more elements than this go to shape inference as typed inputs, without values.
+_LARGEST_VALUE_KEPT = 1024
+
+
+def _without_large_values(model):
+    """``model`` for shape inference: large initializers become typed inputs (no values to serialize).
+
+    Types and shapes are all inference needs of a weight; the values it
+    propagates are shapes and indices, small integer tensors.
+    """
+    graph = model.graph
+    large = [i for i in graph.initializer if np.prod(i.dims, dtype=np.int64) > _LARGEST_VALUE_KEPT]
+    if not large:
+        return model
+    skeleton = onnx.ModelProto()
+    skeleton.CopyFrom(model)  # the copy then loses the values, once
+    del skeleton.graph.initializer[:]
+    names, inputs = {i.name for i in large}, {i.name for i in graph.input}
+    skeleton.graph.initializer.extend(i for i in graph.initializer if i.name not in names)
+    skeleton.graph.input.extend(
+        onnx.helper.make_tensor_value_info(i.name, i.data_type, list(i.dims))
+        for i in large if i.name not in inputs
+    )
+    return skeleton
 
 
 def _inferred_values(model):
     try:
-        graph = onnx.shape_inference.infer_shapes(model).graph
+        graph = onnx.shape_inference.infer_shapes(_without_large_values(model)).graph
     except Exception:  # noqa: BLE001 - models shape inference rejects keep what they declare
         graph = model.graph
     return [*graph.input, *graph.value_info, *graph.output]
@@ -93,9 +120,10 @@ def with_inferred_shapes(model):
     [('y', [None, 3, 2]), ('z', [None, 3, 2])]
     """
     try:
-        graph = onnx.shape_inference.infer_shapes(model).graph
+        skeleton = _without_large_values(model)
+        graph = onnx.shape_inference.infer_shapes(skeleton).graph
         plain = {v.name: _fixed_dims(v) for v in [*graph.value_info, *graph.output]}
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(skeleton, data_prop=True)
     except Exception:  # noqa: BLE001 - models shape inference rejects keep what they declare
         return model
     declared = {v.name for v in [*model.graph.input, *model.graph.value_info]}
