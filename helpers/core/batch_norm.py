@@ -29,7 +29,7 @@ average) for the layers the model's metadata names
 """
 from onnx import TensorProto, helper, numpy_helper
 
-from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
+from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute, reduce_mean
 from .graph_shapes import value_shapes
 from .running_statistics import BatchNormLayer, RunningStatistics, cumulative_layers
 from .runtime import main_opset
@@ -79,16 +79,6 @@ def batch_norm_in_training_mode(node):
     return bool(node_attribute(node, "training_mode", 0)) or len([o for o in node.output if o]) > 1
 
 
-def _reduce_mean(data, output, axes, opset, tag):
-    """``ReduceMean`` over ``axes`` keeping dimensions, in the form of ``opset``."""
-    if opset >= 18:
-        return [
-            constant_node(f"{tag}__axes", axes, TensorProto.INT64),
-            helper.make_node("ReduceMean", [data, f"{tag}__axes"], [output], name=tag, keepdims=1),
-        ]
-    return [helper.make_node("ReduceMean", [data], [output], name=tag, axes=axes, keepdims=1)]
-
-
 def _decompose(node, rank, opset, index, counter):
     """The nodes computing ``node`` from primitives, and its layer (None in inference mode)."""
     x, scale, bias, running_mean, running_var = node.input[:5]
@@ -107,12 +97,12 @@ def _decompose(node, rank, opset, index, counter):
     if training:
         axes = [0, *range(2, rank)]
         mean, var = f"{tag}__mean", f"{tag}__var"
-        nodes += _reduce_mean(x, mean, axes, opset, f"{tag}__reduce_mean")
+        nodes += reduce_mean(x, mean, axes, opset, f"{tag}__reduce_mean")
         nodes += [
             helper.make_node("Sub", [x, mean], [f"{tag}__centered"], name=f"{tag}__centered"),
             helper.make_node("Mul", [f"{tag}__centered"] * 2, [f"{tag}__squares"], name=f"{tag}__squares"),
         ]
-        nodes += _reduce_mean(f"{tag}__squares", var, axes, opset, f"{tag}__reduce_var")
+        nodes += reduce_mean(f"{tag}__squares", var, axes, opset, f"{tag}__reduce_var")
         layer = BatchNormLayer(
             running_mean, running_var, 1.0 - float(node_attribute(node, "momentum", 0.9)),
             f"{tag}__batch_mean", f"{tag}__batch_var", counter,

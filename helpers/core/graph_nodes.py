@@ -77,6 +77,26 @@ def copy_with_nodes(model, nodes):
     return copy
 
 
+def reduce_mean(data, output, axes, opset, tag):
+    """A ``ReduceMean`` of ``data`` over ``axes``, keeping dimensions, in the form of ``opset``.
+
+    From opset 18 the axes are an input, before an attribute.
+
+    Examples
+    --------
+    >>> [n.op_type for n in reduce_mean("x", "m", [0, 2], 18, "mean")]
+    ['Constant', 'ReduceMean']
+    >>> [n.op_type for n in reduce_mean("x", "m", [0, 2], 17, "mean")]
+    ['ReduceMean']
+    """
+    if opset >= 18:
+        return [
+            constant_node(f"{tag}__axes", axes, TensorProto.INT64),
+            helper.make_node("ReduceMean", [data, f"{tag}__axes"], [output], name=tag, keepdims=1),
+        ]
+    return [helper.make_node("ReduceMean", [data], [output], name=tag, axes=axes, keepdims=1)]
+
+
 def depends_on_weights(model):
     """The values of ``model``'s graph computed from a float initializer (which may need a gradient).
 

@@ -30,8 +30,7 @@ import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
 
-from .batch_norm import _reduce_mean
-from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
+from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute, reduce_mean
 from .graph_shapes import value_shapes
 from .runtime import UntrainableModelError, main_opset
 
@@ -47,10 +46,10 @@ def _normalized(x, output, axes, epsilon, opset, tag):
     names = ("mean", "centered", "squares", "var", "epsilon", "var_eps", "std")
     mean, centered, squares, var, epsilon_value, var_eps, std = (f"{tag}__{name}" for name in names)
     return [
-        *_reduce_mean(x, mean, axes, opset, f"{tag}__reduce_mean"),
+        *reduce_mean(x, mean, axes, opset, f"{tag}__reduce_mean"),
         helper.make_node("Sub", [x, mean], [centered], name=centered),
         helper.make_node("Mul", [centered, centered], [squares], name=squares),
-        *_reduce_mean(squares, var, axes, opset, f"{tag}__reduce_var"),
+        *reduce_mean(squares, var, axes, opset, f"{tag}__reduce_var"),
         constant_node(epsilon_value, epsilon),
         helper.make_node("Add", [var, epsilon_value], [var_eps], name=var_eps),
         helper.make_node("Sqrt", [var_eps], [std], name=std),
