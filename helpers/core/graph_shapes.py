@@ -35,10 +35,19 @@ def _without_large_values(model):
 
 
 def _inferred_values(model):
-    try:
-        graph = onnx.shape_inference.infer_shapes(_without_large_values(model)).graph
-    except Exception:  # noqa: BLE001 - models shape inference rejects keep what they declare
-        graph = model.graph
+    """The typed values of ``model``: inferred with data propagation, else without, else declared.
+
+    Data propagation follows sizes through ``Shape``, ``Gather``, ``Concat``
+    and ``Reshape`` (the pads torch computes for a reflection, ``GroupNorm``'s
+    reshape back to ``x.shape``), where plain inference loses them.
+    """
+    skeleton = _without_large_values(model)
+    for data_prop in (True, False):
+        try:
+            graph = onnx.shape_inference.infer_shapes(skeleton, data_prop=data_prop).graph
+            break
+        except Exception:  # noqa: BLE001, PERF203 - models inference rejects keep what they declare
+            graph = model.graph
     return [*graph.input, *graph.value_info, *graph.output]
 
 

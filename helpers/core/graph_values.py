@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from .graph_nodes import copy_with_nodes
-from .graph_shapes import tensor_dims
+from .graph_shapes import tensor_dims, value_shapes
 from .onnx_graph import nodes_reaching
 from .sessions import ERROR_SEVERITY, make_session
 
@@ -97,3 +97,28 @@ def shapes_of_a_run(model, names):
         name: [a if a == b else None for a, b in zip(one.shape, two.shape)]
         for name, one, two in zip(names, *runs)
     }
+
+
+def shapes_with_a_run(model, names):
+    """The shapes of ``model``'s values, those of ``names`` completed by a run where inference fails.
+
+    :func:`~helpers.core.graph_shapes.value_shapes`; where it leaves a size of one of ``names`` open (pads
+    computed by a chain of nodes, as torch writes a reflection padding), the
+    shape comes from :func:`shapes_of_a_run` when the model's inputs fix
+    every size but the batch.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from helpers.core.torch_export import export_for_training
+    >>> net = torch.nn.Conv1d(1, 2, 3, padding=1, padding_mode="reflect")
+    >>> model = export_for_training(net, torch.zeros(1, 1, 8))
+    >>> value_shapes(model)["y"], shapes_with_a_run(model, ["y"])["y"]
+    ([None, 2, None], [None, 2, 8])
+    """
+    shapes = value_shapes(model)
+    unknown = [name for name in dict.fromkeys(names)
+               if shapes.get(name) is None or None in shapes[name][1:]]
+    if unknown:
+        shapes.update(shapes_of_a_run(model, unknown))
+    return shapes

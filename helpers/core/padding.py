@@ -35,7 +35,7 @@ from .graph_nodes import (
     is_onnx_op,
     node_attribute,
 )
-from .graph_shapes import value_shapes
+from .graph_values import shapes_with_a_run
 from .runtime import UntrainableModelError, main_opset
 
 #: The operators with ``auto_pad`` whose gradient onnxruntime has.
@@ -210,7 +210,8 @@ def explicit_pads(model):
     ]
     if not padded:
         return model
-    shapes, (trained, _) = value_shapes(model), needing_gradient(model)
+    shapes = shapes_with_a_run(model, [n.input[0] for n in padded])
+    trained, _ = needing_gradient(model)
     nodes = []
     for node in model.graph.node:
         if node not in padded:
@@ -353,7 +354,9 @@ def non_constant_pads_as_gathers(model):
     ]
     if not set(modes) - {"constant"}:
         return model
-    (trained, reached), shapes = needing_gradient(model), value_shapes(model)
+    pads = [n for n, mode in zip(model.graph.node, modes) if mode != "constant"]
+    (trained, reached) = needing_gradient(model)
+    shapes = shapes_with_a_run(model, [n.input[0] for n in pads])
     nodes = []
     for index, (node, mode) in enumerate(zip(model.graph.node, modes)):
         if mode == "constant" or node.input[0] not in reached:

@@ -20,7 +20,7 @@ import onnxruntime
 from onnx import helper
 
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
-from .graph_shapes import value_shapes
+from .graph_values import shapes_with_a_run
 from .padding import (
     explicit_pads,
     needing_gradient,
@@ -129,7 +129,7 @@ def pools_as_torch_computes_them(model):
     ]
     if not pools:
         return model
-    shapes = value_shapes(model)
+    shapes = shapes_with_a_run(model, [n.input[0] for n in pools])
     nodes = []
     for node in model.graph.node:
         sizes = spatial_sizes(shapes, node.input[0]) if node in pools else None
@@ -244,7 +244,8 @@ def average_pools_as_convolutions(model):
     """
     if not any(is_onnx_op(n, "AveragePool") for n in model.graph.node):
         return model
-    shapes, (trained, reached) = value_shapes(model), needing_gradient(model)
+    pools = [n.input[0] for n in model.graph.node if is_onnx_op(n, "AveragePool")]
+    shapes, (trained, reached) = shapes_with_a_run(model, pools), needing_gradient(model)
     nodes = []
     for index, node in enumerate(model.graph.node):
         if not is_onnx_op(node, "AveragePool") or node.input[0] not in reached:

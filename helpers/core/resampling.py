@@ -38,7 +38,7 @@ from .graph_nodes import (
     node_attribute,
 )
 from .graph_shapes import value_shapes
-from .graph_values import constant_value, shapes_of_a_run
+from .graph_values import constant_value, shapes_with_a_run
 from .runtime import _REPLACEMENTS, UntrainableModelError, main_opset
 
 #: The first opset whose ``Unsqueeze`` takes its axes as an input, as the rewrites write it.
@@ -338,12 +338,9 @@ def resizes_as_repeats_and_products(model):
     """
     if not any(is_onnx_op(n, "Resize") for n in model.graph.node):
         return model
-    shapes, trained, opset = value_shapes(model), depends_on_weights(model), main_opset(model)
     resizes = [n for n in model.graph.node if is_onnx_op(n, "Resize")]
-    unknown = [name for n in resizes for name in (n.input[0], n.output[0])
-               if shapes.get(name) is None or None in shapes[name][1:]]
-    if unknown:
-        shapes.update(shapes_of_a_run(model, unknown))
+    shapes = shapes_with_a_run(model, [name for n in resizes for name in (n.input[0], n.output[0])])
+    trained, opset = depends_on_weights(model), main_opset(model)
     nodes = []
     for index, node in enumerate(model.graph.node):
         if not is_onnx_op(node, "Resize"):
