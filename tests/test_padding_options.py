@@ -85,6 +85,14 @@ LAYERS = {
         lambda: nn.MaxPool2d(2, stride=2, dilation=2, ceil_mode=True), (7, 8),
     ),
     "maxpool1d_ceil": (lambda: nn.MaxPool1d(1, stride=3, ceil_mode=True), (8,)),
+    # sizes shape inference loses (pads computed by nodes, GroupNorm's reshape): found by a run
+    "maxpool2d_ceil_after_reflect": (
+        lambda: nn.Sequential(
+            nn.Conv2d(2, 4, 3, padding="same", padding_mode="reflect"), nn.GroupNorm(2, 4),
+            nn.MaxPool2d(2, ceil_mode=True),
+        ),
+        (7, 9),
+    ),
     "avgpool2d_ceil": (lambda: nn.AvgPool2d(2, stride=2, ceil_mode=True), (7, 9)),
     "avgpool2d_ceil_padding": (
         lambda: nn.AvgPool2d(3, stride=3, padding=1, ceil_mode=True), (7, 9),
@@ -111,7 +119,7 @@ LAYERS = {
 TRAINED = [
     "conv2d_same_odd", "conv1d_same_dilation", "conv2d_reflect", "conv1d_replicate_same",
     "conv2d_circular", "maxpool2d_ceil_short_kernel", "avgpool2d_ceil_padding",
-    "avgpool1d_ceil_padding_excluded",
+    "avgpool1d_ceil_padding_excluded", "maxpool2d_ceil_after_reflect",
 ]
 
 
