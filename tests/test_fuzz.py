@@ -23,7 +23,9 @@ FAST_SEEDS = [6, 12, 18, 32, 35, 36, 39, 45, 58, 63, 87, 131, 152, 177, 229, 246
 #: Seeds of failures ``make fuzz`` found, each mended at its cause, kept as regressions. 279:
 #: GroupNorm(1, 1), BatchNorm2d, MaxPool2d: the shape GroupNorm reshapes back to was lost, and
 #: MaxPoolGrad gave an empty gradient (a raw broadcasting error, a crash in the other paths).
-FOUND_SEEDS = [279]
+#: 487: a LayerNorm over two values close to each other: onnxruntime's one-pass variance lost
+#: their digits (a step's loss 2e-4 off torch's in OrtTorchModule).
+FOUND_SEEDS = [279, 487]
 
 #: The torch layers the grammar draws.
 GRAMMAR_LAYERS = {

@@ -27,10 +27,17 @@ writes a ``BatchNormalization`` with five outputs, which the ONNX checker
 refuses.
 """
 import numpy as np
+import onnx
 import onnxruntime
 from onnx import TensorProto, helper
 
-from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute, reduce_mean
+from .graph_nodes import (
+    constant_node,
+    copy_with_nodes,
+    is_onnx_op,
+    node_attribute,
+    reduce_mean,
+)
 from .graph_shapes import value_shapes
 from .runtime import UntrainableModelError, main_opset
 
@@ -137,6 +144,55 @@ def layer_norms_of_one_value_written_out(model):
             nodes.append(node)
             continue
         nodes.extend(_layer_norm_written_out(node, axes, opset, index))
+        changed = True
+    return copy_with_nodes(model, nodes) if changed else model
+
+
+def _layer_norm_of_centered_input(node, axes, opset, index):
+    """``LayerNormalization`` ``node`` applied to its input minus the input's mean over ``axes``."""
+    tag = f"{NORMALIZATION_PREFIX}layer_norm_centered__{index}__{node.name or node.output[0]}"
+    x, mean, centered = node.input[0], f"{tag}__mean", f"{tag}__centered"
+    normalization = onnx.NodeProto()
+    normalization.CopyFrom(node)
+    normalization.input[0] = centered
+    return [
+        *reduce_mean(x, mean, axes, opset, f"{tag}__reduce_mean"),
+        helper.make_node("Sub", [x, mean], [centered], name=centered),
+        normalization,
+    ]
+
+
+def layer_norms_of_centered_inputs(model):
+    """Return a copy of ``model`` whose ``LayerNormalization`` nodes normalize a centered input.
+
+    onnxruntime's kernel computes the variance in one pass, ``E[x**2] -
+    E[x]**2``, which loses the digits of a variance small against the
+    square of the mean (values close to each other far from 0: a
+    normalization after a pooling or a ReLU of near-equal values); torch
+    subtracts the mean first. Normalizing ``x - mean(x)`` gives the same
+    values and gradients (a normalization does not depend on the mean of
+    its input), and the kernel's mean is then close to 0, where its one
+    pass is as exact as torch's two. Nodes whose axes shape inference
+    cannot tell are left as they are.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from helpers.core.torch_export import export_for_training
+    >>> model = export_for_training(torch.nn.LayerNorm([2, 4]), torch.zeros(3, 2, 4))
+    >>> [n.op_type for n in layer_norms_of_centered_inputs(model).graph.node if n.op_type != "Constant"]
+    ['ReduceMean', 'Sub', 'LayerNormalization']
+    """
+    if not any(is_onnx_op(n, "LayerNormalization") for n in model.graph.node):
+        return model
+    shapes, opset = value_shapes(model), main_opset(model)
+    nodes, changed = [], False
+    for index, node in enumerate(model.graph.node):
+        axes = _layer_norm_axes(node, shapes)[0] if is_onnx_op(node, "LayerNormalization") else None
+        if axes is None:
+            nodes.append(node)
+            continue
+        nodes.extend(_layer_norm_of_centered_input(node, axes, opset, index))
         changed = True
     return copy_with_nodes(model, nodes) if changed else model
 

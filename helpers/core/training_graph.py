@@ -52,6 +52,7 @@ from .graph_nodes import (
 from .graph_shapes import value_shapes, with_inferred_shapes
 from .normalization import (
     instance_norms_written_out,
+    layer_norms_of_centered_inputs,
     layer_norms_of_one_value_written_out,
 )
 from .padding import explicit_pads, non_constant_pads_as_gathers
@@ -229,7 +230,7 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     >>> graph.statistics.output_names[0].endswith("__batch_mean")
     True
     """
-    model = layer_norms_of_one_value_written_out(model)
+    model = layer_norms_of_centered_inputs(layer_norms_of_one_value_written_out(model))
     model = instance_norms_written_out(model)
     model = masked_padding_rows(with_layer_norm_statistics(model))
     model = activations_with_gradients(model, TRAINING_PREFIX)
