@@ -29,8 +29,14 @@ average) for the layers the model's metadata names
 """
 from onnx import TensorProto, helper, numpy_helper
 
-from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute, reduce_mean
-from .graph_shapes import value_shapes
+from .graph_nodes import (
+    constant_node,
+    copy_with_nodes,
+    is_onnx_op,
+    node_attribute,
+    reduce_mean,
+)
+from .graph_values import shapes_with_a_run
 from .running_statistics import BatchNormLayer, RunningStatistics, cumulative_layers
 from .runtime import main_opset
 
@@ -188,7 +194,8 @@ def decompose_batch_norm(model):
     if not any(is_onnx_op(n, "BatchNormalization") for n in model.graph.node):
         return model, RunningStatistics([], {})
     cumulative = cumulative_layers(model)
-    shapes = value_shapes(model)
+    inputs = [n.input[0] for n in model.graph.node if is_onnx_op(n, "BatchNormalization")]
+    shapes = shapes_with_a_run(model, inputs)
     opset = main_opset(model)
     nodes, layers = [], []
     for index, node in enumerate(model.graph.node):

@@ -97,6 +97,28 @@ def reduce_mean(data, output, axes, opset, tag):
     return [helper.make_node("ReduceMean", [data], [output], name=tag, axes=axes, keepdims=1)]
 
 
+def nodes_reaching(graph, targets):
+    """Return the nodes needed to compute the tensors ``targets``, in graph order.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> graph = mlp_onnx(3, hidden=(4,)).graph
+    >>> [n.op_type for n in nodes_reaching(graph, {"hidden0"})]
+    ['MatMul', 'Add', 'Relu']
+    """
+    producers = {out: node for node in graph.node for out in node.output}
+    needed, stack = set(), list(targets)
+    while stack:
+        name = stack.pop()
+        node = producers.get(name)
+        if node is None or id(node) in needed:
+            continue
+        needed.add(id(node))
+        stack.extend(node.input)
+    return [node for node in graph.node if id(node) in needed]
+
+
 def depends_on_weights(model):
     """The values of ``model``'s graph computed from a float initializer (which may need a gradient).
 

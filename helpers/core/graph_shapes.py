@@ -7,7 +7,6 @@ number of channels of its input.
 import numpy as np
 import onnx
 
-
 #: Initializers with more elements than this go to shape inference as typed inputs, without values.
 _LARGEST_VALUE_KEPT = 1024
 

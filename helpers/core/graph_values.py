@@ -13,9 +13,8 @@ import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from .graph_nodes import copy_with_nodes
+from .graph_nodes import copy_with_nodes, nodes_reaching
 from .graph_shapes import tensor_dims, value_shapes
-from .onnx_graph import nodes_reaching
 from .sessions import ERROR_SEVERITY, make_session
 
 

@@ -39,6 +39,7 @@ from .graph_nodes import (
     reduce_mean,
 )
 from .graph_shapes import value_shapes
+from .graph_values import shapes_with_a_run
 from .runtime import UntrainableModelError, main_opset
 
 #: Prefix of the names of the nodes and values these rewrites add.
@@ -237,7 +238,8 @@ def instance_norms_written_out(model):
     """
     if not any(is_onnx_op(n, "InstanceNormalization") for n in model.graph.node):
         return model
-    shapes, opset = value_shapes(model), main_opset(model)
+    inputs = [n.input[0] for n in model.graph.node if is_onnx_op(n, "InstanceNormalization")]
+    shapes, opset = shapes_with_a_run(model, inputs), main_opset(model)
     nodes = []
     for index, node in enumerate(model.graph.node):
         if not is_onnx_op(node, "InstanceNormalization"):

@@ -3,6 +3,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from .batch_norm import running_statistic_names
+from .graph_nodes import nodes_reaching
 from .graph_shapes import tensor_dims
 
 #: Element types onnxruntime can compute a gradient for.
@@ -256,28 +257,6 @@ def with_outputs(onx, names):
     model.CopyFrom(onx)
     model.graph.output.extend(onnx.helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in names)
     return model
-
-
-def nodes_reaching(graph, targets):
-    """Return the nodes needed to compute the tensors ``targets``, in graph order.
-
-    Examples
-    --------
-    >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> graph = mlp_onnx(3, hidden=(4,)).graph
-    >>> [n.op_type for n in nodes_reaching(graph, {"hidden0"})]
-    ['MatMul', 'Add', 'Relu']
-    """
-    producers = {out: node for node in graph.node for out in node.output}
-    needed, stack = set(), list(targets)
-    while stack:
-        name = stack.pop()
-        node = producers.get(name)
-        if node is None or id(node) in needed:
-            continue
-        needed.add(id(node))
-        stack.extend(node.input)
-    return [node for node in graph.node if id(node) in needed]
 
 
 def select_outputs(onx, output_names):

@@ -11,8 +11,14 @@ import json
 import onnx
 from onnx import TensorProto, helper
 
-from ..core.loss_graphs import GraphAppender, canonical_loss_name, loss_kwargs, per_sample_loss
-from ..core.onnx_graph import get_train_initializer, nodes_reaching
+from ..core.graph_nodes import nodes_reaching
+from ..core.loss_graphs import (
+    GraphAppender,
+    canonical_loss_name,
+    loss_kwargs,
+    per_sample_loss,
+)
+from ..core.onnx_graph import get_train_initializer
 from ..core.penalties import make_learning_penalty
 
 #: Key of the model metadata where :func:`add_loss_output` records what it did.
