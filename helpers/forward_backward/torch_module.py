@@ -229,8 +229,8 @@ class OrtTorchModule(torch.nn.Module):
         elif self.training and statistics:  # torch's training mode normalizes with the batch, even without autograd
             fn = self.function(device_name)
             values = [to_ortvalue(t, fn.parent.device, repr(n)) for t, n in zip([*inputs, *weights], names)]
-            outputs = tuple(to_tensor(o).clone() for o in fn.forward(values, training=True))
-            fn.take_state()  # no backward will come
+            ort_outputs, _ = fn.training_forward(values)  # no backward will come: the state goes
+            outputs = tuple(to_tensor(o).clone() for o in ort_outputs)
         else:
             fn = self.function(device_name)
             values = [
