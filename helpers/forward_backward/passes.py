@@ -4,6 +4,9 @@
 builder made: a training forward keeps its state until the matching
 backward, several forwards may be in flight, and the inputs and outputs
 stay alive as long as the runtime reads them.
+:meth:`~OrtGradientForwardBackwardFunction.training_forward` hands the state
+to its caller instead of keeping it: threads sharing one function pair each
+backward with its own forward.
 """
 import numpy as np
 import onnxruntime
@@ -25,8 +28,10 @@ class OrtGradientForwardBackwardFunction:
 
     Each training forward keeps its state until the matching backward; several
     may be in flight, and :meth:`backward` consumes the most recent one
-    (last in, first out), or the one :meth:`take_state` handed out, whatever
-    the order (as torch's autograd needs, :mod:`helpers.forward_backward.torch_function`).
+    (last in, first out). :meth:`training_forward` returns the state
+    instead, and :meth:`backward` takes it back, whatever the order and the
+    thread (as torch's autograd needs, :mod:`helpers.forward_backward.torch_function`):
+    nothing a training forward keeps is then shared with another.
 
     Parameters
     ----------
@@ -116,40 +121,65 @@ class OrtGradientForwardBackwardFunction:
             :meth:`backward`: the backward pass may reuse their memory, so
             copy what must outlive it (``output.numpy().copy()``).
         """
+        if training:
+            outputs, state = self.training_forward(inputs)
+            self.states_.append(state)
+            return outputs
         parent = self.parent
-        values, keep = self._feeds(inputs, training)
-        if not training:
-            names = parent.input_names + parent.weights_to_train + parent.statistics.names
-            feeds = {name: value._ortvalue for name, value in zip(names, values)}
-            # the C session, indexed: see helpers.core.onnx_function.OnnxFunction
-            result = parent._eval_sess._sess.run_with_ort_values(feeds, parent.output_names, None)
-            return [onnxruntime.OrtValue(result[i]) for i in range(len(result))]
+        values, _ = self._feeds(inputs, training)  # `_` keeps the arrays of `values` alive
+        names = parent.input_names + parent.weights_to_train + parent.statistics.names
+        feeds = {name: value._ortvalue for name, value in zip(names, values)}
+        # the C session, indexed: see helpers.core.onnx_function.OnnxFunction
+        result = parent._eval_sess._sess.run_with_ort_values(feeds, parent.output_names, None)
+        return [onnxruntime.OrtValue(result[i]) for i in range(len(result))]
+
+    def training_forward(self, inputs):
+        """Run a training forward whose state the caller keeps until :meth:`backward`.
+
+        Parameters
+        ----------
+        inputs : list of OrtValue or numpy.ndarray
+            As :meth:`forward`'s.
+
+        Returns
+        -------
+        outputs : list of OrtValue
+            As :meth:`forward`'s with ``training=True``, valid until the
+            backward of ``state``.
+        state : object
+            What :meth:`backward` needs (opaque), to pass as its ``state``.
+            It is never stored here: two threads, or two forwards of one
+            thread, each get their own.
+
+        Examples
+        --------
+        >>> from onnx import numpy_helper
+        >>> from helpers import OrtGradientForwardBackward
+        >>> from helpers.teaching.model_factories import mlp_onnx
+        >>> model = mlp_onnx(2, hidden=(3,))
+        >>> weights = [numpy_helper.to_array(i) for i in model.graph.initializer]
+        >>> fn = OrtGradientForwardBackward(model).new_instance()
+        >>> _, first = fn.training_forward([np.ones((4, 2), dtype=np.float32), *weights])
+        >>> _, second = fn.training_forward([np.ones((1, 2), dtype=np.float32), *weights])
+        >>> fn.backward([np.ones((4, 1), dtype=np.float32)], state=first)[-1].numpy()
+        array([4.], dtype=float32)
+        """
+        parent = self.parent
+        values, keep = self._feeds(inputs, True)
         feeds = C.OrtValueVector()
         feeds.reserve(len(values))
         for position in parent._feed_order:
             feeds.push_back(values[position]._ortvalue)
         outputs = C.OrtValueVector()
         state = C.PartialGraphExecutionState()
+        # values inserted in the cache would replace graph values; nothing inserts any, so
+        # the threads sharing this function share no value through it
         parent._agent.run_forward(feeds, outputs, state, self._cache)
         # The runtime reads the inputs again during backward: they stay alive
         # (arrays and OrtValues) until then, and so do the outputs, whose
         # shapes the output gradients are checked against.
-        self.states_.append((state, values, keep, outputs))
-        return [onnxruntime.OrtValue(outputs[i]) for i in range(len(outputs))]
-
-    def take_state(self):
-        """Hand out the state of the most recent training forward, for :meth:`backward` to take back.
-
-        The state leaves the stack: backwards may then come in any order.
-
-        Returns
-        -------
-        object
-            What :meth:`backward` needs (opaque), to pass as its ``state``.
-        """
-        if not self.states_:
-            raise RuntimeError("No training forward is in flight: call forward(inputs, training=True) first.")
-        return self.states_.pop()
+        state = (state, values, keep, outputs)
+        return [onnxruntime.OrtValue(outputs[i]) for i in range(len(outputs))], state
 
     def backward(self, grad_outputs, state=None):
         """Run the backward pass of the most recent training forward, or of ``state``.
@@ -162,8 +192,8 @@ class OrtGradientForwardBackwardFunction:
             float32. The batch statistics a training forward adds take no
             gradient.
         state : object, optional
-            What :meth:`take_state` returned after the forward whose
-            backward this is; None takes the most recent forward's.
+            What :meth:`training_forward` returned with the outputs whose
+            backward this is; None takes the most recent :meth:`forward`'s.
 
         Returns
         -------

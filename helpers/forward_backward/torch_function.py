@@ -136,8 +136,10 @@ class OrtAutogradFunction(torch.autograd.Function):
     whose parent was built with ``input_names_require_grad`` naming the
     inputs that require a gradient. It returns the outputs as a tuple of
     tensors, followed, for a model with batch normalization, by the batch
-    statistics (``fn.parent.statistics.output_names``, no gradient). Several forwards may be in flight: each keeps its own state in
-    its autograd context, and their backwards may come in any order. A
+    statistics (``fn.parent.statistics.output_names``, no gradient). Several forwards may be in
+    flight, in one thread or several sharing ``fn``: each keeps its own
+    state in its autograd context, and their backwards may come in any
+    order, each paired with its own forward. A
     second backward through the same forward (``retain_graph=True``), a
     double backward (``create_graph=True``), or an input that requires a
     gradient ``fn`` was not built to return, raise.
@@ -174,8 +176,10 @@ class OrtAutogradFunction(torch.autograd.Function):
                     "(or detach the input)."
                 )
         values = [to_ortvalue(t, device, repr(name)) for t, name in zip(tensors, names)]
-        outputs = fn.forward(values, training=True)
-        ctx.ort_state = (fn, fn.take_state())
+        # the forward's state goes to this context only: a forward of another
+        # thread (or of this one) in between never takes it
+        outputs, state = fn.training_forward(values)
+        ctx.ort_state = (fn, state)
         ctx.n_inputs = n_inputs
         # saved for torch's check that no tensor changed in place before the backward
         ctx.save_for_backward(*tensors)

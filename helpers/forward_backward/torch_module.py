@@ -8,6 +8,8 @@ through :class:`~helpers.forward_backward.torch_function.OrtAutogradFunction`,
 its backward pass. Any torch loss, optimizer and scheduler work on it as on
 the module itself.
 """
+import threading
+
 import onnx
 import torch
 from onnx import numpy_helper
@@ -68,6 +70,16 @@ class OrtTorchModule(torch.nn.Module):
     Parameters the forward does not use are not trained (their ``grad``
     stays None, as in torch). Double backward
     (``create_graph=True``, gradient penalties) is not available and raises.
+
+    Threads may share the module: each backward pairs with its own forward
+    (its state lives in its autograd context), whatever the order of the
+    forwards and backwards in and across threads. The gradients accumulate
+    into the shared parameters' ``grad`` as torch's do (use
+    ``torch.autograd.grad`` for a thread's own). Each training forward
+    blends its batch statistics into the running statistics whole, under a
+    lock of the module (torch updates them without one): two threads
+    training one module give the statistics of their batches blended one
+    after the other, in the order their forwards ended, not a mix.
 
     onnxruntime's threads sleep as soon as they are idle here, so that they
     leave the cores to torch's between two calls. torch's own OpenMP threads
@@ -136,11 +148,18 @@ class OrtTorchModule(torch.nn.Module):
         initializers = {i.name for i in onx.graph.initializer}
         self._inputs = [i for i in onx.graph.input if i.name not in initializers]
         self._functions = {}
+        self._lock = threading.Lock()  # building functions, updating the running statistics
         self.statistic_names = running_statistic_names(onx) if self.module is not None else []
 
     def __getstate__(self):
-        # the onnxruntime sessions cannot be copied or pickled: rebuilt on the next call
-        return {**self.__dict__, "_functions": {}}
+        # the onnxruntime sessions and the lock cannot be copied or pickled: made again
+        state = {**self.__dict__, "_functions": {}}
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._lock = threading.Lock()
 
     def _parameters_in_order(self):
         """The parameters that feed ``weight_names``, looked up at each call (``load_state_dict(assign=True)`` replaces them)."""
@@ -178,9 +197,13 @@ class OrtTorchModule(torch.nn.Module):
         ['weight', 'bias']
         """
         device = resolve_device(device)
+        with self._lock:  # one build per key, from statistics no other thread is updating
+            return self._function(device, tuple(input_names_require_grad), training)
+
+    def _function(self, device, input_names_require_grad, training):
         statistics = self._statistics_in_order()
         versions = () if training else tuple(b._version for b in statistics)
-        key = (str(device), tuple(input_names_require_grad), training)
+        key = (str(device), input_names_require_grad, training)
         if self._functions.get(key, (None, None))[1] != versions:
             model = self.onnx_model
             if not training:  # eval mode: the running statistics are constants of the graph
@@ -229,8 +252,8 @@ class OrtTorchModule(torch.nn.Module):
         elif self.training and statistics:  # torch's training mode normalizes with the batch, even without autograd
             fn = self.function(device_name)
             values = [to_ortvalue(t, fn.parent.device, repr(n)) for t, n in zip([*inputs, *weights], names)]
-            outputs = tuple(to_tensor(o).clone() for o in fn.forward(values, training=True))
-            fn.take_state()  # no backward will come
+            ort_outputs, _ = fn.training_forward(values)  # no backward will come: the state goes
+            outputs = tuple(to_tensor(o).clone() for o in ort_outputs)
         else:
             fn = self.function(device_name)
             values = [
@@ -247,7 +270,7 @@ class OrtTorchModule(torch.nn.Module):
     def _update_statistics(self, statistics, batch_values):
         """Blend a training forward's batch statistics into the module's buffers, as torch's BatchNorm does."""
         buffers = dict(self.module.named_buffers())
-        with torch.no_grad():
+        with self._lock, torch.no_grad():  # whole, even when threads share the module
             for layer, mean, var in zip(statistics.layers, batch_values[0::2], batch_values[1::2]):
                 counter = buffers.get(_counter_name(layer.running_mean))
                 if counter is not None:
