@@ -49,13 +49,13 @@ def _check_finite(name, array):
     if not finite.all():
         bad = tuple(int(i) for i in np.argwhere(~finite)[0])
         if np.isnan(array[bad]):
-            what, fix = "a missing value, NaN or pd.NA", "impute the missing values"
+            what = "a missing value, NaN or pd.NA"
+            fix = "impute the missing values (sklearn.impute.SimpleImputer)"
         else:
-            what, fix = str(array[bad]), "clip the values"
+            what, fix = str(array[bad]), "clip the values (numpy.clip)"
         raise ValueError(
             f"{name} contains NaN or infinite values (first at index {bad}: {what}). Remove the "
-            f"rows or {fix} before training, for example with sklearn.impute.SimpleImputer or "
-            "numpy.clip."
+            f"rows or {fix} before training."
         )
 
 
