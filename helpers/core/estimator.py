@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 from .batches import Batches
 from .devices import resolve_device
 from .epoch_losses import EpochLosses, TrainingDivergedError
+from .feature_names import check_feature_names, check_validation_names, feature_names
 from .learning_rates import resolve_learning_rate
 from .display import ModelSummaryRepr
 from .inference_mode import inference_graph
@@ -165,9 +166,10 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         )
         self._check_model()
 
-    def _check_data(self, X, y, sample_weight=None):
-        X = check_features(X, self._input_spec)
-        y = check_targets(y, X.shape[0], self._label_shape(), self._takes_class_labels())
+    def _check_data(self, X, y, sample_weight=None, names=("X", "y")):
+        """The arrays ``fit`` and ``score`` take; ``names``: what the messages call ``X``, ``y``."""
+        X = check_features(X, self._input_spec, names[0])
+        y = check_targets(y, X.shape[0], self._label_shape(), self._takes_class_labels(), names)
         return X, y, check_sample_weight(sample_weight, X.shape[0])
 
     def _is_fitted(self):
@@ -201,7 +203,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
             Per-sample weights; the loss model must have a weight input.
         X_val, y_val : array-like, optional
             A validation set whose loss is recorded in ``validation_losses_``
-            every ``validation_every`` epochs.
+            every ``validation_every`` epochs; a DataFrame has the columns of ``X``.
 
         Returns
         -------
@@ -209,16 +211,20 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         """
         self._prepare()
         y_ndim = np.asarray(y).ndim
-        names = getattr(X, "columns", None)
+        names = feature_names(X)
+        warm = self.warm_start and self._is_fitted()
+        if warm:  # the training continues on the columns it started with
+            check_feature_names(self, X)
         X, y, w = self._check_data(X, y, sample_weight)
         validation = None
         if (X_val is None) != (y_val is None):
             raise ValueError("Give both X_val and y_val, or neither.")
         if X_val is not None:
-            validation = self._check_data(X_val, y_val)
+            check_validation_names(names, X_val)
+            validation = self._check_data(X_val, y_val, names=("X_val", "y_val"))
         self._y_ndim = y_ndim
         settings = training_settings(self)
-        if not (self.warm_start and self._is_fitted()):
+        if not warm:
             self._fitted = False
             self._start_training(self._initial_weights())
             self._rng = check_random_state(self.random_state)
@@ -231,7 +237,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
             if getattr(self, "_runtime", None) is None:  # unpickled: rebuild the runtime from what the pickle kept
                 self._rebuild_runtime()
         PREDICTION_SESSIONS.drop(self)
-        self._set_input_attributes(X, names)
+        self._set_input_attributes(X, getattr(self, "feature_names_in_", None) if warm else names)
 
         period = validation_period(self.validation_every, self.max_iter)
         batches = Batches(self._batch_arrays(X, y, w, sample_weight is not None), self.device_)
@@ -320,16 +326,13 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         self._restore_saved_state()
 
     def _set_input_attributes(self, X, names):
-        """``sample_shape_in_``; for rows of features, scikit-learn's ``n_features_in_`` and ``feature_names_in_``."""
+        """``sample_shape_in_``; ``n_features_in_`` for rows of features; ``feature_names_in_``."""
         self.sample_shape_in_ = tuple(X.shape[1:])
-        tabular = X.ndim == 2
-        named = tabular and names is not None and all(isinstance(name, str) for name in names)
-        if tabular:
-            self.n_features_in_ = X.shape[1]
-        if named:
-            self.feature_names_in_ = np.asarray(names, dtype=object)
-        for attribute, kept in (("n_features_in_", tabular), ("feature_names_in_", named)):
-            if not kept and hasattr(self, attribute):
+        n_features = X.shape[1] if X.ndim == 2 else None
+        for attribute, value in (("n_features_in_", n_features), ("feature_names_in_", names)):
+            if value is not None:
+                setattr(self, attribute, value)
+            elif hasattr(self, attribute):
                 delattr(self, attribute)
 
     def _prepare(self):

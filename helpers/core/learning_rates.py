@@ -21,6 +21,7 @@ import math
 import numbers
 
 from .configurable import Configurable
+from .validation import check_finite_number
 from .update_rules import MomentumRule, NesterovRule, SGDRule, WeightUpdater, make_update_rule
 
 #: The schedule names, scikit-learn's.
@@ -40,6 +41,9 @@ def check_schedule(schedule, eta0, power_t, alpha=None):
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"Unknown learning-rate schedule {schedule!r}, expected one of {SCHEDULES}.")
+    for name, value in (("eta0", eta0), ("power_t", power_t), ("alpha", alpha)):
+        if isinstance(value, numbers.Real):  # other types are refused below
+            check_finite_number(name, value)
     if not isinstance(eta0, numbers.Real) or isinstance(eta0, bool) or not eta0 > 0:
         raise ValueError(f"The learning rate must be a float > 0, got {eta0!r}.")
     if schedule == "invscaling" and not power_t >= 0:

@@ -12,7 +12,7 @@ import numbers
 import onnx
 
 from .sessions import check_n_threads
-from .validation import check_positive_int
+from .validation import check_finite_number, check_positive_int
 
 #: What ``fit`` does when the loss becomes NaN or infinite: raise
 #: :class:`~helpers.core.epoch_losses.TrainingDivergedError`, or warn, put
@@ -166,12 +166,26 @@ def check_shared_parameters(optimizer):
         raise TypeError(f"fast_gradients must be True or False, got {optimizer.fast_gradients!r}.")
     check_positive_int("max_iter", optimizer.max_iter)
     check_positive_int("batch_size", optimizer.batch_size)
+    _check_finite_parameters(optimizer)
     every = optimizer.validation_every
     if every is not None and not (isinstance(every, numbers.Real) and not isinstance(every, bool) and every >= 0):
         raise ValueError(
             "validation_every must be a fraction of max_iter below 1, a number "
             f"of epochs >= 1, or 0 for never; got {every!r}."
         )
+
+
+def _check_finite_parameters(optimizer):
+    """Refuse a NaN or infinite float parameter, by its name: training would diverge."""
+    names = ("power_t", "alpha", "momentum", "eps", "weight_decay")
+    floats = {name: getattr(optimizer, name) for name in names}
+    floats.update((f"betas[{i}]", beta) for i, beta in enumerate(optimizer.betas))
+    for name in ("learning_rate", "validation_every"):  # also a learning-rate object, or None
+        value = getattr(optimizer, name)
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            floats[name] = value
+    for name, value in floats.items():
+        check_finite_number(name, value)
 
 
 def validation_period(validation_every, max_iter):

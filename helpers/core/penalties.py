@@ -27,6 +27,7 @@ from onnx import helper
 
 from .configurable import Configurable
 from .onnx_function import OnnxFunction, make_model
+from .validation import check_finite_number
 
 
 class BaseLearningPenalty(Configurable):
@@ -202,6 +203,7 @@ class WeightPenalty(BaseLearningPenalty):
 
 def _check_coefficients(coefs, owner):
     for key, value in coefs.items():
+        check_finite_number(f"{owner}: {key}", value)
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
             raise ValueError(f"{owner}: {key} must be a number >= 0, got {value!r}.")
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from .running_statistics import statistic_initializers
 from .onnx_graph import replace_initializers
+from .feature_names import check_feature_names
 from .sessions import make_session
 from .validation import check_features
 
@@ -185,6 +186,7 @@ class TrainedModelMixin:
             ``fit`` were one-dimensional.
         """
         self._check_is_fitted()
+        check_feature_names(self, X)
         X = check_features(X, self._input_spec)
         sess = PREDICTION_SESSIONS.get(
             self, lambda: make_session(self.get_trained_onnx(), n_threads=self.n_threads, label="predict")
@@ -212,6 +214,7 @@ class TrainedModelMixin:
         float
         """
         self._check_is_fitted()
+        check_feature_names(self, X)
         return -self._loss(*self._check_data(X, y, sample_weight))
 
     # -- pickling --------------------------------------------------------------------

@@ -33,6 +33,7 @@ from .configurable import Configurable
 from .devices import Device
 from .onnx_function import make_model
 from .sessions import make_session
+from .validation import check_finite_number
 
 
 class BaseUpdateRule(Configurable):
@@ -178,6 +179,8 @@ class AdamWRule(BaseUpdateRule):
 
     def __init__(self, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         beta1, beta2 = betas
+        check_finite_number("eps", eps)
+        check_finite_number("weight_decay", weight_decay)
         if not (0 <= beta1 < 1 and 0 <= beta2 < 1):
             raise ValueError(f"betas must be in [0, 1), got {betas!r}.")
         if not eps > 0 or not weight_decay >= 0:

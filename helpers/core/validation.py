@@ -3,6 +3,9 @@
 The runtime itself reports a wrong dtype or shape with a C++ message, and
 silently trains on NaN. These checks name the problem and the fix instead.
 """
+import math
+import numbers
+
 import numpy as np
 from onnx import TensorProto
 
@@ -14,7 +17,8 @@ def _as_float32(name, values):
     """Return ``values`` as a C-contiguous float32 array.
 
     Floating point, integer and boolean arrays are converted: the models run
-    in float32, like the ONNX graphs scikit-learn models convert to.
+    in float32, like the ONNX graphs scikit-learn models convert to. The
+    missing values of pandas' nullable columns (``pd.NA``) become NaN.
     """
     if hasattr(values, "toarray") and hasattr(values, "nnz"):
         raise TypeError(
@@ -25,8 +29,11 @@ def _as_float32(name, values):
     if array.dtype.kind == "c":
         raise ValueError(f"Complex data not supported: {name} must hold real numbers.")
     if array.dtype.kind == "O":
-        try:  # numbers held as Python objects (a pandas column of mixed types...)
-            array = array.astype(np.float64)
+        try:  # numbers held as Python objects (a pandas column of mixed types, a nullable one...)
+            if hasattr(values, "to_numpy"):  # pandas
+                array = values.to_numpy(np.float64, na_value=np.nan)
+            else:
+                array = array.astype(np.float64)
         except (TypeError, ValueError):
             pass
     if array.dtype.kind not in "fiub":
@@ -40,12 +47,33 @@ def _as_float32(name, values):
 def _check_finite(name, array):
     finite = np.isfinite(array)
     if not finite.all():
-        bad = np.argwhere(~finite)[0]
+        bad = tuple(int(i) for i in np.argwhere(~finite)[0])
+        if np.isnan(array[bad]):
+            what = "a missing value, NaN or pd.NA"
+            fix = "impute the missing values (sklearn.impute.SimpleImputer)"
+        else:
+            what, fix = str(array[bad]), "clip the values (numpy.clip)"
         raise ValueError(
-            f"{name} contains NaN or infinite values (first at index "
-            f"{tuple(int(i) for i in bad)}). Remove or impute them before "
-            "training, for example with sklearn.impute.SimpleImputer."
+            f"{name} contains NaN or infinite values (first at index {bad}: {what}). Remove the "
+            f"rows or {fix} before training."
         )
+
+
+def check_finite_number(name, value):
+    """Raise a clear error unless ``value`` is a finite real number, for the parameter ``name``.
+
+    Examples
+    --------
+    >>> check_finite_number("momentum", 0.9)
+    0.9
+    >>> check_finite_number("learning_rate", float("inf"))
+    Traceback (most recent call last):
+    ...
+    ValueError: learning_rate must be a finite number, got inf.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}.")
+    return value
 
 
 #: numpy types of the model inputs the optimizers feed: float32 features, integer ids.
@@ -122,43 +150,46 @@ def _as_ids(name, values, dtype):
     return np.ascontiguousarray(array, dtype=dtype)
 
 
-def _check_shape(X, spec):
+def _check_shape(X, spec, name):
     if spec.is_tabular:
         if X.ndim != 2:
             raise ValueError(
-                f"Reshape your data: X must be a 2D array of shape (n_samples, n_features), got shape "
-                f"{X.shape}. Use X.reshape(-1, 1) for a single feature or "
-                "X.reshape(1, -1) for a single sample."
+                f"Reshape your data: {name} must be a 2D array of shape (n_samples, n_features), "
+                f"got shape {X.shape}. Use {name}.reshape(-1, 1) for a single feature or "
+                f"{name}.reshape(1, -1) for a single sample."
             )
         if spec.sample_shape[0] is not None and X.shape[1] != spec.sample_shape[0]:
-            raise ValueError(f"X has {X.shape[1]} features, but the model expects {spec.sample_shape[0]}.")
+            raise ValueError(
+                f"{name} has {X.shape[1]} features, but the model expects {spec.sample_shape[0]}."
+            )
         return
     if spec.sample_shape is None:
         if X.ndim < 1:
-            raise ValueError("X must be an array with one sample per row, got a scalar.")
+            raise ValueError(f"{name} must be an array with one sample per row, got a scalar.")
         return
     expected = tuple("any" if d is None else d for d in spec.sample_shape)
     if X.ndim != len(expected) + 1 or any(d is not None and d != got for d, got in zip(spec.sample_shape, X.shape[1:])):
         hint = ""
         if None not in spec.sample_shape and X.ndim >= 1 and X.size == X.shape[0] * int(np.prod(spec.sample_shape)):
-            hint = f" Reshape it: X.reshape(-1, {', '.join(str(d) for d in spec.sample_shape)})."
+            dims = ", ".join(str(d) for d in spec.sample_shape)
+            hint = f" Reshape it: {name}.reshape(-1, {dims})."
         raise ValueError(
-            f"X has samples of shape {tuple(X.shape[1:])} (X: {X.shape}), but the model's input "
-            f"{spec.describe()} takes samples of shape {expected}.{hint}"
+            f"{name} has samples of shape {tuple(X.shape[1:])} ({name}: {X.shape}), but the "
+            f"model's input {spec.describe()} takes samples of shape {expected}.{hint}"
         )
 
 
-def _check_ids(X, spec):
+def _check_ids(X, spec, name):
     for table, rows in spec.id_ranges.items():
         low, high = int(X.min()), int(X.max())
         if low < 0 or high >= rows:
             raise ValueError(
-                f"X holds ids from {low} to {high}, but the model's input {spec.name!r} indexes {table!r}, "
-                f"which has {rows} rows: ids must be in 0..{rows - 1}."
+                f"{name} holds ids from {low} to {high}, but the model's input {spec.name!r} "
+                f"indexes {table!r}, which has {rows} rows: ids must be in 0..{rows - 1}."
             )
 
 
-def check_features(X, spec=None):
+def check_features(X, spec=None, name="X"):
     """Validate the features (any rank) and convert them to the type of the model's input.
 
     Parameters
@@ -168,6 +199,8 @@ def check_features(X, spec=None):
     spec : InputSpec, optional
         What the model takes (:meth:`InputSpec.of`); None checks a 2-D
         float32 array of any width.
+    name : str
+        What the messages call ``X`` (``'X_val'`` for a validation set).
 
     Returns
     -------
@@ -190,18 +223,18 @@ def check_features(X, spec=None):
     dtype('int64')
     """
     spec = spec if spec is not None else InputSpec("X", [None], np.float32)
-    X = _as_float32("X", X) if spec.dtype == np.float32 else _as_ids("X", X, spec.dtype)
-    _check_shape(X, spec)
+    X = _as_float32(name, X) if spec.dtype == np.float32 else _as_ids(name, X, spec.dtype)
+    _check_shape(X, spec, name)
     if X.shape[0] == 0:
-        raise ValueError("X has no rows.")
+        raise ValueError(f"{name} has no rows.")
     if spec.dtype == np.float32:
-        _check_finite("X", X)
+        _check_finite(name, X)
     else:
-        _check_ids(X, spec)
+        _check_ids(X, spec, name)
     return X
 
 
-def check_targets(y, n_samples, label_shape, class_labels=False):
+def check_targets(y, n_samples, label_shape, class_labels=False, names=("X", "y")):
     """Validate the targets and reshape them to the label input of the model.
 
     Parameters
@@ -215,6 +248,9 @@ def check_targets(y, n_samples, label_shape, class_labels=False):
     class_labels : bool
         True when the loss is a softmax cross-entropy over the model's scores:
         one class index per sample is then encoded as a one-hot row.
+    names : tuple of str
+        What the messages call the features and the targets (``('X_val', 'y_val')``
+        for a validation set).
 
     Returns
     -------
@@ -234,11 +270,13 @@ def check_targets(y, n_samples, label_shape, class_labels=False):
         encoded = class_labels_as_one_hot(y, width)
         if encoded is not None:
             y = encoded
-    y = _as_float32("y", y)
+    X_name, y_name = names
+    y = _as_float32(y_name, y)
     if y.ndim == 0 or y.shape[0] != n_samples:
         got = "a scalar" if y.ndim == 0 else f"{y.shape[0]} rows"
         raise ValueError(
-            f"X has {n_samples} rows but y has {got}: they must have one row per sample."
+            f"{X_name} has {n_samples} rows but {y_name} has {got}: they must have "
+            "one row per sample."
         )
     rank = len(label_shape)
     if y.ndim < rank:
@@ -254,16 +292,17 @@ def check_targets(y, n_samples, label_shape, class_labels=False):
         hint = ""
         if isinstance(width, int) and width > 1 and y.shape[1:] == (1,) and np.all(y == np.round(y)):
             hint = (
-                f" y looks like class labels: a model with {width} scores per sample trains on "
-                f"one-hot targets, helpers.teaching.datasets.one_hot(y, {width}), or on class labels "
-                "with the softmax cross-entropy (add_loss_output(..., score_name='cross_entropy') or "
-                "learning_loss='cross_entropy'), which encodes them itself."
+                f" {y_name} looks like class labels: a model with {width} scores per sample trains "
+                f"on one-hot targets, helpers.teaching.datasets.one_hot(y, {width}), or on class "
+                "labels with the softmax cross-entropy (add_loss_output(..., "
+                "score_name='cross_entropy') or learning_loss='cross_entropy'), which encodes them "
+                "itself."
             )
         raise ValueError(
-            f"y has shape {y.shape}, but the model predicts shape {expected}: one target "
+            f"{y_name} has shape {y.shape}, but the model predicts shape {expected}: one target "
             f"column per model output.{hint}"
         )
-    _check_finite("y", y)
+    _check_finite(y_name, y)
     return y
 
 

@@ -16,6 +16,7 @@ from onnx import helper
 
 from ..core.configurable import Configurable
 from ..core.onnx_function import IR_VERSION, OnnxFunction, make_model, to_ortvalue
+from ..core.validation import check_finite_number
 from ..core.loss_graphs import LOSS_ALIASES, GraphAppender, canonical_loss_name, per_sample_loss
 
 _LABEL, _PRED, _WEIGHT = "label", "prediction", "weight"
@@ -249,6 +250,8 @@ class ElasticLearningLoss(BaseLearningLoss):
 
     def __init__(self, l1_weight=0.5, l2_weight=0.5):
         super().__init__()
+        check_finite_number("l1_weight", l1_weight)
+        check_finite_number("l2_weight", l2_weight)
         if l1_weight < 0 or l2_weight < 0 or l1_weight + l2_weight == 0:
             raise ValueError(
                 f"l1_weight and l2_weight must be >= 0 and not both 0, got {l1_weight}, {l2_weight}."

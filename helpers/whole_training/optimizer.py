@@ -163,13 +163,13 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
     def _prediction_name(self):
         return self._record()["output_name"]
 
-    def _check_data(self, X, y, sample_weight=None):
+    def _check_data(self, X, y, sample_weight=None, names=("X", "y")):
         if sample_weight is not None and self._record()["weight_name"] is None:
             raise ValueError(
                 "sample_weight was given but the loss has no weight input: build it "
                 "with add_loss_output(..., weight_name='weight')."
             )
-        return super()._check_data(X, y, sample_weight)
+        return super()._check_data(X, y, sample_weight, names)
 
     def _batch_arrays(self, X, y, w, weighted):
         # the loss model takes weights (ones when none were given) or nothing
