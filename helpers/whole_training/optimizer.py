@@ -289,7 +289,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
     def _train_step(self, batch, t):
         return self._runtime.train_step(batch.ortvalues(), self.learning_rate_.value(t), t)
 
-    def _loss(self, X, y, w):
+    def _loss_and_outputs(self, X, y, w):
         if getattr(self, "_scorer", None) is None:
             record = self._record()
             scoring = add_loss_output(
@@ -300,6 +300,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                 output_index=record["output_index"],
                 **record["score_kwargs"],
             )
+            # the predictions too: the last batch of a fit checks them
+            scoring.graph.output.extend(v for v in scoring.graph.value_info if v.name == record["output_name"])
             statistics = list(statistic_initializers(self._current_statistics()))
             model = initializers_to_inputs(scoring, self.weights_to_train_ + statistics)
             self._scorer = make_session(model, n_threads=self.n_threads, label="score")
@@ -307,7 +309,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         feeds = dict(zip(names, (X, y, w)))
         feeds.update(self._current_weights())
         feeds.update(statistic_initializers(self._current_statistics()))
-        return float(self._scorer.run(None, feeds)[0])
+        loss, outputs = self._scorer.run(None, feeds)
+        return float(loss), outputs
 
     def _loss_value(self, handle):
         return float(handle.numpy())
