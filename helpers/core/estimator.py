@@ -131,7 +131,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         return self._loss_and_outputs(X, y, w)[0]
 
     def _loss_and_outputs(self, X, y, w):
-        """Return the mean loss on ``X`` (as :meth:`_loss`) and the predictions, during a fit too."""
+        """Return the mean loss on ``X`` (as :meth:`_loss`) and the predictions; in a fit too."""
         raise NotImplementedError
 
     def _label_shape(self):
@@ -245,7 +245,8 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         with deferred_interrupt() as interrupt:
             for epoch in bar:
                 # the model the fit ends with is run on the last batch it trained on
-                total = self._run_epoch(batches, interrupt, (X, y, w) if epoch == self.max_iter - 1 else None)
+                last = (X, y, w) if epoch == self.max_iter - 1 else None
+                total = self._run_epoch(batches, interrupt, last)
                 if total is None:  # diverged, on_divergence='stop'
                     break
                 self.n_iter_ += 1

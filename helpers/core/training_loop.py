@@ -133,7 +133,7 @@ def check_finite_state(weights, statistics, epoch):
 
 
 def check_finite_outputs(loss, outputs, rows, epoch):
-    """Raise :class:`TrainingDivergedError` when the trained model's outputs or loss on a batch are not finite.
+    """Raise :class:`TrainingDivergedError` when a trained model's outputs or loss are not finite.
 
     Finite weights can still give infinite outputs (weights of 1e17 times
     features of 1e9 overflow float32): the model a fit ends with is run once
@@ -153,16 +153,21 @@ def check_finite_outputs(loss, outputs, rows, epoch):
     Examples
     --------
     >>> import numpy as np
-    >>> check_finite_outputs(3.0, np.array([1.0, -np.inf]), (8, 16), epoch=1)
-    Traceback (most recent call last):
-    ...
-    helpers.core.epoch_losses.TrainingDivergedError: The model trained by epoch 1 gives non-finite outputs on rows 8:16 of the shuffled data, the last batch it trained on (its weights are finite, its outputs overflow float32): training diverged. Try a smaller learning rate, or scale the features (sklearn.preprocessing.StandardScaler).
+    >>> try:
+    ...     check_finite_outputs(3.0, np.array([1.0, -np.inf]), (8, 16), epoch=1)
+    ... except TrainingDivergedError as error:
+    ...     print(str(error).split(",")[0])
+    The model trained by epoch 1 gives non-finite outputs on rows 8:16 of the shuffled data
     """
-    what = "outputs" if not np.isfinite(outputs).all() else "loss" if not np.isfinite(loss) else None
-    if what is not None:
-        raise TrainingDivergedError(
-            f"The model trained by epoch {epoch} gives non-finite {what} on rows {rows[0]}:{rows[1]} of the "
-            f"shuffled data, the last batch it trained on (its weights are finite, its {what} overflow"
-            f"{'' if what == 'outputs' else 's'} float32): training diverged. Try a smaller learning rate, "
-            "or scale the features (sklearn.preprocessing.StandardScaler)."
-        )
+    if not np.isfinite(outputs).all():
+        what = "outputs", "its outputs overflow"
+    elif not np.isfinite(loss):
+        what = "loss", "its loss overflows"
+    else:
+        return
+    raise TrainingDivergedError(
+        f"The model trained by epoch {epoch} gives non-finite {what[0]} on rows {rows[0]}:{rows[1]} "
+        f"of the shuffled data, the last batch it trained on (its weights are finite, {what[1]} "
+        "float32): training diverged. Try a smaller learning rate, or scale the features "
+        "(sklearn.preprocessing.StandardScaler)."
+    )
