@@ -7,10 +7,9 @@ on-device training API instead (:class:`~helpers.whole_training.session.WholeTra
 model and a checkpoint, and ``Module``/``Optimizer``/``CheckpointState``
 run them.
 """
-import os
-import tempfile
 import warnings
 
+from ..core.disk_space import temporary_file
 from ..core.running_statistics import statistic_initializers
 from ..core.estimator import BaseOrtOptimizer
 from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs
@@ -212,8 +211,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         if checkpoint is None:
             super()._rebuild_runtime()
             return
-        with tempfile.TemporaryDirectory() as folder:  # AdamW's moments, kept by the pickle
-            path = os.path.join(folder, "checkpoint")
+        # AdamW's moments, kept by the pickle
+        with temporary_file("the AdamW state of this estimator", len(checkpoint)) as path:
             with open(path, "wb") as f:
                 f.write(checkpoint)
             self._start_training(self._saved_weights, checkpoint=path)
@@ -222,8 +221,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         state = super().__getstate__()
         runtime = self.__dict__.get("_runtime")
         if runtime is not None and runtime.optimizer is not None and self.update_rule_.name == "adamw":
-            with tempfile.TemporaryDirectory() as folder:
-                path = os.path.join(folder, "checkpoint")
+            size = runtime.checkpoint_bytes()
+            with temporary_file("the AdamW state a pickle carries", size) as path:
                 runtime.save(path, {})  # the moments; the rest of the training state is in the pickle itself
                 with open(path, "rb") as f:
                     state["_saved_checkpoint"] = f.read()
