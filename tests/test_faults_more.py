@@ -140,3 +140,52 @@ def test_a_full_disk_simulated(monkeypatch, tmp_path):
     folder = str(tmp_path / "artifacts")
     with pytest.raises(OSError, match=f"The folder {folder} is full.*give artifact_dir= another folder"):
         OrtGradientOptimizer(add_loss_output(mlp_onnx(4, hidden=(7,))), artifact_dir=folder, max_iter=1).fit(X, Y)
+
+
+POOL_SCRIPT = r"""
+import glob, multiprocessing, os, signal, sys, tempfile
+import numpy as np
+from helpers import OrtGradientOptimizer, add_loss_output
+from helpers.teaching.model_factories import mlp_onnx
+
+def folders():
+    return glob.glob(os.path.join(tempfile.gettempdir(), "ort_training_artifacts_*"))
+
+def fit(seed):
+    X = np.random.default_rng(seed).standard_normal((16, 3)).astype(np.float32)
+    OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,))), max_iter=1, batch_size=8).fit(X, X[:, 0])
+    return os.getpid()
+
+def fit_and_die(seed):
+    fit(seed)
+    os.kill(os.getpid(), signal.SIGKILL)  # no exit hook, no signal handler
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context(sys.argv[1])
+    with context.Pool(2) as pool:  # the block ends with terminate(): SIGTERM to the workers
+        workers = set(pool.map(fit, range(4)))
+        during = len(folders())
+    after_pool = folders()
+    killed = context.Process(target=fit_and_die, args=(9,))
+    killed.start()
+    killed.join()
+    print(len(workers), during, len(after_pool), len(folders()), killed.exitcode)
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_no_artifact_folder_outlives_its_process(method, tmp_path):
+    """Pool workers ended by terminate() remove their folders; a killed child's goes at the parent's exit."""
+    script = tmp_path / "pool_fits.py"
+    script.write_text(POOL_SCRIPT)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = dict(os.environ, TMPDIR=str(temporary), PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, str(script), method], env=env, capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    workers, during, after_pool, after_kill, exitcode = map(int, done.stdout.split())
+    assert during == workers  # one folder per worker while the pool runs
+    assert after_pool == 0  # terminate() did not leave them
+    assert after_kill == 1 and exitcode == -9  # the killed child could not remove its own
+    assert [name for name in os.listdir(temporary) if name.startswith("ort_training_artifacts_")] == []
