@@ -16,6 +16,7 @@ code is organised in four packages:
   plots and comparisons for the notebooks; timing and profiling.
 """
 from .core.devices import DeviceError
+from .core.disk_space import DiskFullError
 from .core.epoch_losses import TrainingDivergedError
 from .core.learning_rates import LearningRateSGD, LearningRateSGDNesterov
 from .core.onnx_graph import get_train_initializer, onnx_rename_weights
@@ -40,6 +41,7 @@ __all__ = [
     "AbsoluteLearningLoss",
     "CrossEntropyLearningLoss",
     "DeviceError",
+    "DiskFullError",
     "ElasticLearningLoss",
     "ElasticLearningPenalty",
     "LearningRateSGD",

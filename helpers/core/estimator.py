@@ -24,7 +24,7 @@ from .onnx_graph import get_train_initializer
 from .parameters import check_shared_parameters, check_warm_start, training_settings, validation_period
 from .runtime import check_model_inputs, check_model_ir_version, check_model_opset, check_onnx_compatible
 from .trained_model import PREDICTION_SESSIONS, TrainedModelMixin
-from .training_loop import EpochStart, check_finite_state, deferred_interrupt
+from .training_loop import EpochStart, check_finite_outputs, check_finite_state, deferred_interrupt
 from .validation import InputSpec, check_features, check_sample_weight, check_targets
 
 
@@ -129,6 +129,10 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
 
     def _loss(self, X, y, w):
         """Return the mean loss on ``X``, penalty excluded, without updating."""
+        return self._loss_and_outputs(X, y, w)[0]
+
+    def _loss_and_outputs(self, X, y, w):
+        """Return the mean loss on ``X`` (as :meth:`_loss`) and the predictions; in a fit too."""
         raise NotImplementedError
 
     def _label_shape(self):
@@ -245,8 +249,10 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
             range(self.max_iter), disable=not self.verbose, desc=type(self).__name__, unit="epoch"
         )
         with deferred_interrupt() as interrupt:
-            for _ in bar:
-                total = self._run_epoch(batches, interrupt)
+            for epoch in bar:
+                # the model the fit ends with is run on the last batch it trained on
+                last = (X, y, w) if epoch == self.max_iter - 1 else None
+                total = self._run_epoch(batches, interrupt, last)
                 if total is None:  # diverged, on_divergence='stop'
                     break
                 self.n_iter_ += 1
@@ -283,12 +289,15 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
             )
         return self._rng.permutation(n), 0, 0.0
 
-    def _run_epoch(self, batches, interrupt):
+    def _run_epoch(self, batches, interrupt, data=None):
         """Train one epoch; return the sum of the batch losses times their rows, None if it diverged and stopped.
 
         An interrupt takes effect between two steps: the estimator then keeps
         the weights of the steps done and records how far the epoch went
-        (``partial_epoch_rows_``); a warm-started ``fit`` finishes it.
+        (``partial_epoch_rows_``); a warm-started ``fit`` finishes it. With
+        ``data`` (the features, labels and sample weights of the last epoch
+        of a fit), the trained model is run on the epoch's last batch: its
+        outputs may overflow though its weights are finite.
         """
         start = EpochStart(self)
         order, trained, done = self._epoch_order(batches.n_rows)
@@ -307,6 +316,10 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
                 raise
             total = done + losses.total()
             check_finite_state(self._runtime.get_weights(), self._runtime.statistics.get(), self.n_iter_ + 1)
+            if data is not None:
+                rows = order[batch.start:batch.end]
+                loss, outputs = self._loss_and_outputs(*(array[rows] for array in data))
+                check_finite_outputs(loss, outputs, (batch.start, batch.end), self.n_iter_ + 1)
         except TrainingDivergedError as error:
             start.restore(self)  # never NaN weights in the estimator, counters that agree with them
             self._after_divergence()

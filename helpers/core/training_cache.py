@@ -23,11 +23,9 @@ Threads and processes:
   built again, not fatal;
 * a forked child forgets its parent's entries without touching them: it
   builds its own, in a folder of its own, and never removes the parent's.
-  The folders of processes that ended without cleaning up (killed, or
-  exited with ``os._exit`` like pool workers) are removed by the next
-  process that creates its folder.
+  How every process's folder is removed when it ends, pool workers and
+  killed processes included: :mod:`helpers.core.process_folders`.
 """
-import atexit
 import hashlib
 import os
 import shutil
@@ -38,8 +36,10 @@ from contextlib import contextmanager
 
 import onnx
 
-#: Prefix of the per-process artifact folders: ``ort_training_artifacts_<pid>_<random>``.
-ROOT_PREFIX = "ort_training_artifacts_"
+# ROOT_PREFIX and remove_stale_folders: re-exported, where callers found them before
+from .process_folders import (  # noqa: F401
+    ROOT_PREFIX, artifact_root, forget_parent_folder, remove_stale_folders,
+)
 
 
 def content_key(*parts):
@@ -204,91 +204,6 @@ class ContentCache:
         self._reset()
 
 
-_ROOT = {"path": None, "pid": None}
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def remove_stale_folders(prefix=ROOT_PREFIX, directory=None):
-    """Remove the folders ``<prefix><pid>_...`` of processes that ended without removing them.
-
-    A process names its temporary folders with its id; a folder whose
-    process no longer runs (killed, or ended with ``os._exit``) is left
-    over, and the next process that makes such folders removes it.
-
-    Parameters
-    ----------
-    prefix : str
-        The folders' prefix: the artifact folders by default; the benchmark
-        runs use ``'bench-'``.
-    directory : str, optional
-        Where they are; the temporary folder by default.
-
-    Returns
-    -------
-    list of str
-        The folders removed.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> stale = tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}999999999_")  # no process has this id
-    >>> stale in remove_stale_folders(), os.path.exists(stale)
-    (True, False)
-    """
-    directory = directory or tempfile.gettempdir()
-    removed = []
-    for name in os.listdir(directory):
-        pid = name[len(prefix):].split("_", 1)[0] if name.startswith(prefix) else ""
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            path = os.path.join(directory, name)
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-    return removed
-
-
-def _remove_root(path, pid):
-    """At exit: remove the artifact folder, in the process that made it only."""
-    if os.getpid() == pid:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def artifact_root():
-    """The folder, one per process, where cached training artifacts live.
-
-    Examples
-    --------
-    >>> import os
-    >>> os.path.isdir(artifact_root()) and artifact_root() == artifact_root()
-    True
-    """
-    if _ROOT["path"] is None or _ROOT["pid"] != os.getpid() or not os.path.isdir(_ROOT["path"]):
-        remove_stale_folders()
-        pid = os.getpid()
-        _ROOT["path"], _ROOT["pid"] = tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{pid}_"), pid
-        atexit.register(_remove_root, _ROOT["path"], pid)
-        _finalize_in_worker(_ROOT["path"])
-    return _ROOT["path"]
-
-
-def _finalize_in_worker(path):
-    """In a multiprocessing child (a pool worker exits with ``os._exit``, skipping atexit), clean up at its exit."""
-    import multiprocessing  # noqa: PLC0415
-
-    if multiprocessing.parent_process() is not None:
-        from multiprocessing import util  # noqa: PLC0415
-
-        util.Finalize(None, shutil.rmtree, args=(path, True), exitpriority=0)
-
-
 def _remove_folder(folder):
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -313,7 +228,7 @@ def _forget_parent_state():
     _INHERITED.append((dict(ARTIFACTS._entries), dict(GRADIENT_GRAPHS._entries)))
     ARTIFACTS.forget()
     GRADIENT_GRAPHS.forget()
-    _ROOT["path"] = _ROOT["pid"] = None
+    forget_parent_folder()
 
 
 os.register_at_fork(after_in_child=_forget_parent_state)

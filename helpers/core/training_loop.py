@@ -8,6 +8,8 @@
   generator), put back when the epoch diverges.
 * :func:`check_finite_state`: the weights after the last update of an
   epoch, which no loss has seen yet, are checked too.
+* :func:`check_finite_outputs`: the outputs of the model a fit ends with, on
+  the last batch it trained on (finite weights can still overflow them).
 """
 import signal
 import threading
@@ -128,3 +130,44 @@ def check_finite_state(weights, statistics, epoch):
                 f"The updates of epoch {epoch} left non-finite values in {name!r}: training diverged. "
                 "Try a smaller learning rate, or scale the features (sklearn.preprocessing.StandardScaler)."
             )
+
+
+def check_finite_outputs(loss, outputs, rows, epoch):
+    """Raise :class:`TrainingDivergedError` when a trained model's outputs or loss are not finite.
+
+    Finite weights can still give infinite outputs (weights of 1e17 times
+    features of 1e9 overflow float32): the model a fit ends with is run once
+    on the last batch it trained on.
+
+    Parameters
+    ----------
+    loss : float
+        The model's loss on that batch.
+    outputs : numpy.ndarray
+        Its predictions for that batch.
+    rows : tuple of int
+        The batch: rows ``start:end`` of the shuffled data.
+    epoch : int
+        The epoch that trained it (from 1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> try:
+    ...     check_finite_outputs(3.0, np.array([1.0, -np.inf]), (8, 16), epoch=1)
+    ... except TrainingDivergedError as error:
+    ...     print(str(error).split(",")[0])
+    The model trained by epoch 1 gives non-finite outputs on rows 8:16 of the shuffled data
+    """
+    if not np.isfinite(outputs).all():
+        what = "outputs", "its outputs overflow"
+    elif not np.isfinite(loss):
+        what = "loss", "its loss overflows"
+    else:
+        return
+    raise TrainingDivergedError(
+        f"The model trained by epoch {epoch} gives non-finite {what[0]} on rows {rows[0]}:{rows[1]} "
+        f"of the shuffled data, the last batch it trained on (its weights are finite, {what[1]} "
+        "float32): training diverged. Try a smaller learning rate, or scale the features "
+        "(sklearn.preprocessing.StandardScaler)."
+    )

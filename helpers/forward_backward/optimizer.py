@@ -159,11 +159,16 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         return self._scores(X, y, w)
 
     def _scores(self, X, y, w):
+        return self._scores_and_outputs(X, y, w)[0]
+
+    def _scores_and_outputs(self, X, y, w):
         if getattr(self, "_runtime", None) is None:  # unpickled: the exported model predicts
             pred, device = self.predict(X).reshape(y.shape).astype(np.float32), Device("cpu")
         else:
             pred, device = self._runtime.predict(X), self._runtime.device
-        return self.learning_loss_.loss_scores(device, y, pred, w).numpy()
+        scores = self.learning_loss_.loss_scores(device, y, pred, w).numpy()
+        return scores, pred if isinstance(pred, np.ndarray) else pred.numpy()
 
-    def _loss(self, X, y, w):
-        return float(self._scores(X, y, w).mean())
+    def _loss_and_outputs(self, X, y, w):
+        scores, outputs = self._scores_and_outputs(X, y, w)
+        return float(scores.mean()), outputs

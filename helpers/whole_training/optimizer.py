@@ -7,10 +7,9 @@ on-device training API instead (:class:`~helpers.whole_training.session.WholeTra
 model and a checkpoint, and ``Module``/``Optimizer``/``CheckpointState``
 run them.
 """
-import os
-import tempfile
 import warnings
 
+from ..core.disk_space import temporary_file
 from ..core.running_statistics import statistic_initializers
 from ..core.estimator import BaseOrtOptimizer
 from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs
@@ -212,8 +211,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         if checkpoint is None:
             super()._rebuild_runtime()
             return
-        with tempfile.TemporaryDirectory() as folder:  # AdamW's moments, kept by the pickle
-            path = os.path.join(folder, "checkpoint")
+        # AdamW's moments, kept by the pickle
+        with temporary_file("the AdamW state of this estimator", len(checkpoint)) as path:
             with open(path, "wb") as f:
                 f.write(checkpoint)
             self._start_training(self._saved_weights, checkpoint=path)
@@ -222,8 +221,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         state = super().__getstate__()
         runtime = self.__dict__.get("_runtime")
         if runtime is not None and runtime.optimizer is not None and self.update_rule_.name == "adamw":
-            with tempfile.TemporaryDirectory() as folder:
-                path = os.path.join(folder, "checkpoint")
+            size = runtime.checkpoint_bytes()
+            with temporary_file("the AdamW state a pickle carries", size) as path:
                 runtime.save(path, {})  # the moments; the rest of the training state is in the pickle itself
                 with open(path, "rb") as f:
                     state["_saved_checkpoint"] = f.read()
@@ -289,7 +288,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
     def _train_step(self, batch, t):
         return self._runtime.train_step(batch.ortvalues(), self.learning_rate_.value(t), t)
 
-    def _loss(self, X, y, w):
+    def _loss_and_outputs(self, X, y, w):
         if getattr(self, "_scorer", None) is None:
             record = self._record()
             scoring = add_loss_output(
@@ -300,6 +299,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                 output_index=record["output_index"],
                 **record["score_kwargs"],
             )
+            # the predictions too: the last batch of a fit checks them
+            scoring.graph.output.extend(v for v in scoring.graph.value_info if v.name == record["output_name"])
             statistics = list(statistic_initializers(self._current_statistics()))
             model = initializers_to_inputs(scoring, self.weights_to_train_ + statistics)
             self._scorer = make_session(model, n_threads=self.n_threads, label="score")
@@ -307,7 +308,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         feeds = dict(zip(names, (X, y, w)))
         feeds.update(self._current_weights())
         feeds.update(statistic_initializers(self._current_statistics()))
-        return float(self._scorer.run(None, feeds)[0])
+        loss, outputs = self._scorer.run(None, feeds)
+        return float(loss), outputs
 
     def _loss_value(self, handle):
         return float(handle.numpy())

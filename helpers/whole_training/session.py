@@ -9,6 +9,7 @@ import onnxruntime
 from onnxruntime.capi import _pybind_state as C
 from onnxruntime.training.api import CheckpointState, Module
 
+from ..core.disk_space import TEMPORARY_FOLDER, artifact_bytes, full_disk_explained
 from ..core.runtime import explain_untrainable
 from ..core.sessions import session_options
 from ..core.training_cache import cached_artifact_folder, content_key
@@ -81,6 +82,14 @@ class WholeTrainingSession:
         names = list(weights)
         solver = rule.name if rule.name in RUNTIME_RULES else "sgd"
         adamw = rule.get_params() if solver == "adamw" else {}
+        # a full disk: the cache removes a folder written half-way, never keeps it
+        disk = full_disk_explained(
+            artifact_dir or tempfile.gettempdir(),
+            "the training artifacts",
+            artifact_bytes(onx_loss),
+            f"{TEMPORARY_FOLDER}, or give artifact_dir= a folder with room" if artifact_dir is None
+            else "give artifact_dir= another folder",
+        )
         try:
             graph = loss_training_graph(onx_loss, fast_gradients)
             write = functools.partial(write_training_artifacts, graph, names, solver=solver, adamw=adamw)
@@ -89,12 +98,13 @@ class WholeTrainingSession:
                     onx_loss, names, solver, sorted(adamw.items()), fast_gradients,
                     onnx.__version__, onnxruntime.__version__,
                 )
-                with cached_artifact_folder(key, write) as folder:
+                with disk, cached_artifact_folder(key, write) as folder:
                     self._load(folder, checkpoint, rule, device, n_threads)
             else:
-                os.makedirs(artifact_dir, exist_ok=True)
-                write(artifact_dir)
-                write_eval_model(artifact_dir, onx_loss)
+                with disk:
+                    os.makedirs(artifact_dir, exist_ok=True)
+                    write(artifact_dir)
+                    write_eval_model(artifact_dir, onx_loss)
                 self._load(artifact_dir, checkpoint, rule, device, n_threads)
         except Exception as exc:  # the runtime raises its own types
             clear = explain_untrainable(onx_loss, exc)
@@ -102,6 +112,7 @@ class WholeTrainingSession:
                 raise
             raise clear from None
         self.names = names
+        self.adamw = solver == "adamw"
         self.statistics = graph.statistics
         if checkpoint is None:
             self.set_weights(weights)
@@ -152,15 +163,24 @@ class WholeTrainingSession:
             self.state.properties[BATCH_COUNT_PROPERTY + name] = count
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp_ckpt_")
-        os.close(fd)
+        tmp = None
         try:
-            CheckpointState.save_checkpoint(self.state, tmp, include_optimizer_state=True)
-            append_checksum(tmp)
+            size = self.checkpoint_bytes()
+            with full_disk_explained(folder, "the checkpoint", size, "save it in another folder"):
+                fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp_ckpt_")
+                os.close(fd)
+                CheckpointState.save_checkpoint(self.state, tmp, include_optimizer_state=True)
+                append_checksum(tmp)
             os.replace(tmp, path)
         finally:
-            if os.path.exists(tmp):
+            if tmp is not None and os.path.exists(tmp):
                 os.remove(tmp)
+
+    def checkpoint_bytes(self):
+        """About the size of a checkpoint: trained weights (thrice with AdamW's moments), statistics."""
+        trained = sum(self.state.parameters[name].data.nbytes for name in self.names)
+        statistics = sum(np.asarray(value).nbytes for value in self.statistics.values.values())
+        return trained * (3 if self.adamw else 1) + statistics
 
     def set_weights(self, weights):
         """Write ``weights`` (name to array) into the checkpoint state."""
