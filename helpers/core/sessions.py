@@ -10,6 +10,7 @@ The training sessions of onnxruntime's own classes (``Module``,
 ``TrainingAgent``) take their options from :func:`session_options`.
 """
 import contextlib
+import itertools
 import numbers
 import os
 
@@ -93,13 +94,16 @@ def resolved_threads(n_threads=None):
 #: active (None: no profiling).
 _PROFILING = {"folder": None}
 
+#: Numbers the profiles' file names (onnxruntime adds only the date and the second).
+_PROFILE_NUMBERS = itertools.count()
+
 
 @contextlib.contextmanager
 def profiling_sessions(folder):
     """Make the sessions created inside the block write onnxruntime profiles.
 
     Each session writes a JSON trace named after its ``label`` (see
-    :func:`session_options`) into ``folder`` when it ends.
+    :func:`session_options`) and a number into ``folder`` when it ends.
     :func:`helpers.measure.profiling.profile_training` uses it.
 
     Parameters
@@ -174,7 +178,9 @@ def session_options(n_threads=None, label="session", spin=True):
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if _PROFILING["folder"] is not None:
         options.enable_profiling = True
-        options.profile_file_prefix = os.path.join(_PROFILING["folder"], label)
+        # numbered: two sessions of one label ending in the same second would write one file
+        number = next(_PROFILE_NUMBERS)
+        options.profile_file_prefix = os.path.join(_PROFILING["folder"], f"{label}-{number}")
     return without_unfaithful_fusions(options)
 
 

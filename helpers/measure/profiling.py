@@ -14,6 +14,7 @@ network. Compare configurations profiled the same way.
 import glob
 import json
 import os
+import re
 import tempfile
 import time
 
@@ -88,8 +89,10 @@ def read_profile(path):
 
 
 def _session_label(path):
+    """The label of the session that wrote ``path`` (``{label}-{number}_{date}_{time}.json``)."""
     name = os.path.basename(path)
-    return name.rsplit("_", 2)[0] if name.count("_") >= 2 else name
+    name = name.rsplit("_", 2)[0] if name.count("_") >= 2 else name
+    return re.sub(r"-\d+$", "", name)
 
 
 def kernel_table(folder, n_steps):
