@@ -137,7 +137,8 @@ def test_values_and_gradients_match_torch(name, dtype):
     np.testing.assert_allclose(gradient.numpy(), x.grad.numpy()[0], rtol=rtol, atol=atol)
 
 
-N_SAMPLES, LEARNING_RATE = 24, 0.1
+#: At 0.1, torch's own training of the Softplus and LogSoftmax networks rose or diverged.
+N_SAMPLES, LEARNING_RATE = 24, 0.01
 
 
 def _data(name):
@@ -195,6 +196,8 @@ APIS = ["whole", "forward_backward", "torch_module"]
 def test_training_matches_torch(name, api):
     module, X, y = _data(name)
     _assert_trains_as_torch(module, X, y, api)
+    _, torch_losses = torch_fit(copy.deepcopy(module), X, y, "squared_error", len(X), 4, LEARNING_RATE)
+    assert torch_losses[-1] < torch_losses[0]  # it trained: agreeing on a divergence proves little
 
 
 #: Activations and an input where their gradient has a kink (or a threshold).
