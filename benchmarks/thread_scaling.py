@@ -53,7 +53,7 @@ FRAMEWORKS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD, bm.TORCH, bm.ORT_BOUND, bm.
 #: The CSV's columns, in order.
 COLUMNS = (
     "size", "n_features", "hidden", "batch_size", "n_samples", "threads", "framework", "ms_per_step",
-    "fixed_ms", "ratio_to_torch", "ratio_to_ort_bound", "speedup_vs_1_thread",
+    "fixed_ms", "ratio_to_torch", "ratio_to_ort_bound", "speedup_vs_1_thread", "note",
 )
 #: Learning rate of every framework: small, so that no run diverges.
 LEARNING_RATE = 1e-4
@@ -179,7 +179,8 @@ def measure(config, threads, epochs=(1, 4), repeats=3, random_state=0):
     -------
     list of dict
         One row per framework: the configuration, ``threads``, ``framework``,
-        ``ms_per_step`` and ``fixed_ms`` (what a fit costs once).
+        ``ms_per_step``, ``fixed_ms`` (what a fit costs once) and ``note``: ``''``,
+        or why a figure is NaN (the machine's noise was larger than the extra epochs).
     """
     import torch  # noqa: PLC0415
     from threadpoolctl import threadpool_limits  # noqa: PLC0415
@@ -195,7 +196,7 @@ def measure(config, threads, epochs=(1, 4), repeats=3, random_state=0):
             torch.set_num_threads(previous)
     return [
         {**config, "threads": threads, "framework": name, "ms_per_step": cost["step_s"] * 1e3,
-         "fixed_ms": cost["fixed_s"] * 1e3}
+         "fixed_ms": cost["fixed_s"] * 1e3, "note": cost["note"]}
         for name, cost in costs.items()
     ]
 
@@ -220,7 +221,7 @@ def add_ratios(df):
 
 
 def _ms(value):
-    return f"{value:.3g}"
+    return f"{value:.3g}" if np.isfinite(value) else "-"
 
 
 def _times(value, reference, speedup=False):
@@ -282,6 +283,12 @@ def markdown(df, epochs, repeats):
     ]
     for (size, threads), row in table.iterrows():
         lines.append(f"| {size} | {threads} | " + " | ".join(_ms(row[c]) for c in columns) + " |")
+    noted = df[df.note.fillna("") != ""]
+    if len(noted):
+        lines += ["", "Lost in the machine's noise (- in the table; time more epochs, or on a "
+                  "quieter machine):", ""]
+        lines += [f"- {r.size}, {r.threads} thread(s), {r.framework}: {r.note}"
+                  for r in noted.itertuples()]
     usable = machine.get("usable_cores")
     lines += [
         "",

@@ -12,6 +12,7 @@ onnxruntime optimizers do), with the same loss and update rule:
   gradient, a compiler that does not work...);
 * :func:`record_rows`: one row per framework for the record the aggregator reads.
 """
+import math
 import time
 
 import numpy as np
@@ -208,14 +209,35 @@ def model_family(model_function, module):
 def compile_seconds(fit, first_s, clock=time.perf_counter):
     """What ``torch.compile`` took: its first fit of one epoch (``first_s``) minus a fit of one epoch once compiled.
 
+    NaN when the compiled fit was not faster than the first one (the machine's noise was larger).
+
     Examples
     --------
     >>> compile_seconds(lambda epochs: 0.0, 12.5, clock=iter([1.0, 1.5]).__next__)
     12.0
+    >>> compile_seconds(lambda epochs: 0.0, 0.25, clock=iter([1.0, 1.5]).__next__)
+    nan
     """
     start = clock()
     fit(1)
-    return first_s - (clock() - start)
+    compiled = first_s - (clock() - start)
+    return compiled if compiled > 0 else float("nan")
+
+
+def compile_note(compile_s):
+    """The note of the ``torch.compile`` row: its compilation time, or why there is none.
+
+    Examples
+    --------
+    >>> compile_note(12.04)
+    'compilation 12.0 s (its first fit), outside the step time and the set-up'
+    >>> compile_note(float("nan"))[:41]
+    'compilation not measurable: its first fit'
+    """
+    if math.isnan(compile_s):
+        return ("compilation not measurable: its first fit was not slower than a compiled one "
+                "(the machine's noise was larger)")
+    return f"compilation {compile_s:.1f} s (its first fit), outside the step time and the set-up"
 
 
 def step_sentence(name, step_s, caveats=None):
@@ -310,8 +332,7 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
         if memory is not None and name in memory.index:
             row.update(memory.loc[name, ["import_mb", "peak_mb"]].astype(float).to_dict())
         if name == bm.TORCH_COMPILE and compile_s is not None:
-            row.update(compile_time_s=compile_s,
-                       note=f"compilation {compile_s:.1f} s (its first fit), outside the step time and the set-up")
+            row.update(compile_time_s=compile_s, note=compile_note(compile_s))
         rows.append(row)
     rows += [bm.make_row(**common, framework=name, error=reason, note="not run: see error")
              for name, reason in failed.items()]

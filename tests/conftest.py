@@ -1,5 +1,7 @@
-"""Shared fixtures: small data sets and the ONNX models converted from them, caches, sweep grids."""
+"""Shared fixtures: small data sets and the ONNX models converted from them, caches, sweep grids,
+the check of a benchmark row's step time."""
 import json
+import math
 import os
 
 import numpy as np
@@ -84,3 +86,19 @@ def sleep_grid():
         return str(path)
 
     return write
+
+
+@pytest.fixture(scope="session")
+def check_step_time():
+    """Check of a benchmark row's ``time_per_update_s``: a positive number, or NaN and the reason.
+
+    A busy machine can lose a step in its noise (``marginal_step_cost``): the time is then NaN
+    and ``timing_note`` says it was not measurable; a number has no such note.
+    """
+
+    def check(row):
+        seconds, note = row["time_per_update_s"], row.get("timing_note") or ""
+        lost = note.startswith("not measurable")
+        assert math.isnan(seconds) if lost else seconds > 0, (row["framework"], seconds, note)
+
+    return check

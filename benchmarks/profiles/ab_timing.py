@@ -183,9 +183,9 @@ def ab_rounds(fits, steps_per_epoch, rounds=3, repeats=2, e1=1, e2=4, max_busy=0
 
     Examples
     --------
-    >>> estimates, busy = ab_rounds({"sleep": lambda epochs: time.sleep(0.001 * epochs)}, 1, rounds=2,
-    ...                             repeats=1, max_busy=1.0)
-    >>> len(estimates["sleep"]), 800 < min(estimates["sleep"]) < 5000, len(busy)
+    >>> sleep = lambda epochs: time.sleep(0.01 * epochs)  # a 10 ms step: above a busy machine's noise
+    >>> estimates, busy = ab_rounds({"sleep": sleep}, 1, rounds=2, repeats=1, max_busy=1.0)
+    >>> len(estimates["sleep"]), 5000 < min(estimates["sleep"]) < 20000, len(busy)
     (2, True, 2)
     """
     estimates, busy = {name: [] for name in fits}, []
