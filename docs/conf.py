@@ -136,9 +136,22 @@ def package_modules(package):
     return [f"{package}.{m}" for m in listed + [m for m in found if m not in listed]]
 
 
+#: Modules documented by what they do, without their members: the steps of
+#: ``training_graph`` and of ``export_for_training``, which users do not call one by one
+#: (their functions keep their docstrings and examples in the source, run as doctests).
+DOCSTRING_ONLY = {
+    f"helpers.core.{m}" for m in (
+        "activations", "padding", "pooling", "resampling", "normalization",
+        "running_statistics", "embedding_padding", "torch_symbolics", "graph_values",
+    )
+}
+
+
 def _module_sections(match):
     return "\n".join(
-        f"## `{module}`\n\n```{{eval-rst}}\n.. automodule:: {module}\n```\n"
+        f"## `{module}`\n\n```{{eval-rst}}\n.. automodule:: {module}\n"
+        + ("   :no-members:\n" if module in DOCSTRING_ONLY else "")
+        + "```\n"
         for module in package_modules(match.group(1))
     )
 
