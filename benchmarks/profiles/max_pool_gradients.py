@@ -23,7 +23,8 @@ mask (``Where``, one thread) runs on the whole feature map. The variants:
 
 The script checks that every variant gives the reference's loss gradients
 exactly (integer weights and inputs: many ties, zeros and negative windows),
-then times training steps of the zoo's ``image_cnn_small`` and
+profiles the kernels of a step of each, then times training steps of the
+zoo's ``image_cnn_small`` and
 ``image_cnn_large`` and of a ResNet-like stem (3 x 32 x 32, convolution,
 batch normalization, ReLU, max pooling 3 x 3 stride 2 padding 1, linear),
 all variants interleaved (:mod:`benchmarks.profiles.ab_timing`). It writes
@@ -43,14 +44,21 @@ from torch import nn
 
 from benchmarks.profiles.ab_timing import (
     BUSY_NOTE,
+    WHOLE,
     ab_rounds,
     ab_rows,
     busy_note,
     conditions,
     parse_arguments,
     step_fits,
+    wait_until_quiet,
 )
-from benchmarks.profiles.kernel_survey import ZOO_BATCH, zoo_model
+from benchmarks.profiles.kernel_survey import (
+    ZOO_BATCH,
+    make_optimizer,
+    profile_best_of,
+    zoo_model,
+)
 from benchmarks.profiles.report import markdown, write_section
 from helpers import OrtGradientForwardBackward
 from helpers.core import gradient_rewrites
@@ -256,6 +264,37 @@ def exactness(name, n_samples=8):
     }
 
 
+#: Operators whose kernels the profiles compare.
+PROFILED = ("MaxPool", "MaxPoolGrad", "Where", "Mul", "Greater")
+
+
+def kernel_times(label, threads, repeat=3):
+    """Rows of kernel microseconds per step of each variant, whole-training API, ``label``'s model.
+
+    Each kernel keeps its best of ``repeat`` profiled epochs
+    (:func:`benchmarks.profiles.kernel_survey.profile_best_of`): a kernel
+    preempted by another job drops out.
+    """
+    name, steps, _ = PROBLEMS[label]
+    model, X, y, loss = problem(name, ZOO_BATCH * steps)
+    rows = []
+    for variant, (onx, context) in variants(model).items():
+        optimizer = make_optimizer(WHOLE, onx, loss, "sgd", True, ZOO_BATCH, 1e-3, threads)
+        with context():
+            table = profile_best_of(optimizer, X, y, repeat)
+        per_op = table.groupby("op_type")["µs per step"].sum()
+        rows.append(
+            {
+                "model": label,
+                "threads": threads,
+                "variant": variant,
+                **{op: f"{per_op.get(op, 0):.0f}" for op in PROFILED},
+                "all kernels": f"{per_op.sum():.0f}",
+            }
+        )
+    return rows
+
+
 def _time_steps(threads, rounds, repeats):
     """Rows of :func:`ab_rows` for every problem, both APIs, at ``threads``."""
     rows = []
@@ -287,6 +326,14 @@ def main(argv=None):
     load = os.getloadavg()[0]
     exact = [{"model": label, **exactness(name)} for label, (name, _, _) in PROBLEMS.items()]
     print(markdown(exact, list(exact[0])), flush=True)
+    wait_until_quiet()
+    kernels = [
+        row
+        for threads in args.threads
+        for label in PROBLEMS
+        for row in kernel_times(label, threads)
+    ]
+    print(markdown(kernels, list(kernels[0])), flush=True)
     steps = [
         row for threads in args.threads for row in _time_steps(threads, args.rounds, args.repeats)
     ]
@@ -305,6 +352,11 @@ def main(argv=None):
                 f" the ratio to `relu_first` is taken in each round; {BUSY_NOTE}:"
             ),
             markdown(steps, list(steps[0])),
+            (
+                "Kernels of the whole-training step (sessions of the step, onnxruntime's profiler, "
+                "µs per step, each kernel's best of three profiled epochs):"
+            ),
+            markdown(kernels, list(kernels[0])),
         ]
     )
     write_section(args.output, "max-pool-gradients", text)
