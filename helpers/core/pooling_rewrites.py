@@ -26,7 +26,9 @@ A cell shared by overlapping windows sums these terms in both graphs. The
 rewrite is left out where the pooling's ``Indices`` output is used (on a
 window of ``Relu`` outputs all zero, it points at the first cell, not at
 the max of ``x``) and where the activation's type is not a float. An
-activation whose output has other readers stays for them.
+activation whose output has other readers stays for them. torch's ``ReLU6``
+and ``Hardtanh``, also non-decreasing, reach the training graph as ``Where``
+nodes (:mod:`helpers.core.activations`) and are left as they are.
 
 Measured by ``benchmarks/profiles/max_pool_gradients.py`` (figures in
 ``results/kernel_survey.md``; a shared 2-core AMD EPYC with AVX-512, 4 interleaved
