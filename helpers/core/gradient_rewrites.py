@@ -172,7 +172,8 @@ def rewrite_for_training(model, batch_inputs=()):
     """Return a copy of ``model`` whose gradient graph will be faster and exact.
 
     ``MaxPool(Relu(x))`` becomes ``Relu(MaxPool(x))``
-    (:mod:`helpers.core.pooling_rewrites`), then each ``Relu(x)`` of the main graph becomes ``x * Where(x > 0, 1, 0)``,
+    (:mod:`helpers.core.pooling_rewrites`), then each ``Relu(x)`` of the
+    main graph becomes ``x * Where(x > 0, 1, 0)``,
     each ``Gather`` of rows of a float table by int64 ids a ``GatherND``,
     and the inputs ``batch_inputs`` share a named first dimension (see the
     module's documentation for why and for the measurements). A node whose
