@@ -76,6 +76,7 @@ from onnx import TensorProto, helper
 
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_types
+from .pooling_rewrites import max_pools_before_activations
 from .runtime import main_opset
 
 #: Prefix of the names of the nodes a rewrite adds; :func:`count_rewrites`
@@ -170,7 +171,9 @@ def name_batch_dimension(model, input_names):
 def rewrite_for_training(model, batch_inputs=()):
     """Return a copy of ``model`` whose gradient graph will be faster and exact.
 
-    Each ``Relu(x)`` of the main graph becomes ``x * Where(x > 0, 1, 0)``,
+    ``MaxPool(Relu(x))`` becomes ``Relu(MaxPool(x))``
+    (:mod:`helpers.core.pooling_rewrites`), then each ``Relu(x)`` of the
+    main graph becomes ``x * Where(x > 0, 1, 0)``,
     each ``Gather`` of rows of a float table by int64 ids a ``GatherND``,
     and the inputs ``batch_inputs`` share a named first dimension (see the
     module's documentation for why and for the measurements). A node whose
@@ -211,6 +214,7 @@ def rewrite_for_training(model, batch_inputs=()):
     >>> [n.op_type for n in rewrite_for_training(model).graph.node]
     ['Constant', 'Unsqueeze', 'GatherND']
     """
+    model = max_pools_before_activations(model)
     nodes = model.graph.node
     if any(is_onnx_op(node, *_REWRITTEN) for node in nodes):
         types, opset = value_types(model), main_opset(model)

@@ -30,7 +30,8 @@ inference is never rewritten.
   ``PRelu``: no gradient in 1.19.2; see :mod:`helpers.core.activations`.
 * ``ConvTranspose`` and ``Resize``, which have no gradient: see :mod:`helpers.core.resampling`.
 * The speed rewrites of :mod:`helpers.core.gradient_rewrites` (``Relu`` as a
-  mask, a named batch dimension), when ``fast_gradients`` is on.
+  mask, max pooling before ``Relu``, a named batch dimension), when
+  ``fast_gradients`` is on.
 """
 from collections import namedtuple
 
