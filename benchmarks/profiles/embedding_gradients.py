@@ -1,4 +1,4 @@
-"""An embedding table's gradient and update: what each kernel costs, and whether an exact variant is faster.
+"""An embedding table's gradient and update: each kernel's cost; is an exact variant faster?
 
 Run from the repository root::
 
@@ -31,6 +31,7 @@ with the update graph on one thread) against ``threaded update`` (both
 update with the update graph on the session's threads). It writes its
 section of ``results/kernel_survey.md``.
 """
+
 import functools
 import os
 import statistics
@@ -66,13 +67,19 @@ MODELS = {"token_classifier_large": (20, 4), "token_classifier_small": (20, 11)}
 
 def _session(nodes, inputs, threads):
     """A session running ``nodes``; ``inputs`` name to element type; the output is ``y``."""
-    graph = helper.make_graph(nodes, "kernel", [helper.make_tensor_value_info(n, t, None) for n, t in inputs.items()],
-                              [helper.make_tensor_value_info("y", FLOAT, None)])
+    graph = helper.make_graph(
+        nodes,
+        "kernel",
+        [helper.make_tensor_value_info(n, t, None) for n, t in inputs.items()],
+        [helper.make_tensor_value_info("y", FLOAT, None)],
+    )
     opsets = [helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)]
     model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
 
 
 def kernel_cases(rows=ROWS, width=WIDTH, ids=IDS, seed=0):
@@ -93,9 +100,14 @@ def kernel_cases(rows=ROWS, width=WIDTH, ids=IDS, seed=0):
     shape = np.array([rows, width], dtype=np.int64)
 
     def gather_nd_grad(n_rows, chosen):
-        node = helper.make_node("GatherNDGrad", ["shape", "ids", "dy"], ["y"], domain="com.microsoft")
-        feeds = {"shape": np.array([n_rows, width], dtype=np.int64), "ids": chosen[:, None],
-                 "dy": rows_gradient[:len(chosen)]}
+        node = helper.make_node(
+            "GatherNDGrad", ["shape", "ids", "dy"], ["y"], domain="com.microsoft"
+        )
+        feeds = {
+            "shape": np.array([n_rows, width], dtype=np.int64),
+            "ids": chosen[:, None],
+            "dy": rows_gradient[: len(chosen)],
+        }
         return [node], {"shape": INT64, "ids": INT64, "dy": FLOAT}, feeds
 
     both = {"shape": INT64, "ids": INT64, "dy": FLOAT}
@@ -105,18 +117,40 @@ def kernel_cases(rows=ROWS, width=WIDTH, ids=IDS, seed=0):
         "GatherNDGrad, clearing (one id)": gather_nd_grad(rows, index[:1]),
         f"GatherNDGrad, adding the rows ({ids}-row table)": gather_nd_grad(ids, np.arange(ids)),
         "GatherElementsGrad": (
-            [helper.make_node("GatherElementsGrad", ["dy", "shape", "ids"], ["y"], domain="com.microsoft", axis=0)],
-            both, {"shape": shape, "ids": np.repeat(index[:, None], width, 1), "dy": rows_gradient}),
+            [
+                helper.make_node(
+                    "GatherElementsGrad",
+                    ["dy", "shape", "ids"],
+                    ["y"],
+                    domain="com.microsoft",
+                    axis=0,
+                )
+            ],
+            both,
+            {"shape": shape, "ids": np.repeat(index[:, None], width, 1), "dy": rows_gradient},
+        ),
         "GatherGrad": (
-            [helper.make_node("GatherGrad", ["shape", "ids", "dy"], ["y"], domain="com.microsoft", axis=0)],
-            both, {"shape": shape, "ids": index, "dy": rows_gradient}),
+            [
+                helper.make_node(
+                    "GatherGrad", ["shape", "ids", "dy"], ["y"], domain="com.microsoft", axis=0
+                )
+            ],
+            both,
+            {"shape": shape, "ids": index, "dy": rows_gradient},
+        ),
         "ScatterND add into zeros": (
             [zeros, helper.make_node("ScatterND", ["zeros", "ids", "dy"], ["y"], reduction="add")],
-            both, {"shape": shape, "ids": index[:, None], "dy": rows_gradient}),
+            both,
+            {"shape": shape, "ids": index[:, None], "dy": rows_gradient},
+        ),
         "SGD update graph (Mul + Sub)": (
-            [helper.make_node("Mul", ["lr", "g"], ["step"]), helper.make_node("Sub", ["w", "step"], ["y"])],
+            [
+                helper.make_node("Mul", ["lr", "g"], ["step"]),
+                helper.make_node("Sub", ["w", "step"], ["y"]),
+            ],
             {"lr": FLOAT, "g": FLOAT, "w": FLOAT},
-            {"lr": np.array(1e-3, dtype=np.float32), "g": table[::-1].copy(), "w": table}),
+            {"lr": np.array(1e-3, dtype=np.float32), "g": table[::-1].copy(), "w": table},
+        ),
     }
 
 
@@ -165,9 +199,11 @@ def threaded_update(threads):
     ('adamw',)
     """
     updater = functools.partial(update_rules.WeightUpdater, n_threads=threads)
-    return _Patches(mock.patch.object(whole_training_session, "RUNTIME_RULES", ("adamw",)),
-                    mock.patch.object(whole_training_session, "WeightUpdater", updater),
-                    mock.patch.object(forward_backward_session, "WeightUpdater", updater))
+    return _Patches(
+        mock.patch.object(whole_training_session, "RUNTIME_RULES", ("adamw",)),
+        mock.patch.object(whole_training_session, "WeightUpdater", updater),
+        mock.patch.object(forward_backward_session, "WeightUpdater", updater),
+    )
 
 
 class _Patches:
@@ -191,37 +227,51 @@ def _time_steps(threads, rounds, repeats):
     for name, (steps, e2) in MODELS.items():
         onx, X, y, loss = zoo_model(name, ZOO_BATCH * steps)
         fits = {}
-        for variant, context in (("as is", None), ("threaded update", functools.partial(threaded_update, threads))):
+        for variant, context in (
+            ("as is", None),
+            ("threaded update", functools.partial(threaded_update, threads)),
+        ):
             extra = {} if context is None else {"context": context}
             fitted = step_fits(onx, X, y, ZOO_BATCH, threads, loss=loss, lr=1e-3, **extra)
             fits.update({(api, variant): fit for api, fit in fitted.items()})
         estimates, busy = ab_rounds(fits, steps, rounds=rounds, repeats=repeats, e2=e2)
         for api in dict.fromkeys(api for api, _ in fits):
-            per_variant = {variant: values for (a, variant), values in estimates.items() if a == api}
-            rows += ab_rows(per_variant, "as is", model=name, threads=threads, API=api, busy=busy_note(busy))
+            per_variant = {
+                variant: values for (a, variant), values in estimates.items() if a == api
+            }
+            rows += ab_rows(
+                per_variant, "as is", model=name, threads=threads, API=api, busy=busy_note(busy)
+            )
             print(markdown(rows[-2:], list(rows[-1])), flush=True)
     return rows
 
 
 def main(argv=None):
-    """Time the kernels and both variants of the steps; write their section of ``results/kernel_survey.md``."""
+    """Time the kernels and both variants of the steps; write their section of the survey."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse_arguments(__doc__.split("\n", 1)[0], argv)
     load = os.getloadavg()[0]
     kernels = kernel_times(threads=tuple(args.threads))
-    kernel_rows = [{"kernel": name, **{f"µs, {t} thread{'s' * (t > 1)}": f"{us:.0f}" for t, us in by.items()}}
-                   for name, by in kernels.items()]
+    kernel_rows = [
+        {"kernel": name, **{f"µs, {t} thread{'s' * (t > 1)}": f"{us:.0f}" for t, us in by.items()}}
+        for name, by in kernels.items()
+    ]
     print(markdown(kernel_rows, list(kernel_rows[0])), flush=True)
-    rows = [row for threads in args.threads for row in _time_steps(threads, args.rounds, args.repeats)]
-    text = (f"## An embedding table's gradient and update\n\n"
-            f"{conditions('benchmarks/profiles/embedding_gradients.py', argv, load)}\n\n"
-            f"Kernels alone on one step of token_classifier_large ({ROWS} x {WIDTH} table, {IDS} ids), median "
-            "of runs in turn with the other kernels (which push the table out of the cache, as the other "
-            f"kernels of a training step do):\n\n"
-            f"{markdown(kernel_rows, list(kernel_rows[0]))}\n\n"
-            "Training steps (batches of 64, plain SGD): `as is` against `threaded update` (the update graph "
-            "on the session's threads in both APIs), median over the rounds of the best of the repeats, the "
-            f"ratio taken within each round; {BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}")
+    rows = [
+        row for threads in args.threads for row in _time_steps(threads, args.rounds, args.repeats)
+    ]
+    text = (
+        f"## An embedding table's gradient and update\n\n"
+        f"{conditions('benchmarks/profiles/embedding_gradients.py', argv, load)}\n\n"
+        f"Kernels alone on one step of token_classifier_large ({ROWS} x {WIDTH} table, "
+        f"{IDS} ids), median of runs in turn with the other kernels (which push the table "
+        "out of the cache, as the other kernels of a training step do):\n\n"
+        f"{markdown(kernel_rows, list(kernel_rows[0]))}\n\n"
+        "Training steps (batches of 64, plain SGD): `as is` against `threaded update` (the "
+        "update graph on the session's threads in both APIs), median over the rounds of the "
+        "best of the repeats, the ratio taken within each round; "
+        f"{BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}"
+    )
     write_section(args.output, "embedding-gradients", text)
 
 
