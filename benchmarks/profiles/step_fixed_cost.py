@@ -29,9 +29,10 @@ one). It writes its section of ``results/kernel_survey.md``.
 
 What the profiles showed (``results/kernel_survey.md``): beyond the products,
 the 500-500-1 step spends most in the ReLU mask of ``fast_gradients``
-(``Where`` on one thread, the two products by the mask, ``Greater``), 7 to 11%
-of the step at two threads, where the products take half their one-thread
-time and ``Where`` does not (:mod:`helpers.core.gradient_rewrites` on the
+(``Where`` on one thread, the two products by the mask, ``Greater``): ``Where``
+alone is 3 to 5% of the step at one thread, 6 to 9% at two, where the products
+take about half their one-thread time and ``Where`` does not
+(:mod:`helpers.core.gradient_rewrites` on the
 masks tried); then the bias gradients (``ReduceSum``), the accumulators and
 the update, about 1% each. The BatchNorm network runs about 190 kernels of a
 few microseconds a step: the sessions' fixed cost per kernel is 30% of it
