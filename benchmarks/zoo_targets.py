@@ -34,14 +34,20 @@ def zoo_size(name):
 
     Examples
     --------
-    >>> zoo_size("resnet_large"), zoo_model_of("resnet_large@64"), zoo_model_of("100-50-1@100")
-    ('resnet_large@64', 'resnet_large', None)
+    >>> zoo_size("resnet_large")
+    'resnet_large@64'
     """
     return f"{name}@{ZOO_BATCH}"
 
 
 def zoo_model_of(size):
-    """The zoo builder a size names (see :func:`zoo_size`), or None for another size."""
+    """The zoo builder a size names (see :func:`zoo_size`), or None for another size.
+
+    Examples
+    --------
+    >>> zoo_model_of("resnet_large@64"), zoo_model_of("100-50-1@100")
+    ('resnet_large', None)
+    """
     name = size.split("@")[0]
     return name if name in example_models.ZOO else None
 

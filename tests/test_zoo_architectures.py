@@ -278,3 +278,17 @@ def test_a_tiny_run_of_a_zoo_target_writes_its_table(tmp_path, monkeypatch):
     assert "layernorm_mlp_large@64" in text and "Milliseconds per step" in text
     with pytest.raises(SystemExit):
         st.main(["--only", "no such target", "--out", str(tmp_path)])
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_the_survey_and_the_targets_draw_inputs_of_the_zoo_entry(name):
+    from benchmarks.profiles.kernel_survey import zoo_model
+
+    family, shape, task = em.ZOO[name]
+    assert (shape, task) == ([3, 32, 32], "classification") and family.endswith("-style CNN")
+    onx, X, y, loss = zoo_model(name, 6)
+    assert X.shape == (6, 3, 32, 32) and X.dtype == np.float32 and loss == "cross_entropy"
+    assert y.dtype == np.int64 and 0 <= y.min() and y.max() < 10
+    convs = [n for n in onx.graph.node if n.op_type == "Conv"]
+    groups = [a.i for n in convs for a in n.attribute if a.name == "group"]
+    assert (max(groups, default=1) > 1) == name.startswith("mobilenet")  # depthwise
