@@ -228,13 +228,16 @@ def target_table(steps, setup, targets=TARGETS):
     for row in () if setup is None else setup.itertuples():
         rows.append({"target": f"{REFIT}, {row.framework}",
                      "configuration": f"{TARGETS[0][1]}, cached model",
-                     "measured": f"{row.setup_ms:.1f} ms", "spread": "-", "goal": f"< {REFIT_GOAL_MS:g} ms",
-                     "verdict": "met" if row.setup_ms < REFIT_GOAL_MS else "missed"})
+                     "measured": f"{row.setup_ms:.1f} ms", "spread": "-",
+                     "goal": f"< {REFIT_GOAL_MS:g} ms", "verdict": "met" if row.setup_ms < REFIT_GOAL_MS else "missed"})
     return pd.DataFrame(rows)
 
 
-def markdown(table, steps, threads):
-    """The report: the targets first, then the step times and the conditions."""
+def markdown(table, steps, threads, load=None):
+    """The report: the targets first, then the step times and the conditions.
+
+    ``load``: the load averages before and after the run (other jobs on the machine), if known.
+    """
     versions = package_versions()
     lines = [
         "# Training-speed targets",
@@ -253,8 +256,9 @@ def markdown(table, steps, threads):
         table_ms = markdown_table(ms[order].round(3).reset_index())
         lines += ["Milliseconds per step:", "", *table_ms, ""]
     lines += [
-        f"Machine: {machine_info().get('cpu', '?')}, {os.cpu_count()} cores; "
-        + ", ".join(f"{k} {v}" for k, v in versions.items()) + ".",
+        f"Machine: {machine_info().get('cpu', '?')}, {os.cpu_count()} cores"
+        + ("" if load is None else f" (load average {load[0]:.1f} -> {load[1]:.1f} during the run)")
+        + "; " + ", ".join(f"{k} {v}" for k, v in versions.items()) + ".",
     ]
     return "\n".join(lines) + "\n"
 
@@ -276,10 +280,11 @@ def main(argv=None):
     wants_refit = any(w.lower() in name for w in args.only or [""] for name in refits)
     if not targets and not wants_refit:
         parser.error(f"no target's name contains {' or '.join(map(repr, args.only))}")
+    load = os.getloadavg()[0]
     steps = measure_steps(args.threads, args.repeats, targets) if targets else None
     setup = measure_refit_setup(args.threads) if wants_refit else None
     table = target_table(steps, setup, targets)
-    text = markdown(table, steps, args.threads)
+    text = markdown(table, steps, args.threads, (load, os.getloadavg()[0]))
     atomic_write_text(os.path.join(args.out, "step_targets.md"), text)
     atomic_write_text(os.path.join(args.out, "step_targets.csv"), table.to_csv(index=False))
     print(table.to_string(index=False))
