@@ -18,12 +18,15 @@ from benchmarks.your_model import ort_fits, torch_fit
 
 #: The faster of the two onnxruntime APIs, as a framework of the targets' tables.
 FASTER_ORT = "faster onnxruntime API"
-#: Steps of an epoch per large model: a few hundred milliseconds of work an
-#: epoch, so that three extra epochs stand above the noise of a fit's set-up.
+#: Steps of an epoch per large model: the three extra epochs of the longer fit
+#: take 0.4 s or more in every framework (2 threads, 2-core AMD EPYC: steps of
+#: 1-2 ms for the MLPs and the token classifier, 4-16 ms for the 1-D and image
+#: CNNs, 30-50 ms for the ResNet, 100-320 ms for the MobileNet), so that
+#: they stand above the noise of a fit's set-up.
 STEPS_PER_EPOCH = {
-    "image_cnn_large": 8, "layernorm_mlp_large": 48, "batchnorm_mlp_large": 48,
-    "sequence_conv_large": 16, "token_classifier_large": 24,
-    "resnet_large": 4, "mobilenet_large": 4,
+    "image_cnn_large": 8, "layernorm_mlp_large": 128, "batchnorm_mlp_large": 128,
+    "sequence_conv_large": 16, "token_classifier_large": 96,
+    "resnet_large": 4, "mobilenet_large": 2,
 }
 #: Learning rate of every framework: small, so that no fit diverges.
 LEARNING_RATE = 1e-3
@@ -68,7 +71,7 @@ def zoo_fits(name, threads, random_state=0):
     --------
     >>> fits, steps = zoo_fits("layernorm_mlp_large", threads=1)
     >>> sorted(fits), steps
-    (['ort forward-backward', 'ort whole-training', 'torch eager'], 48)
+    (['ort forward-backward', 'ort whole-training', 'torch eager'], 128)
     """
     import torch
 
