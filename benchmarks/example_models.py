@@ -5,7 +5,9 @@ in any importable module and give its ``"package.module:function"`` to the
 notebook. Besides the digits example, the benchmark's model zoo: one builder
 per layer family at a small and a larger size (:data:`ZOO`, with the input
 each takes), which the full grid runs against torch eager and
-``torch.compile``.
+``torch.compile``; among them two real architectures on 3x32x32 images,
+written from their papers' descriptions: a ResNet of BasicBlocks and a
+MobileNetV2 of inverted residuals.
 """
 import torch
 from torch import nn
@@ -209,6 +211,138 @@ def token_classifier_large():
     return TokenClassifier(20000, 128, 256)
 
 
+def _conv_bn(in_channels, out_channels, kernel, stride=1, groups=1):
+    """A convolution without bias (the BatchNorm after it has one), then its BatchNorm2d."""
+    conv = nn.Conv2d(in_channels, out_channels, kernel, stride, padding=kernel // 2, groups=groups,
+                     bias=False)
+    return [conv, nn.BatchNorm2d(out_channels)]
+
+
+class BasicBlock(nn.Module):
+    """A residual block of two 3x3 convolutions with BatchNorm, ReLU after the sum.
+
+    The shortcut is the identity, or a strided 1x1 convolution and BatchNorm
+    where the block changes the stride or the number of channels.
+
+    Examples
+    --------
+    >>> BasicBlock(4, 8, stride=2)(torch.zeros(2, 4, 8, 8)).shape
+    torch.Size([2, 8, 4, 4])
+    """
+
+    def __init__(self, in_channels, out_channels, stride=1):
+        super().__init__()
+        self.body = nn.Sequential(*_conv_bn(in_channels, out_channels, 3, stride), nn.ReLU(),
+                                  *_conv_bn(out_channels, out_channels, 3))
+        same = stride == 1 and in_channels == out_channels
+        projection = _conv_bn(in_channels, out_channels, 1, stride)
+        self.shortcut = nn.Identity() if same else nn.Sequential(*projection)
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(self.body(x) + self.shortcut(x))
+
+
+def _resnet(stem, blocks, n_classes=10):
+    """A conv-BN-ReLU stem of ``stem`` channels, BasicBlocks ``(channels, stride)``, a head."""
+    layers, channels = [*_conv_bn(3, stem, 3), nn.ReLU()], stem
+    for out_channels, stride in blocks:
+        layers.append(BasicBlock(channels, out_channels, stride))
+        channels = out_channels
+    head = [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, n_classes)]
+    return nn.Sequential(*layers, *head)
+
+
+def resnet_small():
+    """A ResNet-style network for 3x32x32 images, 10 classes: a stem of 8 channels, two BasicBlocks.
+
+    Examples
+    --------
+    >>> resnet_small()(torch.zeros(2, 3, 32, 32)).shape
+    torch.Size([2, 10])
+    """
+    return _resnet(8, [(8, 1), (16, 2)])
+
+
+def resnet_large():
+    """A ResNet-8 for 3x32x32 images: a stem of 16 channels, BasicBlocks of 16, 32 and 64 channels.
+
+    The last two have stride 2 and a projection shortcut.
+
+    The widths of the CIFAR ResNets (ResNet-20 has three such blocks per stage).
+
+    Examples
+    --------
+    >>> resnet_large()(torch.zeros(2, 3, 32, 32)).shape
+    torch.Size([2, 10])
+    """
+    return _resnet(16, [(16, 1), (32, 2), (64, 2)])
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block: 1x1 expansion, 3x3 depthwise convolution, 1x1 linear projection.
+
+    BatchNorm after each convolution, ReLU6 after the first two; the input is
+    added back where the stride is 1 and the channels stay the same.
+
+    Examples
+    --------
+    >>> InvertedResidual(8, 8, stride=1, expansion=4)(torch.zeros(2, 8, 6, 6)).shape
+    torch.Size([2, 8, 6, 6])
+    """
+
+    def __init__(self, in_channels, out_channels, stride, expansion):
+        super().__init__()
+        hidden = in_channels * expansion
+        self.body = nn.Sequential(
+            *_conv_bn(in_channels, hidden, 1), nn.ReLU6(),
+            *_conv_bn(hidden, hidden, 3, stride, groups=hidden), nn.ReLU6(),
+            *_conv_bn(hidden, out_channels, 1),
+        )
+        self.residual = stride == 1 and in_channels == out_channels
+
+    def forward(self, x):
+        return x + self.body(x) if self.residual else self.body(x)
+
+
+def _mobilenet(stem, blocks, last, n_classes=10):
+    """A conv-BN-ReLU6 stem, inverted residuals ``(channels, stride, expansion)``, a head.
+
+    The head: a 1x1 convolution to ``last`` channels, BN, ReLU6, pooling, linear.
+    """
+    layers, channels = [*_conv_bn(3, stem, 3), nn.ReLU6()], stem
+    for out_channels, stride, expansion in blocks:
+        layers.append(InvertedResidual(channels, out_channels, stride, expansion))
+        channels = out_channels
+    return nn.Sequential(*layers, *_conv_bn(channels, last, 1), nn.ReLU6(), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(last, n_classes))
+
+
+def mobilenet_small():
+    """A MobileNetV2-style network for 3x32x32 images, 10 classes: two inverted residuals.
+
+    Examples
+    --------
+    >>> mobilenet_small()(torch.zeros(2, 3, 32, 32)).shape
+    torch.Size([2, 10])
+    """
+    return _mobilenet(8, [(16, 2, 4), (16, 1, 4)], 64)
+
+
+def mobilenet_large():
+    """MobileNetV2 for 3x32x32 images, narrowed: five inverted residuals of expansion 6.
+
+    From 24 to 64 channels, three of stride 2 (32 -> 4 pixels), two with
+    their residual; a last 1x1 convolution to 256 channels before the pooling.
+
+    Examples
+    --------
+    >>> mobilenet_large()(torch.zeros(2, 3, 32, 32)).shape
+    torch.Size([2, 10])
+    """
+    return _mobilenet(16, [(24, 2, 6), (24, 1, 6), (32, 2, 6), (32, 1, 6), (64, 2, 6)], 256)
+
+
 #: The model zoo: builder name -> (family, the shape of one sample, task).
 ZOO = {
     "image_cnn_small": ("CNN on images", [1, 28, 28], "classification"),
@@ -221,4 +355,8 @@ ZOO = {
     "sequence_conv_large": ("1-D CNN on sequences", [4, 32], "regression"),
     "token_classifier_small": ("embedding classifier on token ids", [32], "classification"),
     "token_classifier_large": ("embedding classifier on token ids", [32], "classification"),
+    "resnet_small": ("ResNet-style CNN", [3, 32, 32], "classification"),
+    "resnet_large": ("ResNet-style CNN", [3, 32, 32], "classification"),
+    "mobilenet_small": ("MobileNetV2-style CNN", [3, 32, 32], "classification"),
+    "mobilenet_large": ("MobileNetV2-style CNN", [3, 32, 32], "classification"),
 }

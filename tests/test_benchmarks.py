@@ -468,9 +468,10 @@ def test_step_targets_verdicts_follow_the_ratios():
         ("500-500-1@1000", bm.ORT_WHOLE): 6.0, ("500-500-1@1000", bm.ORT_FORWARD_BACKWARD): 6.5,
         ("500-500-1@1000", bm.ORT_BOUND): 5.0,
     }
-    steps = pd.DataFrame([{"size": s, "framework": f, "ms_per_step": v} for (s, f), v in times.items()])
+    steps = pd.DataFrame([{"size": s, "framework": f, "ms_per_step": v, "rounds_ms": [v, v]}
+                          for (s, f), v in times.items()])
     setup = pd.DataFrame([{"framework": bm.ORT_WHOLE, "setup_ms": 3.0}, {"framework": bm.ORT_FORWARD_BACKWARD, "setup_ms": 7.0}])
-    table = st.target_table(steps, setup).set_index("target")
+    table = st.target_table(steps, setup, st.selected(["small MLP", "large MLP"])).set_index("target")
     assert table.loc["small MLP, whole-training vs torch", "measured"] == "0.25x"
     assert table.loc["small MLP, whole-training vs torch", "verdict"] == "met"
     assert table.loc["small MLP, forward/backward vs torch", "verdict"] == "missed by 1.12x"  # 0.45 / 0.4
