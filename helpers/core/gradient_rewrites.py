@@ -74,6 +74,7 @@ the declaration is true by construction.
 """
 from onnx import TensorProto, helper
 
+from .convolution_rewrites import convolutions_as_products
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_types
 from .runtime import main_opset
@@ -218,7 +219,7 @@ def rewrite_for_training(model, batch_inputs=()):
         for index, node in enumerate(model.graph.node):
             replacement = _replacement(node, types, opset, index)
             nodes.extend([node] if replacement is None else replacement)
-    rewritten = copy_with_nodes(model, nodes)
+    rewritten = convolutions_as_products(copy_with_nodes(model, nodes))
     name_batch_dimension(rewritten, batch_inputs)
     return rewritten
 
