@@ -1,11 +1,17 @@
-"""Convolutions as windows and products: values and gradients against torch (float64), options covered."""
+"""Convolutions as windows and products: values and gradients against torch (float64), by option."""
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from helpers import OrtGradientForwardBackward, get_train_initializer
-from helpers.core.convolution_rewrites import CONV_PREFIX, LAYOUTS, convolutions_as_products
+from helpers.core import gradient_rewrites
+from helpers.core.convolution_rewrites import (
+    CONV_PREFIX,
+    LAYOUTS,
+    convolutions_as_products,
+    everywhere,
+)
 from helpers.core.torch_export import export_for_training
 from helpers.core.training_graph import training_graph
 
@@ -28,9 +34,10 @@ def _ops(model):
     return [n.op_type for n in model.graph.node]
 
 
-def _check_against_torch(net, x, input_grad=False, fast=True):
-    """Forward and backward of the training graph (rewritten when ``fast``) against torch in float64."""
+def _check_against_torch(net, x, input_grad=False, fast=True, variant=""):
+    """Output and gradients of the training graph (rewritten when ``fast``) vs float64 torch."""
     model = export_for_training(net, torch.tensor(x[:1]))
+    model.doc_string = variant  # sessions are cached by the model's content: one entry per variant
     fb = OrtGradientForwardBackward(
         model, fast_gradients=fast, input_names_require_grad=["x"] if input_grad else None)
     weights = get_train_initializer(model)
@@ -45,7 +52,8 @@ def _check_against_torch(net, x, input_grad=False, fast=True):
     expected.backward(torch.tensor(grad_out, dtype=torch.float64))
     np.testing.assert_allclose(y, expected.detach().numpy(), rtol=1e-4, atol=1e-5)
     params = dict(double.named_parameters())
-    torch_grads = [params[n].grad.numpy() for n in names] + ([xt.grad.numpy()] if input_grad else [])
+    torch_grads = [params[n].grad.numpy() for n in names]
+    torch_grads += [xt.grad.numpy()] if input_grad else []
     assert len(grads) == len(torch_grads)
     for got, want in zip(grads, torch_grads):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
@@ -54,42 +62,50 @@ def _check_against_torch(net, x, input_grad=False, fast=True):
 
 OPTIONS = [
     # dims, in, out, size, conv options
-    (1, 4, 6, 11, dict(kernel_size=5, padding=2)),
-    (1, 3, 5, 9, dict(kernel_size=3, stride=2, padding=0)),
-    (1, 3, 4, 10, dict(kernel_size=3, dilation=2, padding=1, bias=False)),
-    (1, 4, 4, 8, dict(kernel_size=3, padding="same")),
-    (1, 5, 5, 12, dict(kernel_size=3, padding=1, groups=5)),
-    (1, 3, 2, 7, dict(kernel_size=1)),
-    (2, 3, 5, 9, dict(kernel_size=3, padding=1)),
-    (2, 3, 4, 8, dict(kernel_size=(3, 5), stride=(2, 1), padding=(1, 2), bias=False)),
-    (2, 4, 3, 7, dict(kernel_size=3, dilation=2, padding=2)),
-    (2, 4, 4, 9, dict(kernel_size=3, stride=2, padding=1, groups=4)),
-    (2, 4, 4, 8, dict(kernel_size=3, stride=1, padding=1, groups=4, bias=False)),
-    (2, 6, 6, 7, dict(kernel_size=5, padding="same", groups=6, dilation=2)),
-    (2, 3, 6, 6, dict(kernel_size=1, stride=2)),
-    (2, 2, 3, 5, dict(kernel_size=3)),
+    (1, 4, 6, 11, {"kernel_size": 5, "padding": 2}),
+    (1, 3, 5, 9, {"kernel_size": 3, "stride": 2, "padding": 0}),
+    (1, 3, 4, 10, {"kernel_size": 3, "dilation": 2, "padding": 1, "bias": False}),
+    (1, 4, 4, 8, {"kernel_size": 3, "padding": "same"}),
+    (1, 5, 5, 12, {"kernel_size": 3, "padding": 1, "groups": 5}),
+    (1, 3, 2, 7, {"kernel_size": 1}),
+    (2, 3, 5, 9, {"kernel_size": 3, "padding": 1}),
+    (2, 3, 4, 8, {"kernel_size": (3, 5), "stride": (2, 1), "padding": (1, 2), "bias": False}),
+    (2, 4, 3, 7, {"kernel_size": 3, "dilation": 2, "padding": 2}),
+    (2, 4, 4, 9, {"kernel_size": 3, "stride": 2, "padding": 1, "groups": 4}),
+    (2, 4, 4, 8, {"kernel_size": 3, "stride": 1, "padding": 1, "groups": 4, "bias": False}),
+    (2, 6, 6, 7, {"kernel_size": 5, "padding": "same", "groups": 6, "dilation": 2}),
+    (2, 3, 6, 6, {"kernel_size": 1, "stride": 2}),
+    (2, 2, 3, 5, {"kernel_size": 3}),
 ]
+
+
+@pytest.fixture
+def rewrite_everywhere(monkeypatch):
+    """Make ``fast_gradients`` rewrite every convolution it handles, in the layout given."""
+
+    def rewrite(layout="last"):
+        monkeypatch.setattr(gradient_rewrites, "convolutions_as_products",
+                            lambda model: convolutions_as_products(model, layout, everywhere))
+
+    return rewrite
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize(("dims", "cin", "cout", "size", "options"), OPTIONS)
-def test_rewritten_convolution_matches_torch(dims, cin, cout, size, options, layout, monkeypatch):
-    from helpers.core import gradient_rewrites
-
-    def with_layout(model):
-        return convolutions_as_products(model, layout)
-
-    monkeypatch.setattr(gradient_rewrites, "convolutions_as_products", with_layout)
+def test_rewritten_convolution_matches_torch(
+        dims, cin, cout, size, options, layout, rewrite_everywhere):
+    rewrite_everywhere(layout)
     torch.manual_seed(0)
     net = _Net(dims, cin, cout, **options)
     x = np.random.default_rng(0).standard_normal((3, 3, *[size] * dims)).astype(np.float32)
     x[..., 1] += 3.0  # odd values at one spatial position, where a window off by one would show
-    graph = _check_against_torch(net, x, input_grad=dims == 1)
+    graph = _check_against_torch(net, x, input_grad=dims == 1, variant=layout)
     assert "Conv" not in _ops(graph)
     assert any(n.name.startswith(CONV_PREFIX) for n in graph.graph.node)
 
 
-def test_grouped_convolution_is_kept_and_right():
+def test_grouped_convolution_is_kept_and_right(rewrite_everywhere):
+    rewrite_everywhere()
     torch.manual_seed(0)
     net = _Net(2, 4, 6, kernel_size=3, padding=1, groups=2)
     x = np.random.default_rng(0).standard_normal((2, 3, 6, 6)).astype(np.float32)
@@ -113,3 +129,15 @@ def test_convolution_of_unknown_spatial_size_is_kept():
     assert _ops(convolutions_as_products(model)).count("Conv") == 1
     exported = export_for_training(net, torch.zeros(1, 2, 8))
     assert "Conv" not in _ops(convolutions_as_products(exported))
+
+
+def test_by_default_only_one_dimensional_and_depthwise_convolutions_are_rewritten():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Tanh(), nn.Conv2d(4, 4, 3, groups=4, stride=2))
+    x = np.random.default_rng(0).standard_normal((2, 3, 9, 9)).astype(np.float32)
+    graph = _check_against_torch(net, x, input_grad=True, variant="default")
+    assert [n.name for n in graph.graph.node if n.op_type == "Conv"] == ["/0/Conv"]
+    net = _Net(1, 4, 6, kernel_size=3, padding=1)
+    x = np.random.default_rng(0).standard_normal((2, 3, 10)).astype(np.float32)
+    graph = _check_against_torch(net, x, variant="default")
+    assert "Conv" not in _ops(graph)

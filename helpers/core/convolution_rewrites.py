@@ -1,4 +1,4 @@
-"""Convolutions written as windows and one matrix product, for their gradients to run on fast kernels.
+"""Convolutions written as windows and one matrix product, whose gradients run on fast kernels.
 
 onnxruntime-training 1.19.2 computes the gradient of ``Conv`` with the CPU
 kernel ``ConvGrad``, which loops over the images of the batch and over the
@@ -34,7 +34,7 @@ from onnx import TensorProto, helper
 
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_shapes, value_types
-from .padding import spatial_sizes, window_attributes
+from .padding import window_attributes
 from .runtime import main_opset
 
 #: Prefix of the names of the nodes the rewrite adds.
@@ -43,13 +43,18 @@ CONV_PREFIX = "fast_conv__"
 #: Element types the rewrite handles.
 _TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE)
 
+#: Spatial ranks of the convolutions (``group=1``) the rewrite made faster.
+_FASTER_RANKS = (1,)
+#: Whether it made depthwise convolutions faster.
+_FASTER_DEPTHWISE = True
+
 #: ``'last'``: windows in channels-last order, one product of ``(rows, offsets x channels)``;
 #: ``'first'``: windows in channels-first order, products batched over the images.
 LAYOUTS = ("last", "first")
 
 
 class _Conv:
-    """What the rewrite reads of one ``Conv`` node: its sizes and attributes, and the names it adds."""
+    """What the rewrite reads of one ``Conv`` node (sizes, attributes) and the nodes it adds."""
 
     def __init__(self, node, x_shape, w_shape, index, layout):
         self.node, self.layout, self.rank = node, layout, len(w_shape) - 2
@@ -85,7 +90,7 @@ class _Conv:
 
 
 def _windows(conv):
-    """The input's windows, one per kernel offset: ``[N, *outputs, C]`` (or ``[N, C, *outputs]``)."""
+    """The input's windows, one per kernel offset: ``[N, *outputs, C]`` or ``[N, C, *outputs]``."""
     x = conv.node.input[0]
     if conv.layout == "last":
         x = conv.add("Transpose", [x], "x_last", perm=[0, *range(2, conv.rank + 2), 1])
@@ -132,7 +137,8 @@ def _dense(conv, windows):
 def _depthwise(conv, windows):
     """``group`` = channels: each window times its kernel tap, summed."""
     channels, taps = conv.channels, len(windows)
-    w = conv.add("Reshape", [conv.node.input[1], conv.constant("w_flat_shape", [channels, taps])], "w_flat")
+    flat = conv.constant("w_flat_shape", [channels, taps])
+    w = conv.add("Reshape", [conv.node.input[1], flat], "w_flat")
     w = conv.add("Transpose", [w], "w_taps", perm=[1, 0])
     ones = [1] * conv.rank
     shape = [taps, channels] if conv.layout == "last" else [taps, channels, *ones]
@@ -141,10 +147,13 @@ def _depthwise(conv, windows):
     if taps == 1:
         tap_names = [conv.add("Reshape", [w, conv.constant("tap_shape", shape[1:])], "tap_0")]
     else:
-        conv.nodes.append(helper.make_node("Split", [w], tap_names, name=f"{conv.tag}__split", axis=0))
+        split = helper.make_node("Split", [w], tap_names, name=f"{conv.tag}__split", axis=0)
+        conv.nodes.append(split)
         squeeze = conv.constant("tap_shape", shape[1:])
-        tap_names = [conv.add("Reshape", [t, squeeze], f"tap_shaped_{i}") for i, t in enumerate(tap_names)]
-    products = [conv.add("Mul", [x, t], f"tap_product_{i}") for i, (x, t) in enumerate(zip(windows, tap_names))]
+        tap_names = [conv.add("Reshape", [t, squeeze], f"tap_shaped_{i}")
+                     for i, t in enumerate(tap_names)]
+    products = [conv.add("Mul", [x, t], f"tap_product_{i}")
+                for i, (x, t) in enumerate(zip(windows, tap_names))]
     total = products[0]  # a chain of Add: the gradient builder has none for Sum
     for i, product in enumerate(products[1:], 1):
         total = conv.add("Add", [total, product], f"partial_{i}")
@@ -162,7 +171,8 @@ def _rewritten(conv, depthwise):
         y = conv.add("Add", [y, bias], "biased")
     perm = [0, conv.rank + 1, *range(1, conv.rank + 1)] if conv.layout == "last" else None
     op, attributes = ("Transpose", {"perm": perm}) if perm else ("Identity", {})
-    conv.nodes.append(helper.make_node(op, [y], [conv.node.output[0]], name=f"{conv.tag}__y", **attributes))
+    output = conv.node.output[0]
+    conv.nodes.append(helper.make_node(op, [y], [output], name=f"{conv.tag}__y", **attributes))
     return conv.nodes
 
 
@@ -171,7 +181,29 @@ def _known(shape, rank):
     return shape is not None and len(shape) == rank and all(d is not None for d in shape[1:])
 
 
-def _replacement(node, shapes, types, index, layout):
+def measured_faster(rank, depthwise):
+    """Whether the rewrite made training steps faster, by the study's figures (see the module).
+
+    Examples
+    --------
+    >>> measured_faster(1, False), measured_faster(2, False)
+    (True, False)
+    """
+    return rank in _FASTER_RANKS or (depthwise and _FASTER_DEPTHWISE)
+
+
+def everywhere(rank, depthwise):
+    """Rewrite every convolution the rewrite handles (the study's variants, the tests).
+
+    Examples
+    --------
+    >>> everywhere(2, False)
+    True
+    """
+    return True
+
+
+def _replacement(node, shapes, types, index, layout, where):
     """The nodes replacing the ``Conv`` ``node``, or None to keep it."""
     x_shape, w_shape = shapes.get(node.input[0]), shapes.get(node.input[1])
     if w_shape is None or len(w_shape) < 3 or not _known(x_shape, len(w_shape)):
@@ -182,18 +214,18 @@ def _replacement(node, shapes, types, index, layout):
         return None
     group, channels = node_attribute(node, "group", 1), x_shape[1]
     depthwise = group > 1 and group == channels == w_shape[0] and w_shape[1] == 1
-    if group != 1 and not depthwise:
+    if (group != 1 and not depthwise) or not where(len(w_shape) - 2, depthwise):
         return None
     return _rewritten(_Conv(node, x_shape, w_shape, index, layout), depthwise)
 
 
-def convolutions_as_products(model, layout="last"):
-    """Return a copy of ``model`` whose convolutions are windows and products (see the module's documentation).
+def convolutions_as_products(model, layout="last", where=measured_faster):
+    """Return a copy of ``model`` whose convolutions are windows and products (see the module).
 
     A ``Conv`` is rewritten when its input is float with known channels and
     spatial sizes, its weights' shape is known, its pads are explicit, and
-    its ``group`` is 1 or the number of its input and output channels; the
-    others are kept.
+    its ``group`` is 1 or the number of its input and output channels, and
+    ``where`` says so; the others are kept.
 
     Parameters
     ----------
@@ -201,6 +233,10 @@ def convolutions_as_products(model, layout="last"):
         Left unchanged.
     layout : str
         One of :data:`LAYOUTS`.
+    where : callable
+        ``where(rank, depthwise)``: whether to rewrite a convolution of
+        ``rank`` spatial axes, depthwise or not (:func:`measured_faster`,
+        :func:`everywhere`).
 
     Returns
     -------
@@ -220,6 +256,8 @@ def convolutions_as_products(model, layout="last"):
     shapes, types = value_shapes(model), value_types(model)
     nodes = []
     for index, node in enumerate(model.graph.node):
-        replacement = _replacement(node, shapes, types, index, layout) if is_onnx_op(node, "Conv") else None
+        replacement = None
+        if is_onnx_op(node, "Conv"):
+            replacement = _replacement(node, shapes, types, index, layout, where)
         nodes.extend([node] if replacement is None else replacement)
     return copy_with_nodes(model, nodes)
