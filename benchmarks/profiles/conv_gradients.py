@@ -9,12 +9,15 @@ which loops over the images of the batch with an ``im2col`` and small
 matrix products for each. ``fast_gradients`` may write the convolution of
 the training graph as windows (``Slice``) and one matrix product
 (:mod:`helpers.core.convolution_rewrites`), whose gradients are copies
-and large products. The variants, per model:
+and large products. The variants, per model (all but ``conv`` and ``rule``
+rewrite every convolution the rewrite handles):
 
 * ``conv``: the convolution rewrite off (``ConvGrad``), the reference;
 * ``last``: windows in channels-last order, one product ``(rows, offsets x channels)``;
 * ``first``: windows in channels-first order, products batched over the images
-  (checked, not timed: see :data:`TIMED`).
+  (checked, not timed: see :data:`TIMED`);
+* ``rule``: ``last`` where :func:`~helpers.core.convolution_rewrites.measured_faster`
+  says so (the library as it is), ``ConvGrad`` elsewhere.
 
 The script first checks each variant on single convolutions (1-D, 2-D,
 strided, dilated, depthwise) against torch in float64, then times training
@@ -50,6 +53,7 @@ from helpers.core.convolution_rewrites import (
     LAYOUTS,
     convolutions_as_products,
     everywhere,
+    measured_faster,
 )
 from helpers.core.torch_export import export_for_training
 
@@ -58,7 +62,9 @@ VARIANTS = {"conv": None, **{layout: layout for layout in LAYOUTS}}
 #: The variants timed: ``first`` runs its products batched over the images (``FusedMatMul``
 #: of one image's columns), 6.1 ms a step of ``sequence_conv_large`` against 2.5 ms for ``last``'s
 #: one product (onnxruntime's profiler, one thread): it is checked, not timed.
-TIMED = ("conv", "last")
+#: Timed variant to the convolutions it rewrites (``where``), in the ``last`` layout; ``rule``
+#: is the library as it is (:func:`~helpers.core.convolution_rewrites.measured_faster`).
+TIMED = {"conv": None, "last": everywhere, "rule": measured_faster}
 #: Single convolutions of the exactness check: label to (Conv class, in, out, size, options).
 CASES = {
     "1-D k5 pad 2": (nn.Conv1d, 4, 8, 32, {"kernel_size": 5, "padding": 2}),
@@ -127,8 +133,8 @@ class DepthwiseBlock(nn.Module):
         return self.head(self.blocks[1](h).mean(dim=(2, 3)))
 
 
-def with_layout(layout):
-    """A context in which ``fast_gradients`` writes every convolution in ``layout`` (None: none).
+def with_layout(layout, where=everywhere):
+    """A context in which ``fast_gradients`` writes convolutions in ``layout`` (None: none).
 
     Examples
     --------
@@ -139,7 +145,7 @@ def with_layout(layout):
     True
     """
     def rewrite(model):
-        return model if layout is None else convolutions_as_products(model, layout, everywhere)
+        return model if layout is None else convolutions_as_products(model, layout, where)
 
     return mock.patch.object(gradient_rewrites, "convolutions_as_products", rewrite)
 
@@ -201,14 +207,16 @@ def _time_steps(names, threads, rounds, repeats):
         steps, e2 = MODELS[name]
         onx, X, y, loss = timed_model(name, ZOO_BATCH * steps)
         fits = {}
-        for variant in TIMED:
-            layout = VARIANTS[variant]
+        for variant, where in TIMED.items():
+            layout = None if where is None else "last"
             model = onnx.ModelProto()
             model.CopyFrom(onx)
             model.doc_string = f"convolutions: {variant}"  # another entry of the training caches
 
-            fitted = step_fits(model, X, y, ZOO_BATCH, threads, loss=loss, lr=1e-4,
-                               context=lambda layout=layout: with_layout(layout))
+            def context(layout=layout, where=where):
+                return with_layout(layout, where)
+
+            fitted = step_fits(model, X, y, ZOO_BATCH, threads, loss=loss, lr=1e-4, context=context)
             fits.update({(api, variant): fit for api, fit in fitted.items()})
         estimates, busy = ab_rounds(fits, steps, rounds=rounds, repeats=repeats, e2=e2)
         for api in dict.fromkeys(api for api, _ in fits):
@@ -234,7 +242,7 @@ def main(argv=None):
     text = (f"## Convolution gradients\n\n{made} Largest error of the output and of the gradients "
             "(weights, bias, input) of one convolution, relative to the largest value, against "
             f"torch in float64:\n\n{markdown(checked, list(checked[0]))}\n\nMarginal cost of a "
-            "training step (batches of 64), every convolution the rewrite handles rewritten, "
+            "training step (batches of 64), "
             "median over the rounds of the best of the repeats, with the range over the rounds; "
             "the ratio to `conv` (`ConvGrad`) is taken within each round; "
             f"{BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}")
