@@ -131,12 +131,12 @@ def test_convolution_of_unknown_spatial_size_is_kept():
     assert "Conv" not in _ops(convolutions_as_products(exported))
 
 
-def test_by_default_only_one_dimensional_and_depthwise_convolutions_are_rewritten():
+def test_by_default_only_one_dimensional_dense_convolutions_are_rewritten():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Tanh(), nn.Conv2d(4, 4, 3, groups=4, stride=2))
     x = np.random.default_rng(0).standard_normal((2, 3, 9, 9)).astype(np.float32)
     graph = _check_against_torch(net, x, input_grad=True, variant="default")
-    assert [n.name for n in graph.graph.node if n.op_type == "Conv"] == ["/0/Conv"]
+    assert [n.name for n in graph.graph.node if n.op_type == "Conv"] == ["/0/Conv", "/2/Conv"]
     net = _Net(1, 4, 6, kernel_size=3, padding=1)
     x = np.random.default_rng(0).standard_normal((2, 3, 10)).astype(np.float32)
     graph = _check_against_torch(net, x, variant="default")

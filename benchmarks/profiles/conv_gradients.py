@@ -25,7 +25,8 @@ steps of the zoo's CNNs (``benchmarks/example_models.py``) and of two
 blocks built here, on 3 x 32 x 32 images (a ResNet-style block, a
 MobileNetV2-style block with depthwise convolutions), batches of 64, plain
 SGD, both APIs, interleaved (:mod:`benchmarks.profiles.ab_timing`). It
-writes its section of ``results/kernel_survey.md``.
+writes its section of ``results/kernel_survey.md`` (a section of its own
+for a run on some of the models).
 """
 import os
 import sys
@@ -239,14 +240,16 @@ def main(argv=None):
     rows = [row for threads in args.threads
             for row in _time_steps(names, threads, args.rounds, args.repeats)]
     made = conditions("benchmarks/profiles/conv_gradients.py", argv, load)
-    text = (f"## Convolution gradients\n\n{made} Largest error of the output and of the gradients "
-            "(weights, bias, input) of one convolution, relative to the largest value, against "
-            f"torch in float64:\n\n{markdown(checked, list(checked[0]))}\n\nMarginal cost of a "
-            "training step (batches of 64), "
-            "median over the rounds of the best of the repeats, with the range over the rounds; "
+    some = [] if names == list(MODELS) else names  # a run on some models: a section of its own
+    title = f": {', '.join(some)}" if some else ""
+    text = (f"## Convolution gradients{title}\n\n{made} Largest error of the output and of the "
+            "gradients (weights, bias, input) of one convolution, relative to the largest value, "
+            f"against torch in float64:\n\n{markdown(checked, list(checked[0]))}\n\nMarginal cost "
+            "of a training step (batches of 64), median over the rounds of the best of the "
+            "repeats, with the range over the rounds; "
             "the ratio to `conv` (`ConvGrad`) is taken within each round; "
             f"{BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}")
-    write_section(args.output, "conv-gradients", text)
+    write_section(args.output, "-".join(["conv-gradients", *some]), text)
 
 
 if __name__ == "__main__":

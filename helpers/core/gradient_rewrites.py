@@ -61,6 +61,10 @@ takes 0.3 to 0.5 of its time without the rewrite at one thread, 0.1 to
 (``benchmarks/profiles/gather_rewrite.py``). Models of opset 12 or older
 (``Unsqueeze`` took its axes as an attribute) keep their ``Gather``.
 
+1-D convolutions become windows and one matrix product, whose gradients
+avoid the image-by-image loops of ``ConvGrad``
+(:mod:`helpers.core.convolution_rewrites`, which has the figures).
+
 The last rewrite names the batch dimension. Converters leave the first
 dimension of the inputs unnamed (``None``), so the gradient builder cannot
 tell that the features, the labels and the activations have the same number
@@ -173,8 +177,11 @@ def rewrite_for_training(model, batch_inputs=()):
 
     Each ``Relu(x)`` of the main graph becomes ``x * Where(x > 0, 1, 0)``,
     each ``Gather`` of rows of a float table by int64 ids a ``GatherND``,
-    and the inputs ``batch_inputs`` share a named first dimension (see the
-    module's documentation for why and for the measurements). A node whose
+    the convolutions that
+    :func:`~helpers.core.convolution_rewrites.convolutions_as_products`
+    takes become windows and products, and the inputs ``batch_inputs``
+    share a named first dimension (see the module's documentation for why
+    and for the measurements). A node whose
     input types are unknown or other types is left as it is.
 
     Parameters
