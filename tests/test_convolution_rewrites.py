@@ -1,10 +1,16 @@
 """Convolutions as windows and products: values and gradients against torch (float64), by option."""
 import numpy as np
+import onnx
 import pytest
 import torch
 from torch import nn
 
-from helpers import OrtGradientForwardBackward, get_train_initializer
+from helpers import (
+    OrtGradientForwardBackward,
+    OrtGradientOptimizer,
+    add_loss_output,
+    get_train_initializer,
+)
 from helpers.core import gradient_rewrites
 from helpers.core.convolution_rewrites import (
     CONV_PREFIX,
@@ -141,3 +147,26 @@ def test_by_default_only_one_dimensional_dense_convolutions_are_rewritten():
     x = np.random.default_rng(0).standard_normal((2, 3, 10)).astype(np.float32)
     graph = _check_against_torch(net, x, variant="default")
     assert "Conv" not in _ops(graph)
+
+
+def test_whole_training_trains_the_rewritten_graph_and_exports_the_convolutions(tmp_path):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv1d(3, 5, 3, padding=1), nn.Tanh(), nn.Conv1d(5, 1, 3, stride=2),
+                        nn.Flatten())
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((32, 3, 10)).astype(np.float32)
+    y = rng.standard_normal((32, 4)).astype(np.float32)
+    model = add_loss_output(export_for_training(net, torch.from_numpy(X[:1])))
+    fits = {
+        fast: OrtGradientOptimizer(
+            model, learning_rate=0.05, max_iter=20, batch_size=len(X), fast_gradients=fast,
+            artifact_dir=str(tmp_path / f"fast_{fast}")).fit(X, y)
+        for fast in (False, True)
+    }
+    plain, fast = fits[False].get_state(), fits[True].get_state()
+    for name in plain:
+        np.testing.assert_allclose(fast[name], plain[name], rtol=1e-4, atol=1e-5)
+    assert fits[True].train_losses_[-1] < fits[True].train_losses_[0]
+    assert _ops(fits[True].get_trained_onnx()).count("Conv") == 2
+    training = onnx.load(str(tmp_path / "fast_True" / "training_model.onnx"))
+    assert "Conv" not in _ops(training) and "ConvGrad" not in _ops(training)
