@@ -78,6 +78,10 @@ whole-training steps of that model 1.4 times as long at one thread (two
 passes, ``Mul`` then ``Sub``, for ``SGDOptimizerV2``'s one), and gained
 nothing in the forward/backward API.
 
+1-D convolutions become windows and one matrix product, whose gradients
+avoid the image-by-image loops of ``ConvGrad``
+(:mod:`helpers.core.convolution_rewrites`, which has the figures).
+
 The last rewrite names the batch dimension. Converters leave the first
 dimension of the inputs unnamed (``None``), so the gradient builder cannot
 tell that the features, the labels and the activations have the same number
@@ -91,6 +95,7 @@ the declaration is true by construction.
 """
 from onnx import TensorProto, helper
 
+from .convolution_rewrites import convolutions_as_products
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
 from .graph_shapes import value_types
 from .pooling_rewrites import max_pools_before_activations
@@ -192,8 +197,11 @@ def rewrite_for_training(model, batch_inputs=()):
     (:mod:`helpers.core.pooling_rewrites`), then each ``Relu(x)`` of the
     main graph becomes ``x * Where(x > 0, 1, 0)``,
     each ``Gather`` of rows of a float table by int64 ids a ``GatherND``,
-    and the inputs ``batch_inputs`` share a named first dimension (see the
-    module's documentation for why and for the measurements). A node whose
+    the convolutions that
+    :func:`~helpers.core.convolution_rewrites.convolutions_as_products`
+    takes become windows and products, and the inputs ``batch_inputs``
+    share a named first dimension (see the module's documentation for why
+    and for the measurements). A node whose
     input types are unknown or other types is left as it is.
 
     Parameters
@@ -239,7 +247,7 @@ def rewrite_for_training(model, batch_inputs=()):
         for index, node in enumerate(model.graph.node):
             replacement = _replacement(node, types, opset, index)
             nodes.extend([node] if replacement is None else replacement)
-    rewritten = copy_with_nodes(model, nodes)
+    rewritten = convolutions_as_products(copy_with_nodes(model, nodes))
     name_batch_dimension(rewritten, batch_inputs)
     return rewritten
 
