@@ -1,0 +1,339 @@
+"""onnxruntime against torch, kernel family by kernel family, on the same training steps.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/profiles/kernels_side_by_side.py [--threads 2] [--size small large]
+        [--only cnn] [--steps 10] [--rounds 3]
+
+For every model of the zoo (:data:`benchmarks.example_models.ZOO`, the
+models :func:`benchmarks.profiles.kernel_survey.zoo_model` builds, batches
+of 64) and the MLP 500-500-1 at batches of 1000 (``large``), the same
+training step (same weights, batch, threads, plain SGD, softmax
+cross-entropy or mean squared error) is profiled on both sides, after a
+warm-up: onnxruntime's whole-training API with its profiler
+(:func:`profile_ort`), torch eager with ``torch.profiler``
+(:func:`benchmarks.profiles.torch_kernels.profile_torch`). Kernels fall into
+the families of :mod:`benchmarks.profiles.kernel_families`; each family's
+time is the median over the profiled steps of its sum. The step itself is
+timed without any profiler, both frameworks interleaved
+(:func:`benchmarks.profiles.ab_timing.ab_rounds`): what the kernels leave of
+it is the fixed cost around kernels. Convolutions and matrix products get
+their GFLOP/s, against the machine's peak: the faster framework's 2048 x 2048
+float32 matrix product (:func:`peaks`). It writes the section
+``torch-side`` of ``results/kernel_survey.md``.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+from onnx import TensorProto, helper
+from sklearn.base import clone
+
+from benchmarks import example_models
+from benchmarks.models import torch_mlp
+from benchmarks.profiles.ab_timing import (
+    WHOLE,
+    ab_rounds,
+    ab_rows,
+    busy_note,
+    conditions,
+    parse_arguments,
+    step_fits,
+    wait_until_quiet,
+)
+from benchmarks.profiles.kernel_families import (
+    COLUMNS,
+    FAMILIES,
+    family_table,
+    ort_family,
+    ort_flops,
+    side_by_side,
+)
+from benchmarks.profiles.kernel_survey import ZOO_BATCH, make_optimizer, zoo_model
+from benchmarks.profiles.report import markdown, write_section
+from benchmarks.profiles.torch_kernels import (
+    profile_torch,
+    torch_peak_gflops,
+    torch_threads,
+)
+from benchmarks.your_model import torch_fit
+from helpers.core.sessions import make_session, profiling_sessions
+from helpers.measure.profiling import SESSION_ROLES, _session_label
+from helpers.teaching.model_factories import mlp_onnx
+
+#: The large MLP of the survey: features, hidden units, batch.
+MLP = (500, 500, 1000)
+#: Warm-up steps left out of each profile.
+WARMUP = 3
+#: Steps of an epoch in the interleaved timing of whole steps.
+TIMED_STEPS = 8
+#: Seconds each model waits at most for the other jobs to leave the processors idle.
+QUIET_WAIT_S = 30
+#: A family's share (%) of either step above which the conclusions name it.
+NOTABLE_SHARE = 5.0
+
+
+def _shape(value):
+    return next(iter(value.values())) if value else []
+
+
+def _trace_rows(path, n_steps):
+    """One row per kernel call of one onnxruntime trace, with the step it belongs to."""
+    if SESSION_ROLES.get(_session_label(path)) in (SESSION_ROLES["score"], SESSION_ROLES["predict"]):
+        return []
+    with open(path, encoding="utf-8") as stream:
+        events = json.load(stream)
+    starts = sorted(e["ts"] for e in events
+                    if e.get("cat") == "Session" and e["name"] == "SequentialExecutor::Execute")
+    rows = []
+    for event in events:
+        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time") or not starts:
+            continue
+        args = event["args"]
+        run = int(np.searchsorted(starts, event["ts"], side="right")) - 1
+        inputs = [_shape(v) for v in args.get("input_type_shape", [])]
+        outputs = [_shape(v) for v in args.get("output_type_shape", [])]
+        rows.append({"step": run * n_steps // len(starts), "name": args["op_name"],
+                     "family": ort_family(args["op_name"]), "us": float(event["dur"]),
+                     "flops": ort_flops(args["op_name"], inputs, outputs)})
+    return rows
+
+
+def profile_ort(optimizer, X, y, warmup=WARMUP):
+    """Fit one epoch of a copy of ``optimizer`` with onnxruntime's profiler: one row per kernel call.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``step``, ``name`` (operator type), ``family``, ``us``, ``flops``
+        (from the shapes of the trace), the first ``warmup`` steps left out;
+        the validation and prediction sessions are left out too.
+
+    Examples
+    --------
+    >>> from helpers import OrtGradientOptimizer, add_loss_output
+    >>> X = np.random.default_rng(0).standard_normal((40, 4)).astype(np.float32)
+    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(4, (8,))), batch_size=8)
+    >>> kernels = profile_ort(opt, X, X[:, :1], warmup=1)
+    >>> sorted(kernels["step"].unique()), "matrix products" in set(kernels["family"])
+    ([1, 2, 3, 4], True)
+    """
+    estimator = clone(optimizer).set_params(max_iter=1, warm_start=False, verbose=0, validation_every=0)
+    with tempfile.TemporaryDirectory(prefix="ort_profile_") as folder:
+        with profiling_sessions(folder):
+            estimator.fit(X, y)
+            n_steps = estimator.t_
+            del estimator  # a session writes its trace when it ends
+        rows = [row for path in sorted(glob.glob(os.path.join(folder, "*.json")))
+                for row in _trace_rows(path, n_steps)]
+    kernels = pd.DataFrame(rows, columns=["step", "name", "family", "us", "flops"])
+    return kernels[kernels["step"] >= warmup].reset_index(drop=True)
+
+
+def ort_peak_gflops(threads, n=2048, repeat=10):
+    """GFLOP/s of onnxruntime's float32 ``n x n`` ``MatMul`` at ``threads`` threads, the best of ``repeat``.
+
+    Examples
+    --------
+    >>> ort_peak_gflops(1, n=64, repeat=2) > 0
+    True
+    """
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["c"])], "peak",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, [n, n]) for name in "ab"],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [n, n])])
+    session = make_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=8),
+                           n_threads=threads, label="peak")
+    rng = np.random.default_rng(0)
+    feeds = {name: rng.standard_normal((n, n)).astype(np.float32) for name in "ab"}
+    session.run(None, feeds)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n ** 3 / best / 1e9
+
+
+def peaks(threads):
+    """GFLOP/s of a 2048 x 2048 float32 product in each framework, and the machine's peak (the larger).
+
+    Examples
+    --------
+    >>> sorted(peaks(1))
+    ['ORT', 'peak', 'torch']
+    """
+    figures = {"ORT": ort_peak_gflops(threads), "torch": torch_peak_gflops(threads)}
+    return {**figures, "peak": max(figures.values())}
+
+
+def cases(sizes, steps, only=()):
+    """The models compared: ``(name, onx, make_module, X, y, task, batch)``.
+
+    ``X`` holds ``steps`` batches. The zoo's models of the given sizes,
+    batches of :data:`ZOO_BATCH`, and for ``large`` the ReLU MLP of :data:`MLP`.
+    ``only`` keeps the names containing one of its words.
+
+    Examples
+    --------
+    >>> [(name, X.shape, task, batch) for name, _, _, X, _, task, batch in cases(["small"], 2, ["token"])]
+    [('token_classifier_small', (128, 32), 'classification', 64)]
+    """
+    def kept(name):
+        return not only or any(word.lower() in name.lower() for word in only)
+
+    for name, (_, _, task) in example_models.ZOO.items():
+        if name.endswith(tuple(f"_{size}" for size in sizes)) and kept(name):
+            onx, X, y, _ = zoo_model(name, ZOO_BATCH * steps)
+
+            def make_module(name=name):
+                torch.manual_seed(0)  # zoo_model's weights
+                return getattr(example_models, name)()
+
+            yield name, onx, make_module, X, y, task, ZOO_BATCH
+    features, hidden, batch = MLP
+    name = f"mlp_{features}_{hidden}_1"
+    if "large" in sizes and kept(name):
+        onx = mlp_onnx(features, (hidden,), 1)
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((batch * steps, features)).astype(np.float32)
+        y = (X @ rng.standard_normal((features, 1)) / np.sqrt(features)).astype(np.float32)
+        yield name, onx, lambda: torch_mlp(onx), X, y, "regression", batch
+
+
+def _loss(task):
+    return "cross_entropy" if task == "classification" else "squared_error"
+
+
+def compare(case, threads, steps, rounds, peak):
+    """Profile one model on both sides and time its step: the rows of its tables.
+
+    Returns
+    -------
+    families : list of dict
+        :func:`benchmarks.profiles.kernel_families.side_by_side`'s rows.
+    timing : list of dict
+        :func:`benchmarks.profiles.ab_timing.ab_rows` of the whole steps
+        (ORT whole-training against torch eager), or empty when ``rounds`` is 0.
+    tables : dict
+        ``'ORT'`` and ``'torch'`` to their :func:`family_table`.
+    """
+    name, onx, make_module, X, y, task, batch = case
+    lr = 1e-4 if name.startswith("mlp") else 1e-3
+    if rounds:  # a timed run: let the other jobs' bursts pass
+        wait_until_quiet(timeout_s=QUIET_WAIT_S)
+    optimizer = make_optimizer(WHOLE, onx, _loss(task), "sgd", True, batch, lr, threads)
+    ort_kernels = profile_ort(optimizer, X[: batch * (WARMUP + steps)], y[: batch * (WARMUP + steps)])
+    torch_kernels = profile_torch(make_module(), X[:batch], y[:batch], task, threads, steps, WARMUP, lr)
+    step_us = {"ORT": math.nan, "torch": torch_kernels.attrs["step_us"]}
+    timing = []
+    if rounds:
+        data = X[: batch * TIMED_STEPS], y[: batch * TIMED_STEPS]
+        fits = {"ORT whole-training": step_fits(onx, *data, batch, threads, loss=_loss(task), lr=lr)[WHOLE],
+                "torch eager": torch_fit(make_module, *data, task, learning_rate=lr, batch_size=batch)}
+        with torch_threads(threads):
+            estimates, busy = ab_rounds(fits, TIMED_STEPS, rounds=rounds, repeats=1, e2=3, max_busy=1.0)
+        timing = ab_rows(estimates, "torch eager", model=name, threads=threads, busy=busy_note(busy))
+        for side, key in (("ORT", "ORT whole-training"), ("torch", "torch eager")):
+            finite = [v for v in estimates[key] if not math.isnan(v)]
+            step_us[side] = float(np.median(finite)) if finite else step_us[side]
+    tables = {side: family_table(kernels, None if math.isnan(step_us[side]) else step_us[side])
+              for side, kernels in (("ORT", ort_kernels), ("torch", torch_kernels))}
+    return side_by_side(tables["ORT"], tables["torch"], peak), timing, tables
+
+
+def conclusions(results):
+    """One line per family: the models where onnxruntime loses (or wins) by the most, from the tables.
+
+    Parameters
+    ----------
+    results : dict
+        Model name to the ``tables`` of :func:`compare`.
+
+    Examples
+    --------
+    >>> tables = {"ORT": {"matrix products": (30.0, 0), "optimizer update": (1.0, 0)},
+    ...           "torch": {"matrix products": (10.0, 0), "optimizer update": (9.0, 0)}}
+    >>> print(conclusions({"m": tables}))
+    - **matrix products**: onnxruntime slower in m (3.0x, +20 µs/step)
+    - **optimizer update**: onnxruntime faster in m (0.11x, -8 µs/step)
+    """
+    lines = []
+    for family in FAMILIES:
+        slower, faster = [], []
+        for model, tables in results.items():
+            ort, torch_ = tables["ORT"].get(family, (0.0, 0))[0], tables["torch"].get(family, (0.0, 0))[0]
+            shares = [100 * us / max(sum(u for u, _ in tables[s].values()), 1e-9)
+                      for us, s in ((ort, "ORT"), (torch_, "torch"))]
+            if max(shares) < NOTABLE_SHARE or max(ort, torch_) < 1:
+                continue
+            ratio = ("torch has none" if torch_ < 1 else "onnxruntime has none" if ort < 1
+                     else f"{ort / torch_:.2g}x")
+            entry = (ort - torch_, f"{model} ({ratio}, {ort - torch_:+.0f} µs/step)")
+            (slower if ort > torch_ else faster).append(entry)
+        parts = [f"onnxruntime {word} in " + ", ".join(text for _, text in sorted(entries, key=key))
+                 for word, entries, key in (("slower", slower, lambda e: -e[0]), ("faster", faster, lambda e: e[0]))
+                 if entries]
+        if parts:
+            lines.append(f"- **{family}**: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    """Compare both frameworks; write the section ``torch-side`` of ``results/kernel_survey.md``."""
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--size", nargs="+", choices=["small", "large"], default=["large"])
+    parser.add_argument("--only", nargs="+", default=[], help="keep the models whose name has one of these words")
+    parser.add_argument("--steps", type=int, default=10, help="profiled steps after the warm-up")
+    parser.add_argument("--threads", type=int, nargs="+", default=[2], help="intra-op threads of both")
+    options, rest = parser.parse_known_args(argv)
+    args = parse_arguments(__doc__.split("\n", 1)[0], rest)  # --rounds, --output
+    args.threads = options.threads
+    steps = options.steps
+    load, started = os.getloadavg()[0], time.perf_counter()
+    sections, timing_rows, results = [], [], {}
+    for threads in args.threads:
+        peak = peaks(threads)
+        sections.append(f"### {threads} thread{'s' * (threads > 1)}\n\nA 2048 x 2048 float32 matrix product: "
+                        f"onnxruntime {peak['ORT']:.0f} GFLOP/s, torch {peak['torch']:.0f} GFLOP/s; the "
+                        f"percentages below are of {peak['peak']:.0f} GFLOP/s.")
+        for case in cases(options.size, WARMUP + max(steps, TIMED_STEPS), options.only):
+            rows, timing, tables = compare(case, threads, steps, args.rounds, peak["peak"])
+            results[f"{case[0]}, {threads} thread{'s' * (threads > 1)}"] = tables
+            timing_rows += timing
+            line = "; ".join(f"{row['variant']} {row['µs/step']} µs ({row['range']})" for row in timing)
+            ratio = next((f"ratio ORT/torch {row['ratio']} ({row['ratio range']})" for row in timing
+                          if row["variant"] != "torch eager"), "")
+            sections.append(f"#### {case[0]}\n\nStep, timed without profilers: {line}; {ratio}.\n\n"
+                            + markdown(rows, COLUMNS))
+            print(sections[-1], flush=True)
+    intro = (f"{conditions('benchmarks/profiles/kernels_side_by_side.py', argv, load)} It took "
+             f"{time.perf_counter() - started:.0f} s. Each model trains on one batch (64 samples for the zoo, "
+             f"1000 for the MLP) with plain SGD; onnxruntime's whole-training API under its profiler, torch eager "
+             f"under `torch.profiler` (self CPU time of the `aten::` operators), {WARMUP} warm-up steps, then "
+             f"each family's median over {steps} steps. The step is the median of {args.rounds} interleaved "
+             f"rounds without profilers (ORT whole-training against torch eager, the same data); the fixed cost "
+             "around kernels is that step minus the kernels (never below 0: the profiled kernels can add up to "
+             "more than a step timed without profiler). `ConvGrad` computes the input's and the weight's "
+             "gradients in one kernel, as `aten::convolution_backward` does: one family on both sides; their "
+             "GFLOP/s count both gradients (only the weight's for a first layer). ORT/torch above 1: "
+             "onnxruntime slower. `busy`: how busy other jobs kept the processors before each round (each model "
+             f"first waits up to {QUIET_WAIT_S} s for them to fall under 10%).")
+    text = (f"## onnxruntime against torch, kernel by kernel\n\n{intro}\n\n" + "\n\n".join(sections)
+            + "\n\n### Where onnxruntime loses, family by family\n\nFamilies above "
+            f"{NOTABLE_SHARE:g}% of either step, the largest differences first.\n\n{conclusions(results)}\n\n"
+            f"### Whole steps, interleaved\n\n{markdown(timing_rows, list(timing_rows[0])) if timing_rows else ''}")
+    write_section(args.output, "torch-side", text)
+
+
+if __name__ == "__main__":
+    main()
