@@ -1,4 +1,5 @@
-"""The kernel families of both frameworks, the work counted from shapes, and the side-by-side table."""
+"""Kernel families of both frameworks, their work counted from shapes, the side-by-side table."""
+
 import math
 
 import numpy as np
@@ -29,34 +30,73 @@ from benchmarks.profiles.kernels_side_by_side import cases, compare, conclusions
 from benchmarks.profiles.torch_kernels import profile_torch
 
 
-@pytest.mark.parametrize("op_type, family", [
-    ("Conv", CONV), ("FusedConv", CONV), ("ConvGrad", CONV_GRAD), ("MaxPool", POOL), ("MaxPoolGrad", POOL_GRAD),
-    ("GatherNDGrad", EMBED_GRAD), ("GatherGrad", EMBED_GRAD), ("Gemm", PRODUCTS), ("FusedMatMul", PRODUCTS),
-    ("MatMul", PRODUCTS), ("BatchNormalizationGrad", NORM), ("LayerNormalizationGrad", NORM),
-    ("Where", ELEMENTWISE), ("GeluGrad", ELEMENTWISE), ("SoftmaxCrossEntropyLossInternal", ELEMENTWISE),
-    ("SGDOptimizerV2", OPTIMIZER), ("InPlaceAccumulatorV2", OPTIMIZER), ("Reshape", OTHER), ("Shape", OTHER),
-])
+@pytest.mark.parametrize(
+    "op_type, family",
+    [
+        ("Conv", CONV),
+        ("FusedConv", CONV),
+        ("ConvGrad", CONV_GRAD),
+        ("MaxPool", POOL),
+        ("MaxPoolGrad", POOL_GRAD),
+        ("GatherNDGrad", EMBED_GRAD),
+        ("GatherGrad", EMBED_GRAD),
+        ("Gemm", PRODUCTS),
+        ("FusedMatMul", PRODUCTS),
+        ("MatMul", PRODUCTS),
+        ("BatchNormalizationGrad", NORM),
+        ("LayerNormalizationGrad", NORM),
+        ("Where", ELEMENTWISE),
+        ("GeluGrad", ELEMENTWISE),
+        ("SoftmaxCrossEntropyLossInternal", ELEMENTWISE),
+        ("SGDOptimizerV2", OPTIMIZER),
+        ("InPlaceAccumulatorV2", OPTIMIZER),
+        ("Reshape", OTHER),
+        ("Shape", OTHER),
+    ],
+)
 def test_ort_families(op_type, family):
     assert ort_family(op_type) == family
 
 
-@pytest.mark.parametrize("names, family", [
-    (["aten::mkldnn_convolution", "aten::_convolution", "aten::convolution", "aten::conv2d"], CONV),
-    (["aten::convolution_backward", "ConvolutionBackward0"], CONV_GRAD),
-    (["aten::empty", "aten::convolution_backward", "ConvolutionBackward0"], CONV_GRAD),
-    (["aten::max_pool2d_with_indices", "aten::max_pool2d"], POOL),
-    (["aten::max_pool2d_with_indices_backward", "MaxPool2DWithIndicesBackward0"], POOL_GRAD),
-    (["aten::fill_", "aten::zero_", "aten::zeros", "aten::embedding_dense_backward"], EMBED_GRAD),
-    (["aten::mm", "AddmmBackward0"], PRODUCTS), (["aten::addmm", "aten::linear"], PRODUCTS),
-    (["aten::native_batch_norm_backward", "NativeBatchNormBackward0"], NORM),
-    (["aten::native_layer_norm", "aten::layer_norm"], NORM),
-    (["aten::threshold_backward", "ReluBackward0"], ELEMENTWISE), (["aten::gelu_backward"], ELEMENTWISE),
-    (["aten::fill_"], ELEMENTWISE),  # a fill_ of its own is elementwise work, inside an embedding's gradient not
-    (["aten::_foreach_add_", "Optimizer.step#SGD.step"], OPTIMIZER),
-    (["aten::detach", "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"], OPTIMIZER),
-    (["aten::view", "aten::flatten"], OTHER), (["aten::t"], OTHER),
-    (["Optimizer.step#SGD.step"], None), (["autograd::engine::evaluate_function: AddmmBackward0"], None),
-])
+@pytest.mark.parametrize(
+    "names, family",
+    [
+        (
+            ["aten::mkldnn_convolution", "aten::_convolution", "aten::convolution", "aten::conv2d"],
+            CONV,
+        ),
+        (["aten::convolution_backward", "ConvolutionBackward0"], CONV_GRAD),
+        (["aten::empty", "aten::convolution_backward", "ConvolutionBackward0"], CONV_GRAD),
+        (["aten::max_pool2d_with_indices", "aten::max_pool2d"], POOL),
+        (["aten::max_pool2d_with_indices_backward", "MaxPool2DWithIndicesBackward0"], POOL_GRAD),
+        (
+            ["aten::fill_", "aten::zero_", "aten::zeros", "aten::embedding_dense_backward"],
+            EMBED_GRAD,
+        ),
+        (["aten::mm", "AddmmBackward0"], PRODUCTS),
+        (["aten::addmm", "aten::linear"], PRODUCTS),
+        (["aten::native_batch_norm_backward", "NativeBatchNormBackward0"], NORM),
+        (["aten::native_layer_norm", "aten::layer_norm"], NORM),
+        (["aten::threshold_backward", "ReluBackward0"], ELEMENTWISE),
+        (["aten::gelu_backward"], ELEMENTWISE),
+        (
+            ["aten::fill_"],
+            ELEMENTWISE,
+        ),  # a fill_ of its own is elementwise work, inside an embedding's gradient not
+        (["aten::_foreach_add_", "Optimizer.step#SGD.step"], OPTIMIZER),
+        (
+            [
+                "aten::detach",
+                "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+            ],
+            OPTIMIZER,
+        ),
+        (["aten::view", "aten::flatten"], OTHER),
+        (["aten::t"], OTHER),
+        (["Optimizer.step#SGD.step"], None),
+        (["autograd::engine::evaluate_function: AddmmBackward0"], None),
+    ],
+)
 def test_torch_families(names, family):
     assert torch_family(names) == family
 
@@ -79,11 +119,15 @@ def _events(module, x):
     return {e.name: e for e in profiler.events()}
 
 
-@pytest.mark.parametrize("stride, padding, dilation, groups, input_grad", [
-    (1, 0, 1, 1, False), (2, 1, 1, 2, True), (1, 2, 2, 1, True), (3, 1, 1, 4, False)])
+@pytest.mark.parametrize(
+    "stride, padding, dilation, groups, input_grad",
+    [(1, 0, 1, 1, False), (2, 1, 1, 2, True), (1, 2, 2, 1, True), (3, 1, 1, 4, False)],
+)
 def test_conv_flops_by_hand(stride, padding, dilation, groups, input_grad):
     n, c_in, c_out, size, k = 2, 4, 8, 11, 3
-    conv = torch.nn.Conv2d(c_in, c_out, k, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    conv = torch.nn.Conv2d(
+        c_in, c_out, k, stride=stride, padding=padding, dilation=dilation, groups=groups
+    )
     x = torch.randn(n, c_in, size, size, requires_grad=input_grad)
     out = (size + 2 * padding - dilation * (k - 1) - 1) // stride + 1
     assert conv(x).shape[-1] == out
@@ -92,15 +136,21 @@ def test_conv_flops_by_hand(stride, padding, dilation, groups, input_grad):
     events = _events(conv, x)
     forward, backward = events["aten::mkldnn_convolution"], events["aten::convolution_backward"]
     assert torch_flops(forward.name, forward.input_shapes, forward.concrete_inputs) == hand
-    assert torch_flops(backward.name, backward.input_shapes, backward.concrete_inputs) == (1 + input_grad) * hand
+    assert (
+        torch_flops(backward.name, backward.input_shapes, backward.concrete_inputs)
+        == (1 + input_grad) * hand
+    )
     dy, w = [n, c_out, out, out], list(conv.weight.shape)
     dx = [[n, c_in, size, size]] if input_grad else []
-    assert ort_flops("ConvGrad", [dy, [n, c_in, size, size], w], [*dx, w, [c_out]]) == (1 + input_grad) * hand
+    assert (
+        ort_flops("ConvGrad", [dy, [n, c_in, size, size], w], [*dx, w, [c_out]])
+        == (1 + input_grad) * hand
+    )
     assert ort_flops("Conv", [[n, c_in, size, size], w, [c_out]], [dy]) == hand
 
 
 def test_torch_profile_counts_each_call_once():
-    """Self times: the kernels of a step add up to less than the step, and every step has its kernels."""
+    """Every profiled step has its own kernels, each call once, with the work of the products."""
     module = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 1))
     X, y = np.ones((8, 6), np.float32), np.zeros((8, 1), np.float32)
     kernels = profile_torch(module, X, y, "regression", threads=1, steps=2, warmup=1)
@@ -108,13 +158,17 @@ def test_torch_profile_counts_each_call_once():
     assert (kernels.groupby("step")["name"].apply(lambda s: (s == "aten::addmm").sum()) == 2).all()
     assert (kernels.groupby("step")["name"].apply(lambda s: (s == "aten::mm").sum()) == 3).all()
     flops = kernels[kernels["family"] == PRODUCTS].groupby("step")["flops"].sum()
-    assert (flops == 2 * 8 * (6 * 5 + 5 * 1) + 2 * 8 * (6 * 5 + 5 * 1 + 5 * 1)).all()  # forward; weights, input
+    assert (
+        flops == 2 * 8 * (6 * 5 + 5 * 1) + 2 * 8 * (6 * 5 + 5 * 1 + 5 * 1)
+    ).all()  # forward; weights, input
 
 
 @pytest.fixture(scope="module")
 def tiny_cnn():
     name, onx, make_module, X, y, task, _ = next(cases(["small"], 1, ["image_cnn_small"]))
-    return compare((name, onx, make_module, X[:16], y[:16], task, 4), threads=1, steps=1, rounds=0, peak=100.0)
+    return compare(
+        (name, onx, make_module, X[:16], y[:16], task, 4), threads=1, steps=1, rounds=0, peak=100.0
+    )
 
 
 def test_side_by_side_table_of_a_tiny_cnn(tiny_cnn):
@@ -124,9 +178,14 @@ def test_side_by_side_table_of_a_tiny_cnn(tiny_cnn):
     assert families[:4] == [CONV, CONV_GRAD, POOL, POOL_GRAD] and families[-1] == "step"
     assert FIXED in families  # torch's step, timed without profiler, minus its kernels
     for side in ("ORT", "torch"):
-        assert math.isclose(sum(float(r[f"{side} share (%)"]) for r in rows[:-1]), 100.0, abs_tol=0.5)
-        assert rows[0][f"{side} GFLOP/s (% peak)"] != "-" and rows[1][f"{side} GFLOP/s (% peak)"] != "-"
-    # the same work on both sides: two convolutions forward, three of their gradients (not the input's)
+        assert math.isclose(
+            sum(float(r[f"{side} share (%)"]) for r in rows[:-1]), 100.0, abs_tol=0.5
+        )
+        assert (
+            rows[0][f"{side} GFLOP/s (% peak)"] != "-"
+            and rows[1][f"{side} GFLOP/s (% peak)"] != "-"
+        )
+    # the same work on both sides: two convolutions forward, three gradients (not the input's)
     for family in (CONV, CONV_GRAD, PRODUCTS):
         assert tables["ORT"][family][1] == tables["torch"][family][1], family
     forward = conv_flops([4, 8, 26, 26], [8, 1, 3, 3]) + conv_flops([4, 16, 11, 11], [16, 8, 3, 3])

@@ -1,4 +1,4 @@
-"""Kernel families of a training step, the same for onnxruntime and torch, and their floating-point work.
+"""Kernel families of a training step, the same for onnxruntime and torch, and their work in FLOPs.
 
 One mapping per framework, in one place: :func:`ort_family` names the family
 of an onnxruntime operator type, :func:`torch_family` that of a
@@ -25,12 +25,13 @@ import statistics
 FAMILIES = (
     "forward convolution", "conv gradients (input+weight)", "pooling forward", "pooling gradient",
     "embedding lookup", "embedding gradient", "matrix products", "normalization",
-    "elementwise, activations, loss", "optimizer update", "other kernels", "fixed cost around kernels",
+    "elementwise, activations, loss", "optimizer update", "other kernels",
+    "fixed cost around kernels",
 )
-CONV, CONV_GRAD, POOL, POOL_GRAD, LOOKUP, EMBED_GRAD, PRODUCTS, NORM, ELEMENTWISE, OPTIMIZER, OTHER, FIXED = (
-    FAMILIES)
+(CONV, CONV_GRAD, POOL, POOL_GRAD, LOOKUP, EMBED_GRAD, PRODUCTS, NORM, ELEMENTWISE, OPTIMIZER,
+ OTHER, FIXED) = FAMILIES
 
-#: onnxruntime operator type -> family; other types are elementwise work unless in :data:`ORT_OTHER`.
+#: onnxruntime operator type -> family; other types are elementwise work, or in :data:`ORT_OTHER`.
 ORT_FAMILIES = {
     **dict.fromkeys(("Conv", "FusedConv"), CONV),
     "ConvGrad": CONV_GRAD,
@@ -39,16 +40,16 @@ ORT_FAMILIES = {
     **dict.fromkeys(("Gather", "GatherND"), LOOKUP),
     **dict.fromkeys(("GatherGrad", "GatherNDGrad", "GatherElementsGrad"), EMBED_GRAD),
     **dict.fromkeys(("Gemm", "FusedGemm", "MatMul", "FusedMatMul"), PRODUCTS),
-    **dict.fromkeys(("BatchNormalization", "BatchNormInternal", "BatchNormalizationGrad", "LayerNormalization",
-                     "LayerNormalizationGrad", "SimplifiedLayerNormalization", "InvertibleLayerNormalizationGrad",
-                     "SkipLayerNormalization"), NORM),
+    **dict.fromkeys(("BatchNormalization", "BatchNormInternal", "BatchNormalizationGrad",
+                     "LayerNormalization", "LayerNormalizationGrad", "SimplifiedLayerNormalization",
+                     "InvertibleLayerNormalizationGrad", "SkipLayerNormalization"), NORM),
     **dict.fromkeys(("SGDOptimizerV2", "SGDOptimizer", "AdamWOptimizer", "InPlaceAccumulatorV2",
                      "InPlaceAccumulator", "ZeroGradient"), OPTIMIZER),
 }
 #: onnxruntime operator types that move or describe data without computing.
-ORT_OTHER = frozenset(("Shape", "Size", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Identity",
-                       "Transpose", "Concat", "Slice", "ReorderInput", "ReorderOutput", "YieldOp",
-                       "ConstantOfShape"))
+ORT_OTHER = frozenset(("Shape", "Size", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand",
+                       "Identity", "Transpose", "Concat", "Slice", "ReorderInput", "ReorderOutput",
+                       "YieldOp", "ConstantOfShape"))
 #: torch operator -> family. An event inside a mapped operator takes the outermost one's family.
 TORCH_FAMILIES = {
     **dict.fromkeys(("aten::conv1d", "aten::conv2d", "aten::convolution", "aten::_convolution",
@@ -58,23 +59,25 @@ TORCH_FAMILIES = {
     **dict.fromkeys(("aten::max_pool1d", "aten::max_pool2d", "aten::max_pool2d_with_indices",
                      "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d",
                      "aten::_adaptive_avg_pool2d", "aten::avg_pool2d"), POOL),
-    **dict.fromkeys(("aten::max_pool2d_with_indices_backward", "aten::_adaptive_avg_pool2d_backward",
-                     "aten::avg_pool2d_backward"), POOL_GRAD),
+    **dict.fromkeys(("aten::max_pool2d_with_indices_backward", "aten::avg_pool2d_backward",
+                     "aten::_adaptive_avg_pool2d_backward"), POOL_GRAD),
     **dict.fromkeys(("aten::embedding", "aten::index_select"), LOOKUP),
     **dict.fromkeys(("aten::embedding_backward", "aten::embedding_dense_backward"), EMBED_GRAD),
-    **dict.fromkeys(("aten::linear", "aten::mm", "aten::addmm", "aten::bmm", "aten::matmul"), PRODUCTS),
+    **dict.fromkeys(("aten::linear", "aten::mm", "aten::addmm", "aten::bmm", "aten::matmul"),
+                    PRODUCTS),
     **dict.fromkeys(("aten::batch_norm", "aten::_batch_norm_impl_index", "aten::native_batch_norm",
-                     "aten::native_batch_norm_backward", "aten::layer_norm", "aten::native_layer_norm",
-                     "aten::native_layer_norm_backward"), NORM),
+                     "aten::native_batch_norm_backward", "aten::layer_norm",
+                     "aten::native_layer_norm", "aten::native_layer_norm_backward"), NORM),
 }
-#: Substrings of torch's record functions of the update: the optimizer and the gradients' accumulation.
+#: Substrings of torch's record functions of the update: the optimizer, the gradients' accumulation.
 TORCH_OPTIMIZER = ("Optimizer.", "AccumulateGrad")
 #: torch operators that allocate, view or describe tensors without computing.
-TORCH_OTHER = frozenset(("aten::empty", "aten::empty_like", "aten::empty_strided", "aten::view", "aten::reshape",
-                         "aten::_reshape_alias", "aten::t", "aten::transpose", "aten::as_strided", "aten::detach",
-                         "aten::expand", "aten::flatten", "aten::unsqueeze", "aten::squeeze", "aten::permute",
-                         "aten::select", "aten::slice", "aten::resolve_conj", "aten::resolve_neg",
-                         "aten::set_", "aten::lift_fresh", "aten::alias", "detach"))
+TORCH_OTHER = frozenset(("aten::empty", "aten::empty_like", "aten::empty_strided", "aten::view",
+                         "aten::reshape", "aten::_reshape_alias", "aten::t", "aten::transpose",
+                         "aten::as_strided", "aten::detach", "aten::expand", "aten::flatten",
+                         "aten::unsqueeze", "aten::squeeze", "aten::permute", "aten::select",
+                         "aten::slice", "aten::resolve_conj", "aten::resolve_neg", "aten::set_",
+                         "aten::lift_fresh", "aten::alias"))
 
 
 def ort_family(op_type):
@@ -82,8 +85,10 @@ def ort_family(op_type):
 
     Examples
     --------
-    >>> ort_family("ConvGrad"), ort_family("Where"), ort_family("Reshape"), ort_family("SGDOptimizerV2")
-    ('conv gradients (input+weight)', 'elementwise, activations, loss', 'other kernels', 'optimizer update')
+    >>> ort_family("ConvGrad"), ort_family("Where")
+    ('conv gradients (input+weight)', 'elementwise, activations, loss')
+    >>> ort_family("Reshape"), ort_family("SGDOptimizerV2")
+    ('other kernels', 'optimizer update')
     """
     return ORT_FAMILIES.get(op_type, OTHER if op_type in ORT_OTHER else ELEMENTWISE)
 
@@ -117,7 +122,7 @@ def torch_family(names):
     'embedding gradient'
     >>> torch_family(["aten::_foreach_add_", "Optimizer.step#SGD.step"])
     'optimizer update'
-    >>> torch_family(["aten::threshold_backward", "ReluBackward0"]), torch_family(["aten::t", "aten::linear"])
+    >>> torch_family(["aten::threshold_backward"]), torch_family(["aten::t", "aten::linear"])
     ('elementwise, activations, loss', 'matrix products')
     >>> torch_family(["aten::view"]), torch_family(["ConvolutionBackward0"])
     ('other kernels', None)
@@ -146,7 +151,7 @@ def conv_flops(output_shape, weight_shape):
 
 
 def product_flops(a_shape, b_shape, output_shape):
-    """Floating-point operations of a matrix product (``Gemm``, ``MatMul``, ``mm``...), transposed or not.
+    """Floating-point operations of a matrix product (``Gemm``, ``MatMul``, ``mm``...), transposed.
 
     With ``a`` of ``M x K`` (or ``K x M``) and ``b`` of ``K x N`` (or
     ``N x K``), ``K`` is ``sqrt(|a| |b| / |output|)`` whatever the
@@ -165,7 +170,7 @@ def product_flops(a_shape, b_shape, output_shape):
 
 
 def ort_flops(op_type, inputs, outputs):
-    """Floating-point work of one onnxruntime kernel from the shapes of its trace event; 0 when not counted.
+    """Floating-point work of one onnxruntime kernel from the shapes in its trace, or 0.
 
     ``ConvGrad`` (inputs: output gradient, input, weight) counts each
     gradient it returns, the input's and the weight's, known by their
@@ -184,7 +189,8 @@ def ort_flops(op_type, inputs, outputs):
     if op_type in ("Conv", "FusedConv"):
         return conv_flops(outputs[0], inputs[1])
     if op_type == "ConvGrad":
-        returned = [list(inputs[1]) in outputs, list(inputs[2]) in outputs]  # the trace omits unused outputs
+        # the trace omits the outputs the graph does not use
+        returned = [list(inputs[1]) in outputs, list(inputs[2]) in outputs]
         return sum(returned) * conv_flops(inputs[0], inputs[2])
     if ORT_FAMILIES.get(op_type) == PRODUCTS:
         return product_flops(inputs[0], inputs[1], outputs[0])
@@ -193,12 +199,13 @@ def ort_flops(op_type, inputs, outputs):
 
 def _conv_output(input_shape, weight_shape, padding, stride, dilation):
     spatial = [(size + 2 * pad - dil * (k - 1) - 1) // st + 1
-               for size, k, pad, st, dil in zip(input_shape[2:], weight_shape[2:], padding, stride, dilation)]
+               for size, k, pad, st, dil in zip(input_shape[2:], weight_shape[2:], padding, stride,
+                                                dilation)]
     return [input_shape[0], weight_shape[0], *spatial]
 
 
 def torch_flops(name, shapes, arguments):
-    """Floating-point work of one torch operator from its recorded shapes and arguments; 0 when not counted.
+    """Floating-point work of one torch operator from its recorded shapes and arguments, or 0.
 
     Parameters
     ----------
@@ -212,11 +219,12 @@ def torch_flops(name, shapes, arguments):
     --------
     >>> torch_flops("aten::mm", [[64, 10], [10, 32]], [None, None]) == 2 * 64 * 10 * 32
     True
-    >>> torch_flops("aten::mkldnn_convolution", [[64, 1, 28, 28], [8, 1, 3, 3], [8]],
-    ...             [None, None, None, [0, 0], [1, 1], [1, 1], 1]) == conv_flops([64, 8, 26, 26], [8, 1, 3, 3])
+    >>> x, w, y = [64, 1, 28, 28], [8, 1, 3, 3], [64, 8, 26, 26]
+    >>> torch_flops("aten::mkldnn_convolution", [x, w, [8]],
+    ...             [None, None, None, [0, 0], [1, 1], [1, 1], 1]) == conv_flops(y, w)
     True
-    >>> torch_flops("aten::convolution_backward", [[64, 8, 26, 26], [64, 1, 28, 28], [8, 1, 3, 3]],
-    ...             [None] * 10 + [[False, True, True]]) == conv_flops([64, 8, 26, 26], [8, 1, 3, 3])
+    >>> torch_flops("aten::convolution_backward", [y, x, w],
+    ...             [None] * 10 + [[False, True, True]]) == conv_flops(y, w)  # weight's gradient
     True
     """
     if name == "aten::mkldnn_convolution":
@@ -250,10 +258,13 @@ def family_table(kernels, step_us=None):
     Examples
     --------
     >>> import pandas as pd
-    >>> kernels = pd.DataFrame({"step": [0, 0, 1, 1, 2], "family": ["matrix products", "other kernels"] * 2
-    ...                         + ["matrix products"], "us": [10.0, 1.0, 12.0, 3.0, 11.0], "flops": [5, 0, 5, 0, 5]})
-    >>> family_table(kernels, step_us=20.0)
-    {'matrix products': (11.0, 5.0), 'other kernels': (2.0, 0.0), 'fixed cost around kernels': (7.0, 0.0)}
+    >>> kernels = pd.DataFrame({"step": [0, 0, 1, 1, 2],
+    ...                         "family": ["matrix products", "other kernels"] * 2
+    ...                         + ["matrix products"],
+    ...                         "us": [10.0, 1.0, 12.0, 3.0, 11.0], "flops": [5, 0, 5, 0, 5]})
+    >>> family_table(kernels, step_us=20.0)  # doctest: +NORMALIZE_WHITESPACE
+    {'matrix products': (11.0, 5.0), 'other kernels': (2.0, 0.0),
+     'fixed cost around kernels': (7.0, 0.0)}
     """
     sums = kernels.groupby(["family", "step"])[["us", "flops"]].sum()
     table = {family: (float(statistics.median(sums.loc[family, "us"])),
@@ -289,14 +300,16 @@ def side_by_side(ort, torch, peak_gflops):
 
     Examples
     --------
-    >>> rows = side_by_side({"matrix products": (30.0, 3e5), "fixed cost around kernels": (10.0, 0)},
-    ...                     {"matrix products": (15.0, 3e5), "fixed cost around kernels": (5.0, 0)}, 40.0)
+    >>> ort = {"matrix products": (30.0, 3e5), "fixed cost around kernels": (10.0, 0)}
+    >>> torch = {"matrix products": (15.0, 3e5), "fixed cost around kernels": (5.0, 0)}
+    >>> rows = side_by_side(ort, torch, 40.0)
     >>> rows[0]["ORT/torch"], rows[0]["ORT GFLOP/s (% peak)"], rows[0]["torch GFLOP/s (% peak)"]
     ('2.00', '10.0 (25%)', '20.0 (50%)')
     >>> rows[-1]["family"], rows[-1]["ORT µs/step"], rows[-1]["torch share (%)"]
     ('step', '40', '100.0')
     """
-    totals = {name: sum(us for us, _ in side.values()) for name, side in (("ORT", ort), ("torch", torch))}
+    totals = {name: sum(us for us, _ in side.values())
+              for name, side in (("ORT", ort), ("torch", torch))}
     rows = []
     for family in [f for f in FAMILIES if f in ort or f in torch] + ["step"]:
         row = {"family": family}
@@ -313,5 +326,5 @@ def side_by_side(ort, torch, peak_gflops):
 
 
 #: Columns of :func:`side_by_side`'s rows, in the order of the tables.
-COLUMNS = ["family", "ORT µs/step", "ORT share (%)", "torch µs/step", "torch share (%)", "ORT/torch",
-           "ORT GFLOP/s (% peak)", "torch GFLOP/s (% peak)"]
+COLUMNS = ["family", "ORT µs/step", "ORT share (%)", "torch µs/step", "torch share (%)",
+           "ORT/torch", "ORT GFLOP/s (% peak)", "torch GFLOP/s (% peak)"]

@@ -77,6 +77,8 @@ WARMUP = 3
 TIMED_STEPS = 8
 #: Seconds each model waits at most for the other jobs to leave the processors idle.
 QUIET_WAIT_S = 30
+#: The names of the two steps timed side by side.
+ORT_STEP, TORCH_STEP = "ORT whole-training", "torch eager"
 #: A family's share (%) of either step above which the conclusions name it.
 NOTABLE_SHARE = 5.0
 
@@ -87,7 +89,8 @@ def _shape(value):
 
 def _trace_rows(path, n_steps):
     """One row per kernel call of one onnxruntime trace, with the step it belongs to."""
-    if SESSION_ROLES.get(_session_label(path)) in (SESSION_ROLES["score"], SESSION_ROLES["predict"]):
+    if SESSION_ROLES.get(_session_label(path)) in (SESSION_ROLES["score"],
+                                                   SESSION_ROLES["predict"]):
         return []
     with open(path, encoding="utf-8") as stream:
         events = json.load(stream)
@@ -108,7 +111,7 @@ def _trace_rows(path, n_steps):
 
 
 def profile_ort(optimizer, X, y, warmup=WARMUP):
-    """Fit one epoch of a copy of ``optimizer`` with onnxruntime's profiler: one row per kernel call.
+    """Fit one epoch of a copy of ``optimizer`` under onnxruntime's profiler: a row per kernel call.
 
     Returns
     -------
@@ -123,10 +126,11 @@ def profile_ort(optimizer, X, y, warmup=WARMUP):
     >>> X = np.random.default_rng(0).standard_normal((40, 4)).astype(np.float32)
     >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(4, (8,))), batch_size=8)
     >>> kernels = profile_ort(opt, X, X[:, :1], warmup=1)
-    >>> sorted(kernels["step"].unique()), "matrix products" in set(kernels["family"])
+    >>> sorted(kernels["step"].unique().tolist()), "matrix products" in set(kernels["family"])
     ([1, 2, 3, 4], True)
     """
-    estimator = clone(optimizer).set_params(max_iter=1, warm_start=False, verbose=0, validation_every=0)
+    estimator = clone(optimizer).set_params(max_iter=1, warm_start=False, verbose=0,
+                                            validation_every=0)
     with tempfile.TemporaryDirectory(prefix="ort_profile_") as folder:
         with profiling_sessions(folder):
             estimator.fit(X, y)
@@ -139,7 +143,7 @@ def profile_ort(optimizer, X, y, warmup=WARMUP):
 
 
 def ort_peak_gflops(threads, n=2048, repeat=10):
-    """GFLOP/s of onnxruntime's float32 ``n x n`` ``MatMul`` at ``threads`` threads, the best of ``repeat``.
+    """GFLOP/s of onnxruntime's ``n x n`` ``MatMul`` on ``threads`` threads, best of ``repeat``.
 
     Examples
     --------
@@ -150,8 +154,8 @@ def ort_peak_gflops(threads, n=2048, repeat=10):
         [helper.make_node("MatMul", ["a", "b"], ["c"])], "peak",
         [helper.make_tensor_value_info(name, TensorProto.FLOAT, [n, n]) for name in "ab"],
         [helper.make_tensor_value_info("c", TensorProto.FLOAT, [n, n])])
-    session = make_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=8),
-                           n_threads=threads, label="peak")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=8)
+    session = make_session(model, n_threads=threads, label="peak")
     rng = np.random.default_rng(0)
     feeds = {name: rng.standard_normal((n, n)).astype(np.float32) for name in "ab"}
     session.run(None, feeds)
@@ -164,7 +168,7 @@ def ort_peak_gflops(threads, n=2048, repeat=10):
 
 
 def peaks(threads):
-    """GFLOP/s of a 2048 x 2048 float32 product in each framework, and the machine's peak (the larger).
+    """GFLOP/s of a 2048 x 2048 float32 product in each framework, and the peak (the larger).
 
     Examples
     --------
@@ -184,7 +188,8 @@ def cases(sizes, steps, only=()):
 
     Examples
     --------
-    >>> [(name, X.shape, task, batch) for name, _, _, X, _, task, batch in cases(["small"], 2, ["token"])]
+    >>> [(name, X.shape, task, batch)
+    ...  for name, _, _, X, _, task, batch in cases(["small"], 2, ["token"])]
     [('token_classifier_small', (128, 32), 'classification', 64)]
     """
     def kept(name):
@@ -222,7 +227,8 @@ def compare(case, threads, steps, rounds, peak):
         :func:`benchmarks.profiles.kernel_families.side_by_side`'s rows.
     timing : list of dict
         :func:`benchmarks.profiles.ab_timing.ab_rows` of the whole steps
-        (ORT whole-training against torch eager), or empty when ``rounds`` is 0.
+        (ORT whole-training against torch eager), or empty when ``rounds`` is 0: then the
+        torch step is timed after its profile, the ORT one not (no fixed cost).
     tables : dict
         ``'ORT'`` and ``'torch'`` to their :func:`family_table`.
     """
@@ -231,27 +237,42 @@ def compare(case, threads, steps, rounds, peak):
     if rounds:  # a timed run: let the other jobs' bursts pass
         wait_until_quiet(timeout_s=QUIET_WAIT_S)
     optimizer = make_optimizer(WHOLE, onx, _loss(task), "sgd", True, batch, lr, threads)
-    ort_kernels = profile_ort(optimizer, X[: batch * (WARMUP + steps)], y[: batch * (WARMUP + steps)])
-    torch_kernels = profile_torch(make_module(), X[:batch], y[:batch], task, threads, steps, WARMUP, lr)
-    step_us = {"ORT": math.nan, "torch": torch_kernels.attrs["step_us"]}
+    profiled = slice(0, batch * (WARMUP + steps))
+    ort_kernels = profile_ort(optimizer, X[profiled], y[profiled])
+    torch_kernels = profile_torch(make_module(), X[:batch], y[:batch], task, threads, steps, WARMUP,
+                                  lr)
+    step_us = {"ORT": None, "torch": torch_kernels.attrs["step_us"]}
     timing = []
     if rounds:
         data = X[: batch * TIMED_STEPS], y[: batch * TIMED_STEPS]
-        fits = {"ORT whole-training": step_fits(onx, *data, batch, threads, loss=_loss(task), lr=lr)[WHOLE],
-                "torch eager": torch_fit(make_module, *data, task, learning_rate=lr, batch_size=batch)}
+        fits = {ORT_STEP: step_fits(onx, *data, batch, threads, loss=_loss(task), lr=lr)[WHOLE],
+                TORCH_STEP: torch_fit(make_module, *data, task, learning_rate=lr, batch_size=batch)}
         with torch_threads(threads):
-            estimates, busy = ab_rounds(fits, TIMED_STEPS, rounds=rounds, repeats=1, e2=3, max_busy=1.0)
-        timing = ab_rows(estimates, "torch eager", model=name, threads=threads, busy=busy_note(busy))
-        for side, key in (("ORT", "ORT whole-training"), ("torch", "torch eager")):
+            estimates, busy = ab_rounds(fits, TIMED_STEPS, rounds=rounds, repeats=1, e2=3,
+                                        max_busy=1.0)
+        timing = ab_rows(estimates, TORCH_STEP, model=name, threads=threads, busy=busy_note(busy))
+        for side, key in (("ORT", ORT_STEP), ("torch", TORCH_STEP)):
             finite = [v for v in estimates[key] if not math.isnan(v)]
             step_us[side] = float(np.median(finite)) if finite else step_us[side]
-    tables = {side: family_table(kernels, None if math.isnan(step_us[side]) else step_us[side])
+    tables = {side: family_table(kernels, step_us[side])
               for side, kernels in (("ORT", ort_kernels), ("torch", torch_kernels))}
     return side_by_side(tables["ORT"], tables["torch"], peak), timing, tables
 
 
+def _entry(model, tables, family):
+    """``(ORT - torch µs, text)`` of one family of one model; None under :data:`NOTABLE_SHARE`."""
+    ort, torch_ = (tables[side].get(family, (0.0, 0))[0] for side in ("ORT", "torch"))
+    shares = [100 * us / max(sum(u for u, _ in tables[side].values()), 1e-9)
+              for us, side in ((ort, "ORT"), (torch_, "torch"))]
+    if max(shares) < NOTABLE_SHARE or max(ort, torch_) < 1:
+        return None
+    ratio = ("torch has none" if torch_ < 1 else "onnxruntime has none" if ort < 1
+             else f"{ort / torch_:.2f}x")
+    return ort - torch_, f"{model} ({ratio}, {ort - torch_:+.0f} µs/step)"
+
+
 def conclusions(results):
-    """One line per family: the models where onnxruntime loses (or wins) by the most, from the tables.
+    """One line per family: the models where onnxruntime loses (or wins) by the most.
 
     Parameters
     ----------
@@ -263,75 +284,85 @@ def conclusions(results):
     >>> tables = {"ORT": {"matrix products": (30.0, 0), "optimizer update": (1.0, 0)},
     ...           "torch": {"matrix products": (10.0, 0), "optimizer update": (9.0, 0)}}
     >>> print(conclusions({"m": tables}))
-    - **matrix products**: onnxruntime slower in m (3.0x, +20 µs/step)
+    - **matrix products**: onnxruntime slower in m (3.00x, +20 µs/step)
     - **optimizer update**: onnxruntime faster in m (0.11x, -8 µs/step)
     """
     lines = []
     for family in FAMILIES:
-        slower, faster = [], []
-        for model, tables in results.items():
-            ort, torch_ = tables["ORT"].get(family, (0.0, 0))[0], tables["torch"].get(family, (0.0, 0))[0]
-            shares = [100 * us / max(sum(u for u, _ in tables[s].values()), 1e-9)
-                      for us, s in ((ort, "ORT"), (torch_, "torch"))]
-            if max(shares) < NOTABLE_SHARE or max(ort, torch_) < 1:
-                continue
-            ratio = ("torch has none" if torch_ < 1 else "onnxruntime has none" if ort < 1
-                     else f"{ort / torch_:.2g}x")
-            entry = (ort - torch_, f"{model} ({ratio}, {ort - torch_:+.0f} µs/step)")
-            (slower if ort > torch_ else faster).append(entry)
-        parts = [f"onnxruntime {word} in " + ", ".join(text for _, text in sorted(entries, key=key))
-                 for word, entries, key in (("slower", slower, lambda e: -e[0]), ("faster", faster, lambda e: e[0]))
-                 if entries]
+        entries = sorted(filter(None, (_entry(m, t, family) for m, t in results.items())),
+                         key=lambda e: -abs(e[0]))
+        parts = [f"onnxruntime {word} in " + ", ".join(text for gap, text in entries if keep(gap))
+                 for word, keep in (("slower", lambda gap: gap > 0),
+                                    ("faster", lambda gap: gap <= 0))
+                 if any(keep(gap) for gap, _ in entries)]
         if parts:
             lines.append(f"- **{family}**: " + "; ".join(parts))
     return "\n".join(lines)
 
 
+def _options(argv):
+    """The options of this script, with those of :func:`ab_timing.parse_arguments`."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--size", nargs="+", choices=["small", "large"], default=["large"])
+    parser.add_argument("--only", nargs="+", default=[], help="models whose name has one of these")
+    parser.add_argument("--steps", type=int, default=10, help="profiled steps after the warm-up")
+    parser.add_argument("--threads", type=int, nargs="+", default=[2], help="threads of both")
+    options, rest = parser.parse_known_args(argv)
+    args = parse_arguments(__doc__.split("\n", 1)[0], rest)  # --rounds, --output
+    for name in ("size", "only", "steps", "threads"):
+        setattr(args, name, getattr(options, name))
+    return args
+
+
+def _intro(argv, load, seconds, args):
+    return (
+        f"{conditions('benchmarks/profiles/kernels_side_by_side.py', argv, load)} It took "
+        f"{seconds:.0f} s. Batches of {ZOO_BATCH} samples for the zoo, {MLP[2]} for the MLP, plain "
+        "SGD; onnxruntime's whole-training API under its profiler, torch eager under "
+        f"`torch.profiler` (self CPU time of the `aten::` operators), {WARMUP} warm-up steps, then "
+        f"each family's median over {args.steps} steps. The step is the median of {args.rounds} "
+        "interleaved rounds without profilers (ORT whole-training against torch eager, the same "
+        "data, marginal cost of a step); the fixed cost around kernels is that step minus the "
+        "kernels (never below 0: profiled kernels can add up to more than a step timed without "
+        "profiler, most for small steps). `ConvGrad` computes the input's and the weight's "
+        "gradients in one kernel, as `aten::convolution_backward` does: one family on both sides; "
+        "their GFLOP/s count both gradients (only the weight's for a first layer). ORT/torch "
+        "above 1: onnxruntime slower. `busy`: how busy other jobs kept the processors before each "
+        f"round (each model first waits up to {QUIET_WAIT_S} s for them to fall under 10%).")
+
+
+def _step_line(timing):
+    line = "; ".join(f"{row['variant']} {row['µs/step']} µs ({row['range']})" for row in timing)
+    ratio = next((f"; ratio ORT/torch {row['ratio']} ({row['ratio range']})" for row in timing
+                  if row["variant"] == ORT_STEP), "")
+    return f"Step, timed without profilers: {line or 'not timed'}{ratio}."
+
+
 def main(argv=None):
     """Compare both frameworks; write the section ``torch-side`` of ``results/kernel_survey.md``."""
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--size", nargs="+", choices=["small", "large"], default=["large"])
-    parser.add_argument("--only", nargs="+", default=[], help="keep the models whose name has one of these words")
-    parser.add_argument("--steps", type=int, default=10, help="profiled steps after the warm-up")
-    parser.add_argument("--threads", type=int, nargs="+", default=[2], help="intra-op threads of both")
-    options, rest = parser.parse_known_args(argv)
-    args = parse_arguments(__doc__.split("\n", 1)[0], rest)  # --rounds, --output
-    args.threads = options.threads
-    steps = options.steps
+    args = _options(argv)
     load, started = os.getloadavg()[0], time.perf_counter()
     sections, timing_rows, results = [], [], {}
     for threads in args.threads:
-        peak = peaks(threads)
-        sections.append(f"### {threads} thread{'s' * (threads > 1)}\n\nA 2048 x 2048 float32 matrix product: "
-                        f"onnxruntime {peak['ORT']:.0f} GFLOP/s, torch {peak['torch']:.0f} GFLOP/s; the "
+        peak, label = peaks(threads), f"{threads} thread{'s' * (threads > 1)}"
+        sections.append(f"### {label}\n\nA 2048 x 2048 float32 matrix product: onnxruntime "
+                        f"{peak['ORT']:.0f} GFLOP/s, torch {peak['torch']:.0f} GFLOP/s; the "
                         f"percentages below are of {peak['peak']:.0f} GFLOP/s.")
-        for case in cases(options.size, WARMUP + max(steps, TIMED_STEPS), options.only):
-            rows, timing, tables = compare(case, threads, steps, args.rounds, peak["peak"])
-            results[f"{case[0]}, {threads} thread{'s' * (threads > 1)}"] = tables
+        for case in cases(args.size, WARMUP + max(args.steps, TIMED_STEPS), args.only):
+            rows, timing, tables = compare(case, threads, args.steps, args.rounds, peak["peak"])
+            results[f"{case[0]}, {label}"] = tables
             timing_rows += timing
-            line = "; ".join(f"{row['variant']} {row['µs/step']} µs ({row['range']})" for row in timing)
-            ratio = next((f"ratio ORT/torch {row['ratio']} ({row['ratio range']})" for row in timing
-                          if row["variant"] != "torch eager"), "")
-            sections.append(f"#### {case[0]}\n\nStep, timed without profilers: {line}; {ratio}.\n\n"
+            sections.append(f"#### {case[0]}, {label}\n\n{_step_line(timing)}\n\n"
                             + markdown(rows, COLUMNS))
             print(sections[-1], flush=True)
-    intro = (f"{conditions('benchmarks/profiles/kernels_side_by_side.py', argv, load)} It took "
-             f"{time.perf_counter() - started:.0f} s. Each model trains on one batch (64 samples for the zoo, "
-             f"1000 for the MLP) with plain SGD; onnxruntime's whole-training API under its profiler, torch eager "
-             f"under `torch.profiler` (self CPU time of the `aten::` operators), {WARMUP} warm-up steps, then "
-             f"each family's median over {steps} steps. The step is the median of {args.rounds} interleaved "
-             f"rounds without profilers (ORT whole-training against torch eager, the same data); the fixed cost "
-             "around kernels is that step minus the kernels (never below 0: the profiled kernels can add up to "
-             "more than a step timed without profiler). `ConvGrad` computes the input's and the weight's "
-             "gradients in one kernel, as `aten::convolution_backward` does: one family on both sides; their "
-             "GFLOP/s count both gradients (only the weight's for a first layer). ORT/torch above 1: "
-             "onnxruntime slower. `busy`: how busy other jobs kept the processors before each round (each model "
-             f"first waits up to {QUIET_WAIT_S} s for them to fall under 10%).")
-    text = (f"## onnxruntime against torch, kernel by kernel\n\n{intro}\n\n" + "\n\n".join(sections)
-            + "\n\n### Where onnxruntime loses, family by family\n\nFamilies above "
-            f"{NOTABLE_SHARE:g}% of either step, the largest differences first.\n\n{conclusions(results)}\n\n"
-            f"### Whole steps, interleaved\n\n{markdown(timing_rows, list(timing_rows[0])) if timing_rows else ''}")
+    steps_table = markdown(timing_rows, list(timing_rows[0])) if timing_rows else "Not timed."
+    text = "\n\n".join([
+        "## onnxruntime against torch, kernel by kernel",
+        _intro(argv, load, time.perf_counter() - started, args), *sections,
+        "### Where onnxruntime loses, family by family",
+        f"Families above {NOTABLE_SHARE:g}% of either step, the largest differences first.",
+        conclusions(results), "### Whole steps, interleaved", steps_table])
     write_section(args.output, "torch-side", text)
 
 

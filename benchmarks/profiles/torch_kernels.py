@@ -1,4 +1,4 @@
-"""The torch side of the kernel survey: ``torch.profiler`` on a training step, and the machine's peak.
+"""The torch side of the kernel survey: ``torch.profiler`` on training steps, the machine's peak.
 
 :func:`profile_torch` runs torch eager training steps of a module (forward,
 loss, backward, plain SGD) under ``torch.profiler`` on the CPU, after a
@@ -21,7 +21,8 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from benchmarks.profiles.kernel_families import torch_family, torch_flops
 
 #: The loss of each task, as the onnxruntime optimizers compute it.
-TORCH_LOSSES = {"classification": torch.nn.functional.cross_entropy, "regression": torch.nn.functional.mse_loss}
+TORCH_LOSSES = {"classification": torch.nn.functional.cross_entropy,
+                "regression": torch.nn.functional.mse_loss}
 #: Name of the record function around each profiled step.
 STEP = "train_step"
 
@@ -56,8 +57,8 @@ def torch_step(module, X, y, task, lr=1e-3):
 
     Examples
     --------
-    >>> step = torch_step(torch.nn.Linear(3, 1), np.ones((4, 3), np.float32), np.zeros((4, 1), np.float32),
-    ...                   "regression")
+    >>> X, y = np.ones((4, 3), np.float32), np.zeros((4, 1), np.float32)
+    >>> step = torch_step(torch.nn.Linear(3, 1), X, y, "regression")
     >>> step() > 0
     True
     """
@@ -84,7 +85,7 @@ def _names(event):
 
 
 def profile_torch(module, X, y, task, threads, steps=10, warmup=3, lr=1e-3):
-    """Profile ``steps`` training steps of ``module`` after ``warmup`` ones: one row per kernel call.
+    """Profile ``steps`` training steps of ``module`` after ``warmup``: one row per kernel call.
 
     Parameters
     ----------
@@ -110,7 +111,7 @@ def profile_torch(module, X, y, task, threads, steps=10, warmup=3, lr=1e-3):
     --------
     >>> from benchmarks.example_models import image_cnn_small
     >>> X, y = np.zeros((2, 1, 28, 28), np.float32), np.zeros(2, np.int64)
-    >>> kernels = profile_torch(image_cnn_small(), X, y, "classification", threads=1, steps=1, warmup=1)
+    >>> kernels = profile_torch(image_cnn_small(), X, y, "classification", 1, steps=1, warmup=1)
     >>> sorted(set(kernels["family"]))[:3]
     ['conv gradients (input+weight)', 'elementwise, activations, loss', 'forward convolution']
     >>> int(kernels["step"].max()), kernels.attrs["step_us"] > 0
@@ -146,7 +147,7 @@ def profile_torch(module, X, y, task, threads, steps=10, warmup=3, lr=1e-3):
 
 
 def torch_peak_gflops(threads, n=2048, repeat=10):
-    """GFLOP/s of torch's float32 ``n x n`` matrix product at ``threads`` threads, the best of ``repeat``.
+    """GFLOP/s of torch's float32 ``n x n`` product on ``threads`` threads, best of ``repeat``.
 
     Examples
     --------
