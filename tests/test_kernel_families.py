@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from benchmarks.profiles.ab_timing import WHOLE
 from benchmarks.profiles.kernel_families import (
     CONV,
     CONV_GRAD,
@@ -26,7 +27,13 @@ from benchmarks.profiles.kernel_families import (
     torch_family,
     torch_flops,
 )
-from benchmarks.profiles.kernels_side_by_side import cases, compare, conclusions
+from benchmarks.profiles.kernel_survey import make_optimizer
+from benchmarks.profiles.kernels_side_by_side import (
+    cases,
+    compare,
+    conclusions,
+    profile_ort,
+)
 from benchmarks.profiles.torch_kernels import profile_torch
 
 
@@ -56,6 +63,19 @@ from benchmarks.profiles.torch_kernels import profile_torch
 )
 def test_ort_families(op_type, family):
     assert ort_family(op_type) == family
+
+
+def test_batch_norm_decomposition_is_normalization():
+    """The project's batch normalization (elementwise operators) and its gradients' nodes."""
+    _, onx, _, X, y, _, _ = next(cases(["small"], 1, ["batchnorm"]))
+    optimizer = make_optimizer(WHOLE, onx, "squared_error", "sgd", True, 8, 1e-3, 1)
+    kernels = profile_ort(optimizer, X[:16], y[:16], warmup=1)
+    norm = kernels[kernels["family"] == NORM]
+    assert {"ReduceMean", "Sub", "Div", "Sqrt"} <= set(norm["name"])  # forward
+    assert len(norm) > 2 * len(norm[["name"]].drop_duplicates())  # and gradients
+    assert "BatchNormalization" not in set(kernels["name"])
+    assert ort_family("Sub", "batch_norm__1__centered_Grad/Neg_0_kernel_time") == NORM
+    assert ort_family("Sub", "/1/Sub_kernel_time") == ELEMENTWISE
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,8 @@ one table with their GFLOP/s against the machine's peak.
 import math
 import statistics
 
+from helpers.core.batch_norm import BATCH_NORM_PREFIX
+
 #: The families, in the order of the tables.
 FAMILIES = (
     "forward convolution", "conv gradients (input+weight)", "pooling forward", "pooling gradient",
@@ -46,6 +48,9 @@ ORT_FAMILIES = {
     **dict.fromkeys(("SGDOptimizerV2", "SGDOptimizer", "AdamWOptimizer", "InPlaceAccumulatorV2",
                      "InPlaceAccumulator", "ZeroGradient"), OPTIMIZER),
 }
+#: Parts of node names -> family: the project writes batch normalization with elementwise operators
+#: (:mod:`helpers.core.batch_norm`), and their gradients' nodes keep the forward node's name.
+ORT_NODE_FAMILIES = {BATCH_NORM_PREFIX: NORM}
 #: onnxruntime operator types that move or describe data without computing.
 ORT_OTHER = frozenset(("Shape", "Size", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand",
                        "Identity", "Transpose", "Concat", "Slice", "ReorderInput", "ReorderOutput",
@@ -80,16 +85,21 @@ TORCH_OTHER = frozenset(("aten::empty", "aten::empty_like", "aten::empty_strided
                          "aten::lift_fresh", "aten::alias"))
 
 
-def ort_family(op_type):
-    """The family of an onnxruntime operator type.
+def ort_family(op_type, node=""):
+    """The family of an onnxruntime kernel: its operator type, or the name of its ``node``.
 
     Examples
     --------
+    >>> ort_family("Sub", "batch_norm__1__centered_Grad/Neg_0")
+    'normalization'
     >>> ort_family("ConvGrad"), ort_family("Where")
     ('conv gradients (input+weight)', 'elementwise, activations, loss')
     >>> ort_family("Reshape"), ort_family("SGDOptimizerV2")
     ('other kernels', 'optimizer update')
     """
+    named = [family for part, family in ORT_NODE_FAMILIES.items() if part in node]
+    if named:
+        return named[0]
     return ORT_FAMILIES.get(op_type, OTHER if op_type in ORT_OTHER else ELEMENTWISE)
 
 

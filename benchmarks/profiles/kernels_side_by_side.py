@@ -105,7 +105,7 @@ def _trace_rows(path, n_steps):
         inputs = [_shape(v) for v in args.get("input_type_shape", [])]
         outputs = [_shape(v) for v in args.get("output_type_shape", [])]
         rows.append({"step": run * n_steps // len(starts), "name": args["op_name"],
-                     "family": ort_family(args["op_name"]), "us": float(event["dur"]),
+                     "family": ort_family(args["op_name"], event["name"]), "us": float(event["dur"]),
                      "flops": ort_flops(args["op_name"], inputs, outputs)})
     return rows
 
