@@ -104,9 +104,10 @@ def _trace_rows(path, n_steps):
         run = int(np.searchsorted(starts, event["ts"], side="right")) - 1
         inputs = [_shape(v) for v in args.get("input_type_shape", [])]
         outputs = [_shape(v) for v in args.get("output_type_shape", [])]
-        rows.append({"step": run * n_steps // len(starts), "name": args["op_name"],
-                     "family": ort_family(args["op_name"], event["name"]), "us": float(event["dur"]),
-                     "flops": ort_flops(args["op_name"], inputs, outputs)})
+        op_type = args["op_name"]
+        rows.append({"step": run * n_steps // len(starts), "name": op_type,
+                     "family": ort_family(op_type, event["name"]), "us": float(event["dur"]),
+                     "flops": ort_flops(op_type, inputs, outputs)})
     return rows
 
 
