@@ -2,8 +2,12 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/profiles/kernels_side_by_side.py [--threads 2] [--size small large]
+    .venv/bin/python benchmarks/profiles/kernels_side_by_side.py [--threads 2] [--size large]
         [--only cnn] [--steps 10] [--rounds 3]
+
+The defaults: 2 threads, the large models; ``--threads 1 2`` adds one
+thread, ``--size small large`` the zoo's small models, ``--only`` keeps the
+models whose name holds one of its words.
 
 For every model of the zoo (:data:`benchmarks.example_models.ZOO`, the
 models :func:`benchmarks.profiles.kernel_survey.zoo_model` builds, batches
