@@ -24,6 +24,7 @@ from benchmarks.profiles.kernel_families import (
     ort_family,
     ort_flops,
     product_flops,
+    side_by_side,
     torch_family,
     torch_flops,
 )
@@ -186,9 +187,8 @@ def test_torch_profile_counts_each_call_once():
 @pytest.fixture(scope="module")
 def tiny_cnn():
     name, onx, make_module, X, y, task, _ = next(cases(["small"], 1, ["image_cnn_small"]))
-    return compare(
-        (name, onx, make_module, X[:16], y[:16], task, 4), threads=1, steps=1, rounds=0, peak=100.0
-    )
+    timing, tables = compare((name, onx, make_module, X[:16], y[:16], task, 4), 1, 1, rounds=0)
+    return side_by_side(tables["ORT"], tables["torch"], 100.0), timing, tables
 
 
 def test_side_by_side_table_of_a_tiny_cnn(tiny_cnn):

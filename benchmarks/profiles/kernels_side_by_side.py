@@ -21,7 +21,7 @@ the families of :mod:`benchmarks.profiles.kernel_families`; each family's
 time is the median over the profiled steps of its sum. The step itself is
 timed without any profiler, both frameworks interleaved
 (:func:`benchmarks.profiles.ab_timing.ab_rounds`): what the kernels leave of
-it is the fixed cost around kernels. Convolutions and matrix products get
+the fastest round's step is the fixed cost around kernels. Convolutions and matrix products get
 their GFLOP/s, against the machine's peak: the faster framework's 2048 x 2048
 float32 matrix product (:func:`peaks`). It writes the section
 ``torch-side`` of ``results/kernel_survey.md``.
@@ -172,15 +172,24 @@ def ort_peak_gflops(threads, n=2048, repeat=10):
     return 2 * n ** 3 / best / 1e9
 
 
-def peaks(threads):
+def peaks(threads, before=None):
     """GFLOP/s of a 2048 x 2048 float32 product in each framework, and the peak (the larger).
+
+    Parameters
+    ----------
+    threads : int
+    before : dict, optional
+        Figures measured before: each keeps the larger (a burst of the
+        other jobs' work during one measure does not lower the peak).
 
     Examples
     --------
-    >>> sorted(peaks(1))
-    ['ORT', 'peak', 'torch']
+    >>> first = peaks(1)
+    >>> sorted(first), peaks(1, before=first)["ORT"] >= first["ORT"]
+    (['ORT', 'peak', 'torch'], True)
     """
     figures = {"ORT": ort_peak_gflops(threads), "torch": torch_peak_gflops(threads)}
+    figures = {name: max(value, (before or {}).get(name, 0.0)) for name, value in figures.items()}
     return {**figures, "peak": max(figures.values())}
 
 
@@ -223,13 +232,11 @@ def _loss(task):
     return "cross_entropy" if task == "classification" else "squared_error"
 
 
-def compare(case, threads, steps, rounds, peak):
-    """Profile one model on both sides and time its step: the rows of its tables.
+def compare(case, threads, steps, rounds):
+    """Profile one model on both sides and time its step.
 
     Returns
     -------
-    families : list of dict
-        :func:`benchmarks.profiles.kernel_families.side_by_side`'s rows.
     timing : list of dict
         :func:`benchmarks.profiles.ab_timing.ab_rows` of the whole steps
         (ORT whole-training against torch eager), or empty when ``rounds`` is 0: then the
@@ -256,12 +263,12 @@ def compare(case, threads, steps, rounds, peak):
             estimates, busy = ab_rounds(fits, TIMED_STEPS, rounds=rounds, repeats=1, e2=3,
                                         max_busy=1.0)
         timing = ab_rows(estimates, TORCH_STEP, model=name, threads=threads, busy=busy_note(busy))
-        for side, key in (("ORT", ORT_STEP), ("torch", TORCH_STEP)):
+        for side, key in (("ORT", ORT_STEP), ("torch", TORCH_STEP)):  # the least disturbed round
             finite = [v for v in estimates[key] if not math.isnan(v)]
-            step_us[side] = float(np.median(finite)) if finite else step_us[side]
+            step_us[side] = min(finite) if finite else step_us[side]
     tables = {side: family_table(kernels, step_us[side])
               for side, kernels in (("ORT", ort_kernels), ("torch", torch_kernels))}
-    return side_by_side(tables["ORT"], tables["torch"], peak), timing, tables
+    return timing, tables
 
 
 def _entry(model, tables, family):
@@ -325,9 +332,10 @@ def _intro(argv, load, seconds, args):
         f"{seconds:.0f} s. Batches of {ZOO_BATCH} samples for the zoo, {MLP[2]} for the MLP, plain "
         "SGD; onnxruntime's whole-training API under its profiler, torch eager under "
         f"`torch.profiler` (self CPU time of the `aten::` operators), {WARMUP} warm-up steps, then "
-        f"each family's median over {args.steps} steps. The step is the median of {args.rounds} "
-        "interleaved rounds without profilers (ORT whole-training against torch eager, the same "
-        "data, marginal cost of a step); the fixed cost around kernels is that step minus the "
+        f"each family's median over {args.steps} steps. The step is the marginal cost of a step "
+        "timed without profilers, ORT whole-training and torch eager interleaved on the same data "
+        f"(the step lines give the median and range of {args.rounds} rounds); the fixed cost "
+        "around kernels is the fastest round's step (the least disturbed) minus the "
         "kernels (never below 0: profiled kernels can add up to more than a step timed without "
         "profiler, most for small steps). `ConvGrad` computes the input's and the weight's "
         "gradients in one kernel, as `aten::convolution_backward` does: one family on both sides; "
@@ -350,17 +358,22 @@ def main(argv=None):
     load, started = os.getloadavg()[0], time.perf_counter()
     sections, timing_rows, results = [], [], {}
     for threads in args.threads:
-        peak, label = peaks(threads), f"{threads} thread{'s' * (threads > 1)}"
-        sections.append(f"### {label}\n\nA 2048 x 2048 float32 matrix product: onnxruntime "
-                        f"{peak['ORT']:.0f} GFLOP/s, torch {peak['torch']:.0f} GFLOP/s; the "
-                        f"percentages below are of {peak['peak']:.0f} GFLOP/s.")
+        label, compared = f"{threads} thread{'s' * (threads > 1)}", []
+        wait_until_quiet(timeout_s=QUIET_WAIT_S)
+        first = peaks(threads)
         for case in cases(args.size, WARMUP + max(args.steps, TIMED_STEPS), args.only):
-            rows, timing, tables = compare(case, threads, args.steps, args.rounds, peak["peak"])
-            results[f"{case[0]}, {label}"] = tables
+            compared.append((case[0], *compare(case, threads, args.steps, args.rounds)))
+            print(case[0], label, _step_line(compared[-1][1]), flush=True)
+        peak = peaks(threads, before=first)
+        sections.append(f"### {label}\n\nA 2048 x 2048 float32 matrix product (the best of before "
+                        f"and after the models): onnxruntime {peak['ORT']:.0f} GFLOP/s, torch "
+                        f"{peak['torch']:.0f} GFLOP/s; the percentages are of {peak['peak']:.0f}.")
+        for name, timing, tables in compared:
+            results[f"{name}, {label}"] = tables
             timing_rows += timing
-            sections.append(f"#### {case[0]}, {label}\n\n{_step_line(timing)}\n\n"
+            rows = side_by_side(tables["ORT"], tables["torch"], peak["peak"])
+            sections.append(f"#### {name}, {label}\n\n{_step_line(timing)}\n\n"
                             + markdown(rows, COLUMNS))
-            print(sections[-1], flush=True)
     steps_table = markdown(timing_rows, list(timing_rows[0])) if timing_rows else "Not timed."
     text = "\n\n".join([
         "## onnxruntime against torch, kernel by kernel",
