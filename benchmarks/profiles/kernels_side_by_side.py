@@ -81,6 +81,8 @@ WARMUP = 3
 TIMED_STEPS = 8
 #: Seconds each model waits at most for the other jobs to leave the processors idle.
 QUIET_WAIT_S = 30
+#: Seconds of pause between the two frameworks: the threads of the one before stop spinning.
+PAUSE_S = 0.2
 #: The names of the two steps timed side by side.
 ORT_STEP, TORCH_STEP = "ORT whole-training", "torch eager"
 #: A family's share (%) of either step above which the conclusions name it.
@@ -251,6 +253,7 @@ def compare(case, threads, steps, rounds):
     optimizer = make_optimizer(WHOLE, onx, _loss(task), "sgd", True, batch, lr, threads)
     profiled = slice(0, batch * (WARMUP + steps))
     ort_kernels = profile_ort(optimizer, X[profiled], y[profiled])
+    time.sleep(PAUSE_S)
     torch_kernels = profile_torch(make_module(), X[:batch], y[:batch], task, threads, steps, WARMUP,
                                   lr)
     step_us = {"ORT": None, "torch": torch_kernels.attrs["step_us"]}
