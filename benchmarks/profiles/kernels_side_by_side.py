@@ -68,7 +68,7 @@ from benchmarks.profiles.torch_kernels import (
     torch_peak_gflops,
     torch_threads,
 )
-from benchmarks.your_model import torch_fit
+from benchmarks.your_model import LOSSES, torch_fit
 from helpers.core.sessions import make_session, profiling_sessions
 from helpers.measure.profiling import SESSION_ROLES, _session_label
 from helpers.teaching.model_factories import mlp_onnx
@@ -230,10 +230,6 @@ def cases(sizes, steps, only=()):
         yield name, onx, lambda: torch_mlp(onx), X, y, "regression", batch
 
 
-def _loss(task):
-    return "cross_entropy" if task == "classification" else "squared_error"
-
-
 def compare(case, threads, steps, rounds):
     """Profile one model on both sides and time its step.
 
@@ -250,7 +246,7 @@ def compare(case, threads, steps, rounds):
     lr = 1e-4 if name.startswith("mlp") else 1e-3
     if rounds:  # a timed run: let the other jobs' bursts pass
         wait_until_quiet(timeout_s=QUIET_WAIT_S)
-    optimizer = make_optimizer(WHOLE, onx, _loss(task), "sgd", True, batch, lr, threads)
+    optimizer = make_optimizer(WHOLE, onx, LOSSES[task][0], "sgd", True, batch, lr, threads)
     profiled = slice(0, batch * (WARMUP + steps))
     ort_kernels = profile_ort(optimizer, X[profiled], y[profiled])
     time.sleep(PAUSE_S)
@@ -260,7 +256,7 @@ def compare(case, threads, steps, rounds):
     timing = []
     if rounds:
         data = X[: batch * TIMED_STEPS], y[: batch * TIMED_STEPS]
-        fits = {ORT_STEP: step_fits(onx, *data, batch, threads, loss=_loss(task), lr=lr)[WHOLE],
+        fits = {ORT_STEP: step_fits(onx, *data, batch, threads, loss=LOSSES[task][0], lr=lr)[WHOLE],
                 TORCH_STEP: torch_fit(make_module, *data, task, learning_rate=lr, batch_size=batch)}
         with torch_threads(threads):
             estimates, busy = ab_rounds(fits, TIMED_STEPS, rounds=rounds, repeats=1, e2=3,
