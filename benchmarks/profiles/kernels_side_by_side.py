@@ -77,8 +77,9 @@ from helpers.teaching.model_factories import mlp_onnx
 MLP = (500, 500, 1000)
 #: Warm-up steps left out of each profile.
 WARMUP = 3
-#: Steps of an epoch in the interleaved timing of whole steps.
-TIMED_STEPS = 8
+#: Steps of an epoch in the interleaved timing of whole steps, at least and at most: as many
+#: as take about ``EPOCH_US`` (a difference of epochs above the noise of a fit's set-up).
+TIMED_STEPS, MAX_TIMED_STEPS, EPOCH_US = 8, 64, 100_000
 #: Seconds each model waits at most for the other jobs to leave the processors idle.
 QUIET_WAIT_S = 30
 #: Seconds of pause between the two frameworks: the threads of the one before stop spinning.
@@ -255,12 +256,14 @@ def compare(case, threads, steps, rounds):
     step_us = {"ORT": None, "torch": torch_kernels.attrs["step_us"]}
     timing = []
     if rounds:
-        data = X[: batch * TIMED_STEPS], y[: batch * TIMED_STEPS]
+        profiled_us = max(step_us["torch"], ort_kernels.groupby("step")["us"].sum().median())
+        timed = int(np.clip(EPOCH_US / profiled_us, TIMED_STEPS, MAX_TIMED_STEPS))
+        repeat = -(-batch * timed // len(X))  # the batches again, for as many steps
+        data = [np.concatenate([a] * repeat)[: batch * timed] for a in (X, y)]
         fits = {ORT_STEP: step_fits(onx, *data, batch, threads, loss=LOSSES[task][0], lr=lr)[WHOLE],
                 TORCH_STEP: torch_fit(make_module, *data, task, learning_rate=lr, batch_size=batch)}
         with torch_threads(threads):
-            estimates, busy = ab_rounds(fits, TIMED_STEPS, rounds=rounds, repeats=1, e2=3,
-                                        max_busy=1.0)
+            estimates, busy = ab_rounds(fits, timed, rounds=rounds, repeats=1, e2=4, max_busy=1.0)
         timing = ab_rows(estimates, TORCH_STEP, model=name, threads=threads, busy=busy_note(busy))
         for side, key in (("ORT", ORT_STEP), ("torch", TORCH_STEP)):  # the least disturbed round
             finite = [v for v in estimates[key] if not math.isnan(v)]
@@ -333,11 +336,13 @@ def _intro(argv, load, seconds, args):
         f"`torch.profiler` (self CPU time of the `aten::` operators), {WARMUP} warm-up steps, then "
         f"each family's median over {args.steps} steps. The step is the marginal cost of a step "
         "timed without profilers, ORT whole-training and torch eager interleaved on the same data "
-        f"(the step lines give the median and range of {args.rounds} rounds); the fixed cost "
+        f"(the step lines give the median and range of {args.rounds} rounds, each the difference "
+        f"of fits of 1 and 4 epochs of {TIMED_STEPS} to {MAX_TIMED_STEPS} steps); the fixed cost "
         "around kernels is the fastest round's step (the least disturbed) minus the "
         "kernels (never below 0: profiled kernels can add up to more than a step timed without "
-        "profiler, most for small steps). `ConvGrad` computes the input's and the weight's "
-        "gradients in one kernel, as `aten::convolution_backward` does: one family on both sides; "
+        "profiler, most for small steps; the row `step` is then their sum). `ConvGrad` computes "
+        "the input's and the weight's gradients in one kernel, as `aten::convolution_backward` "
+        "does: one family on both sides; "
         "their GFLOP/s count both gradients (only the weight's for a first layer). ORT/torch "
         "above 1: onnxruntime slower. `busy`: how busy other jobs kept the processors before each "
         f"round (each model first waits up to {QUIET_WAIT_S} s for them to fall under 10%).")
