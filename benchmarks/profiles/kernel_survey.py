@@ -23,6 +23,8 @@ The zoo's models train on batches of 64 with random data of their input
 ``fast_gradients=False``: the ReLU network (its ``ReluGrad`` is the slow
 kernel the project rewrites) and the token classifier (its ``GatherGrad``).
 ``--only`` keeps the configurations whose label contains one of its words.
+The same steps profiled in torch, family by family beside onnxruntime's:
+``benchmarks/profiles/kernels_side_by_side.py``.
 """
 import argparse
 import os
