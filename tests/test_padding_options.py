@@ -81,6 +81,10 @@ LAYERS = {
     "maxpool2d_ceil_dilation": (
         lambda: nn.MaxPool2d(2, stride=4, padding=1, dilation=2, ceil_mode=True), (6, 7),
     ),
+    # torch's last window needs an end pad as large as the kernel, which onnxruntime refuses
+    "maxpool2d_ceil_end_pad_past_kernel": (
+        lambda: nn.MaxPool2d(2, stride=3, padding=1, dilation=2, ceil_mode=True), (8, 9),
+    ),
     "maxpool2d_ceil_unchanged": (
         lambda: nn.MaxPool2d(2, stride=2, dilation=2, ceil_mode=True), (7, 8),
     ),

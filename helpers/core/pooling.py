@@ -17,9 +17,10 @@ cannot train ``AveragePool``:
 """
 import numpy as np
 import onnxruntime
-from onnx import helper
+from onnx import TensorProto, helper
 
 from .graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
+from .graph_shapes import value_types
 from .graph_values import shapes_with_a_run
 from .padding import (
     explicit_pads,
@@ -57,7 +58,36 @@ def _ceil_matters(node, sizes):
     return any(floor != ceil for floor, ceil, _ in counts)
 
 
-def _torch_pool(node, sizes):
+def _max_pool_with_end_pads(node, starts, ends, kernel, elem_type):
+    """``MaxPool`` ``node`` with ``ceil_mode=0``, the begin pads ``starts`` and the end pads ``ends``.
+
+    onnxruntime refuses pads as large as the kernel (``Pad should be smaller
+    than kernel``), which torch's windows can need (``MaxPool2d(2, stride=3,
+    padding=1, dilation=2, ceil_mode=True)`` on 8 x 9). The part of such an
+    end pad past ``kernel - 1`` becomes a ``Pad`` by the lowest value of the
+    type before the pooling: every window of torch holds an element of the
+    input, so the maximum, and the element its gradient goes to, are the same.
+    """
+    kept = [min(end, k - 1) for end, k in zip(ends, kernel)]
+    pool = with_attributes(node, ceil_mode=None, pads=list(starts) + kept)
+    if kept == list(ends):
+        return [pool]
+    tag = f"{node.name or node.output[0]}__torch_end_pads"
+    rank = len(kernel)
+    extra = [0] * (2 + rank) + [0, 0] + [end - k for end, k in zip(ends, kept)]
+    dtype = helper.tensor_dtype_to_np_dtype(elem_type or TensorProto.FLOAT)
+    lowest = -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
+    pool.input[0] = f"{tag}__padded"
+    return [
+        constant_node(f"{tag}__pads", extra, TensorProto.INT64),
+        constant_node(f"{tag}__lowest", lowest, elem_type or TensorProto.FLOAT),
+        helper.make_node("Pad", [node.input[0], f"{tag}__pads", f"{tag}__lowest"], [pool.input[0]],
+                         name=f"{tag}__pad", mode="constant"),
+        pool,
+    ]
+
+
+def _torch_pool(node, sizes, elem_type):
     """The pooling ``node`` (``ceil_mode=1``) as torch computes it, with ``ceil_mode=0``.
 
     The end pads are those that give torch's number of windows, which never
@@ -78,7 +108,7 @@ def _torch_pool(node, sizes):
         for (_, _, torch), n, b, k, s, d in zip(counts, sizes, pads, kernel, strides, dilations)
     ]
     if node.op_type == "MaxPool":
-        return [with_attributes(node, ceil_mode=None, pads=pads[:rank] + ends)]
+        return _max_pool_with_end_pads(node, pads[:rank], ends, kernel, elem_type)
     pool = with_attributes(node, ceil_mode=None, pads=pads[:rank] + ends, count_include_pad=0)
     if not (node_attribute(node, "count_include_pad", 0) and any(pads)):
         return [pool]
@@ -130,6 +160,7 @@ def pools_as_torch_computes_them(model):
     if not pools:
         return model
     shapes = shapes_with_a_run(model, [n.input[0] for n in pools])
+    types = value_types(model)
     nodes = []
     for node in model.graph.node:
         sizes = spatial_sizes(shapes, node.input[0]) if node in pools else None
@@ -141,7 +172,7 @@ def pools_as_torch_computes_them(model):
                 "windows than torch. Export with a fixed spatial size (dynamic axes on the batch "
                 "only), or use ceil_mode=False."
             )
-        nodes.extend(_torch_pool(node, sizes) if matters else [node])
+        nodes.extend(_torch_pool(node, sizes, types.get(node.input[0])) if matters else [node])
     return copy_with_nodes(model, nodes)
 
 
