@@ -243,3 +243,30 @@ def test_channel_activations_after_a_convolution_train_as_torch(api):
         nn.ReLU6(), nn.Flatten(), nn.Linear(48, 1),
     )
     _assert_trains_as_torch(module, X, y, api)
+
+
+#: Inputs on, near and past the bounds of ReLU6 and Hardtanh(-0.5, 2).
+EDGES = np.array([-1e30, -3.0, -0.5, -0.25, 0.0, 1e-30, 1.0, 2.0, 2.5, 5.999, 6.0, 6.5, 1e30, np.inf])
+
+
+@pytest.mark.parametrize("name", ["relu6", "hardtanh"])
+@pytest.mark.parametrize("fast_gradients", [True, False])
+def test_hardtanh_forms_compute_torch_values(name, fast_gradients):
+    """Both forms of the training graph: ``Clip`` inside the bounds (fast) and two ``Where``.
+
+    The fast form's saturated values are one float32 unit inside the bound;
+    everything else is torch's value exactly (-inf is left out: the ReLU
+    rewrite gives NaN there, as its documentation says; NaN too: the
+    ``Where`` form gives a bound, and inputs are checked for NaN before).
+    """
+    module = ACTIVATIONS[name]()
+    x = torch.tensor(EDGES, dtype=torch.float32).reshape(-1, 1)
+    model = training_graph(export_for_training(module, x), fast_gradients=fast_gradients).model
+    ops = [n.op_type for n in model.graph.node]
+    assert ("Clip" in ops) == fast_gradients
+    session = make_session(model.SerializeToString())
+    got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
+    expected = module(x).detach().numpy()
+    ulp = np.spacing(np.abs(expected).astype(np.float32))
+    assert np.all(np.abs(got - expected) <= (ulp if fast_gradients else 0))
+    assert fast_gradients == (not np.array_equal(got, expected))  # the fast form is a ulp inside

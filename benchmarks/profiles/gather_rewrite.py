@@ -19,13 +19,9 @@ import os
 import sys
 from unittest import mock
 
-import onnx
-
-from benchmarks.profiles.ab_timing import (
-    BUSY_NOTE, ab_rounds, ab_rows, busy_note, conditions, parse_arguments, step_fits,
-)
-from benchmarks.profiles.kernel_survey import ZOO_BATCH, zoo_model
+from benchmarks.profiles.ab_timing import BUSY_NOTE, conditions, parse_arguments
 from benchmarks.profiles.report import markdown, write_section
+from benchmarks.profiles.zoo_variants import zoo_variant_rows
 from helpers.core import gradient_rewrites
 
 #: Zoo model to (steps per epoch, epochs of the long fit).
@@ -47,33 +43,14 @@ def without_gather_rewrite():
     return mock.patch.object(gradient_rewrites, "_gather_as_gather_nd", lambda node, index: None)
 
 
-def _time_steps(threads, rounds, repeats):
-    """Rows of :func:`ab_rows` for every model of :data:`MODELS` and both APIs at ``threads``."""
-    rows = []
-    for name, (steps, e2) in MODELS.items():
-        onx, X, y, loss = zoo_model(name, ZOO_BATCH * steps)
-        plain = onnx.ModelProto()
-        plain.CopyFrom(onx)
-        plain.doc_string = "Gather not rewritten"  # another content: another entry of the training caches
-        fits = {}
-        for variant, model, context in (("gather_nd", onx, contextlib.nullcontext),
-                                        ("gather", plain, without_gather_rewrite)):
-            fitted = step_fits(model, X, y, ZOO_BATCH, threads, loss=loss, lr=1e-3, context=context)
-            fits.update({(api, variant): fit for api, fit in fitted.items()})
-        estimates, busy = ab_rounds(fits, steps, rounds=rounds, repeats=repeats, e2=e2)
-        for api in dict.fromkeys(api for api, _ in fits):
-            per_variant = {variant: values for (a, variant), values in estimates.items() if a == api}
-            rows += ab_rows(per_variant, "gather", model=name, threads=threads, API=api, busy=busy_note(busy))
-            print(markdown(rows[-2:], list(rows[-1])), flush=True)
-    return rows
-
-
 def main(argv=None):
     """Time both variants; write their section of ``results/kernel_survey.md``."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse_arguments(__doc__.split("\n", 1)[0], argv)
     load = os.getloadavg()[0]
-    rows = [row for threads in args.threads for row in _time_steps(threads, args.rounds, args.repeats)]
+    variants = {"gather_nd": contextlib.nullcontext, "gather": without_gather_rewrite}
+    rows = [row for threads in args.threads
+            for row in zoo_variant_rows(MODELS, variants, "gather", threads, args.rounds, args.repeats)]
     text = (f"## The Gather rewrite\n\n{conditions('benchmarks/profiles/gather_rewrite.py', argv, load)} Marginal "
             "cost of a training step of the zoo's token classifiers (batches of 64), median over the rounds of "
             "the best of the repeats, with the range over the rounds; the ratio to `gather` (the rewrite off) is "

@@ -234,7 +234,7 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     model = layer_norms_of_centered_inputs(layer_norms_of_one_value_written_out(model))
     model = instance_norms_written_out(model)
     model = masked_padding_rows(with_layer_norm_statistics(model))
-    model = activations_with_gradients(model, TRAINING_PREFIX)
+    model = activations_with_gradients(model, TRAINING_PREFIX, fast=fast_gradients)
     model = explicit_pads(model)
     model = non_constant_pads_as_gathers(model)
     model = transposed_convolutions_as_convolutions(model)
