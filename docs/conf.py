@@ -143,7 +143,7 @@ DOCSTRING_ONLY = {
     f"helpers.core.{m}" for m in (
         "activations", "padding", "pooling", "resampling", "normalization",
         "running_statistics", "embedding_padding", "torch_symbolics", "graph_values",
-        "convolution_rewrites", "pooling_rewrites", "batch_norm",
+        "convolution_rewrites", "pooling_rewrites", "batch_norm", "gradient_rewrites",
     )
 }
 
