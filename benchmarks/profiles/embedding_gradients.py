@@ -32,6 +32,7 @@ update with the update graph on the session's threads). It writes its
 section of ``results/kernel_survey.md``.
 """
 
+import contextlib
 import functools
 import os
 import statistics
@@ -43,17 +44,9 @@ import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
 
-from benchmarks.profiles.ab_timing import (
-    BUSY_NOTE,
-    ab_rounds,
-    ab_rows,
-    busy_note,
-    conditions,
-    parse_arguments,
-    step_fits,
-)
-from benchmarks.profiles.kernel_survey import ZOO_BATCH, zoo_model
+from benchmarks.profiles.ab_timing import BUSY_NOTE, conditions, parse_arguments
 from benchmarks.profiles.report import markdown, write_section
+from benchmarks.profiles.zoo_variants import zoo_variant_rows
 from helpers.core import update_rules
 from helpers.forward_backward import session as forward_backward_session
 from helpers.whole_training import session as whole_training_session
@@ -221,31 +214,6 @@ class _Patches:
             patch.stop()
 
 
-def _time_steps(threads, rounds, repeats):
-    """Rows of :func:`ab_rows` for every model of :data:`MODELS` and both APIs at ``threads``."""
-    rows = []
-    for name, (steps, e2) in MODELS.items():
-        onx, X, y, loss = zoo_model(name, ZOO_BATCH * steps)
-        fits = {}
-        for variant, context in (
-            ("as is", None),
-            ("threaded update", functools.partial(threaded_update, threads)),
-        ):
-            extra = {} if context is None else {"context": context}
-            fitted = step_fits(onx, X, y, ZOO_BATCH, threads, loss=loss, lr=1e-3, **extra)
-            fits.update({(api, variant): fit for api, fit in fitted.items()})
-        estimates, busy = ab_rounds(fits, steps, rounds=rounds, repeats=repeats, e2=e2)
-        for api in dict.fromkeys(api for api, _ in fits):
-            per_variant = {
-                variant: values for (a, variant), values in estimates.items() if a == api
-            }
-            rows += ab_rows(
-                per_variant, "as is", model=name, threads=threads, API=api, busy=busy_note(busy)
-            )
-            print(markdown(rows[-2:], list(rows[-1])), flush=True)
-    return rows
-
-
 def main(argv=None):
     """Time the kernels and both variants of the steps; write their section of the survey."""
     argv = sys.argv[1:] if argv is None else argv
@@ -258,7 +226,12 @@ def main(argv=None):
     ]
     print(markdown(kernel_rows, list(kernel_rows[0])), flush=True)
     rows = [
-        row for threads in args.threads for row in _time_steps(threads, args.rounds, args.repeats)
+        row for threads in args.threads
+        for row in zoo_variant_rows(
+            MODELS, {"as is": contextlib.nullcontext,
+                     "threaded update": functools.partial(threaded_update, threads)},
+            "as is", threads, args.rounds, args.repeats,
+        )
     ]
     text = (
         f"## An embedding table's gradient and update\n\n"

@@ -1,7 +1,7 @@
 """Variants of the library timed on training steps of the model zoo, interleaved.
 
 The study scripts that switch one rewrite of ``fast_gradients`` off
-(``gather_rewrite.py``, ``hardtanh_clip.py``) time both variants of the
+(``gather_rewrite.py``, ``hardtanh_clip.py``, ``embedding_gradients.py``) time both variants of the
 same zoo model's fit in turn (:mod:`benchmarks.profiles.ab_timing`), with
 each variant's own copy of the model: the training caches key on a model's
 content, so the variants never share a session.
