@@ -107,7 +107,7 @@ _VERDICT_WORDS = {"faster": "faster for", "slower": "slower for",
                   "mixed": "within 5%, or faster at one thread count only, for"}
 
 
-def zoo_sentence(ratios, peer, families=None):
+def zoo_sentence(ratios, peer, families=None, as_list=False):
     """The answer against ``peer``: the models where onnxruntime's faster API trains a step faster, and where slower.
 
     ``families`` (family to its model labels) names a family once when all
@@ -133,6 +133,8 @@ CNN (large); within 5%, or faster at one thread count only, for: CNN (small).
                for verdict, words in _VERDICT_WORDS.items() if verdict in verdicts.values()]
     if not clauses:
         return ""
+    if as_list:
+        return "\n".join([f"Against {peer}, onnxruntime's faster API trains a step:"] + [f"- {c}" for c in clauses])
     return f"Against {peer}, onnxruntime's faster API trains a step " + "; ".join(clauses) + "."
 
 
@@ -176,21 +178,88 @@ def _models(rows):
     return families, [label for label in dict.fromkeys(rows.label) if label not in set(timed.label)]
 
 
+def zoo_compact_table(ratios):
+    """Lines of the summary's zoo table: a row per model, the faster API against each peer at each thread count.
+
+    Examples
+    --------
+    >>> ratios = pd.DataFrame({"family": "CNN", "label": "CNN (small)", "n_weights": 900, "threads": 2,
+    ...                        "api": ["ort whole-training", "ort forward-backward"], "peer": "torch eager",
+    ...                        "ratio": [0.5, 0.8], "caveat": ""})
+    >>> print("\\n".join(zoo_compact_table(ratios)))
+    | model | torch eager, 2 threads |
+    | --- | --- |
+    | CNN (small) | 2.0x faster |
+    """
+    caveats = ratios["caveat"].fillna("") if "caveat" in ratios else pd.Series("", index=ratios.index)
+    best = ratios.assign(caveat=caveats).sort_values("ratio").groupby(
+        ["family", "n_weights", "label", "peer", "threads"], sort=False).first()
+    best["cell"] = [with_caveat(speed_phrase(r), "; ".join(dict.fromkeys(p.split(":")[0] for p in c.split("; ") if p)))
+                    for r, c in zip(best.ratio, best.caveat)]
+    table = best["cell"].unstack(["peer", "threads"]).sort_index()
+    columns = sorted(table.columns, key=lambda c: (PEERS.index(c[0]), c[1]))
+    names = [f"{peer}, {threads} thread{'' if threads == 1 else 's'}" for peer, threads in columns]
+    lines = ["| model | " + " | ".join(names) + " |", "| --- | " + " | ".join("---" for _ in names) + " |"]
+    for (_, _, label), row in table.iterrows():
+        cells = [row[c] if isinstance(row[c], str) else "-" for c in columns]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+#: How each verdict of :func:`_verdicts` reads in a count of models.
+_COUNT_WORDS = {"faster": "faster for", "slower": "slower for", "mixed": "within 5% or mixed for"}
+
+
+def zoo_counts(ratios):
+    """One sentence: against each torch run, for how many models the faster API is faster, slower, or neither.
+
+    Examples
+    --------
+    >>> ratios = pd.DataFrame({"label": ["a", "b", "c"], "threads": 2, "peer": "torch eager",
+    ...                        "ratio": [0.5, 1.5, 0.6]})
+    >>> print(zoo_counts(ratios))
+    Against torch eager, onnxruntime's faster API trains a step faster for 2 of 3 models with a clean ratio, \
+slower for 1.
+    """
+    parts = []
+    for peer in PEERS:
+        verdicts = list(_verdicts(ratios, peer).values())
+        counts = [f"{words} {verdicts.count(v)}" for v, words in _COUNT_WORDS.items() if v in verdicts]
+        if counts:
+            counts[0] += f" of {len(verdicts)} models with a clean ratio"
+            parts.append(f"against {peer}, " + ", ".join(counts))
+    if not parts:
+        return ""
+    text = "; ".join(parts).replace(", ", ", onnxruntime's faster API trains a step ", 1)
+    return text[0].upper() + text[1:] + "."
+
+
+def zoo_details(df):
+    """The lines of ``details.md`` on the model zoo: per machine and torch run, the answer, then each API's ratios."""
+    lines = []
+    for machine, part in zoo_ratios(df).groupby("machine", sort=False):
+        families, _ = _models(_zoo_rows(df)[_zoo_rows(df).machine == machine])
+        for peer in PEERS:
+            if (part.peer == peer).any():
+                lines += [f"### Model zoo against {peer}: {machine}", ""]
+                sentence = zoo_sentence(part, peer, families)
+                lines += ([sentence, ""] if sentence else []) + zoo_table(part, peer) + [""]
+    return lines
+
+
 def zoo_section(df):
-    """The lines of ``summary.md`` on the model zoo: per machine, the answer, then the table; none without rows."""
+    """The lines of ``summary.md`` on the model zoo: per machine, the answer, then one table; none without rows."""
     ratios, rows = zoo_ratios(df), _zoo_rows(df)
     lines = []
     for machine, part in ratios.groupby("machine", sort=False):
         families, untrained = _models(rows[rows.machine == machine])
         lines += [f"## Model zoo: {machine}", ""]
-        for peer in PEERS:
-            if (part.peer == peer).any():
-                sentence = zoo_sentence(part, peer, families) or f"Against {peer}: no ratio is a finding."
-                lines += [sentence, ""] + zoo_table(part, peer) + [""]
+        counts = zoo_counts(part)
+        lines += ([f"{counts} Which ones, family by family: [details](details.md).", ""] if counts else [])
+        lines += zoo_compact_table(part) + [""]
         if untrained:
             lines += [f"Not trained by onnxruntime: {_names(untrained, families)} (why: [details](details.md)).", ""]
     if lines:
-        lines += ["Time of a training step (`bench_your_model.ipynb`): the same model, initial weights, batches, "
-                  "loss (cross-entropy or squared error) and plain SGD in every framework; `torch.compile`'s "
-                  "compilation is not in its step (`compile_time_s` in the [details](details.md)).", ""]
+        lines += [("Each cell: the [faster API](#glossary)'s step against the peer. Same model, initial "
+                   "weights, batches, loss and plain SGD in every framework."), ""]
     return lines
