@@ -191,8 +191,8 @@ def answer_sentences(ratios):
         left_out = len(group) - len(clean)
         what = APIS[api] if api == "ort torch module" else f"The {APIS[api]} API"
         if clean.empty:
-            sentences.append(f"{what} against {PEERS[peer]}: no finding, the {left_out} timings are not "
-                             "measurements to quote (the table says why).")
+            sentences.append(f"{what} against {PEERS[peer]}: no finding, the {left_out} configurations "
+                             "are not clean (the details say why).")
             continue
         words = clean.ratio.map(verdict)
         faster, slower = clean[words == "faster"], clean[words == "slower"]
@@ -212,8 +212,7 @@ def answer_sentences(ratios):
         if same and not (faster.empty and slower.empty):
             text += f", about the same in {same}"
         if left_out:
-            timings = "its timing is" if left_out == 1 else "their timings are"
-            text += f"; {left_out} more not counted, {timings} no finding (the table says why)"
+            text += f"; {left_out} more left out as not clean"
         sentences.append(text + ".")
     return sentences
 
@@ -271,7 +270,8 @@ def _training_costs(results):
 def answer_details(df):
     """The lines of ``details.md`` with the summary's answer per configuration: a table per machine and threads."""
     ratios, lines = answer_ratios(df), []
-    for (machine, threads, is_shared), part in ratios.groupby(["machine", "threads", "shared"], sort=False):
+    ratios = ratios.sort_values("shared", kind="stable")  # the runs made one at a time first
+    for (is_shared, machine, threads), part in ratios.groupby(["shared", "machine", "threads"], sort=False):
         apart = " (runs that shared the cores: not findings)" if is_shared else ""
         lines += [f"### {machine}, {threads} thread{'' if threads == 1 else 's'}{apart}", ""]
         lines += _answer_table(part) + [""]

@@ -12,22 +12,20 @@ from benchmarks.ratios import speed_phrase
 #: Each term the summary uses, and what it means (the glossary at its end).
 GLOSSARY = {
     "clean configuration": "one whose timings carry no caveat; only those make an answer.",
-    "noisy": "a timing's slowest repeat took over twice its fastest. The other caveats: a busy machine, "
-             "cores shared with other runs, a set-up not measurable.",
-    "set-up not measurable": "a fit's fixed cost, estimated from fits of two lengths, came out negative: "
-                             "the noise was larger.",
+    "noisy": "a timing's slowest repeat took over twice its fastest. Other caveats: a busy machine, shared "
+             "cores, set-up not measurable.",
+    "set-up not measurable": "a fit's fixed cost, estimated from fits of two lengths, came out negative.",
     "faster API": "whichever of onnxruntime's two APIs took less time in that configuration.",
-    "whole-training vs forward/backward API": "whole-training runs the loss and the update inside "
-                                              "onnxruntime; forward/backward returns the gradients and the "
-                                              "caller updates the weights.",
-    "OrtTorchModule": "`helpers.OrtTorchModule`: the forward and backward passes in onnxruntime, the loss "
-                      "and the optimizer in torch.",
+    "whole-training vs forward/backward API": "whole-training runs loss and update inside onnxruntime; "
+                                              "forward/backward returns gradients, the caller updates.",
+    "OrtTorchModule": "`helpers.OrtTorchModule`: forward and backward passes in onnxruntime, loss and "
+                      "optimizer in torch.",
     "torch eager vs torch.compile": "eager runs each operator as called; `torch.compile` compiles the step "
-                                    "first (not timed in the step).",
-    "runtime bound": "the step's matrix products alone, in onnxruntime's kernels, one call: the time a step "
-                     "should come close to.",
-    "`100-50-1@100`": "an MLP of 100 inputs, 50 hidden units and 1 output, on batches of 100 rows.",
-    "refit set-up": "the time to make a model ready to train again from its cached training artifacts.",
+                                    "first, untimed.",
+    "runtime bound": "the step's matrix products alone, in onnxruntime's kernels: the time a step should "
+                     "approach.",
+    "`100-50-1@100`": "an MLP of 100 inputs, 50 hidden units, 1 output, on batches of 100 rows.",
+    "refit set-up": "the time to make a model trainable again from its cached training artifacts.",
 }
 
 
