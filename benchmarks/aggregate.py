@@ -270,7 +270,7 @@ def _training_costs(results):
 def answer_details(df):
     """The lines of ``details.md`` with the summary's answer per configuration: a table per machine and threads."""
     ratios, lines = answer_ratios(df), []
-    ratios = ratios.sort_values("shared", kind="stable")  # the runs made one at a time first
+    ratios = ratios.sort_values(["shared", "threads"], kind="stable")  # the runs made one at a time first
     for (is_shared, machine, threads), part in ratios.groupby(["shared", "machine", "threads"], sort=False):
         apart = " (runs that shared the cores: not findings)" if is_shared else ""
         lines += [f"### {machine}, {threads} thread{'' if threads == 1 else 's'}{apart}", ""]

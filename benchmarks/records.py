@@ -163,8 +163,9 @@ scikit-learn not recorded in these runs, numpy not recorded in these runs
     memory = info.get("memory_gib")
     system = [info.get("platform") or f"operating system {NOT_RECORDED}",
               f"Python {info.get('python') or NOT_RECORDED}"]
-    named = {"onnxruntime-training": versions.get("onnxruntime-training-cpu")}
-    named = [f"{p} {named.get(p) or versions.get(p) or NOT_RECORDED}" for p in PINNED]
+    found = {p: versions.get(p) for p in PINNED}
+    found["onnxruntime-training"] = found["onnxruntime-training"] or versions.get("onnxruntime-training-cpu")
+    named = [f"{p} {v or NOT_RECORDED}" for p, v in found.items()] if any(found.values()) else [NOT_RECORDED]
     return [f"- **Processor**: {processor}",
             f"- **Instruction sets**: {_instruction_sets(info.get('cpu_flags'))}",
             f"- **Memory**: {NOT_RECORDED if memory is None else f'{memory:g} GiB'}",
