@@ -47,9 +47,9 @@ APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward
 PEERS = {"torch eager": "torch eager", "torch.compile": "torch.compile", "scikit-learn": "scikit-learn"}
 #: Why ORTModule has no row: the one sentence the summary says about it.
 ORTMODULE_SENTENCE = (
-    "ORTModule, onnxruntime's torch integration, has no row: it imports torch internals that torch 2.9 "
-    "removed (the project pins torch 2.13). [OrtTorchModule](#glossary) takes its row; the "
-    "[details](details.md) give the share of its step spent in onnxruntime."
+    "ORTModule, onnxruntime's torch integration, has no row: it imports torch internals that "
+    "torch 2.9 removed (the project pins torch 2.13). [OrtTorchModule](#glossary) takes its row; "
+    "the [details](details.md) give the share of its step spent in onnxruntime."
 )
 
 
@@ -79,8 +79,8 @@ def _machine(record):
     return f"{name}, {cores} cores" if cores else name
 
 
-def machine_blocks(df, results):
-    """The machine in full (:func:`benchmarks.records.machine_lines`), per machine of ``df``'s runs."""
+def _machine_blocks(df, results):
+    """The machine in full (:func:`benchmarks.records.machine_lines`), per machine of the runs."""
     machines = {}
     for path in record_paths(results, set(df.run) if "run" in df else None).values():
         record = _read(path)
@@ -147,8 +147,9 @@ def answer_ratios(df):
         if rows.empty or measure not in rows:
             continue
         rows = rows.dropna(subset=[measure]).copy()
-        rows["size"] = [size_label(r) + (f", {int(r['n_samples'])} samples" if benchmark == "sklearn" else "")
-                        for r in rows.to_dict("records")]
+        rows["size"] = [  # a whole fit: each sample count is a configuration of its own
+            size_label(r) + (f", {int(r['n_samples'])} samples" if benchmark == "sklearn" else "")
+            for r in rows.to_dict("records")]
         rows["is_shared"] = rows["shared"].astype(bool) if "shared" in rows else False
         pairs = [(api, peer) for peer in peers for api in APIS]
         for (machine, threads, size, shared), group in rows.groupby(["machine", "threads", "size", "is_shared"], sort=False):
@@ -191,8 +192,8 @@ def answer_sentences(ratios):
         left_out = len(group) - len(clean)
         what = APIS[api] if api == "ort torch module" else f"The {APIS[api]} API"
         if clean.empty:
-            sentences.append(f"{what} against {PEERS[peer]}: no finding, the {left_out} configurations "
-                             "are not clean (the details say why).")
+            sentences.append(f"{what} against {PEERS[peer]}: no finding, the {left_out} "
+                             "configurations are not clean (the details say why).")
             continue
         words = clean.ratio.map(verdict)
         faster, slower = clean[words == "faster"], clean[words == "slower"]
@@ -244,7 +245,8 @@ def _compile_sentence(df):
     seconds = pd.to_numeric(df["compile_time_s"], errors="coerce").dropna()
     if seconds.empty:
         return ""
-    return f"`torch.compile` compiled for {seconds.min():.1f} to {seconds.max():.1f} s, outside its steps."
+    low, high = seconds.min(), seconds.max()
+    return f"`torch.compile` compiled for {low:.1f} to {high:.1f} s, outside its steps."
 
 
 def _step_targets(results):
@@ -268,10 +270,27 @@ def _training_costs(results):
 
 
 def answer_details(df):
-    """The lines of ``details.md`` with the summary's answer per configuration: a table per machine and threads."""
+    """The lines of ``details.md`` with the answer's ratios: a table per machine and threads.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"benchmark": "torch", "model": "mlp", "n_features": 10, "hidden": 50,
+    ...                    "batch_size": 100, "machine": "m", "threads": 2, "caveat": "",
+    ...                    "shared": "",
+    ...                    "framework": ["torch eager", "ort whole-training"],
+    ...                    "time_per_update_s": [1.0, 0.5]})
+    >>> print("\\n".join(answer_details(df)))
+    ### m, 2 threads
+    <BLANKLINE>
+    | model, batch | against | whole-training |
+    | --- | --- | --- |
+    | MLP 10-50-1, batch 100 | torch eager | 2.0x faster |
+    <BLANKLINE>
+    """
     ratios, lines = answer_ratios(df), []
-    ratios = ratios.sort_values(["shared", "threads"], kind="stable")  # the runs made one at a time first
-    for (is_shared, machine, threads), part in ratios.groupby(["shared", "machine", "threads"], sort=False):
+    ratios = ratios.sort_values(["shared", "threads"], kind="stable")  # runs one at a time first
+    groups = ratios.groupby(["shared", "machine", "threads"], sort=False)
+    for (is_shared, machine, threads), part in groups:
         apart = " (runs that shared the cores: not findings)" if is_shared else ""
         lines += [f"### {machine}, {threads} thread{'' if threads == 1 else 's'}{apart}", ""]
         lines += _answer_table(part) + [""]
@@ -280,18 +299,19 @@ def answer_details(df):
 
 def _conditions(df):
     """The paragraphs under the grid's answer: how its ratios were taken, and which versions."""
-    ratios_said = (f"{df.run.nunique()} runs. Ratios of time at equal thread counts, same data, weights, "
-                   "batches and plain SGD: a step against torch, a whole fit against scikit-learn; a "
-                   "ratio with a caveat counts in no sentence. " + _compile_sentence(df))
+    ratios_said = (f"{df.run.nunique()} runs. Ratios of time at equal thread counts, same data, "
+                   "weights, batches and plain SGD: a step against torch, a whole fit against "
+                   "scikit-learn; a ratio with a caveat counts in no sentence. ")
+    ratios_said += _compile_sentence(df)
     return [ratios_said.strip(), "", ORTMODULE_SENTENCE, ""]
 
 
 def summary_text(df, results, plots):
-    """The text of ``summary.md``: the machine, the answer per peer, the grid, the zoo, the targets, the plots."""
+    """The text of ``summary.md``: the machine, the answer per peer, the grid, the zoo..."""
     lines = ["# Is onnxruntime training faster than torch and scikit-learn?", ""]
     if df.empty:
         return "\n".join(lines + ["No complete run in this folder yet: `python -m benchmarks` runs a sweep.", ""])
-    lines += machine_blocks(df, results)
+    lines += _machine_blocks(df, results)
     shared = shared_sentence(df)
     if shared:
         lines += [shared, ""]
@@ -303,7 +323,7 @@ def summary_text(df, results, plots):
         for machine, group in part_of.groupby("machine", sort=False) if not part_of.empty else []:
             for threads, part in group.groupby("threads"):
                 lines += [f"## {machine}, {threads} thread{'' if threads == 1 else 's'}{apart}", ""]
-                said = part[part.peer != "torch.compile"]  # the suite's table and the zoo's answer it
+                said = part[part.peer != "torch.compile"]  # the suite's table answers it
                 lines += [f"- {sentence}" for sentence in answer_sentences(said)] + [""]
     if not ratios.empty:
         lines += _conditions(df)
@@ -324,7 +344,8 @@ def summary_text(df, results, plots):
         lines += [f"![{os.path.basename(p)}]({p})" for p in costs] + [""]
     if plots:
         lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plots] + [""]
-    lines += ["Every configuration: [details](details.md); every row: [summary.csv](summary.csv).", ""]
+    lines += ["Every configuration: [details](details.md); every row: [summary.csv](summary.csv).",
+              ""]
     return "\n".join(lines + glossary_lines())
 
 
@@ -352,5 +373,5 @@ def summarize(results, run_ids=None):
     atomic_write_text(paths["summary.csv"], df.to_csv(index=False))
     atomic_write_text(paths["summary.md"], summary_text(df, results, [os.path.basename(p) for p in plots]))
     extra = answer_details(df) + zoo_details(df) if not df.empty else []
-    header = machine_blocks(df, results) if not df.empty else []
+    header = _machine_blocks(df, results) if not df.empty else []
     return [*paths.values(), *write_details(df, results, atomic_write_text, header, extra), *plots]

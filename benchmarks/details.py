@@ -163,7 +163,8 @@ def details_text(df, csv_names=None, header=(), answers=()):
              "One table per benchmark, with the columns that answer; each table's CSV holds every column.", ""]
     if answers:
         lines += ["## Ratios per configuration", "",
-                  "The ratios the summary's answers rest on, one row per configuration and peer.", "", *answers]
+                  "The ratios the summary's answers rest on, a row per configuration and peer.", "",
+                  *answers]
     for benchmark, group in df.groupby("benchmark", sort=False) if not df.empty else []:
         lines += [f"## {benchmark}", ""]
         if benchmark == "scaling":

@@ -47,7 +47,8 @@ def _cpu_model():
 
 #: The instruction sets that decide a CPU kernel's speed: /proc/cpuinfo's flag, and its name.
 INSTRUCTION_SETS = {
-    "avx2": "AVX2", "avx512f": "AVX-512 (avx512f)", "avx512_vnni": "AVX-512 VNNI", "amx_tile": "AMX",
+    "avx2": "AVX2", "avx512f": "AVX-512 (avx512f)", "avx512_vnni": "AVX-512 VNNI",
+    "amx_tile": "AMX",
 }
 
 
@@ -111,7 +112,9 @@ NOT_RECORDED = "not recorded in these runs"
 
 def _and(items, word="and"):
     items = [str(i) for i in items]
-    return f" {word} ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
+    if len(items) < 2:
+        return "".join(items)
+    return f" {word} ".join([", ".join(items[:-1]), items[-1]])
 
 
 def _instruction_sets(flags):
@@ -142,9 +145,11 @@ def machine_lines(info, versions, threads=None):
 
     Examples
     --------
-    >>> info = {"cpu": "AMD EPYC", "logical_cores": 2, "usable_cores": 2, "cpu_flags": ["avx2", "avx512f"],
-    ...         "memory_gib": 23.5, "platform": "Linux-6.1-x86_64", "python": "3.11.7"}
-    >>> print("\\n".join(machine_lines(info, {"onnxruntime-training-cpu": "1.19.2", "torch": "2.13.0"}, [1, 2])))
+    >>> info = {"cpu": "AMD EPYC", "logical_cores": 2, "usable_cores": 2,
+    ...         "cpu_flags": ["avx2", "avx512f"], "memory_gib": 23.5,
+    ...         "platform": "Linux-6.1-x86_64", "python": "3.11.7"}
+    >>> versions = {"onnxruntime-training-cpu": "1.19.2", "torch": "2.13.0"}
+    >>> print("\\n".join(machine_lines(info, versions, [1, 2])))
     - **Processor**: AMD EPYC, 2 logical cores (2 usable); threads used: 1 and 2
     - **Instruction sets**: AVX2, AVX-512 (avx512f); not AVX-512 VNNI or AMX
     - **Memory**: 23.5 GiB
@@ -164,8 +169,11 @@ scikit-learn not recorded in these runs, numpy not recorded in these runs
     system = [info.get("platform") or f"operating system {NOT_RECORDED}",
               f"Python {info.get('python') or NOT_RECORDED}"]
     found = {p: versions.get(p) for p in PINNED}
-    found["onnxruntime-training"] = found["onnxruntime-training"] or versions.get("onnxruntime-training-cpu")
-    named = [f"{p} {v or NOT_RECORDED}" for p, v in found.items()] if any(found.values()) else [NOT_RECORDED]
+    found["onnxruntime-training"] = (found["onnxruntime-training"]
+                                     or versions.get("onnxruntime-training-cpu"))
+    named = [f"{p} {v or NOT_RECORDED}" for p, v in found.items()]
+    if not any(found.values()):
+        named = [NOT_RECORDED]
     return [f"- **Processor**: {processor}",
             f"- **Instruction sets**: {_instruction_sets(info.get('cpu_flags'))}",
             f"- **Memory**: {NOT_RECORDED if memory is None else f'{memory:g} GiB'}",

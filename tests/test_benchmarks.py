@@ -408,7 +408,8 @@ def test_thread_scaling_quick(tmp_path):
     assert "How do both APIs scale with threads, against torch?" in text
     assert "| 8-16-1@32 | 1 |" in text
     # the machine in full atop the page (benchmarks.records.machine_lines)
-    assert text.startswith("# Thread scaling of a training step\n\nMeasured on:\n\n- **Processor**: ")
+    head = "# Thread scaling of a training step\n\nMeasured on:\n\n- **Processor**: "
+    assert text.startswith(head)
     assert "; threads used: 1\n- **Instruction sets**: " in text
     assert "- **Versions**: onnxruntime-training 1.19.2, onnx 1.17.0, torch " in text
     assert "only 1 thread(s) measured" in text

@@ -44,8 +44,8 @@ def machine_block(lines):
     - **Processor**: AMD EPYC
     <!-- machine: end -->
     """
-    return "\n".join([MACHINE[0], "The last section written was measured on (each section says its own load):",
-                      "", *lines, MACHINE[1]])
+    intro = "The last section written was measured on (each section says its own load):"
+    return "\n".join([MACHINE[0], intro, "", *lines, MACHINE[1]])
 
 
 def write_section(path, name, text, title="# Kernel survey", machine=None):
