@@ -324,6 +324,8 @@ def summary_text(df, results, plots):
             for threads, part in group.groupby("threads"):
                 lines += [f"## {machine}, {threads} thread{'' if threads == 1 else 's'}{apart}", ""]
                 said = part[part.peer != "torch.compile"]  # the suite's table answers it
+                grid = "The MLPs of the grid, each API apart ([each configuration](details.md)):"
+                lines += [grid, ""]
                 lines += [f"- {sentence}" for sentence in answer_sentences(said)] + [""]
     if not ratios.empty:
         lines += _conditions(df)

@@ -119,7 +119,7 @@ def suite_table(ratios):
     -------
     pandas.DataFrame
         Columns ``machine``, ``peer``, ``threads``, ``configurations`` (clean ones),
-        ``ORT wins`` (faster by more than 5%), ``geometric mean`` and ``range`` (speed phrases),
+        ``onnxruntime wins`` (faster by more than 5%), ``geometric mean`` and ``range`` (phrases),
         ``left out`` (configurations not clean), ``whole-training`` (clean configurations whose
         faster API is whole-training) and ``ratio`` (the geometric mean as a number).
 
@@ -130,7 +130,7 @@ def suite_table(ratios):
     ...                        "caveat": ["", "", "", "noisy: repeats spread 3x"]})
     >>> table = suite_table(ratios).drop(columns="machine")
     >>> table.to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
-    [{'peer': 'torch eager', 'threads': 2, 'configurations': 3, 'ORT wins': 2,
+    [{'peer': 'torch eager', 'threads': 2, 'configurations': 3, 'onnxruntime wins': 2,
       'geometric mean': '1.6x faster', 'range': '2.0x slower to 4.0x faster', 'left out': 1,
       'whole-training': 3, 'ratio': 0.62996...}]
     """
@@ -152,7 +152,7 @@ def suite_table(ratios):
                 "peer": peer,
                 "threads": int(threads),
                 "configurations": len(clean),
-                "ORT wins": int((clean.ratio.map(verdict) == "faster").sum()),
+                "onnxruntime wins": int((clean.ratio.map(verdict) == "faster").sum()),
                 "geometric mean": speed_phrase(mean),
                 "range": _span(clean.ratio),
                 "left out": len(group) - len(clean),
@@ -165,7 +165,7 @@ def suite_table(ratios):
 
 def _answer(rows):
     """``'yes'``, ``'no'`` or ``'mixed'``: most configurations won and a faster mean, or neither."""
-    wins, total = rows["ORT wins"].sum(), rows.configurations.sum()
+    wins, total = rows["onnxruntime wins"].sum(), rows.configurations.sum()
     mean = np.exp((np.log(rows.ratio) * rows.configurations).sum() / total)
     if 2 * wins > total and verdict(mean) == "faster":
         return "yes"
@@ -183,7 +183,7 @@ def suite_answer(table):
     --------
     >>> table = pd.DataFrame({"peer": ["torch eager", "torch eager", "scikit-learn"],
     ...                       "threads": [1, 2, 2], "configurations": [4, 6, 4],
-    ...                       "ORT wins": [3, 5, 3], "ratio": [0.5, 0.8, 1.5]})
+    ...                       "onnxruntime wins": [3, 5, 3], "ratio": [0.5, 0.8, 1.5]})
     >>> print(suite_answer(table))  # doctest: +NORMALIZE_WHITESPACE
     Is onnxruntime faster? Against torch eager, yes: its faster API wins 3 of 4 clean
     configurations at 1 thread, 5 of 6 at 2 threads; against scikit-learn, mixed: 3 of 4 at
@@ -194,7 +194,7 @@ def suite_answer(table):
     for peer in dict.fromkeys(table.peer):
         rows = table[table.peer == peer]
         counts = [
-            f"{r['ORT wins']} of {r['configurations']}"
+            f"{r['onnxruntime wins']} of {r['configurations']}"
             f"{'' if parts or i else ' clean configurations'} at {_threads(r['threads'])}"
             for i, r in enumerate(rows.to_dict("records"))
         ]
@@ -242,7 +242,7 @@ def suite_lines(df):
                 "peer",
                 "threads",
                 "configurations",
-                "ORT wins",
+                "onnxruntime wins",
                 "geometric mean",
                 "range",
                 "left out",

@@ -95,13 +95,15 @@ def test_geometric_mean_range_and_wins_over_clean_configurations_only():
     # 0.25, 2.0 and 1.0 are clean; the noisy 0.01 is left out, counted apart
     assert eager["configurations"] == 3 and eager["left out"] == 1
     assert eager["ratio"] == pytest.approx(math.exp((math.log(0.25) + math.log(2.0)) / 3))
-    assert eager["ORT wins"] == 1  # 1.0 is the same speed, not a win
+    assert eager["onnxruntime wins"] == 1  # 1.0 is the same speed, not a win
     assert eager["geometric mean"] == "1.3x faster"
     assert eager["range"] == "2.0x slower to 4.0x faster"
     assert eager["whole-training"] == 2
     compiled = table.loc["torch.compile"]
     assert (
-        compiled["configurations"] == 2 and compiled["ORT wins"] == 1 and compiled["left out"] == 0
+        compiled["configurations"] == 2
+        and compiled["onnxruntime wins"] == 1
+        and compiled["left out"] == 0
     )
     assert compiled["range"] == "2.0x slower to 8.0x faster"
 
@@ -136,14 +138,14 @@ def test_yes_needs_most_configurations_won_and_a_faster_mean():
             "peer": "torch eager",
             "threads": [1, 2],
             "configurations": [4, 4],
-            "ORT wins": [3, 3],
+            "onnxruntime wins": [3, 3],
             "ratio": [0.5, 0.6],
         }
     )
     assert "Against torch eager, yes:" in suite_answer(table)
     assert "Against torch eager, mixed:" in suite_answer(table.assign(ratio=[1.5, 2.0]))
     assert "Against torch eager, no:" in suite_answer(
-        table.assign(ratio=[1.5, 2.0], **{"ORT wins": [1, 1]})
+        table.assign(ratio=[1.5, 2.0], **{"onnxruntime wins": [1, 1]})
     )
 
 
