@@ -47,9 +47,9 @@ APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward
 PEERS = {"torch eager": "torch eager", "torch.compile": "torch.compile", "scikit-learn": "scikit-learn"}
 #: Why ORTModule has no row: the one sentence the summary says about it.
 ORTMODULE_SENTENCE = (
-    "ORTModule, onnxruntime's torch integration, has no row: it imports torch internals that "
-    "torch 2.9 removed (the project pins torch 2.13). [OrtTorchModule](#glossary) takes its row; "
-    "the [details](details.md) give the share of its step spent in onnxruntime."
+    "ORTModule (onnxruntime's torch integration) imports torch internals removed in torch 2.9: "
+    "[OrtTorchModule](#glossary) takes its row; the [details](details.md) give its share of time "
+    "in onnxruntime."
 )
 
 

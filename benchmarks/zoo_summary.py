@@ -231,7 +231,7 @@ def zoo_counts(ratios):
         counts = [f"{words} {verdicts.count(v)}" for v, words in _COUNT_WORDS.items()
                   if v in verdicts]
         if counts:
-            counts[0] += f" of {len(verdicts)} models with a clean ratio"
+            counts[0] += f" of {len(verdicts)} models" + ("" if parts else " with a clean ratio")
             subject = "" if parts else "onnxruntime's faster API trains a step "
             parts.append(f"against {peer}, {subject}" + ", ".join(counts))
     text = "; ".join(parts)
@@ -278,6 +278,6 @@ def zoo_section(df):
             names = _names(untrained, families)
             lines += [f"Not trained by onnxruntime: {names} (why: [details](details.md)).", ""]
     if lines:
-        lines += [("Each cell: the [faster API](#glossary)'s step against the peer. Same model, "
-                   "initial weights, batches, loss and plain SGD in every framework."), ""]
+        lines += [("Each cell: the [faster API](#glossary)'s step against the peer; same model, "
+                   "weights, batches, loss and plain SGD in every framework."), ""]
     return lines

@@ -184,7 +184,7 @@ def test_the_zoo_has_its_answer_and_table(tmp_path):
     zoo = text.split("## Model zoo: m, 2 cores\n\n")[1].split("## Glossary")[0]
     assert zoo.startswith("Against torch eager, onnxruntime's faster API trains a step faster for "
                           "1 of 3 models with a clean ratio, slower for 2; against torch.compile, "
-                          "faster for 1 of 3 models")
+                          "faster for 1 of 3 models, slower for 2.")
     assert ("| model | torch eager, 1 thread | torch eager, 2 threads | torch.compile, 1 thread | "
             "torch.compile, 2 threads |") in zoo
     assert "| CNN on images (small) | 2.0x slower | 2.0x slower | 2.5x slower | 2.5x slower |" in (
