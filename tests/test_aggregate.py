@@ -123,7 +123,7 @@ def test_committed_reference_summary_reads_in_five_minutes():
     assert "- **Processor**: " in sections[0]
     assert "- **Versions**: onnxruntime-training 1.19.2" in sections[0]
     assert sections[1].startswith("The whole suite, one line per peer\n\nIs onnxruntime faster?")
-    assert "| peer | threads | configurations | onnxruntime wins | geometric mean |" in sections[1]
+    assert "| peer | threads | clean | wins | geometric mean | range | not clean |" in sections[1]
     # one convention: a ratio is "1.7x faster" or "2.2x slower", never a bare time ratio as 0.16x
     rows = [line.strip("|").split("|") for line in lines if line.startswith("|")]
     cells = [cell.strip() for row in rows for cell in row]
