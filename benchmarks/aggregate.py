@@ -36,8 +36,10 @@ import pandas as pd
 from benchmarks.caveats import add_caveats, with_caveat
 from benchmarks.details import markdown_table, size_label, write_details
 from benchmarks.ratios import framework_ratios, speed_phrase, verdict
-from benchmarks.records import atomic_write_text
-from benchmarks.zoo_summary import zoo_section
+from benchmarks.records import atomic_write_text, machine_lines
+from benchmarks.suite_ratios import suite_lines
+from benchmarks.summary_terms import glossary_lines, targets_in_words
+from benchmarks.zoo_summary import zoo_details, zoo_section
 
 #: The two onnxruntime APIs and their peers, as in the records.
 APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward/backward",
@@ -45,11 +47,9 @@ APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward
 PEERS = {"torch eager": "torch eager", "torch.compile": "torch.compile", "scikit-learn": "scikit-learn"}
 #: Why ORTModule has no row: the one sentence the summary says about it.
 ORTMODULE_SENTENCE = (
-    "ORTModule, onnxruntime's torch integration, has no row: it imports torch internals "
-    "(`torch.onnx._internal.jit_utils`) that torch 2.9 removed, and the project pins torch 2.13. "
-    "`OrtTorchModule` (`helpers.OrtTorchModule`: the network's forward and backward passes in onnxruntime, "
-    "the loss and the optimizer in torch) takes its row; the [details](details.md) give, for each of its "
-    "rows, the share of its step spent in onnxruntime's passes."
+    "ORTModule (onnxruntime's torch integration) imports torch internals removed in torch 2.9: "
+    "[OrtTorchModule](#glossary) takes its row; the [details](details.md) give its share of time "
+    "in onnxruntime."
 )
 
 
@@ -77,6 +77,21 @@ def _machine(record):
     cores = machine.get("usable_cores") or machine.get("logical_cores")
     name = machine.get("cpu") or "unknown processor"
     return f"{name}, {cores} cores" if cores else name
+
+
+def _machine_blocks(df, results):
+    """The machine in full (:func:`benchmarks.records.machine_lines`), per machine of the runs."""
+    machines = {}
+    for path in record_paths(results, set(df.run) if "run" in df else None).values():
+        record = _read(path)
+        info = (record.get("worker") or {}).get("machine") or record.get("machine", {})
+        machines.setdefault(_machine(record), (info, record.get("versions", {})))
+    lines = []
+    for name, (info, versions) in machines.items():
+        threads = df.loc[df.machine == name, "threads"].dropna() if "threads" in df else None
+        lines += ["Measured on:" if len(machines) == 1 else f"Measured on {name}:", ""]
+        lines += machine_lines(info, versions, threads) + [""]
+    return lines
 
 
 def load_rows(results, run_ids=None):
@@ -132,7 +147,9 @@ def answer_ratios(df):
         if rows.empty or measure not in rows:
             continue
         rows = rows.dropna(subset=[measure]).copy()
-        rows["size"] = [size_label(r) for r in rows.to_dict("records")]
+        rows["size"] = [  # a whole fit: each sample count is a configuration of its own
+            size_label(r) + (f", {int(r['n_samples'])} samples" if benchmark == "sklearn" else "")
+            for r in rows.to_dict("records")]
         rows["is_shared"] = rows["shared"].astype(bool) if "shared" in rows else False
         pairs = [(api, peer) for peer in peers for api in APIS]
         for (machine, threads, size, shared), group in rows.groupby(["machine", "threads", "size", "is_shared"], sort=False):
@@ -175,8 +192,8 @@ def answer_sentences(ratios):
         left_out = len(group) - len(clean)
         what = APIS[api] if api == "ort torch module" else f"The {APIS[api]} API"
         if clean.empty:
-            sentences.append(f"{what} against {PEERS[peer]}: no finding, the {left_out} timings are not "
-                             "measurements to quote (the table says why).")
+            sentences.append(f"{what} against {PEERS[peer]}: no finding, the {left_out} "
+                             "configurations are not clean (the details say why).")
             continue
         words = clean.ratio.map(verdict)
         faster, slower = clean[words == "faster"], clean[words == "slower"]
@@ -196,8 +213,7 @@ def answer_sentences(ratios):
         if same and not (faster.empty and slower.empty):
             text += f", about the same in {same}"
         if left_out:
-            timings = "its timing is" if left_out == 1 else "their timings are"
-            text += f"; {left_out} more not counted, {timings} no finding (the table says why)"
+            text += f"; {left_out} more left out as not clean"
         sentences.append(text + ".")
     return sentences
 
@@ -229,8 +245,8 @@ def _compile_sentence(df):
     seconds = pd.to_numeric(df["compile_time_s"], errors="coerce").dropna()
     if seconds.empty:
         return ""
-    return (f"`torch.compile` compiled for {seconds.min():.1f} to {seconds.max():.1f} s before its first step "
-            "(per run), outside the step times above.")
+    low, high = seconds.min(), seconds.max()
+    return f"`torch.compile` compiled for {low:.1f} to {high:.1f} s, outside its steps."
 
 
 def _step_targets(results):
@@ -253,14 +269,53 @@ def _training_costs(results):
     return found
 
 
+def answer_details(df):
+    """The lines of ``details.md`` with the answer's ratios: a table per machine and threads.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"benchmark": "torch", "model": "mlp", "n_features": 10, "hidden": 50,
+    ...                    "batch_size": 100, "machine": "m", "threads": 2, "caveat": "",
+    ...                    "shared": "",
+    ...                    "framework": ["torch eager", "ort whole-training"],
+    ...                    "time_per_update_s": [1.0, 0.5]})
+    >>> print("\\n".join(answer_details(df)))
+    ### m, 2 threads
+    <BLANKLINE>
+    | model, batch | against | whole-training |
+    | --- | --- | --- |
+    | MLP 10-50-1, batch 100 | torch eager | 2.0x faster |
+    <BLANKLINE>
+    """
+    ratios, lines = answer_ratios(df), []
+    ratios = ratios.sort_values(["shared", "threads"], kind="stable")  # runs one at a time first
+    groups = ratios.groupby(["shared", "machine", "threads"], sort=False)
+    for (is_shared, machine, threads), part in groups:
+        apart = " (runs that shared the cores: not findings)" if is_shared else ""
+        lines += [f"### {machine}, {threads} thread{'' if threads == 1 else 's'}{apart}", ""]
+        lines += _answer_table(part) + [""]
+    return lines
+
+
+def _conditions(df):
+    """The paragraphs under the grid's answer: how its ratios were taken, and which versions."""
+    ratios_said = (f"{df.run.nunique()} runs. Ratios of time at equal thread counts, same data, "
+                   "weights, batches and plain SGD: a step against torch, a whole fit against "
+                   "scikit-learn; a ratio with a caveat counts in no sentence. ")
+    ratios_said += _compile_sentence(df)
+    return [ratios_said.strip(), "", ORTMODULE_SENTENCE, ""]
+
+
 def summary_text(df, results, plots):
-    """The text of ``summary.md``: the answer, the conditions, the targets, the plots."""
+    """The text of ``summary.md``: the machine, the answer per peer, the grid, the zoo..."""
     lines = ["# Is onnxruntime training faster than torch and scikit-learn?", ""]
     if df.empty:
         return "\n".join(lines + ["No complete run in this folder yet: `python -m benchmarks` runs a sweep.", ""])
+    lines += _machine_blocks(df, results)
     shared = shared_sentence(df)
     if shared:
         lines += [shared, ""]
+    lines += suite_lines(df)
     ratios = answer_ratios(df)
     for is_shared in (False, True):
         apart = " (runs that shared the cores: not findings)" if is_shared else ""
@@ -268,26 +323,20 @@ def summary_text(df, results, plots):
         for machine, group in part_of.groupby("machine", sort=False) if not part_of.empty else []:
             for threads, part in group.groupby("threads"):
                 lines += [f"## {machine}, {threads} thread{'' if threads == 1 else 's'}{apart}", ""]
-                lines += [" ".join(answer_sentences(part)), ""]
-                lines += _answer_table(part) + [""]
-    rows = df[df.machine.isin(ratios.machine)] if not ratios.empty else df
-    versions = rows.iloc[0]
-    lines += [
-        ("Ratios of time at equal thread counts, same data, same initial weights, same batches, same "
-        "update rule (plain SGD): a step against torch eager and `torch.compile`, a whole fit against "
-        "scikit-learn. A ratio with a caveat beside it (noisy repeats, a busy machine, shared cores, a time "
-        "that could not be measured) is no finding, and no sentence above counts it. " + _compile_sentence(df)).strip(),
-        f"onnxruntime-training {versions.onnxruntime}, torch {versions.torch_version}; "
-        f"{df.run.nunique()} runs on {df.machine.nunique()} machine(s). " + ORTMODULE_SENTENCE,
-        "",
-    ]
+                said = part[part.peer != "torch.compile"]  # the suite's table answers it
+                grid = "The MLPs of the grid, each API apart ([each configuration](details.md)):"
+                lines += [grid, ""]
+                lines += [f"- {sentence}" for sentence in answer_sentences(said)] + [""]
+    if not ratios.empty:
+        lines += _conditions(df)
     lines += zoo_section(df)
     targets, path = _step_targets(results)
     if targets is not None:
         lines += ["## Targets", "",
                   "Each target for the configuration it was set for, measured side by side by "
                   f"`python -m benchmarks.step_targets` ([{os.path.basename(path)}]({path})):", ""]
-        lines += markdown_table(targets) + [""]
+        table, zoo = targets_in_words(targets)
+        lines += markdown_table(table) + [""] + ([zoo, ""] if zoo else [])
     costs = _training_costs(results)
     if costs:
         lines += ["## Time to a loss, and memory", "",
@@ -297,9 +346,9 @@ def summary_text(df, results, plots):
         lines += [f"![{os.path.basename(p)}]({p})" for p in costs] + [""]
     if plots:
         lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plots] + [""]
-    lines += ["Every measured configuration is in the [details](details.md) (one table per benchmark, each "
-              "with its CSV), every row in [summary.csv](summary.csv).", ""]
-    return "\n".join(lines)
+    lines += ["Every configuration: [details](details.md); every row: [summary.csv](summary.csv).",
+              ""]
+    return "\n".join(lines + glossary_lines())
 
 
 def summarize(results, run_ids=None):
@@ -325,4 +374,6 @@ def summarize(results, run_ids=None):
     paths = {name: os.path.join(results, name) for name in ("summary.csv", "summary.md")}
     atomic_write_text(paths["summary.csv"], df.to_csv(index=False))
     atomic_write_text(paths["summary.md"], summary_text(df, results, [os.path.basename(p) for p in plots]))
-    return [*paths.values(), *write_details(df, results, atomic_write_text), *plots]
+    extra = answer_details(df) + zoo_details(df) if not df.empty else []
+    header = _machine_blocks(df, results) if not df.empty else []
+    return [*paths.values(), *write_details(df, results, atomic_write_text, header, extra), *plots]

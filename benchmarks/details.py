@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.caveats import ratio_caveat, short_caveat
+from benchmarks.ratios import speed_phrase
 
 #: How the sizes of the MLPs of the torch and scikit-learn benchmarks read.
 _LINEAR_SIZE = "linear {n_features} features, batch {batch_size}"
@@ -100,9 +101,12 @@ def _compact(group, benchmark):
         view["fit (s)"] = group.get("fit_time_s")
     else:
         view["ms per step"] = pd.to_numeric(group.get("time_per_update_s"), errors="coerce") * 1e3
-    for column, name in (("ratio_to_torch_eager", "× torch eager"), ("speedup_vs_sklearn", "× faster than scikit-learn")):
+    # one convention for every ratio: "1.7x faster" or "2.2x slower" than the peer
+    for column, name, as_time in (("ratio_to_torch_eager", "against torch eager", lambda r: r),
+                                  ("speedup_vs_sklearn", "against scikit-learn", lambda r: 1 / r)):
         if column in group and group[column].notna().any():
-            view[name] = group[column]
+            view[name] = [speed_phrase(as_time(float(r))) if pd.notna(r) and float(r) > 0 else "-"
+                          for r in pd.to_numeric(group[column], errors="coerce")]
     if "compile_time_s" in group and group["compile_time_s"].notna().any():
         view["compile (s)"] = group["compile_time_s"]
     else:
@@ -141,7 +145,7 @@ def _scaling_tables(group):
     return lines
 
 
-def details_text(df, csv_names=None):
+def details_text(df, csv_names=None, header=(), answers=()):
     """The text of ``details.md``: per benchmark, a compact table, and where all its columns are.
 
     Parameters
@@ -150,9 +154,17 @@ def details_text(df, csv_names=None):
         Every row of the sweep (:func:`benchmarks.aggregate.load_rows`).
     csv_names : dict, optional
         Benchmark to the name of its CSV, linked under its table.
+    header : list of str
+        The machine in full (:func:`benchmarks.records.machine_lines`), under the title.
+    answers : list of str
+        The summary's answers per configuration (its ratios, under their own headings), first.
     """
-    lines = ["# Every measured configuration", "",
+    lines = ["# Every measured configuration", "", *header,
              "One table per benchmark, with the columns that answer; each table's CSV holds every column.", ""]
+    if answers:
+        lines += ["## Ratios per configuration", "",
+                  "The ratios the summary's answers rest on, a row per configuration and peer.", "",
+                  *answers]
     for benchmark, group in df.groupby("benchmark", sort=False) if not df.empty else []:
         lines += [f"## {benchmark}", ""]
         if benchmark == "scaling":
@@ -167,10 +179,11 @@ def details_text(df, csv_names=None):
     return "\n".join(lines)
 
 
-def write_details(df, results, write_text):
+def write_details(df, results, write_text, header=(), answers=()):
     """Write ``details.md`` and one CSV per benchmark into ``results``; return their paths.
 
-    ``write_text(path, text)`` writes a file atomically.
+    ``write_text(path, text)`` writes a file atomically; ``header`` and
+    ``answers`` as :func:`details_text` takes them.
     """
     paths, csv_names = [], {}
     for benchmark, group in df.groupby("benchmark", sort=False) if not df.empty else []:
@@ -179,5 +192,5 @@ def write_details(df, results, write_text):
         csv_names[benchmark] = name
         paths.append(os.path.join(results, name))
     path = os.path.join(results, "details.md")
-    write_text(path, details_text(df, csv_names))
+    write_text(path, details_text(df, csv_names, header, answers))
     return [path, *paths]

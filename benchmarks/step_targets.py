@@ -36,7 +36,7 @@ import pandas as pd
 
 from benchmarks import models as bm
 from benchmarks.details import markdown_table
-from benchmarks.records import atomic_write_text, machine_info, package_versions
+from benchmarks.records import atomic_write_text, machine_info, machine_lines, package_versions
 from benchmarks.thread_scaling import FRAMEWORKS, LEARNING_RATE, make_fits, parse_size
 from benchmarks.zoo_targets import (
     FASTER_ORT,
@@ -238,9 +238,12 @@ def markdown(table, steps, threads, load=None):
 
     ``load``: the load averages before and after the run (other jobs on the machine), if known.
     """
-    versions = package_versions()
     lines = [
         "# Training-speed targets",
+        "",
+        "Measured on:",
+        "",
+        *machine_lines(machine_info(), package_versions(), [threads]),
         "",
         (f"Measured side by side in one run with {threads} threads for every framework "
          "(`python -m benchmarks.step_targets`): marginal cost of a step from the fastest of "
@@ -255,11 +258,8 @@ def markdown(table, steps, threads, load=None):
         order = [c for c in (*FRAMEWORKS, SKLEARN, FASTER_ORT) if c in ms]
         table_ms = markdown_table(ms[order].round(3).reset_index())
         lines += ["Milliseconds per step:", "", *table_ms, ""]
-    lines += [
-        f"Machine: {machine_info().get('cpu', '?')}, {os.cpu_count()} cores"
-        + ("" if load is None else f" (load average {load[0]:.1f} -> {load[1]:.1f} during the run)")
-        + "; " + ", ".join(f"{k} {v}" for k, v in versions.items()) + ".",
-    ]
+    if load is not None:
+        lines += [f"Load average {load[0]:.1f} -> {load[1]:.1f} during the run."]
     return "\n".join(lines) + "\n"
 
 

@@ -42,7 +42,7 @@ import pandas as pd
 from benchmarks import style
 from benchmarks import models as bm
 from benchmarks import trainers as bt
-from benchmarks.records import atomic_write_bytes, machine_info, package_versions
+from benchmarks.records import atomic_write_bytes, machine_info, machine_lines, package_versions
 
 #: The sizes measured by default: the small MLP of the targets and the large one.
 PRESETS = ("100-50-1@100", "500-500-1@1000")
@@ -260,13 +260,14 @@ def answer(df):
 
 def markdown(df, epochs, repeats):
     """The text of ``thread_scaling.md``."""
-    versions = package_versions()
-    machine = machine_info()
-    ort = versions.get("onnxruntime-training-cpu", versions.get("onnxruntime-training", "?"))
     table = df.pivot_table(index=["size", "threads"], columns="framework", values="ms_per_step", sort=False, dropna=False)
     columns = [f for f in FRAMEWORKS if f in table]
     lines = [
         "# Thread scaling of a training step",
+        "",
+        "Measured on:",
+        "",
+        *machine_lines(machine_info(), package_versions(), df.threads),
         "",
         "How do both APIs scale with threads, against torch? (x: speed-up from the fewest to the most threads; "
         "ratios to torch at the most threads, below 1 is faster than torch.)",
@@ -289,17 +290,7 @@ def markdown(df, epochs, repeats):
                   "quieter machine):", ""]
         lines += [f"- {r.size}, {r.threads} thread(s), {r.framework}: {r.note}"
                   for r in noted.itertuples()]
-    usable = machine.get("usable_cores")
-    lines += [
-        "",
-        f"Machine: {machine['cpu']}, {machine['logical_cores']} logical cores"
-        + (f" ({usable} usable)" if usable is not None else "")
-        + f"; Python {machine['python']}; onnxruntime-training {ort}, "
-        + ", ".join(f"{k} {v}" for k, v in versions.items() if not k.startswith("onnxruntime"))
-        + ".",
-        "",
-    ]
-    return "\n".join(lines)
+    return "\n".join([*lines, ""])
 
 
 def plot(df):
