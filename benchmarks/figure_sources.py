@@ -1,0 +1,249 @@
+"""The committed results a quoted figure is read from, and the kinds of figure read from them.
+
+Each function below takes a :class:`Results` (the committed files of a
+checkout, read once) and returns the text a document quotes: a ratio
+phrase (``'1.8x slower'``), a range (``'1.7x to 4.6x faster'``), a value
+with its unit. :data:`benchmarks.quoted_figures.FIGURES` names each figure
+the documents quote with one of them.
+"""
+
+import functools
+import os
+import re
+
+import pandas as pd
+
+from benchmarks.aggregate import _span, answer_ratios
+from benchmarks.ratios import speed_phrase, verdict
+from benchmarks.zoo_summary import zoo_ratios
+
+#: The side-by-side profiles of ``results/kernel_survey.md``: one table per model, under this
+#: heading.
+KERNEL_HEADING = re.compile(r"^#### (?P<model>\w+), (?P<threads>\d+) threads$")
+
+
+def _read_csv(path):
+    frame = pd.read_csv(path)
+    for column in ("caveat", "shared", "busy"):
+        if column in frame:
+            frame[column] = frame[column].astype(object).where(frame[column].notna(), "")
+    return frame
+
+
+def _table(lines):
+    """A markdown table's lines as a DataFrame of strings."""
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+    return pd.DataFrame(cells[2:], columns=cells[0])
+
+
+class Results:
+    """The committed results under ``root`` (a checkout), each file read at its first use.
+
+    Examples
+    --------
+    >>> results = Results(".")
+    >>> sorted(results.kernels)[:2]
+    ['batchnorm_mlp_large', 'image_cnn_large']
+    """
+
+    def __init__(self, root):
+        self.root = root
+
+    def path(self, name):
+        """The path of ``name``, relative to ``results/``."""
+        return os.path.join(self.root, "results", name)
+
+    @functools.cached_property
+    def summary(self):
+        """Every row of the reference sweep, ``results/reference/summary.csv``."""
+        return _read_csv(self.path("reference/summary.csv"))
+
+    @functools.cached_property
+    def answer(self):
+        """The summary's ratios of each API to its peers
+        (:func:`benchmarks.aggregate.answer_ratios`)."""
+        return answer_ratios(self.summary)
+
+    @functools.cached_property
+    def targets(self):
+        """``results/step_targets.csv``, indexed by target."""
+        return pd.read_csv(self.path("step_targets.csv")).set_index("target")
+
+    @functools.cached_property
+    def kernels(self):
+        """Model name to its side-by-side kernel table of ``results/kernel_survey.md`` (strings)."""
+        with open(self.path("kernel_survey.md"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        tables, model = {}, None
+        for i, line in enumerate(lines):
+            heading = KERNEL_HEADING.match(line)
+            if heading:
+                model = heading["model"]
+            elif model and line.startswith("| family |"):
+                end = next(
+                    (j for j in range(i, len(lines)) if not lines[j].startswith("|")), len(lines)
+                )
+                tables[model] = _table(lines[i:end]).set_index("family")
+                model = None
+        return tables
+
+    def csv(self, name):
+        """A CSV of ``results/`` (``'thread_scaling_16_cores.csv'``...)."""
+        return _read_csv(self.path(name))
+
+
+def span_phrase(ratios):
+    """A range of time ratios in words: ``'1.7x to 4.6x faster'``, ``'1.3x slower'``...
+
+    Examples
+    --------
+    >>> span_phrase([0.5, 0.25]), span_phrase([1.3]), span_phrase([1.02])
+    ('2.0x to 4.0x faster', '1.3x slower', 'about the same')
+    >>> span_phrase([0.9, 1.9]), span_phrase([1.0, 1.5])
+    ('from 1.1x faster to 1.9x slower', 'from about the same to 1.5x slower')
+    """
+    low, high = min(ratios), max(ratios)
+    if verdict(low) == verdict(high) == "faster":
+        return f"{_span(pd.Series([1 / low, 1 / high]))} faster"
+    if verdict(low) == verdict(high) == "slower":
+        return f"{_span(pd.Series([low, high]))} slower"
+    if verdict(low) == verdict(high):
+        return "about the same"
+    phrases = [speed_phrase(r).replace("same", "about the same") for r in (low, high)]
+    return f"from {phrases[0]} to {phrases[1]}"
+
+
+def api_span(results, api, peer, threads):
+    """The range of ``api``'s clean step-time ratios to ``peer`` at ``threads``, over the summary's
+    MLPs."""
+    answer = results.answer
+    rows = answer[
+        (answer.api == api)
+        & (answer.peer == peer)
+        & (answer.threads == threads)
+        & (answer.caveat == "")
+        & ~answer.shared
+    ]
+    return span_phrase(rows.ratio)
+
+
+def ortmodule_shares(results):
+    """``'6% to 69%'``: the share of an ``OrtTorchModule`` step spent in onnxruntime's passes, over
+    its rows."""
+    rows = results.summary[results.summary.framework == "ort torch module"]
+    shares = rows.note.str.extract(r"passes (\d+)% of the step")[0].dropna().astype(int)
+    return f"{shares.min()}% to {shares.max()}%"
+
+
+def _zoo(results, builder, threads):
+    rows = results.summary[results.summary.model.astype(str).str.endswith(":" + builder)]
+    ratios = zoo_ratios(rows)
+    ratios = ratios[(ratios.threads == threads) & (ratios.peer == "torch eager")]
+    clean = ratios[ratios.caveat == ""]
+    return clean if len(clean) else ratios
+
+
+def zoo_phrase(results, builder, threads):
+    """``'1.8x slower'``: the faster onnxruntime API's step time against torch eager's, for a zoo
+    model.
+
+    The faster of the two APIs among its clean ratios (all of them when none is clean).
+    """
+    return speed_phrase(_zoo(results, builder, threads).ratio.min())
+
+
+def zoo_models(results, threads, word):
+    """``'BatchNorm MLP (small, large) and ...'``: the zoo models whose faster API's clean ratio to
+    torch
+    eager reads ``word`` at ``threads``, by family."""
+    models = results.summary[results.summary.benchmark == "your_model"].model.dropna().astype(str)
+    sizes = {}
+    for builder in sorted({m.split(":")[-1] for m in models}, key=lambda b: b.endswith("_large")):
+        clean = _zoo(results, builder, threads).query("caveat == ''")
+        if len(clean) and verdict(clean.ratio.min()) == word:
+            family, size = clean.label.iloc[0].rsplit(" (", 1)
+            sizes.setdefault(family, []).append(size.rstrip(")"))
+    names = [f"{family} ({', '.join(s)})" for family, s in sorted(sizes.items())]
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+
+
+def target(results, name, column="measured"):
+    """A column of ``results/step_targets.csv`` for one target (``'0.16x'``, ``'5.8 ms'``)."""
+    return str(results.targets.loc[name, column])
+
+
+def target_phrase(results, name):
+    """``'1.8x slower'``: a zoo target's measured ratio to torch eager, as a phrase."""
+    return speed_phrase(float(target(results, name).rstrip("x")))
+
+
+def scaling_value(results, csv_name, size, threads, framework, column="ms_per_step", decimals=1):
+    """One value of a thread-scaling CSV, with ``decimals`` decimals."""
+    frame = results.csv(csv_name)
+    row = frame[
+        (frame["size"] == size) & (frame.threads == threads) & (frame.framework == framework)
+    ]
+    return f"{float(row[column].iloc[0]):.{decimals}f}"
+
+
+def scaling_span(results, csv_name, size, framework):
+    """The range of ``framework``'s ratio to torch eager over every thread count of a thread-scaling
+    CSV."""
+    frame = results.csv(csv_name)
+    return span_phrase(
+        frame[(frame["size"] == size) & (frame.framework == framework)].ratio_to_torch
+    )
+
+
+def torch_ahead(results, csv_name, size, framework):
+    """``'at 1, 2, 4, 8 and 16 threads'``: where torch eager's step is faster than ``framework``'s."""
+    frame = results.csv(csv_name)
+    rows = frame[(frame["size"] == size) & (frame.framework == framework)]
+    counts = [str(t) for t, r in zip(rows.threads, rows.ratio_to_torch) if verdict(r) == "slower"]
+    if not counts:
+        return "at no thread count"
+    if len(counts) == len(rows):
+        return f"at every thread count, {counts[0]} to {counts[-1]}"
+    listed = counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " and " + counts[-1]
+    return f"at {listed} thread" + ("s" if counts != ["1"] else "")
+
+
+def kernel_value(results, model, family, column):
+    """A cell of a side-by-side kernel table: ``'2.50'``, or the share of the peak of a GFLOP/s
+    cell."""
+    cell = results.kernels[model].loc[family, column]
+    peak = re.search(r"\((\d+%)\)", cell)
+    return peak[1] if peak else cell
+
+
+def kernel_span(results, family, column, suffix="", models=None):
+    """The range of a side-by-side kernel column for ``family`` over ``models`` (every model that
+    has it)."""
+    values = []
+    for model, table in results.kernels.items():
+        if (models is None or model in models) and family in table.index:
+            cell = kernel_value(results, model, family, column)
+            if cell != "-" and float(cell.rstrip("%")) > 0:
+                values.append(float(cell.rstrip("%")))
+    if suffix == "%":
+        return f"{min(values):.0f}% to {max(values):.0f}%"
+    return f"{_span(pd.Series(values))}{suffix}"
+
+
+def kernel_peak_max(results, family, column):
+    """The highest share of the machine's peak ``family`` reaches in ``column``, over the profiled
+    models."""
+    values = [
+        float(kernel_value(results, m, family, column).rstrip("%"))
+        for m, t in results.kernels.items()
+        if family in t.index
+    ]
+    return f"{max(values):.0f}%"
+
+
+def bound_span(results, framework):
+    """The range of ``framework``'s ``ratio_to_ort_bound`` in
+    ``results/reference/details_scaling.csv``."""
+    frame = results.csv("reference/details_scaling.csv")
+    ratios = frame[frame.framework == framework].ratio_to_ort_bound
+    return f"{ratios.min():.2f}x to {ratios.max():.2f}x"
