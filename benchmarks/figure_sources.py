@@ -115,7 +115,14 @@ def span_phrase(ratios):
 
 def api_span(results, api, peer, threads):
     """The range of ``api``'s clean step-time ratios to ``peer`` at ``threads``, over the summary's
-    MLPs."""
+    MLPs.
+
+    Examples
+    --------
+    >>> phrase = api_span(Results("."), "ort whole-training", "torch eager", 2)
+    >>> phrase.endswith(("faster", "slower", "same"))
+    True
+    """
     answer = results.answer
     rows = answer[
         (answer.api == api)
@@ -129,7 +136,13 @@ def api_span(results, api, peer, threads):
 
 def ortmodule_shares(results):
     """``'6% to 69%'``: the share of an ``OrtTorchModule`` step spent in onnxruntime's passes, over
-    its rows."""
+    its rows.
+
+    Examples
+    --------
+    >>> ortmodule_shares(Results(".")).endswith("%")
+    True
+    """
     rows = results.summary[results.summary.framework == "ort torch module"]
     shares = rows.note.str.extract(r"passes (\d+)% of the step")[0].dropna().astype(int)
     return f"{shares.min()}% to {shares.max()}%"
@@ -148,6 +161,11 @@ def zoo_phrase(results, builder, threads):
     model.
 
     The faster of the two APIs among its clean ratios (all of them when none is clean).
+
+    Examples
+    --------
+    >>> zoo_phrase(Results("."), "resnet_large", 2).endswith(("faster", "slower", "same"))
+    True
     """
     return speed_phrase(_zoo(results, builder, threads).ratio.min())
 
@@ -155,7 +173,13 @@ def zoo_phrase(results, builder, threads):
 def zoo_models(results, threads, word):
     """``'BatchNorm MLP (small, large) and ...'``: the zoo models whose faster API's clean ratio to
     torch
-    eager reads ``word`` at ``threads``, by family."""
+    eager reads ``word`` at ``threads``, by family.
+
+    Examples
+    --------
+    >>> "MLP" in zoo_models(Results("."), 2, "faster")
+    True
+    """
     models = results.summary[results.summary.benchmark == "your_model"].model.dropna().astype(str)
     sizes = {}
     for builder in sorted({m.split(":")[-1] for m in models}, key=lambda b: b.endswith("_large")):
@@ -168,17 +192,37 @@ def zoo_models(results, threads, word):
 
 
 def target(results, name, column="measured"):
-    """A column of ``results/step_targets.csv`` for one target (``'0.16x'``, ``'5.8 ms'``)."""
+    """A column of ``results/step_targets.csv`` for one target (``'0.16x'``, ``'5.8 ms'``).
+
+    Examples
+    --------
+    >>> target(Results("."), "refit set-up, ort forward-backward").endswith(" ms")
+    True
+    """
     return str(results.targets.loc[name, column])
 
 
 def target_phrase(results, name):
-    """``'1.8x slower'``: a zoo target's measured ratio to torch eager, as a phrase."""
+    """``'1.8x slower'``: a zoo target's measured ratio to torch eager, as a phrase.
+
+    Examples
+    --------
+    >>> phrase = target_phrase(Results("."), "zoo resnet_large, faster API vs torch")
+    >>> phrase.endswith(("faster", "slower", "same"))
+    True
+    """
     return speed_phrase(float(target(results, name).rstrip("x")))
 
 
 def scaling_value(results, csv_name, size, threads, framework, column="ms_per_step", decimals=1):
-    """One value of a thread-scaling CSV, with ``decimals`` decimals."""
+    """One value of a thread-scaling CSV, with ``decimals`` decimals.
+
+    Examples
+    --------
+    >>> value = scaling_value(Results("."), "thread_scaling.csv", "500-500-1@1000", 2, "torch eager")
+    >>> float(value) > 0
+    True
+    """
     frame = results.csv(csv_name)
     row = frame[
         (frame["size"] == size) & (frame.threads == threads) & (frame.framework == framework)
@@ -188,7 +232,13 @@ def scaling_value(results, csv_name, size, threads, framework, column="ms_per_st
 
 def scaling_span(results, csv_name, size, framework):
     """The range of ``framework``'s ratio to torch eager over every thread count of a thread-scaling
-    CSV."""
+    CSV.
+
+    Examples
+    --------
+    >>> scaling_span(Results("."), "thread_scaling.csv", "100-50-1@100", "ort whole-training")[-6:]
+    'faster'
+    """
     frame = results.csv(csv_name)
     return span_phrase(
         frame[(frame["size"] == size) & (frame.framework == framework)].ratio_to_torch
@@ -196,7 +246,15 @@ def scaling_span(results, csv_name, size, framework):
 
 
 def torch_ahead(results, csv_name, size, framework):
-    """``'at 1, 2, 4, 8 and 16 threads'``: where torch eager's step is faster than ``framework``'s."""
+    """``'at 1, 2, 4, 8 and 16 threads'``: where torch eager's step is faster than ``framework``'s.
+
+    Examples
+    --------
+    >>> where = torch_ahead(Results("."), "thread_scaling_16_cores.csv", "500-500-1@1000",
+    ...                     "ort whole-training")
+    >>> where[:3]
+    'at '
+    """
     frame = results.csv(csv_name)
     rows = frame[(frame["size"] == size) & (frame.framework == framework)]
     counts = [str(t) for t, r in zip(rows.threads, rows.ratio_to_torch) if verdict(r) == "slower"]
@@ -210,7 +268,14 @@ def torch_ahead(results, csv_name, size, framework):
 
 def kernel_value(results, model, family, column):
     """A cell of a side-by-side kernel table: ``'2.50'``, or the share of the peak of a GFLOP/s
-    cell."""
+    cell.
+
+    Examples
+    --------
+    >>> family = "conv gradients (input+weight)"
+    >>> kernel_value(Results("."), "resnet_large", family, "ORT GFLOP/s (% peak)")[-1]
+    '%'
+    """
     cell = results.kernels[model].loc[family, column]
     peak = re.search(r"\((\d+%)\)", cell)
     return peak[1] if peak else cell
@@ -218,7 +283,13 @@ def kernel_value(results, model, family, column):
 
 def kernel_span(results, family, column, suffix="", models=None):
     """The range of a side-by-side kernel column for ``family`` over ``models`` (every model that
-    has it)."""
+    has it).
+
+    Examples
+    --------
+    >>> " to " in kernel_span(Results("."), "normalization", "ORT/torch")
+    True
+    """
     values = []
     for model, table in results.kernels.items():
         if (models is None or model in models) and family in table.index:
@@ -232,7 +303,13 @@ def kernel_span(results, family, column, suffix="", models=None):
 
 def kernel_peak_max(results, family, column):
     """The highest share of the machine's peak ``family`` reaches in ``column``, over the profiled
-    models."""
+    models.
+
+    Examples
+    --------
+    >>> kernel_peak_max(Results("."), "matrix products", "torch GFLOP/s (% peak)").endswith("%")
+    True
+    """
     values = [
         float(kernel_value(results, m, family, column).rstrip("%"))
         for m, t in results.kernels.items()
@@ -243,7 +320,13 @@ def kernel_peak_max(results, family, column):
 
 def bound_span(results, framework):
     """The range of ``framework``'s ``ratio_to_ort_bound`` in
-    ``results/reference/details_scaling.csv``."""
+    ``results/reference/details_scaling.csv``.
+
+    Examples
+    --------
+    >>> bound_span(Results("."), "ort whole-training").count("x")
+    2
+    """
     frame = results.csv("reference/details_scaling.csv")
     ratios = frame[frame.framework == framework].ratio_to_ort_bound
     return f"{ratios.min():.2f}x to {ratios.max():.2f}x"

@@ -229,6 +229,11 @@ def unmarked_numbers(root):
     unmarked.
 
     Numbers whose line holds a phrase of :data:`NOT_MEASURED` around them are not counted.
+
+    Examples
+    --------
+    >>> isinstance(unmarked_numbers("."), list)
+    True
     """
     found = []
     for path in document_paths(root):
@@ -254,7 +259,13 @@ def compute_all(root):
 
 
 def document_paths(root):
-    """The documents of :data:`DOCUMENTS` under ``root``, relative to it, sorted."""
+    """The documents of :data:`DOCUMENTS` under ``root``, relative to it, sorted.
+
+    Examples
+    --------
+    >>> document_paths(".")[:1]
+    ['README.md']
+    """
     paths = set()
     for pattern in DOCUMENTS:
         paths.update(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, pattern)))
@@ -283,6 +294,11 @@ def refresh_text(path, text, figures):
 
     Each difference is ``(line, name, quoted, computed)``; a name missing from
     ``figures`` is one, computed ``None``, and stays as quoted.
+
+    Examples
+    --------
+    >>> refresh_text("a.md", "<!-- fig: a -->1x<!-- /fig -->", {"a": "2x"})
+    ('<!-- fig: a -->2x<!-- /fig -->', [(1, 'a', '1x', '2x')])
     """
     differences = []
 
@@ -302,6 +318,11 @@ def refresh(root, check=False):
     computed)``.
 
     With ``check``, nothing is written: the differences are only returned.
+
+    Examples
+    --------
+    >>> refresh(".", check=True)
+    []
     """
     figures = compute_all(root)
     found = []
@@ -318,7 +339,14 @@ def refresh(root, check=False):
 
 def main(argv=None):
     """``python -m benchmarks.quoted_figures [--check] [--root DIR]``; exit status 1 on a
-    difference."""
+    difference.
+
+    Examples
+    --------
+    >>> main(["--check"])
+    0 quoted figure(s) differ from the results
+    0
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 on a stale figure"
