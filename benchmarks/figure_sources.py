@@ -87,6 +87,23 @@ class Results:
                 model = None
         return tables
 
+    @functools.cached_property
+    def sections(self):
+        """Title of each ``## `` section of ``results/kernel_survey.md`` to its tables (strings)."""
+        with open(self.path("kernel_survey.md"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        sections, title = {}, None
+        for i, line in enumerate(lines):
+            if line.startswith("## "):
+                title = line[3:].strip()
+                sections[title] = []
+            elif title and line.startswith("|") and not lines[i - 1].startswith("|"):
+                end = next(
+                    (j for j in range(i, len(lines)) if not lines[j].startswith("|")), len(lines)
+                )
+                sections[title].append(_table(lines[i:end]))
+        return sections
+
     def csv(self, name):
         """A CSV of ``results/`` (``'thread_scaling_16_cores.csv'``...)."""
         return _read_csv(self.path(name))
@@ -330,3 +347,42 @@ def bound_span(results, framework):
     frame = results.csv("reference/details_scaling.csv")
     ratios = frame[frame.framework == framework].ratio_to_ort_bound
     return f"{ratios.min():.2f}x to {ratios.max():.2f}x"
+
+
+def study_span(results, section, variant, models=None, threads=None, invert=False):
+    """``'0.87 to 0.98'``: a rewrite's step-time ratio over the rows of a study of ``kernel_survey.md``.
+
+    The rows of ``section``'s tables whose ``variant`` matches, for ``models`` and ``threads``
+    (every one by default); ``invert`` gives how many times longer the step was without it.
+
+    Examples
+    --------
+    >>> study_span(Results("."), "The Gather rewrite", "gather_nd").startswith("0.")
+    True
+    """
+    ratios = []
+    for table in results.sections[section]:
+        if "variant" not in table or "ratio" not in table:
+            continue
+        rows = table[table.variant == variant]
+        rows = rows[rows.model.isin(models)] if models else rows
+        rows = rows[rows.threads == str(threads)] if threads else rows
+        ratios += [1 / float(r) if invert else float(r) for r in rows.ratio]
+    low, high = f"{min(ratios):.{1 if invert else 2}f}", f"{max(ratios):.{1 if invert else 2}f}"
+    return low if low == high else f"{low} to {high}"
+
+
+def survey_share(results, configuration, size, column):
+    """``'29% to 31%'``: a column of the survey's first table over both APIs, for one configuration.
+
+    Examples
+    --------
+    >>> survey_share(Results("."), "reference: MLP relu, SGD, fast_gradients=False", "large",
+    ...              "*Grad share (%)").endswith("%")
+    True
+    """
+    table = results.sections["Where the steps spend their time"][0]
+    rows = table[(table.configuration == configuration) & (table["size"] == size)]
+    values = rows[column].astype(float)
+    low, high = f"{values.min():.0f}%", f"{values.max():.0f}%"
+    return low if low == high else f"{low} to {high}"

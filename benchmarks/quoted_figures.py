@@ -68,6 +68,7 @@ _ZOO_TARGETS = (
 )
 _BN_MODELS = ("batchnorm_mlp_large", "resnet_large", "mobilenet_large")
 _CONV = "conv gradients (input+weight)"
+_POOL, _CONV1D = "Max pooling in CNN training steps", "Convolution gradients"
 
 #: Each quoted figure by name: a function of :class:`benchmarks.figure_sources.Results` to its text.
 FIGURES = {
@@ -183,6 +184,29 @@ FIGURES = {
         )
         for k, v in {"whole": "ort whole-training", "bound": "onnxruntime matmul bound"}.items()
     },
+    "study.gather": fig(
+        src.study_span, section="The Gather rewrite", variant="gather_nd", invert=True
+    ),
+    "study.maxpool": fig(src.study_span, section=_POOL, variant="pool_first"),
+    "study.conv1d.t1": fig(
+        src.study_span, section=_CONV1D, variant="last", models=("sequence_conv_large",), threads=1
+    ),
+    "study.conv1d.t2": fig(
+        src.study_span, section=_CONV1D, variant="last", models=("sequence_conv_large",), threads=2
+    ),
+    "study.conv2d": fig(
+        src.study_span,
+        section=_CONV1D,
+        variant="last",
+        models=("image_cnn_small", "image_cnn_large", "resnet_block"),
+    ),
+    "study.depthwise": fig(src.study_span, section=_CONV1D + ": depthwise_block", variant="last"),
+    "survey.relugrad.large": fig(
+        src.survey_share,
+        size="large",
+        column="*Grad share (%)",
+        configuration="reference: MLP relu, SGD, fast_gradients=False",
+    ),
     "bound.whole": fig(src.bound_span, framework="ort whole-training"),
     "bound.fb": fig(src.bound_span, framework="ort forward-backward"),
 }
