@@ -8,6 +8,8 @@ the documents quote with one of them.
 """
 
 import functools
+import glob
+import json
 import os
 import re
 
@@ -17,9 +19,8 @@ from benchmarks.aggregate import _span, answer_ratios
 from benchmarks.ratios import speed_phrase, verdict
 from benchmarks.zoo_summary import zoo_ratios
 
-#: The side-by-side profiles of ``results/kernel_survey.md``: one table per model, under this
-#: heading.
-KERNEL_HEADING = re.compile(r"^#### (?P<model>\w+), (?P<threads>\d+) threads$")
+#: The section of ``results/kernel_survey.md`` with one side-by-side profile per model.
+KERNEL_SECTION = "onnxruntime against torch, kernel by kernel"
 
 
 def _read_csv(path):
@@ -60,8 +61,7 @@ class Results:
 
     @functools.cached_property
     def answer(self):
-        """The summary's ratios of each API to its peers
-        (:func:`benchmarks.aggregate.answer_ratios`)."""
+        """The ratios of each API to its peers (:func:`benchmarks.aggregate.answer_ratios`)."""
         return answer_ratios(self.summary)
 
     @functools.cached_property
@@ -70,43 +70,40 @@ class Results:
         return pd.read_csv(self.path("step_targets.csv")).set_index("target")
 
     @functools.cached_property
-    def kernels(self):
-        """Model name to its side-by-side kernel table of ``results/kernel_survey.md`` (strings)."""
-        with open(self.path("kernel_survey.md"), encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        tables, model = {}, None
-        for i, line in enumerate(lines):
-            heading = KERNEL_HEADING.match(line)
-            if heading:
-                model = heading["model"]
-            elif model and line.startswith("| family |"):
-                end = next(
-                    (j for j in range(i, len(lines)) if not lines[j].startswith("|")), len(lines)
-                )
-                tables[model] = _table(lines[i:end]).set_index("family")
-                model = None
-        return tables
-
-    @functools.cached_property
     def sections(self):
-        """Title of each ``## `` section of ``results/kernel_survey.md`` to its tables (strings)."""
+        """Title of each ``## `` section of ``results/kernel_survey.md`` to its tables (strings).
+
+        Each table is ``(heading, DataFrame)``: the last ``####`` heading above it, or ``''``.
+        """
         with open(self.path("kernel_survey.md"), encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        sections, title = {}, None
+            lines = f.read().splitlines() + [""]
+        sections, title, heading = {}, None, ""
         for i, line in enumerate(lines):
             if line.startswith("## "):
-                title = line[3:].strip()
+                title, heading = line[3:].strip(), ""
                 sections[title] = []
+            elif line.startswith("#### "):
+                heading = line[5:].strip()
             elif title and line.startswith("|") and not lines[i - 1].startswith("|"):
-                end = next(
-                    (j for j in range(i, len(lines)) if not lines[j].startswith("|")), len(lines)
-                )
-                sections[title].append(_table(lines[i:end]))
+                end = next(j for j in range(i, len(lines)) if not lines[j].startswith("|"))
+                sections[title].append((heading, _table(lines[i:end])))
         return sections
+
+    @functools.cached_property
+    def kernels(self):
+        """Model name to its side-by-side kernel table of ``results/kernel_survey.md`` (strings)."""
+        tables = self.sections[KERNEL_SECTION]
+        return {h.split(",")[0]: t.set_index("family") for h, t in tables if "family" in t}
 
     def csv(self, name):
         """A CSV of ``results/`` (``'thread_scaling_16_cores.csv'``...)."""
         return _read_csv(self.path(name))
+
+
+def _range(values, fmt):
+    """``'low to high'`` of ``values`` written by ``fmt``; one value when both read the same."""
+    low, high = fmt.format(min(values)), fmt.format(max(values))
+    return low if low == high else f"{low} to {high}"
 
 
 def span_phrase(ratios):
@@ -131,8 +128,7 @@ def span_phrase(ratios):
 
 
 def api_span(results, api, peer, threads):
-    """The range of ``api``'s clean step-time ratios to ``peer`` at ``threads``, over the summary's
-    MLPs.
+    """The range of ``api``'s clean step-time ratios to ``peer`` over the summary's MLPs.
 
     Examples
     --------
@@ -152,8 +148,7 @@ def api_span(results, api, peer, threads):
 
 
 def ortmodule_shares(results):
-    """``'6% to 69%'``: the share of an ``OrtTorchModule`` step spent in onnxruntime's passes, over
-    its rows.
+    """``'6% to 69%'``: the share of ``OrtTorchModule``'s step in onnxruntime's passes, its rows.
 
     Examples
     --------
@@ -162,7 +157,7 @@ def ortmodule_shares(results):
     """
     rows = results.summary[results.summary.framework == "ort torch module"]
     shares = rows.note.str.extract(r"passes (\d+)% of the step")[0].dropna().astype(int)
-    return f"{shares.min()}% to {shares.max()}%"
+    return _range(shares, "{}%")
 
 
 def _zoo(results, builder, threads):
@@ -174,8 +169,7 @@ def _zoo(results, builder, threads):
 
 
 def zoo_phrase(results, builder, threads):
-    """``'1.8x slower'``: the faster onnxruntime API's step time against torch eager's, for a zoo
-    model.
+    """``'1.8x slower'``: a zoo model's step in the faster onnxruntime API against torch eager.
 
     The faster of the two APIs among its clean ratios (all of them when none is clean).
 
@@ -188,9 +182,9 @@ def zoo_phrase(results, builder, threads):
 
 
 def zoo_models(results, threads, word):
-    """``'BatchNorm MLP (small, large) and ...'``: the zoo models whose faster API's clean ratio to
-    torch
-    eager reads ``word`` at ``threads``, by family.
+    """``'BatchNorm MLP (small, large) and ...'``: the zoo models whose verdict is ``word``.
+
+    A model's verdict is its faster API's clean ratio to torch eager at ``threads``, in a word.
 
     Examples
     --------
@@ -236,7 +230,8 @@ def scaling_value(results, csv_name, size, threads, framework, column="ms_per_st
 
     Examples
     --------
-    >>> value = scaling_value(Results("."), "thread_scaling.csv", "500-500-1@1000", 2, "torch eager")
+    >>> value = scaling_value(Results("."), "thread_scaling.csv", "500-500-1@1000", 2,
+    ...                       "torch eager")
     >>> float(value) > 0
     True
     """
@@ -248,8 +243,7 @@ def scaling_value(results, csv_name, size, threads, framework, column="ms_per_st
 
 
 def scaling_span(results, csv_name, size, framework):
-    """The range of ``framework``'s ratio to torch eager over every thread count of a thread-scaling
-    CSV.
+    """The range of ``framework``'s ratio to torch eager over the thread counts of a scaling CSV.
 
     Examples
     --------
@@ -284,8 +278,7 @@ def torch_ahead(results, csv_name, size, framework):
 
 
 def kernel_value(results, model, family, column):
-    """A cell of a side-by-side kernel table: ``'2.50'``, or the share of the peak of a GFLOP/s
-    cell.
+    """A cell of a side-by-side kernel table: ``'2.50'``, or a GFLOP/s cell's share of the peak.
 
     Examples
     --------
@@ -298,9 +291,8 @@ def kernel_value(results, model, family, column):
     return peak[1] if peak else cell
 
 
-def kernel_span(results, family, column, suffix="", models=None):
-    """The range of a side-by-side kernel column for ``family`` over ``models`` (every model that
-    has it).
+def kernel_span(results, family, column, fmt="{:.1f}x", models=None):
+    """The range of a side-by-side kernel column for ``family`` over ``models`` (default: all).
 
     Examples
     --------
@@ -313,14 +305,11 @@ def kernel_span(results, family, column, suffix="", models=None):
             cell = kernel_value(results, model, family, column)
             if cell != "-" and float(cell.rstrip("%")) > 0:
                 values.append(float(cell.rstrip("%")))
-    if suffix == "%":
-        return f"{min(values):.0f}% to {max(values):.0f}%"
-    return f"{_span(pd.Series(values))}{suffix}"
+    return _range(values, fmt)
 
 
 def kernel_peak_max(results, family, column):
-    """The highest share of the machine's peak ``family`` reaches in ``column``, over the profiled
-    models.
+    """The highest share of the machine's peak ``family`` reaches in ``column``, over the models.
 
     Examples
     --------
@@ -336,8 +325,7 @@ def kernel_peak_max(results, family, column):
 
 
 def bound_span(results, framework):
-    """The range of ``framework``'s ``ratio_to_ort_bound`` in
-    ``results/reference/details_scaling.csv``.
+    """The range of ``framework``'s ``ratio_to_ort_bound`` in ``reference/details_scaling.csv``.
 
     Examples
     --------
@@ -346,11 +334,11 @@ def bound_span(results, framework):
     """
     frame = results.csv("reference/details_scaling.csv")
     ratios = frame[frame.framework == framework].ratio_to_ort_bound
-    return f"{ratios.min():.2f}x to {ratios.max():.2f}x"
+    return _range(ratios, "{:.2f}x")
 
 
 def study_span(results, section, variant, models=None, threads=None, invert=False):
-    """``'0.87 to 0.98'``: a rewrite's step-time ratio over the rows of a study of ``kernel_survey.md``.
+    """``'0.87 to 0.98'``: a rewrite's step-time ratio over a study of ``kernel_survey.md``.
 
     The rows of ``section``'s tables whose ``variant`` matches, for ``models`` and ``threads``
     (every one by default); ``invert`` gives how many times longer the step was without it.
@@ -361,15 +349,14 @@ def study_span(results, section, variant, models=None, threads=None, invert=Fals
     True
     """
     ratios = []
-    for table in results.sections[section]:
+    for _, table in results.sections[section]:
         if "variant" not in table or "ratio" not in table:
             continue
         rows = table[table.variant == variant]
         rows = rows[rows.model.isin(models)] if models else rows
         rows = rows[rows.threads == str(threads)] if threads else rows
         ratios += [1 / float(r) if invert else float(r) for r in rows.ratio]
-    low, high = f"{min(ratios):.{1 if invert else 2}f}", f"{max(ratios):.{1 if invert else 2}f}"
-    return low if low == high else f"{low} to {high}"
+    return _range(ratios, "{:.1f}" if invert else "{:.2f}")
 
 
 def survey_share(results, configuration, size, column):
@@ -381,8 +368,29 @@ def survey_share(results, configuration, size, column):
     ...              "*Grad share (%)").endswith("%")
     True
     """
-    table = results.sections["Where the steps spend their time"][0]
+    table = results.sections["Where the steps spend their time"][0][1]
     rows = table[(table.configuration == configuration) & (table["size"] == size)]
-    values = rows[column].astype(float)
-    low, high = f"{values.min():.0f}%", f"{values.max():.0f}%"
-    return low if low == high else f"{low} to {high}"
+    return _range(rows[column].astype(float), "{:.0f}%")
+
+
+def sweep_fact(results, what):
+    """A fact of the reference sweep's records: ``'runs'`` (55), ``'minutes'`` or ``'dates'``.
+
+    ``minutes`` sums the records' ``duration_s``; ``dates`` spans the days they finished.
+
+    Examples
+    --------
+    >>> int(sweep_fact(Results("."), "runs")) > 0
+    True
+    """
+    records = []
+    for path in sorted(glob.glob(results.path("reference/records/*.json"))):
+        with open(path, encoding="utf-8") as f:
+            records.append(json.load(f))
+    days = sorted({r["finished"][:10] for r in records})
+    facts = {
+        "runs": str(len(records)),
+        "minutes": f"{sum(r['duration_s'] for r in records) / 60:.0f}",
+        "dates": _range(days, "{}"),
+    }
+    return facts[what]

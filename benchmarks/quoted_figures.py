@@ -105,10 +105,10 @@ FIGURES = {
         src.kernel_peak_max, family="matrix products", column="torch GFLOP/s (% peak)"
     ),
     "kernel.convgrad.ort_peak": fig(
-        src.kernel_span, family=_CONV, column="ORT GFLOP/s (% peak)", suffix="%"
+        src.kernel_span, family=_CONV, column="ORT GFLOP/s (% peak)", fmt="{:.0f}%"
     ),
     "kernel.convgrad.torch_peak": fig(
-        src.kernel_span, family=_CONV, column="torch GFLOP/s (% peak)", suffix="%"
+        src.kernel_span, family=_CONV, column="torch GFLOP/s (% peak)", fmt="{:.0f}%"
     ),
     "kernel.batchnorm.ratio": fig(
         src.kernel_span, family="normalization", column="ORT/torch", models=_BN_MODELS
@@ -207,6 +207,7 @@ FIGURES = {
         column="*Grad share (%)",
         configuration="reference: MLP relu, SGD, fast_gradients=False",
     ),
+    **{f"reference.{k}": fig(src.sweep_fact, what=k) for k in ("runs", "minutes", "dates")},
     "bound.whole": fig(src.bound_span, framework="ort whole-training"),
     "bound.fb": fig(src.bound_span, framework="ort forward-backward"),
 }

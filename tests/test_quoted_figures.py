@@ -57,7 +57,7 @@ def _copy(tmp_path):
     shutil.copytree(
         os.path.join(ROOT, "results"),
         tmp_path / "results",
-        ignore=shutil.ignore_patterns("local", "runs", "records", "*.png"),
+        ignore=shutil.ignore_patterns("local", "runs", "*.png"),
         dirs_exist_ok=True,
     )
     return tmp_path
