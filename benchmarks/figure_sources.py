@@ -136,14 +136,8 @@ def api_span(results, api, peer, threads):
     >>> phrase.endswith(("faster", "slower", "same"))
     True
     """
-    answer = results.answer
-    rows = answer[
-        (answer.api == api)
-        & (answer.peer == peer)
-        & (answer.threads == threads)
-        & (answer.caveat == "")
-        & ~answer.shared
-    ]
+    query = "api == @api and peer == @peer and threads == @threads and caveat == '' and not shared"
+    rows = results.answer.query(query)
     return span_phrase(rows.ratio)
 
 
@@ -359,18 +353,23 @@ def study_span(results, section, variant, models=None, threads=None, invert=Fals
     return _range(ratios, "{:.1f}" if invert else "{:.2f}")
 
 
-def survey_share(results, configuration, size, column):
-    """``'29% to 31%'``: a column of the survey's first table over both APIs, for one configuration.
+def section_cells(results, section, column, fmt="{:.0f}", **match):
+    """The range of ``column`` over the rows of ``section``'s tables (``kernel_survey.md``) that match.
+
+    ``match`` gives the value of other columns (``mask="where"``); ``fmt`` writes each end.
 
     Examples
     --------
-    >>> survey_share(Results("."), "reference: MLP relu, SGD, fast_gradients=False", "large",
-    ...              "*Grad share (%)").endswith("%")
+    >>> section_cells(Results("."), "Masks for Relu's gradient", "µs, 1 thread", mask="where",
+    ...               kernel="Where").isdigit()
     True
     """
-    table = results.sections["Where the steps spend their time"][0][1]
-    rows = table[(table.configuration == configuration) & (table["size"] == size)]
-    return _range(rows[column].astype(float), "{:.0f}%")
+    values = []
+    for _, table in results.sections[section]:
+        if column in table and all(key in table for key in match):
+            rows = table[(table[list(match)] == pd.Series(match)).all(axis=1)]
+            values += [float(v) for v in rows[column]]
+    return _range(values, fmt)
 
 
 def sweep_fact(results, what):
