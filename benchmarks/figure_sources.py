@@ -354,7 +354,7 @@ def study_span(results, section, variant, models=None, threads=None, invert=Fals
 
 
 def section_cells(results, section, column, fmt="{:.0f}", **match):
-    """The range of ``column`` over the rows of ``section``'s tables (``kernel_survey.md``) that match.
+    """The range of ``column`` over the matching rows of ``section``'s tables (kernel_survey.md).
 
     ``match`` gives the value of other columns (``mask="where"``); ``fmt`` writes each end.
 
