@@ -102,6 +102,8 @@ class Results:
 
 def _range(values, fmt):
     """``'low to high'`` of ``values`` written by ``fmt``; one value when both read the same."""
+    if len(values) == 0:
+        return "-"
     low, high = fmt.format(min(values)), fmt.format(max(values))
     return low if low == high else f"{low} to {high}"
 
@@ -116,6 +118,8 @@ def span_phrase(ratios):
     >>> span_phrase([0.9, 1.9]), span_phrase([1.0, 1.5])
     ('from 1.1x faster to 1.9x slower', 'from about the same to 1.5x slower')
     """
+    if len(ratios) == 0:
+        return "-"
     low, high = min(ratios), max(ratios)
     if verdict(low) == verdict(high) == "faster":
         return f"{_span(pd.Series([1 / low, 1 / high]))} faster"
