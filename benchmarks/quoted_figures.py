@@ -27,8 +27,8 @@ from benchmarks.records import atomic_write_text
 
 #: A marked figure: its name, then the text quoted, on one line.
 MARK = re.compile(r"<!-- fig: (?P<name>[\w.-]+) -->(?P<text>.*?)<!-- /fig -->")
-#: A number that reads as a measurement: a ratio, a percentage, a time or a size.
-MEASURED = re.compile(r"\d+(?:\.\d+)?(?:x\b|%|\s?(?:ms|µs|s|MB|GB)\b)")
+#: A number that reads as a measurement: a ratio, a percentage, a time, a size, "N times".
+MEASURED = re.compile(r"\d+(?:\.\d+)?(?:x\b|%|\s?(?:ms|µs|s|MB|GB)\b|(?<!Section \d) times\b)")
 _CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.DOTALL | re.MULTILINE)
 #: The documents whose figures are marked, relative to the checkout (globs).
 DOCUMENTS = (

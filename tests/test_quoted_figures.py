@@ -43,10 +43,9 @@ def test_no_measured_number_left_unmarked():
 
 
 def test_unmarked_number_is_found(tmp_path):
-    (tmp_path / "README.md").write_text(
-        "It trains 2.3x faster, in 4 ms.\n```\n9x\n```\n", encoding="utf-8"
-    )
-    assert [n for _, n, _ in qf.unmarked_numbers(str(tmp_path))] == ["2.3x", "4 ms"]
+    text = "It took 2.3x, 4 ms, 3 times `5x` <!-- fig: a -->6x<!-- /fig -->.\n```\n9x\n```\n"
+    (tmp_path / "README.md").write_text(text, encoding="utf-8")
+    assert [n for _, n, _ in qf.unmarked_numbers(str(tmp_path))] == ["2.3x", "4 ms", "3 times"]
 
 
 def _copy(tmp_path):
