@@ -79,21 +79,14 @@ FIGURES = {
     "mlp.ortmodule.shares": src.ortmodule_shares,
     "zoo.faster.t2": fig(src.zoo_models, threads=2, word="faster"),
     **{f"zoo.{m}.t2": fig(src.zoo_phrase, builder=m, threads=2) for m in _ZOO},
-    **{f"target.{k}": fig(src.target, name=v) for k, v in _TARGETS.items()},
     **{
-        f"target.{k}.spread": fig(src.target, name=v, column="spread")
-        for k, v in _TARGETS.items()
-        if not k.startswith("refit")
-    },
-    **{
-        f"target.zoo.{m}": fig(src.target, name=f"zoo {m}, faster API vs torch")
-        for m in _ZOO_TARGETS
-    },
-    **{
-        f"target.zoo.{m}.spread": fig(
-            src.target, name=f"zoo {m}, faster API vs torch", column="spread"
-        )
-        for m in _ZOO_TARGETS
+        f"target.{k}{suffix}": fig(src.target, name=v, column=column)
+        for k, v in {
+            **_TARGETS,
+            **{f"zoo.{m}": f"zoo {m}, faster API vs torch" for m in _ZOO_TARGETS},
+        }.items()
+        for suffix, column in (("", "measured"), (".spread", "spread"), (".verdict", "verdict"))
+        if not (k.startswith("refit") and suffix == ".spread")
     },
     "target.zoo.mobilenet_large.phrase": fig(
         src.target_phrase, name="zoo mobilenet_large, faster API vs torch"
