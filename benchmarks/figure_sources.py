@@ -1,0 +1,399 @@
+"""The committed results a quoted figure is read from, and the kinds of figure read from them.
+
+Each function below takes a :class:`Results` (the committed files of a
+checkout, read once) and returns the text a document quotes: a ratio
+phrase (``'1.8x slower'``), a range (``'1.7x to 4.6x faster'``), a value
+with its unit. :data:`benchmarks.quoted_figures.FIGURES` names each figure
+the documents quote with one of them.
+"""
+
+import functools
+import glob
+import json
+import os
+import re
+
+import pandas as pd
+
+from benchmarks.aggregate import _span, answer_ratios
+from benchmarks.ratios import speed_phrase, verdict
+from benchmarks.zoo_summary import zoo_ratios
+
+#: The section of ``results/kernel_survey.md`` with one side-by-side profile per model.
+KERNEL_SECTION = "onnxruntime against torch, kernel by kernel"
+
+
+def _read_csv(path):
+    frame = pd.read_csv(path)
+    for column in ("caveat", "shared", "busy"):
+        if column in frame:
+            frame[column] = frame[column].astype(object).where(frame[column].notna(), "")
+    return frame
+
+
+def _table(lines):
+    """A markdown table's lines as a DataFrame of strings."""
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+    return pd.DataFrame(cells[2:], columns=cells[0])
+
+
+class Results:
+    """The committed results under ``root`` (a checkout), each file read at its first use.
+
+    Examples
+    --------
+    >>> results = Results(".")
+    >>> sorted(results.kernels)[:2]
+    ['batchnorm_mlp_large', 'image_cnn_large']
+    """
+
+    def __init__(self, root):
+        self.root = root
+
+    def path(self, name):
+        """The path of ``name``, relative to ``results/``."""
+        return os.path.join(self.root, "results", name)
+
+    @functools.cached_property
+    def summary(self):
+        """Every row of the reference sweep, ``results/reference/summary.csv``."""
+        return _read_csv(self.path("reference/summary.csv"))
+
+    @functools.cached_property
+    def answer(self):
+        """The ratios of each API to its peers (:func:`benchmarks.aggregate.answer_ratios`)."""
+        return answer_ratios(self.summary)
+
+    @functools.cached_property
+    def targets(self):
+        """``results/step_targets.csv``, indexed by target."""
+        return pd.read_csv(self.path("step_targets.csv")).set_index("target")
+
+    @functools.cached_property
+    def sections(self):
+        """Title of each ``## `` section of ``results/kernel_survey.md`` to its tables (strings).
+
+        Each table is ``(heading, DataFrame)``: the last ``####`` heading above it, or ``''``.
+        """
+        with open(self.path("kernel_survey.md"), encoding="utf-8") as f:
+            lines = f.read().splitlines() + [""]
+        sections, title, heading = {}, None, ""
+        for i, line in enumerate(lines):
+            if line.startswith("## "):
+                title, heading = line[3:].strip(), ""
+                sections[title] = []
+            elif line.startswith("#### "):
+                heading = line[5:].strip()
+            elif title and line.startswith("|") and not lines[i - 1].startswith("|"):
+                end = next(j for j in range(i, len(lines)) if not lines[j].startswith("|"))
+                sections[title].append((heading, _table(lines[i:end])))
+        return sections
+
+    @functools.cached_property
+    def kernels(self):
+        """Model name to its side-by-side kernel table of ``results/kernel_survey.md`` (strings)."""
+        tables = self.sections[KERNEL_SECTION]
+        return {h.split(",")[0]: t.set_index("family") for h, t in tables if "family" in t}
+
+    def csv(self, name):
+        """A CSV of ``results/`` (``'thread_scaling_16_cores.csv'``...)."""
+        return _read_csv(self.path(name))
+
+
+def _range(values, fmt):
+    """``'low to high'`` of ``values`` written by ``fmt``; one value when both read the same."""
+    if len(values) == 0:
+        return "-"
+    low, high = fmt.format(min(values)), fmt.format(max(values))
+    return low if low == high else f"{low} to {high}"
+
+
+def span_phrase(ratios):
+    """A range of time ratios in words: ``'1.7x to 4.6x faster'``, ``'1.3x slower'``...
+
+    Examples
+    --------
+    >>> span_phrase([0.5, 0.25]), span_phrase([1.3]), span_phrase([1.02])
+    ('2.0x to 4.0x faster', '1.3x slower', 'about the same')
+    >>> span_phrase([0.9, 1.9]), span_phrase([1.0, 1.5])
+    ('from 1.1x faster to 1.9x slower', 'from about the same to 1.5x slower')
+    """
+    if len(ratios) == 0:
+        return "-"
+    low, high = min(ratios), max(ratios)
+    if verdict(low) == verdict(high) == "faster":
+        return f"{_span(pd.Series([1 / low, 1 / high]))} faster"
+    if verdict(low) == verdict(high) == "slower":
+        return f"{_span(pd.Series([low, high]))} slower"
+    if verdict(low) == verdict(high):
+        return "about the same"
+    phrases = [speed_phrase(r).replace("same", "about the same") for r in (low, high)]
+    return f"from {phrases[0]} to {phrases[1]}"
+
+
+def api_span(results, api, peer, threads):
+    """The range of ``api``'s clean step-time ratios to ``peer`` over the summary's MLPs.
+
+    Examples
+    --------
+    >>> phrase = api_span(Results("."), "ort whole-training", "torch eager", 2)
+    >>> phrase.endswith(("faster", "slower", "same"))
+    True
+    """
+    query = "api == @api and peer == @peer and threads == @threads and caveat == '' and not shared"
+    rows = results.answer.query(query)
+    return span_phrase(rows.ratio)
+
+
+def ortmodule_shares(results):
+    """``'6% to 69%'``: the share of ``OrtTorchModule``'s step in onnxruntime's passes, its rows.
+
+    Examples
+    --------
+    >>> ortmodule_shares(Results(".")).endswith("%")
+    True
+    """
+    rows = results.summary[results.summary.framework == "ort torch module"]
+    shares = rows.note.str.extract(r"passes (\d+)% of the step")[0].dropna().astype(int)
+    return _range(shares, "{}%")
+
+
+def _zoo(results, builder, threads):
+    rows = results.summary[results.summary.model.astype(str).str.endswith(":" + builder)]
+    ratios = zoo_ratios(rows)
+    ratios = ratios[(ratios.threads == threads) & (ratios.peer == "torch eager")]
+    clean = ratios[ratios.caveat == ""]
+    return clean if len(clean) else ratios
+
+
+def zoo_phrase(results, builder, threads):
+    """``'1.8x slower'``: a zoo model's step in the faster onnxruntime API against torch eager.
+
+    The faster of the two APIs among its clean ratios (all of them when none is clean).
+
+    Examples
+    --------
+    >>> zoo_phrase(Results("."), "resnet_large", 2).endswith(("faster", "slower", "same"))
+    True
+    """
+    return speed_phrase(_zoo(results, builder, threads).ratio.min())
+
+
+def zoo_models(results, threads, word):
+    """``'BatchNorm MLP (small, large) and ...'``: the zoo models whose verdict is ``word``.
+
+    A model's verdict is its faster API's clean ratio to torch eager at ``threads``, in a word.
+
+    Examples
+    --------
+    >>> "MLP" in zoo_models(Results("."), 2, "faster")
+    True
+    """
+    models = results.summary[results.summary.benchmark == "your_model"].model.dropna().astype(str)
+    sizes = {}
+    for builder in sorted({m.split(":")[-1] for m in models}, key=lambda b: b.endswith("_large")):
+        clean = _zoo(results, builder, threads).query("caveat == ''")
+        if len(clean) and verdict(clean.ratio.min()) == word:
+            family, size = clean.label.iloc[0].rsplit(" (", 1)
+            sizes.setdefault(family, []).append(size.rstrip(")"))
+    names = [f"{family} ({', '.join(s)})" for family, s in sorted(sizes.items())]
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+
+
+def target(results, name, column="measured"):
+    """A column of ``results/step_targets.csv`` for one target (``'0.16x'``, ``'5.8 ms'``).
+
+    Examples
+    --------
+    >>> target(Results("."), "refit set-up, ort forward-backward").endswith(" ms")
+    True
+    """
+    return str(results.targets.loc[name, column])
+
+
+def target_phrase(results, name):
+    """``'1.8x slower'``: a zoo target's measured ratio to torch eager, as a phrase.
+
+    Examples
+    --------
+    >>> phrase = target_phrase(Results("."), "zoo resnet_large, faster API vs torch")
+    >>> phrase.endswith(("faster", "slower", "same"))
+    True
+    """
+    return speed_phrase(float(target(results, name).rstrip("x")))
+
+
+def scaling_value(results, csv_name, size, threads, framework, column="ms_per_step", decimals=1):
+    """One value of a thread-scaling CSV, with ``decimals`` decimals.
+
+    Examples
+    --------
+    >>> value = scaling_value(Results("."), "thread_scaling.csv", "500-500-1@1000", 2,
+    ...                       "torch eager")
+    >>> float(value) > 0
+    True
+    """
+    frame = results.csv(csv_name)
+    row = frame[
+        (frame["size"] == size) & (frame.threads == threads) & (frame.framework == framework)
+    ]
+    return f"{float(row[column].iloc[0]):.{decimals}f}"
+
+
+def scaling_span(results, csv_name, size, framework):
+    """The range of ``framework``'s ratio to torch eager over the thread counts of a scaling CSV.
+
+    Examples
+    --------
+    >>> scaling_span(Results("."), "thread_scaling.csv", "100-50-1@100", "ort whole-training")[-6:]
+    'faster'
+    """
+    frame = results.csv(csv_name)
+    return span_phrase(
+        frame[(frame["size"] == size) & (frame.framework == framework)].ratio_to_torch
+    )
+
+
+def torch_ahead(results, csv_name, size, framework):
+    """``'at 1, 2, 4, 8 and 16 threads'``: where torch eager's step is faster than ``framework``'s.
+
+    Examples
+    --------
+    >>> where = torch_ahead(Results("."), "thread_scaling_16_cores.csv", "500-500-1@1000",
+    ...                     "ort whole-training")
+    >>> where[:3]
+    'at '
+    """
+    frame = results.csv(csv_name)
+    rows = frame[(frame["size"] == size) & (frame.framework == framework)]
+    counts = [str(t) for t, r in zip(rows.threads, rows.ratio_to_torch) if verdict(r) == "slower"]
+    if not counts:
+        return "at no thread count"
+    if len(counts) == len(rows):
+        return f"at every thread count, {counts[0]} to {counts[-1]}"
+    listed = counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " and " + counts[-1]
+    return f"at {listed} thread" + ("s" if counts != ["1"] else "")
+
+
+def kernel_value(results, model, family, column):
+    """A cell of a side-by-side kernel table: ``'2.50'``, or a GFLOP/s cell's share of the peak.
+
+    Examples
+    --------
+    >>> family = "conv gradients (input+weight)"
+    >>> kernel_value(Results("."), "resnet_large", family, "ORT GFLOP/s (% peak)")[-1]
+    '%'
+    """
+    cell = results.kernels[model].loc[family, column]
+    peak = re.search(r"\((\d+%)\)", cell)
+    return peak[1] if peak else cell
+
+
+def kernel_span(results, family, column, fmt="{:.1f}x", models=None):
+    """The range of a side-by-side kernel column for ``family`` over ``models`` (default: all).
+
+    Examples
+    --------
+    >>> " to " in kernel_span(Results("."), "normalization", "ORT/torch")
+    True
+    """
+    values = []
+    for model, table in results.kernels.items():
+        if (models is None or model in models) and family in table.index:
+            cell = kernel_value(results, model, family, column)
+            if cell != "-" and float(cell.rstrip("%")) > 0:
+                values.append(float(cell.rstrip("%")))
+    return _range(values, fmt)
+
+
+def kernel_peak_max(results, family, column):
+    """The highest share of the machine's peak ``family`` reaches in ``column``, over the models.
+
+    Examples
+    --------
+    >>> kernel_peak_max(Results("."), "matrix products", "torch GFLOP/s (% peak)").endswith("%")
+    True
+    """
+    values = [
+        float(kernel_value(results, m, family, column).rstrip("%"))
+        for m, t in results.kernels.items()
+        if family in t.index
+    ]
+    return f"{max(values):.0f}%"
+
+
+def bound_span(results, framework):
+    """The range of ``framework``'s ``ratio_to_ort_bound`` in ``reference/details_scaling.csv``.
+
+    Examples
+    --------
+    >>> bound_span(Results("."), "ort whole-training").count("x")
+    2
+    """
+    frame = results.csv("reference/details_scaling.csv")
+    ratios = frame[frame.framework == framework].ratio_to_ort_bound
+    return _range(ratios, "{:.2f}x")
+
+
+def study_span(results, section, variant, models=None, threads=None, invert=False):
+    """``'0.87 to 0.98'``: a rewrite's step-time ratio over a study of ``kernel_survey.md``.
+
+    The rows of ``section``'s tables whose ``variant`` matches, for ``models`` and ``threads``
+    (every one by default); ``invert`` gives how many times longer the step was without it.
+
+    Examples
+    --------
+    >>> study_span(Results("."), "The Gather rewrite", "gather_nd").startswith("0.")
+    True
+    """
+    ratios = []
+    for _, table in results.sections[section]:
+        if "variant" not in table or "ratio" not in table:
+            continue
+        rows = table[table.variant == variant]
+        rows = rows[rows.model.isin(models)] if models else rows
+        rows = rows[rows.threads == str(threads)] if threads else rows
+        ratios += [1 / float(r) if invert else float(r) for r in rows.ratio]
+    return _range(ratios, "{:.1f}" if invert else "{:.2f}")
+
+
+def section_cells(results, section, column, fmt="{:.0f}", **match):
+    """The range of ``column`` over the matching rows of ``section``'s tables (kernel_survey.md).
+
+    ``match`` gives the value of other columns (``mask="where"``); ``fmt`` writes each end.
+
+    Examples
+    --------
+    >>> section_cells(Results("."), "Masks for Relu's gradient", "µs, 1 thread", mask="where",
+    ...               kernel="Where").isdigit()
+    True
+    """
+    values = []
+    for _, table in results.sections[section]:
+        if column in table and all(key in table for key in match):
+            rows = table[(table[list(match)] == pd.Series(match)).all(axis=1)]
+            values += [float(v) for v in rows[column]]
+    return _range(values, fmt)
+
+
+def sweep_fact(results, what):
+    """A fact of the reference sweep's records: ``'runs'`` (55), ``'minutes'`` or ``'dates'``.
+
+    ``minutes`` sums the records' ``duration_s``; ``dates`` spans the days they finished.
+
+    Examples
+    --------
+    >>> int(sweep_fact(Results("."), "runs")) > 0
+    True
+    """
+    records = []
+    for path in sorted(glob.glob(results.path("reference/records/*.json"))):
+        with open(path, encoding="utf-8") as f:
+            records.append(json.load(f))
+    days = sorted({r["finished"][:10] for r in records})
+    facts = {
+        "runs": str(len(records)),
+        "minutes": f"{sum(r['duration_s'] for r in records) / 60:.0f}",
+        "dates": _range(days, "{}"),
+    }
+    return facts[what]
