@@ -84,6 +84,9 @@ def _torch_fit(model_function, n_features, hidden, batch_size):
     """
     import torch
 
+    # its first optimizer imports torch._dynamo (about 1 s): an import, not the set-up of a fit
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=LEARNING_RATE)
+
     def train(model, optimizer, X, y, epochs):
         Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
         for _ in range(epochs):
@@ -156,16 +159,20 @@ def _ort_fits(framework, onx, batch_size, counts):
     return functools.partial(fit, first=True), functools.partial(fit, first=False)
 
 
-def setup_costs(first_fit, refit, X, y, batch_size, epochs, repeats=3, clock=time.perf_counter):
-    """Set-up of a first fit and of a refit: what each spends beside its step, in seconds.
+def setup_costs(first_fit, refit, X, y, batch_size, epochs, repeats=3, rows=2,
+                clock=time.perf_counter):
+    """Set-up of a first fit and of a refit: what each spends beside its steps, in seconds.
 
     ``first_fit`` and ``refit`` are ``fit(X, y, epochs)`` returning
     ``more(X, y, epochs)``, which trains the fitted model further without
-    any set-up. On the first batch of ``X``: a first fit of one step,
-    ``repeats`` refits of one step, ``repeats`` more steps of the last
-    refit's model; a set-up is a one-step fit minus the fastest such step
-    (refits: the fastest one). Then a refit trains ``epochs`` epochs of
-    ``X`` (what the peak memory measures).
+    any set-up. On the first ``rows`` samples of ``X`` (one small step, so
+    that the step subtracted stays small beside the set-up): a first fit,
+    ``repeats`` refits, ``repeats`` more steps of the last refit's model; a
+    set-up is such a fit minus the fastest such step (refits: the fastest
+    one; 0 when it is lost in the noise of a step). Then a refit trains
+    ``epochs`` epochs of ``X`` in batches of ``batch_size`` (what the peak
+    memory measures), which gives a step's time: that fit's time less the
+    refit's set-up, over its steps.
 
     Returns
     -------
@@ -177,25 +184,28 @@ def setup_costs(first_fit, refit, X, y, batch_size, epochs, repeats=3, clock=tim
     >>> import numpy as np
     >>> def fit(X, y, epochs):
     ...     return lambda X, y, epochs: None
-    >>> ticks = iter([0, 0.5, 1, 1.04, 2, 2.03, 3, 3.01, 4, 4.02])  # first fit, 2 refits, 2 steps
+    >>> # first fit, 2 refits, 2 small steps, then 15 steps of 8 rows
+    >>> ticks = iter([0, 0.5, 1, 1.04, 2, 2.03, 3, 3.01, 4, 4.02, 5, 5.17])
     >>> costs = setup_costs(fit, fit, np.zeros(40), np.zeros(40), 8, 3, repeats=2,
-    ...                     clock=lambda: next(ticks, 0))
+    ...                     clock=lambda: next(ticks))
     >>> {k: round(v, 2) for k, v in costs.items()}
     {'first_fit_setup_s': 0.49, 'refit_setup_s': 0.02, 'step_s': 0.01}
     """
-    one = (X[:batch_size], y[:batch_size], 1)
 
-    def timed(call):
+    def timed(call, *args):
         start = clock()
-        more = call(*one)
+        more = call(*args)
         return clock() - start, more
 
-    first_s, _ = timed(first_fit)
-    refits = [timed(refit) for _ in range(repeats)]
-    step = min(timed(refits[-1][1])[0] for _ in range(repeats))
-    refit(X, y, epochs)
-    refit_s = min(seconds for seconds, _ in refits)
-    return {"first_fit_setup_s": first_s - step, "refit_setup_s": refit_s - step, "step_s": step}
+    small = (X[:rows], y[:rows], 1)
+    first_s, _ = timed(first_fit, *small)
+    refits = [timed(refit, *small) for _ in range(repeats)]
+    step = min(timed(refits[-1][1], *small)[0] for _ in range(repeats))
+    refit_setup = max(min(seconds for seconds, _ in refits) - step, 0.0)
+    trained, _ = timed(refit, X, y, epochs)
+    steps = epochs * -(-len(X) // batch_size)
+    return {"first_fit_setup_s": max(first_s - step, 0.0), "refit_setup_s": refit_setup,
+            "step_s": (trained - refit_setup) / steps}
 
 
 def _child(framework, n_features, hidden, n_samples, batch_size, epochs, model_function=None,

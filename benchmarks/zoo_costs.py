@@ -34,7 +34,7 @@ from benchmarks.zoo_summary import APIS, model_label
 
 #: The frameworks that train every model of the zoo, each in a process of its own.
 FRAMEWORKS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD, bm.TORCH)
-#: The columns of ``zoo_costs.csv`` (``step_s``: which onnxruntime API is the faster).
+#: The columns of ``zoo_costs.csv`` (``step_s``, a step of the training fit: the faster API).
 COLUMNS = ["model", "framework", "import_mb", "peak_mb", "training_mb", "first_fit_setup_s",
            "refit_setup_s", "step_s"]
 #: Batch size of the zoo (``ZOO_BATCH`` of the kernel survey and the grid's ``zoo_*`` tables).
@@ -144,11 +144,10 @@ def _names(labels):
     return labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} and {labels[-1]}"
 
 
-def _span(values, digits):
-    low, high = min(values), max(values)
-    if f"{low:.{digits}f}" == f"{high:.{digits}f}":
-        return f"{low:.{digits}f}"
-    return f"{low:.{digits}f} to {high:.{digits}f}"
+def _span(values, spec):
+    """``'0.25 to 0.30'``: the smallest and largest of ``values`` (one when they read the same)."""
+    low, high = format(min(values), spec), format(max(values), spec)
+    return low if low == high else f"{low} to {high}"
 
 
 def costs_sentence(df):
@@ -171,8 +170,8 @@ def costs_sentence(df):
     ...     "step_s": [0.13, 0.03, 0.02, 0.002, 0.003, 0.004]})
     >>> print(costs_sentence(df))
     onnxruntime (the faster of its two APIs for each model) peaks higher than torch eager for \
-ResNet-style CNN (small) (1.4x more), most of it in its imports (+200 MB: onnxruntime-training \
-loads torch as well); its first fit spends 0.25 to 0.30 s setting up (export, training graph, \
+ResNet-style CNN (small) (1.4x more: +200 MB in its imports, which load torch as well, -60 MB \
+while training); its first fit spends 0.25 to 0.30 s setting up (export, training graph, \
 sessions), a refit that finds its training graph cached 0.002 to 0.050 s, against 0.70 to 0.80 s \
 for torch's first module and optimizer.
     """
@@ -188,20 +187,17 @@ for torch's first module and optimizer.
             models = f"every model but {_names(others.model.map(_label))}"
         else:
             models = _names(higher.model.map(_label))
-        extra = {"in its imports": (higher.import_mb_ort - higher.import_mb_torch).mean(),
-                 "while training": (higher.training_mb_ort - higher.training_mb_torch).mean()}
-        part = max(extra, key=extra.get)
-        cause = " (+{:.0f} MB)"
-        if part == "in its imports":
-            cause = " (+{:.0f} MB: onnxruntime-training loads torch as well)"
-        where = (f"peaks higher than torch eager for {models} ({_span(higher.ratio, 1)}x more), "
-                 f"most of it {part}{cause.format(extra[part])}")
-    first = _span(rows.first_fit_setup_s_ort, 2)
+        imports = _span(higher.import_mb_ort - higher.import_mb_torch, "+.0f")
+        training = _span(higher.training_mb_ort - higher.training_mb_torch, "+.0f")
+        where = (f"peaks higher than torch eager for {models} ({_span(higher.ratio, '.1f')}x more: "
+                 f"{imports} MB in its imports, which load torch as well, {training} MB while "
+                 "training)")
+    first = _span(rows.first_fit_setup_s_ort, ".2f")
     return (f"onnxruntime (the faster of its two APIs for each model) {where}; its first fit "
-            f"spends {first} s setting up (export, training graph, sessions), "
-            f"a refit that finds its training graph cached {_span(rows.refit_setup_s_ort, 3)} s, "
-            f"against "
-            f"{_span(rows.first_fit_setup_s_torch, 2)} s for torch's first module and optimizer.")
+            f"spends {first} s setting up (export, training graph, sessions), a refit that finds "
+            f"its training graph cached {_span(rows.refit_setup_s_ort, '.3f')} s, against "
+            f"{_span(rows.first_fit_setup_s_torch, '.2f')} s for torch's first module and "
+            "optimizer.")
 
 
 def _seconds(value):
@@ -257,10 +253,10 @@ def zoo_costs_markdown(df):
     >>> row.split(" | ")[:7]
     ['| ResNet-style CNN (small)', 'whole-training', '540', '400', '1.4x more', '0.25', '0.002']
     """
-    note = (f"Peak memory: the peak resident memory of a fresh process that imports its framework, "
-            f"prepares the model and trains it on batches of {BATCH_SIZE}. Set-up: a one-step fit "
-            "minus a step; a first fit finds the training caches empty, a refit finds them warm; "
-            "torch builds its module and optimizer each time.")
+    note = ("Peak memory: the peak resident memory of a fresh process that imports its framework, "
+            f"prepares the model and trains it on batches of {BATCH_SIZE}. Set-up: a fit of one "
+            "step on two samples minus such a step; a first fit finds the training caches empty, "
+            "a refit finds them warm; torch builds its module and optimizer each time.")
     return "\n".join([costs_sentence(df), "", *markdown_table(costs_table(df)), "", note])
 
 
