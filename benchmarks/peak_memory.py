@@ -8,19 +8,30 @@ itself needs::
 
     .venv/bin/python -m benchmarks.peak_memory --out results/
 
-writes ``peak_memory.csv`` and ``peak_memory.png``.
+writes ``peak_memory.csv`` and ``peak_memory.png``. The same processes time
+what torch and onnxruntime set up before their first step, on a first fit
+and on a refit (:func:`setup_costs`); every model of the zoo, both
+measured: :mod:`benchmarks.zoo_costs`.
 """
 import argparse
+import functools
 import json
 import os
 import subprocess
 import sys
+import time
 
 if __package__ in (None, ""):  # run as a file
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 #: The frameworks measured, each in a process of its own.
 FRAMEWORKS = ("ort whole-training", "ort forward-backward", "torch eager", "scikit-learn")
+#: Learning rate of every framework's plain SGD (memory and set-up are measured, not accuracy).
+LEARNING_RATE = 1e-3
+#: The columns of :func:`measure`; ``peak_memory.csv`` keeps the memory ones.
+_COLUMNS = ["framework", "import_mb", "peak_mb", "training_mb", "first_fit_setup_s",
+            "refit_setup_s", "step_s", "first_fit_builds", "refit_builds", "refit_cache_hits"]
+MEMORY_COLUMNS = _COLUMNS[:4]
 
 
 def _peak_mb():
@@ -39,9 +50,9 @@ def _peak_mb():
 
 def _module(model_function, n_features, hidden):
     """The torch module of ``model_function``, or the MLP ``n_features -> hidden -> 1``."""
-    import importlib  # noqa: PLC0415
+    import importlib
 
-    import torch  # noqa: PLC0415
+    import torch
 
     if model_function:
         name, function = model_function.split(":")
@@ -51,77 +62,202 @@ def _module(model_function, n_features, hidden):
 
 def _onnx(model_function, n_features, hidden, example):
     """The ONNX model the onnxruntime APIs train: the module exported (traced on ``example``), or the MLP built directly."""
-    import warnings  # noqa: PLC0415
+    import warnings
 
     if not model_function:
-        from helpers.teaching.model_factories import mlp_onnx  # noqa: PLC0415
+        from helpers.teaching.model_factories import mlp_onnx
 
         return mlp_onnx(n_features, hidden=(hidden,))
-    import torch  # noqa: PLC0415
+    import torch
 
-    from helpers.core.torch_export import export_for_training  # noqa: PLC0415
+    from helpers.core.torch_export import export_for_training
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return export_for_training(_module(model_function, n_features, hidden), torch.from_numpy(example))
 
 
-def _child(framework, n_features, hidden, n_samples, batch_size, epochs, model_function=None, n_outputs=1,
-           input_shape=None, input_dtype="float32", vocabulary=None):
-    """Import, measure, train, measure: what one process prints (JSON).
+def _torch_fit(model_function, n_features, hidden, batch_size):
+    """``fit(X, y, epochs)``: a new module and SGD optimizer trained in torch; returns ``more``.
+
+    ``more(X, y, epochs)`` trains the same module and optimizer further.
+    """
+    import torch
+
+    # its first optimizer imports torch._dynamo (about 1 s): an import, not the set-up of a fit
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=LEARNING_RATE)
+
+    def train(model, optimizer, X, y, epochs):
+        Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
+        for _ in range(epochs):
+            for first in range(0, len(X), batch_size):
+                rows = slice(first, first + batch_size)
+                optimizer.zero_grad()
+                ((model(Xt[rows]) - yt[rows]) ** 2).mean().backward()
+                optimizer.step()
+
+    def fit(X, y, epochs):
+        model = _module(model_function, n_features, hidden)
+        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+        train(model, optimizer, X, y, epochs)
+        return lambda X, y, epochs: train(model, optimizer, X, y, epochs)
+
+    return fit
+
+
+def _cache_counts():
+    """Hits and builds (misses) of both training caches so far."""
+    from helpers.core.training_cache import ARTIFACTS, GRADIENT_GRAPHS
+
+    caches = (ARTIFACTS, GRADIENT_GRAPHS)
+    return {"hits": sum(c.hits for c in caches), "builds": sum(c.misses for c in caches)}
+
+
+def _ort_fits(framework, onx, batch_size, counts):
+    """``first_fit`` and ``refit``, ``(X, y, epochs)``, of an onnxruntime optimizer of ``onx``.
+
+    A first fit empties the training caches (:mod:`helpers.core.training_cache`)
+    and builds what it trains with; a refit fits a clone of the same
+    optimizer, which finds them there. Both return ``more(X, y, epochs)``,
+    which trains their estimator further (``warm_start``: no set-up).
+    ``counts`` adds up the caches' builds of the first fits
+    (``first_fit_builds``), the builds and hits of the refits
+    (``refit_builds``, ``refit_cache_hits``).
+    """
+    from sklearn.base import clone
+
+    from helpers import (
+        LearningRateSGD,
+        OrtGradientForwardBackwardOptimizer,
+        OrtGradientOptimizer,
+        add_loss_output,
+    )
+    from helpers.core.training_cache import clear_training_caches
+
+    common = {"batch_size": batch_size, "validation_every": 0}
+    if framework == "ort whole-training":
+        optimizer = OrtGradientOptimizer(add_loss_output(onx), learning_rate=LEARNING_RATE,
+                                         **common)
+    else:
+        rate = LearningRateSGD(LEARNING_RATE, learning_rate="constant")
+        optimizer = OrtGradientForwardBackwardOptimizer(onx, learning_rate=rate, **common)
+
+    def fit(X, y, epochs, first):
+        if first:
+            clear_training_caches()
+        before = _cache_counts()
+        fitted = clone(optimizer).set_params(max_iter=epochs).fit(X, y)
+        after = _cache_counts()
+        added = {k: after[k] - before[k] for k in after}
+        if first:
+            counts["first_fit_builds"] += added["builds"]
+        else:
+            counts["refit_builds"] += added["builds"]
+            counts["refit_cache_hits"] += added["hits"]
+        return lambda X, y, epochs: fitted.set_params(warm_start=True, max_iter=epochs).fit(X, y)
+
+    return functools.partial(fit, first=True), functools.partial(fit, first=False)
+
+
+def setup_costs(first_fit, refit, X, y, batch_size, epochs, repeats=3, rows=2,
+                clock=time.perf_counter):
+    """Set-up of a first fit and of a refit: what each spends beside its steps, in seconds.
+
+    ``first_fit`` and ``refit`` are ``fit(X, y, epochs)`` returning
+    ``more(X, y, epochs)``, which trains the fitted model further without
+    any set-up. On the first ``rows`` samples of ``X`` (one small step, so
+    that the step subtracted stays small beside the set-up): a first fit,
+    ``repeats`` refits, ``repeats`` more steps of the last refit's model; a
+    set-up is such a fit minus the fastest such step (refits: the fastest
+    one; 0 when it is lost in the noise of a step). Then a refit trains
+    ``epochs`` epochs of ``X`` in batches of ``batch_size`` (what the peak
+    memory measures), which gives a step's time: that fit's time less the
+    refit's set-up, over its steps.
+
+    Returns
+    -------
+    dict
+        ``first_fit_setup_s``, ``refit_setup_s``, ``step_s``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> def fit(X, y, epochs):
+    ...     return lambda X, y, epochs: None
+    >>> # first fit, 2 refits, 2 small steps, then 15 steps of 8 rows
+    >>> ticks = iter([0, 0.5, 1, 1.04, 2, 2.03, 3, 3.01, 4, 4.02, 5, 5.17])
+    >>> costs = setup_costs(fit, fit, np.zeros(40), np.zeros(40), 8, 3, repeats=2,
+    ...                     clock=lambda: next(ticks))
+    >>> {k: round(v, 2) for k, v in costs.items()}
+    {'first_fit_setup_s': 0.49, 'refit_setup_s': 0.02, 'step_s': 0.01}
+    """
+
+    def timed(call, *args):
+        start = clock()
+        more = call(*args)
+        return clock() - start, more
+
+    small = (X[:rows], y[:rows], 1)
+    first_s, _ = timed(first_fit, *small)
+    refits = [timed(refit, *small) for _ in range(repeats)]
+    step = min(timed(refits[-1][1], *small)[0] for _ in range(repeats))
+    refit_setup = max(min(seconds for seconds, _ in refits) - step, 0.0)
+    trained, _ = timed(refit, X, y, epochs)
+    steps = epochs * -(-len(X) // batch_size)
+    return {"first_fit_setup_s": max(first_s - step, 0.0), "refit_setup_s": refit_setup,
+            "step_s": (trained - refit_setup) / steps}
+
+
+def _child(framework, n_features, hidden, n_samples, batch_size, epochs, model_function=None,
+           n_outputs=1, input_shape=None, input_dtype="float32", vocabulary=None, repeats=3):
+    """Import, measure, fit, measure: what one process prints (JSON).
 
     With ``model_function`` (``"package.module:function"`` returning a torch
     module whose samples have shape ``input_shape`` and dtype ``input_dtype``,
     token ids below ``vocabulary`` for int64, and ``n_outputs`` outputs) the
     module is trained instead of the MLP ``n_features -> hidden -> 1``, by
     torch and by both onnxruntime APIs (squared error: memory, not accuracy,
-    is measured).
+    is measured). Torch and onnxruntime also time their set-up
+    (:func:`setup_costs`): torch builds a module and its optimizer at each
+    fit; onnxruntime's first fit adds the export of the module (done before
+    the imports' peak is read, as preparing the model is not training).
     """
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
 
-    from benchmarks.model_inputs import InputSpec, random_inputs  # noqa: PLC0415  (numpy only)
+    from benchmarks.model_inputs import InputSpec, random_inputs  # numpy only
 
     X = random_inputs(n_samples, InputSpec(input_shape or (n_features,), input_dtype, vocabulary))
     y = np.random.default_rng(1).standard_normal((n_samples, n_outputs), dtype=np.float32)
+    result = {"framework": framework}
     if framework == "scikit-learn":
-        from sklearn.neural_network import MLPRegressor  # noqa: PLC0415
+        from sklearn.neural_network import MLPRegressor
 
         imported = _peak_mb()
-        MLPRegressor(hidden_layer_sizes=(hidden,), solver="sgd", batch_size=batch_size, max_iter=epochs,
-                     learning_rate_init=1e-3, momentum=0, tol=0, n_iter_no_change=10**6).fit(X, y.ravel())
-    elif framework == "torch eager":
-        import torch  # noqa: PLC0415
-
-        model = _module(model_function, n_features, hidden)
-        imported = _peak_mb()
-        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-        Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
-        for _ in range(epochs):
-            for first in range(0, n_samples, batch_size):
-                optimizer.zero_grad()
-                ((model(Xt[first:first + batch_size]) - yt[first:first + batch_size]) ** 2).mean().backward()
-                optimizer.step()
+        MLPRegressor(hidden_layer_sizes=(hidden,), solver="sgd", batch_size=batch_size,
+                     max_iter=epochs, learning_rate_init=LEARNING_RATE, momentum=0, tol=0,
+                     n_iter_no_change=10**6).fit(X, y.ravel())
     else:
-        from helpers import (  # noqa: PLC0415
-            LearningRateSGD,
-            OrtGradientForwardBackwardOptimizer,
-            OrtGradientOptimizer,
-            add_loss_output,
-        )
-        onx = _onnx(model_function, n_features, hidden, X[:2])  # preparing the model is not training
-        imported = _peak_mb()
-        if framework == "ort whole-training":
-            optimizer = OrtGradientOptimizer(add_loss_output(onx), learning_rate=1e-3)
+        if framework == "torch eager":
+            first_fit = refit = _torch_fit(model_function, n_features, hidden, batch_size)
+            prepared_s, counts = 0.0, {}
         else:
-            optimizer = OrtGradientForwardBackwardOptimizer(onx, learning_rate=LearningRateSGD(1e-3, learning_rate="constant"))
-        optimizer.set_params(max_iter=epochs, batch_size=batch_size, validation_every=0).fit(X, y)
-    peak = _peak_mb()
-    print(json.dumps({"framework": framework, "import_mb": imported, "peak_mb": peak}))
+            import helpers  # noqa: F401  (imported before the clock starts: imports are no set-up)
+
+            counts = dict.fromkeys(("first_fit_builds", "refit_builds", "refit_cache_hits"), 0)
+            start = time.perf_counter()
+            onx = _onnx(model_function, n_features, hidden, X[:2])
+            first_fit, refit = _ort_fits(framework, onx, batch_size, counts)
+            prepared_s = time.perf_counter() - start
+        imported = _peak_mb()
+        result.update(setup_costs(first_fit, refit, X, y, batch_size, epochs, repeats), **counts)
+        result["first_fit_setup_s"] += prepared_s
+    print(json.dumps({**result, "import_mb": imported, "peak_mb": _peak_mb()}))
 
 
 def measure(n_features=100, hidden=50, n_samples=8000, batch_size=100, epochs=3, model_function=None,
-            n_outputs=1, frameworks=FRAMEWORKS, input_shape=None, input_dtype="float32", vocabulary=None):
-    """Peak memory of each framework, each in a fresh process.
+            n_outputs=1, frameworks=FRAMEWORKS, input_shape=None, input_dtype="float32",
+            vocabulary=None, repeats=3):
+    """Peak memory and set-up of each framework, each in a fresh process.
 
     ``model_function`` trains a module of one's own instead of the MLP
     (``n_outputs`` outputs; scikit-learn is then left out). Its samples
@@ -129,41 +265,47 @@ def measure(n_features=100, hidden=50, n_samples=8000, batch_size=100, epochs=3,
     ``input_dtype``: random floats, or for ``'int64'`` token ids below
     ``vocabulary`` (see :class:`benchmarks.model_inputs.InputSpec`).
     ``frameworks`` names those to measure (those that can train the model).
+    ``repeats``: one-step refits, the fastest of which gives the refit's set-up.
 
     Returns
     -------
     pandas.DataFrame
-        ``framework``, ``import_mb`` (peak after the imports and the model built), ``peak_mb`` and
-        ``training_mb`` (peak minus imports).
+        ``framework``, ``import_mb`` (peak after the imports and the model prepared: exported
+        for onnxruntime), ``peak_mb``, ``training_mb`` (peak minus imports), and for torch and
+        onnxruntime the set-up of their first fit and of a refit and a step's time
+        (``first_fit_setup_s``, ``refit_setup_s``, ``step_s``: :func:`setup_costs`); for
+        onnxruntime what its training caches did (``first_fit_builds``, ``refit_builds``,
+        ``refit_cache_hits``).
     """
-    import pandas as pd  # noqa: PLC0415
+    import pandas as pd
 
     rows = []
     for framework in frameworks:
         if model_function and framework == "scikit-learn":
             continue
-        kwargs = dict(framework=framework, n_features=n_features, hidden=hidden, n_samples=n_samples,
-                      batch_size=batch_size, epochs=epochs, model_function=model_function, n_outputs=n_outputs,
-                      input_shape=None if input_shape is None else tuple(input_shape), input_dtype=input_dtype,
-                      vocabulary=vocabulary)
+        kwargs = {"framework": framework, "n_features": n_features, "hidden": hidden,
+                  "n_samples": n_samples, "batch_size": batch_size, "epochs": epochs,
+                  "model_function": model_function, "n_outputs": n_outputs,
+                  "input_shape": None if input_shape is None else tuple(input_shape),
+                  "input_dtype": input_dtype, "vocabulary": vocabulary, "repeats": repeats}
         code = f"from benchmarks.peak_memory import _child; _child(**{kwargs!r})"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
         if out.returncode:
             raise RuntimeError(f"The process measuring {framework} failed:\n{out.stderr[-2000:]}")
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    df = pd.DataFrame(rows, columns=["framework", "import_mb", "peak_mb"])
+    df = pd.DataFrame(rows).reindex(columns=_COLUMNS)
     df["training_mb"] = df.peak_mb - df.import_mb
     return df
 
 
 def plot(df, title):
     """Stacked horizontal bars: memory after the imports, then what training adds; PNG bytes."""
-    import matplotlib  # noqa: PLC0415
+    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.pyplot as plt
 
-    from benchmarks import style  # noqa: PLC0415
+    from benchmarks import style
 
     fig, ax = plt.subplots(figsize=(7, 0.6 * len(df) + 1.5))
     colors = [style.color(f) for f in df.framework]
@@ -182,20 +324,22 @@ def plot(df, title):
 
 def main(argv=None):
     """Measure and write; see ``--help``."""
-    from benchmarks.records import atomic_write_bytes, atomic_write_text  # noqa: PLC0415
+    from benchmarks.records import atomic_write_bytes, atomic_write_text
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peak_memory", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tiny network (tests)")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
-    size = dict(n_features=8, hidden=16, n_samples=640, batch_size=32, epochs=1) if args.quick else {}
+    quick = {"n_features": 8, "hidden": 16, "n_samples": 640, "batch_size": 32, "epochs": 1}
+    size = quick if args.quick else {}
     df = measure(**size)
     params = {"n_features": 100, "hidden": 50, "batch_size": 100, **size}
     title = (f"Peak memory, MLP {params['n_features']}-{params['hidden']}-1, batches of "
              f"{params['batch_size']}: light bars are the imports, dark ones what training adds")
-    atomic_write_text(os.path.join(args.out, "peak_memory.csv"), df.to_csv(index=False))
+    atomic_write_text(os.path.join(args.out, "peak_memory.csv"),
+                      df[MEMORY_COLUMNS].to_csv(index=False))
     atomic_write_bytes(os.path.join(args.out, "peak_memory.png"), plot(df, title))
-    print(df.round(1).to_string(index=False))
+    print(df[MEMORY_COLUMNS].round(1).to_string(index=False))
     return 0
 
 
