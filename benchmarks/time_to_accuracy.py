@@ -26,7 +26,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 if __package__ in (None, ""):  # run as a file
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -71,12 +71,8 @@ def digits_cnn():
     )
 
 
-@dataclass(frozen=True)
-class Task:
-    """A classifier of the digits: its name, its builder, the shape of a sample, its target.
-
-    ``target`` is the held-out accuracy to reach.
-    """
+class Task(NamedTuple):
+    """A classifier of the digits: name, builder, shape of a sample, held-out accuracy to reach."""
 
     name: str
     build: Callable[[], nn.Module]
@@ -95,13 +91,11 @@ def timed_curves(fits, epochs, repeats=5, evaluate=None, pause_s=0.1):
     """``(seconds, value)`` per epoch count of each fit: fresh fits of 1, 2, ... ``epochs`` epochs.
 
     ``fits`` maps a name to ``fit(k)``, which trains from scratch. Each fit
-    first trains one epoch untimed (what a process pays once); then, for
-    each ``k``, ``repeats`` rounds time one fit of each in turn (a burst of
-    load from other processes falls on all of them), each after a pause
-    of ``pause_s`` (the thread pools of the previous fit stop spinning).
-    ``seconds`` is the fastest round, ``value`` is ``evaluate(r)`` of what
-    the last round's fit returned (``r`` itself by default), computed after
-    the timing.
+    first trains one epoch untimed (what a process pays once); then, for each
+    ``k``, ``repeats`` rounds time a fit of each in turn (a burst of load falls
+    on all of them), each after a pause of ``pause_s`` (the thread pools of the
+    previous fit stop spinning). ``seconds``: the fastest round; ``value``:
+    ``evaluate(r)`` of what the last round's fit returned (``r`` by default).
 
     Examples
     --------
@@ -128,8 +122,8 @@ def timed_curves(fits, epochs, repeats=5, evaluate=None, pause_s=0.1):
     return points
 
 
-def _returning_model(fit_of, make, scorer):
-    """``fit(k) -> (loss, scorer(model))``: ``fit_of(make)`` trains the model ``make()`` returns."""
+def _returning_model(fit_of, make):
+    """``fit(k) -> (loss, trained model)``: ``fit_of(make)`` trains the model ``make()`` returns."""
     made = []
 
     def make_and_keep():
@@ -140,26 +134,31 @@ def _returning_model(fit_of, make, scorer):
 
     def fit_and_model(epochs):
         loss = fit(epochs)
-        return loss, scorer(made.pop())
+        return loss, made.pop()
 
     return fit_and_model
 
 
-def _torch_scores(module):
-    def scores(X):
-        module.eval()  # batch normalization with its running statistics, as onnxruntime predicts
-        with torch.no_grad():
-            return module(torch.from_numpy(X)).numpy()
+def class_scores(model, X):
+    """Class scores of a trained torch module or onnxruntime optimizer, in inference mode.
 
-    return scores
+    Examples
+    --------
+    >>> class_scores(digits_mlp(), np.zeros((3, 64), np.float32)).shape
+    (3, 10)
+    """
+    if isinstance(model, nn.Module):
+        model.eval()  # batch normalization with its running statistics, as onnxruntime predicts
+        with torch.no_grad():
+            return model(torch.from_numpy(X)).numpy()
+    return model.predict(X)
 
 
 def framework_fits(module, X, y, learning_rate=LEARNING_RATE, batch_size=BATCH_SIZE, n_threads=2,
                    random_state=0):
-    """``fit(k) -> (last epoch's loss, scores)``, per framework: fresh fits from ``module``.
+    """``fit(k) -> (last epoch's loss, trained model)``, per framework: fresh fits from ``module``.
 
-    ``scores(X)`` gives the trained model's class scores in inference mode.
-    torch eager trains copies of ``module``, both onnxruntime APIs its
+    torch eager trains a copy of ``module``, both onnxruntime APIs its
     export (:func:`benchmarks.your_model.ort_makers`); their training caches
     are emptied before each fit, which then pays a first fit's set-up.
 
@@ -167,42 +166,36 @@ def framework_fits(module, X, y, learning_rate=LEARNING_RATE, batch_size=BATCH_S
     --------
     >>> X, y = np.random.default_rng(0).standard_normal((20, 64), np.float32), np.arange(20) % 10
     >>> fits = framework_fits(digits_mlp(), X, y, batch_size=10, n_threads=1)
-    >>> loss, scores = fits["ort whole-training"](1)
-    >>> sorted(fits), scores(X).shape
+    >>> loss, model = fits["ort whole-training"](1)
+    >>> sorted(fits), class_scores(model, X).shape
     (['ort forward-backward', 'ort whole-training', 'torch eager'], (20, 10))
     """
     onx = export_for_training(module, torch.from_numpy(X[:2]), output_names=("scores",))
     common = {"learning_rate": learning_rate, "batch_size": batch_size,
               "random_state": random_state}
     makers = ym.ort_makers(onx, "classification", n_threads=n_threads, **common)
-    fits = {name: _returning_model(lambda m: ym.ort_fit(m, X, y, fresh=True), make,
-                                   lambda optimizer: optimizer.predict)
+    fits = {name: _returning_model(lambda m: ym.ort_fit(m, X, y, fresh=True), make)
             for name, make in makers.items()}
     fits[bm.TORCH] = _returning_model(lambda m: ym.torch_fit(m, X, y, "classification", **common),
-                                      lambda: copy.deepcopy(module), _torch_scores)
+                                      lambda: copy.deepcopy(module))
     return fits
 
 
 def _accuracy_on(X, y):
-    """For :func:`timed_curves`: ``evaluate((loss, scores)) -> (loss, accuracy on X, y)``."""
+    """For :func:`timed_curves`: ``evaluate((loss, model)) -> (loss, accuracy on X, y)``."""
 
     def evaluate(result):
-        loss, scores = result
-        return loss, float(np.mean(scores(X).argmax(axis=1) == y))
+        loss, model = result
+        return loss, float(np.mean(class_scores(model, X).argmax(axis=1) == y))
 
     return evaluate
 
 
 def accuracy_curves(tasks=TASKS, epochs=10, n_threads=2, repeats=5, learning_rate=LEARNING_RATE,
                     batch_size=BATCH_SIZE, n_train=None, random_state=0):
-    """Held-out accuracy and seconds after each epoch, per task and framework.
+    """The :data:`COLUMNS` after each epoch, per task and framework, as a DataFrame.
 
     ``n_train`` keeps the first rows of the training part only (quick runs).
-
-    Returns
-    -------
-    pandas.DataFrame
-        The :data:`COLUMNS`.
     """
     torch.set_num_threads(n_threads)
     digits = load_classification_standardized("digits", random_state=random_state)
@@ -318,7 +311,9 @@ def summary_lines(curves, targets=None):
     table = target_table(curves, targets)
     sentences = [_task_sentence(group) for _, group in table.groupby("task", sort=False)]
     threads = sorted(set(curves.threads)) if "threads" in curves else []
-    condition = f"fresh fits, {'/'.join(map(str, threads))} threads" if threads else "fresh fits"
+    plural = "" if threads == [1] else "s"
+    condition = f"fresh fits, {'/'.join(map(str, threads))} thread{plural}" if threads else ""
+    condition = condition or "fresh fits"
     view = pd.DataFrame({
         "task": table.task,
         "target": [f"{t:.0%}" for t in table.target],
@@ -334,20 +329,29 @@ def summary_lines(curves, targets=None):
     return [opening + "; ".join(sentences) + ".", ""] + markdown_table(view)
 
 
-def plot(curves, title, value="heldout_value", ylabel=None):
+def plot(curves, title, value="heldout_value", ylabel=None, logy=False):
     """``value`` against wall-clock seconds, a line per framework, a panel per task; PNG bytes.
 
     ``ylabel`` defaults to "held-out" and the ``heldout_metric``; a
     ``target`` column draws each task's target as a horizontal line.
-    Without a ``task`` column, one panel.
+    Without a ``task`` column, one panel; ``logy``: a log scale for ``value``.
+
+    Examples
+    --------
+    >>> curves = pd.DataFrame({"framework": "torch eager", "seconds": [0.1, 0.2],
+    ...                        "loss": [2.0, 0.1]})
+    >>> plot(curves, "a training loss", value="loss", ylabel="loss", logy=True)[:4]
+    b'\\x89PNG'
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     panels = list(curves.groupby("task", sort=False)) if "task" in curves else [("", curves)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.5, 4.5 * len(panels)), 4),
+                             squeeze=False, layout="constrained")
     for ax, (task, group) in zip(axes[0], panels):
         for framework, points in group.groupby("framework", sort=False):
             ax.plot(points.seconds, points[value], "o-", color=style.color(framework),
@@ -357,12 +361,15 @@ def plot(curves, title, value="heldout_value", ylabel=None):
                        label=f"target {group.target.iloc[0]:.0%}")
         if style.spans_decades(group.seconds):  # a set-up of seconds beside fits of milliseconds
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())  # labels of 2, 3, ... x 10^k overlap
         scale = ", log scale" if ax.get_xscale() == "log" else ""
         ax.set_xlabel(f"wall-clock seconds, set-up included{scale}")
         ax.set_ylabel(ylabel or f"held-out {group.heldout_metric.iloc[0]}")
         ax.set_title(task, fontsize=10)
+        ax.set_yscale("log" if logy else "linear")
         ax.grid(True, alpha=0.3)
-    style.legend_outside(axes[0][-1])
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncol=4,
+               fontsize=8)
     fig.suptitle(title, fontsize=10)
     return style.png_bytes(fig)
 
@@ -381,9 +388,9 @@ def main(argv=None):
     size = {"n_train": 300, "repeats": 1} if args.quick else {}
     epochs = 2 if args.quick else args.epochs
     curves = accuracy_curves(epochs=epochs, n_threads=args.threads, **size)
-    title = ("Held-out accuracy against time, set-up included: the same training in each "
-             f"framework (plain SGD at {LEARNING_RATE}, batches of {BATCH_SIZE}), "
-             f"{args.threads} threads: the upper-left line wins")
+    title = ("Held-out accuracy against time, set-up included: the upper-left line wins\n"
+             f"the same weights, batches and plain SGD (at {LEARNING_RATE}, batches of "
+             f"{BATCH_SIZE}) in each framework, {args.threads} threads")
     atomic_write_text(os.path.join(args.out, "time_to_accuracy.csv"), curves.to_csv(index=False))
     atomic_write_bytes(os.path.join(args.out, "time_to_accuracy.png"), plot(curves, title))
     print("\n".join(summary_lines(curves)))
