@@ -1,23 +1,17 @@
 """Which framework reaches a stated held-out accuracy first, set-up included?
 
-A faster step is not the whole answer: a fit also pays its set-up (export,
-graphs, sessions, artifacts), and what counts is the accuracy on data the
-model did not train on. Each task (:data:`TASKS`) trains one torch module on
+A faster step is not the whole answer: a fit also pays its set-up (graphs,
+sessions, artifacts), and what counts is the accuracy on data the model did
+not train on. Each task (:data:`TASKS`) trains a torch module on
 scikit-learn's digits (a fixed, stratified train/test split) in each
-framework, from the same initial weights, on the same batches (one
-permutation per epoch from the same seed), with the same loss and update
-rule (plain SGD, the same learning rate). The point after ``k`` epochs is a
-fit of ``k`` epochs from scratch, its set-up included (onnxruntime's
-training caches emptied first), timed as a whole, the best of a few
-repeats; the held-out accuracy is computed after the timing. What a process
-pays once (imports, the first call into a library) is paid by a warm-up fit
-before::
-
-    python -m benchmarks.time_to_accuracy --out results/
-
-writes ``time_to_accuracy.csv`` (one row per task, framework and epoch) and
-``time_to_accuracy.png``; :func:`summary_lines` answers the question from
-the CSV, in a sentence and a table.
+framework from the same initial weights, on the same batches (one
+permutation per epoch from the same seed), with the same loss and plain SGD.
+The point after ``k`` epochs is a fit of ``k`` epochs from scratch, set-up
+included (onnxruntime's training caches emptied first), timed as a whole,
+the best of a few repeats; the held-out accuracy is computed after the
+timing. ``python -m benchmarks.time_to_accuracy --out results/`` writes
+``time_to_accuracy.csv`` (a row per task, framework and epoch) and
+``time_to_accuracy.png``; :func:`summary_lines` answers from the CSV.
 """
 import argparse
 import copy
@@ -91,11 +85,12 @@ def timed_curves(fits, epochs, repeats=5, evaluate=None, pause_s=0.1):
     """``(seconds, value)`` per epoch count of each fit: fresh fits of 1, 2, ... ``epochs`` epochs.
 
     ``fits`` maps a name to ``fit(k)``, which trains from scratch. Each fit
-    first trains one epoch untimed (what a process pays once); then, for each
-    ``k``, ``repeats`` rounds time a fit of each in turn (a burst of load falls
-    on all of them), each after a pause of ``pause_s`` (the thread pools of the
-    previous fit stop spinning). ``seconds``: the fastest round; ``value``:
-    ``evaluate(r)`` of what the last round's fit returned (``r`` by default).
+    first trains one epoch untimed (what a process pays once); then each of
+    ``repeats`` rounds times every fit of each ``k`` in turn, after a pause of
+    ``pause_s`` (the thread pools of the previous fit stop spinning): a burst
+    of load from other processes falls on all of them, and on one round of a
+    point only. ``seconds``: the fastest round; ``value``: ``evaluate(r)`` of
+    what the last round's fit returned (``r`` by default), after its timing.
 
     Examples
     --------
@@ -108,18 +103,18 @@ def timed_curves(fits, epochs, repeats=5, evaluate=None, pause_s=0.1):
     """
     for fit in fits.values():
         fit(1)  # warm-up: what a process pays once
-    points = {name: [] for name in fits}
-    for k in range(1, epochs + 1):
-        times, results = {name: [] for name in fits}, {}
-        for _ in range(repeats):
+    times = {name: [[] for _ in range(epochs)] for name in fits}
+    values = {name: [None] * epochs for name in fits}
+    for last in [False] * (repeats - 1) + [True]:
+        for k in range(1, epochs + 1):
             for name, fit in fits.items():
                 time.sleep(pause_s)
                 start = time.perf_counter()
-                results[name] = fit(k)
-                times[name].append(time.perf_counter() - start)
-        for name, result in results.items():
-            points[name].append((min(times[name]), evaluate(result) if evaluate else result))
-    return points
+                result = fit(k)
+                times[name][k - 1].append(time.perf_counter() - start)
+                if last:
+                    values[name][k - 1] = evaluate(result) if evaluate else result
+    return {name: [(min(t), v) for t, v in zip(times[name], values[name])] for name in fits}
 
 
 def _returning_model(fit_of, make):
