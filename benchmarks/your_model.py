@@ -113,15 +113,38 @@ def ort_fit(make, X, y, fresh=False):
     return fit
 
 
+def ort_makers(onx, task, optimizer="sgd", learning_rate=0.05, batch_size=64, n_threads=None,
+               random_state=0):
+    """``make()``: a new optimizer of each onnxruntime API for the forward-only model ``onx``, by name.
+
+    The whole-training API trains ``add_loss_output(onx, score_name=...)``,
+    the forward/backward API ``onx`` with ``learning_loss=...``: the
+    task's loss of :data:`LOSSES`. Nothing is built before a fit.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> makers = ort_makers(mlp_onnx(2, hidden=(3,)), "regression", batch_size=4)
+    >>> [type(make()).__name__ for name, make in sorted(makers.items())]
+    ['OrtGradientForwardBackwardOptimizer', 'OrtGradientOptimizer']
+    """
+    from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output  # noqa: PLC0415
+
+    loss = LOSSES[task][0]
+    common = dict(learning_rate=learning_rate, solver=optimizer, batch_size=batch_size, n_threads=n_threads,
+                  random_state=random_state)
+    return {
+        bm.ORT_WHOLE: lambda: OrtGradientOptimizer(add_loss_output(onx, score_name=loss), **common),
+        bm.ORT_FORWARD_BACKWARD: lambda: OrtGradientForwardBackwardOptimizer(onx, learning_loss=loss, **common),
+    }
+
+
 def ort_fits(onx, X, y, task, optimizer="sgd", learning_rate=0.05, batch_size=64, n_threads=None, random_state=0,
              fresh=False):
     """``fit(epochs)`` of both onnxruntime APIs on the forward-only model ``onx``, by framework name.
 
-    The whole-training API trains ``add_loss_output(onx, score_name=...)``,
-    the forward/backward API ``onx`` with ``learning_loss=...``: the
-    task's loss of :data:`LOSSES`. Nothing is built before a fit: a model
-    the runtime cannot train fails there, in :func:`first_fits`.
-    ``fresh``: see :func:`ort_fit`.
+    The optimizers of :func:`ort_makers`: a model the runtime cannot train
+    fails at its first fit, in :func:`first_fits`. ``fresh``: see :func:`ort_fit`.
 
     Examples
     --------
@@ -129,15 +152,7 @@ def ort_fits(onx, X, y, task, optimizer="sgd", learning_rate=0.05, batch_size=64
     >>> sorted(ort_fits(mlp_onnx(2, hidden=(3,)), np.ones((8, 2), np.float32), np.zeros(8, np.int64), "regression"))
     ['ort forward-backward', 'ort whole-training']
     """
-    from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output  # noqa: PLC0415
-
-    loss = LOSSES[task][0]
-    common = dict(learning_rate=learning_rate, solver=optimizer, batch_size=batch_size, n_threads=n_threads,
-                  random_state=random_state)
-    makers = {
-        bm.ORT_WHOLE: lambda: OrtGradientOptimizer(add_loss_output(onx, score_name=loss), **common),
-        bm.ORT_FORWARD_BACKWARD: lambda: OrtGradientForwardBackwardOptimizer(onx, learning_loss=loss, **common),
-    }
+    makers = ort_makers(onx, task, optimizer, learning_rate, batch_size, n_threads, random_state)
     return {name: ort_fit(make, X, y, fresh) for name, make in makers.items()}
 
 

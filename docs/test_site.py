@@ -96,7 +96,7 @@ def test_landing_page_headline_figure_and_sidebar(browser):
     with open(os.path.join(ROOT, "results", "reference", "summary.md"), encoding="utf-8") as f:
         summary = f.read()
     assert f"({ratio.group(1)}x to {ratio.group(2)}x)" in summary, "the headline is not the summary's"
-    figures = [i for i in m["images"] if "time_to_loss" in i["src"]]
+    figures = [i for i in m["images"] if "time_to_accuracy" in i["src"]]
     assert figures, "the landing page has no figure"
     assert figures[0]["link"] and figures[0]["link"].endswith(".png"), "the figure does not open its full size"
     assert os.path.exists(os.path.join(SITE, figures[0]["link"]))
@@ -115,7 +115,7 @@ def test_landing_page_headline_figure_and_sidebar(browser):
         assert "://" in link or os.path.exists(os.path.join(SITE, link)), f"{link} is not on the site"
     assert not re.search(r"\b(this file|beside this file)\b", text)
     phone = measure(browser, "index.html", PHONE, screenshot="landing-390.png")
-    figure = [i for i in phone["images"] if "time_to_loss" in i["src"]][0]
+    figure = [i for i in phone["images"] if "time_to_accuracy" in i["src"]][0]
     assert figure["scale"] > 0.6, f"at 390px the figure is shown at {figure['scale']:.2f} of its size"
 
 
