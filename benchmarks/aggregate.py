@@ -36,9 +36,10 @@ import pandas as pd
 from benchmarks.caveats import add_caveats, with_caveat
 from benchmarks.details import markdown_table, size_label, write_details
 from benchmarks.ratios import framework_ratios, speed_phrase, verdict
-from benchmarks.records import atomic_write_text, machine_lines
+from benchmarks.records import atomic_write_text, machine_lines, results_file
 from benchmarks.suite_ratios import suite_lines
 from benchmarks.summary_terms import glossary_lines, targets_in_words
+from benchmarks.zoo_costs import zoo_costs_section
 from benchmarks.zoo_summary import zoo_details, zoo_section
 
 #: The two onnxruntime APIs and their peers, as in the records.
@@ -251,22 +252,25 @@ def _compile_sentence(df):
 
 def _step_targets(results):
     """The table of ``step_targets.md`` beside ``results`` (or above it), if any."""
-    for folder in (results, os.path.dirname(os.path.abspath(results))):
-        path = os.path.join(folder, "step_targets.csv")
-        if os.path.exists(path):
-            return pd.read_csv(path), os.path.relpath(path, results)
-    return None, None
+    path = results_file(results, "step_targets.csv")
+    if path is None:
+        return None, None
+    return pd.read_csv(path), os.path.relpath(path, results)
 
 
-def _training_costs(results):
-    """Paths, relative to ``results``, of the time-to-loss and peak-memory plots beside or above it."""
-    found = []
-    for name in ("time_to_loss.png", "peak_memory.png"):
-        for folder in (results, os.path.dirname(os.path.abspath(results))):
-            if os.path.exists(os.path.join(folder, name)):
-                found.append(os.path.relpath(os.path.join(folder, name), results))
-                break
-    return found
+def _time_to_accuracy(results):
+    """The summary's lines on the time to a held-out accuracy, if the study has run."""
+    path = results_file(results, "time_to_accuracy.csv")
+    if path is None:
+        return []
+    from benchmarks.time_to_accuracy import summary_lines  # noqa: PLC0415  (imports torch)
+
+    plot = os.path.relpath(os.path.join(os.path.dirname(path), "time_to_accuracy.png"), results)
+    return (["## Time to a held-out accuracy", ""] + summary_lines(pd.read_csv(path))
+            + ["", f"![time_to_accuracy.png]({plot})", "",
+               "Same model, weights, batches and plain SGD in every framework; the point after k "
+               "epochs is a fresh fit of k epochs, set-up included (`python -m "
+               "benchmarks.time_to_accuracy`).", ""])
 
 
 def answer_details(df):
@@ -337,13 +341,7 @@ def summary_text(df, results, plots):
                   f"`python -m benchmarks.step_targets` ([{os.path.basename(path)}]({path})):", ""]
         table, zoo = targets_in_words(targets)
         lines += markdown_table(table) + [""] + ([zoo, ""] if zoo else [])
-    costs = _training_costs(results)
-    if costs:
-        lines += ["## Time to a loss, and memory", "",
-                  "Which framework reaches a given loss first, set-up included "
-                  "(`python -m benchmarks.time_to_loss`), and the peak memory of a fresh process that "
-                  "imports its framework and trains (`python -m benchmarks.peak_memory`):", ""]
-        lines += [f"![{os.path.basename(p)}]({p})" for p in costs] + [""]
+    lines += _time_to_accuracy(results) + zoo_costs_section(results)
     if plots:
         lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plots] + [""]
     lines += ["Every configuration: [details](details.md); every row: [summary.csv](summary.csv).",

@@ -181,6 +181,24 @@ scikit-learn not recorded in these runs, numpy not recorded in these runs
             f"- **Versions**: {', '.join(named)}"]
 
 
+def results_file(results, name):
+    """The path of ``name`` in the folder ``results`` or in the folder above it, or None.
+
+    The studies (targets, time to accuracy, zoo costs) write beside a sweep's
+    folder, ``results/``, while the sweep's summary lives in ``results/reference``.
+
+    Examples
+    --------
+    >>> results_file("no such folder", "step_targets.csv") is None
+    True
+    """
+    for folder in (results, os.path.dirname(os.path.abspath(results))):
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            return path
+    return None
+
+
 def atomic_write_bytes(path, data):
     """Write ``data`` to ``path`` so that a reader never sees half a file.
 

@@ -30,6 +30,7 @@ from benchmarks import models as bm
 from benchmarks.details import markdown_table
 from benchmarks.example_models import ZOO
 from benchmarks.ratios import verdict
+from benchmarks.records import results_file
 from benchmarks.zoo_summary import APIS, model_label
 
 #: The frameworks that train every model of the zoo, each in a process of its own.
@@ -268,11 +269,8 @@ def read_zoo_costs(results):
     >>> read_zoo_costs("no such folder") is None
     True
     """
-    for folder in (results, os.path.dirname(os.path.abspath(results))):
-        path = os.path.join(folder, CSV_NAME)
-        if os.path.exists(path):
-            return pd.read_csv(path)
-    return None
+    path = results_file(results, CSV_NAME)
+    return None if path is None else pd.read_csv(path)
 
 
 def zoo_costs_section(results):
