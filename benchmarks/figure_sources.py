@@ -15,8 +15,8 @@ import re
 
 import pandas as pd
 
-from benchmarks.aggregate import _span, answer_ratios
-from benchmarks.ratios import speed_phrase, verdict
+from benchmarks.aggregate import answer_ratios
+from benchmarks.ratios import span_phrase, speed_phrase, value_range, verdict
 from benchmarks.zoo_summary import zoo_ratios
 
 #: The section of ``results/kernel_survey.md`` with one side-by-side profile per model.
@@ -100,37 +100,6 @@ class Results:
         return _read_csv(self.path(name))
 
 
-def _range(values, fmt):
-    """``'low to high'`` of ``values`` written by ``fmt``; one value when both read the same."""
-    if len(values) == 0:
-        return "-"
-    low, high = fmt.format(min(values)), fmt.format(max(values))
-    return low if low == high else f"{low} to {high}"
-
-
-def span_phrase(ratios):
-    """A range of time ratios in words: ``'1.7x to 4.6x faster'``, ``'1.3x slower'``...
-
-    Examples
-    --------
-    >>> span_phrase([0.5, 0.25]), span_phrase([1.3]), span_phrase([1.02])
-    ('2.0x to 4.0x faster', '1.3x slower', 'about the same')
-    >>> span_phrase([0.9, 1.9]), span_phrase([1.0, 1.5])
-    ('from 1.1x faster to 1.9x slower', 'from about the same to 1.5x slower')
-    """
-    if len(ratios) == 0:
-        return "-"
-    low, high = min(ratios), max(ratios)
-    if verdict(low) == verdict(high) == "faster":
-        return f"{_span(pd.Series([1 / low, 1 / high]))} faster"
-    if verdict(low) == verdict(high) == "slower":
-        return f"{_span(pd.Series([low, high]))} slower"
-    if verdict(low) == verdict(high):
-        return "about the same"
-    phrases = [speed_phrase(r).replace("same", "about the same") for r in (low, high)]
-    return f"from {phrases[0]} to {phrases[1]}"
-
-
 def api_span(results, api, peer, threads):
     """The range of ``api``'s clean step-time ratios to ``peer`` over the summary's MLPs.
 
@@ -155,7 +124,7 @@ def ortmodule_shares(results):
     """
     rows = results.summary[results.summary.framework == "ort torch module"]
     shares = rows.note.str.extract(r"passes (\d+)% of the step")[0].dropna().astype(int)
-    return _range(shares, "{}%")
+    return value_range(shares, "{}%")
 
 
 def _zoo(results, builder, threads):
@@ -303,7 +272,7 @@ def kernel_span(results, family, column, fmt="{:.1f}x", models=None):
             cell = kernel_value(results, model, family, column)
             if cell != "-" and float(cell.rstrip("%")) > 0:
                 values.append(float(cell.rstrip("%")))
-    return _range(values, fmt)
+    return value_range(values, fmt)
 
 
 def kernel_peak_max(results, family, column):
@@ -332,7 +301,7 @@ def bound_span(results, framework):
     """
     frame = results.csv("reference/details_scaling.csv")
     ratios = frame[frame.framework == framework].ratio_to_ort_bound
-    return _range(ratios, "{:.2f}x")
+    return value_range(ratios, "{:.2f}x")
 
 
 def study_span(results, section, variant, models=None, threads=None, invert=False):
@@ -354,7 +323,7 @@ def study_span(results, section, variant, models=None, threads=None, invert=Fals
         rows = rows[rows.model.isin(models)] if models else rows
         rows = rows[rows.threads == str(threads)] if threads else rows
         ratios += [1 / float(r) if invert else float(r) for r in rows.ratio]
-    return _range(ratios, "{:.1f}" if invert else "{:.2f}")
+    return value_range(ratios, "{:.1f}" if invert else "{:.2f}")
 
 
 def section_cells(results, section, column, fmt="{:.0f}", **match):
@@ -373,7 +342,7 @@ def section_cells(results, section, column, fmt="{:.0f}", **match):
         if column in table and all(key in table for key in match):
             rows = table[(table[list(match)] == pd.Series(match)).all(axis=1)]
             values += [float(v) for v in rows[column]]
-    return _range(values, fmt)
+    return value_range(values, fmt)
 
 
 def sweep_fact(results, what):
@@ -394,6 +363,6 @@ def sweep_fact(results, what):
     facts = {
         "runs": str(len(records)),
         "minutes": f"{sum(r['duration_s'] for r in records) / 60:.0f}",
-        "dates": _range(days, "{}"),
+        "dates": value_range(days, "{}"),
     }
     return facts[what]

@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a file
 from benchmarks import models as bm
 from benchmarks.details import markdown_table
 from benchmarks.example_models import ZOO
-from benchmarks.ratios import verdict
+from benchmarks.ratios import value_range, verdict
 from benchmarks.records import results_file
 from benchmarks.zoo_summary import APIS, model_label
 
@@ -145,12 +145,6 @@ def _names(labels):
     return labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} and {labels[-1]}"
 
 
-def _span(values, spec):
-    """``'0.25 to 0.30'``: the smallest and largest of ``values`` (one when they read the same)."""
-    low, high = format(min(values), spec), format(max(values), spec)
-    return low if low == high else f"{low} to {high}"
-
-
 def costs_sentence(df):
     """Where onnxruntime peaks higher than torch eager, by how much, why; what its first fit costs.
 
@@ -188,16 +182,16 @@ for torch's first module and optimizer.
             models = f"every model but {_names(others.model.map(_label))}"
         else:
             models = _names(higher.model.map(_label))
-        imports = _span(higher.import_mb_ort - higher.import_mb_torch, "+.0f")
-        training = _span(higher.training_mb_ort - higher.training_mb_torch, "+.0f")
-        where = (f"peaks higher than torch eager for {models} ({_span(higher.ratio, '.1f')}x more: "
+        imports = value_range(higher.import_mb_ort - higher.import_mb_torch, "{:+.0f}")
+        training = value_range(higher.training_mb_ort - higher.training_mb_torch, "{:+.0f}")
+        where = (f"peaks higher than torch eager for {models} ({value_range(higher.ratio, '{:.1f}')}x more: "
                  f"{imports} MB in its imports, which load torch as well, {training} MB while "
                  "training)")
-    first = _span(rows.first_fit_setup_s_ort, ".2f")
+    first = value_range(rows.first_fit_setup_s_ort, "{:.2f}")
     return (f"onnxruntime (the faster of its two APIs for each model) {where}; its first fit "
             f"spends {first} s setting up (export, training graph, sessions), a refit that finds "
-            f"its training graph cached {_span(rows.refit_setup_s_ort, '.3f')} s, against "
-            f"{_span(rows.first_fit_setup_s_torch, '.2f')} s for torch's first module and "
+            f"its training graph cached {value_range(rows.refit_setup_s_ort, '{:.3f}')} s, against "
+            f"{value_range(rows.first_fit_setup_s_torch, '{:.2f}')} s for torch's first module and "
             "optimizer.")
 
 
