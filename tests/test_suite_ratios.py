@@ -105,7 +105,7 @@ def test_geometric_mean_range_and_wins_over_clean_configurations_only():
         and compiled["onnxruntime wins"] == 1
         and compiled["left out"] == 0
     )
-    assert compiled["range"] == "2.0x slower to 8.0x faster"
+    assert compiled["range"] == "from 8.0x faster to 2.0x slower"
 
 
 def test_the_convention_never_says_a_bare_time_ratio():
