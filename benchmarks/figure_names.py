@@ -14,6 +14,7 @@ True
 
 from functools import partial as fig
 
+from benchmarks import figure_profiles as profiles
 from benchmarks import figure_sources as src
 
 _S16 = "thread_scaling_16_cores.csv"
@@ -70,37 +71,37 @@ FIGURES = {
         src.target_phrase, name="zoo mobilenet_large, faster API vs torch"
     ),
     "kernel.matmul.ort_peak": fig(
-        src.kernel_peak_max, family="matrix products", column="ORT GFLOP/s (% peak)"
+        profiles.kernel_peak_max, family="matrix products", column="ORT GFLOP/s (% peak)"
     ),
     "kernel.matmul.torch_peak": fig(
-        src.kernel_peak_max, family="matrix products", column="torch GFLOP/s (% peak)"
+        profiles.kernel_peak_max, family="matrix products", column="torch GFLOP/s (% peak)"
     ),
     "kernel.convgrad.ort_peak": fig(
-        src.kernel_span, family=_CONV, column="ORT GFLOP/s (% peak)", fmt="{:.0f}%"
+        profiles.kernel_span, family=_CONV, column="ORT GFLOP/s (% peak)", fmt="{:.0f}%"
     ),
     "kernel.convgrad.torch_peak": fig(
-        src.kernel_span, family=_CONV, column="torch GFLOP/s (% peak)", fmt="{:.0f}%"
+        profiles.kernel_span, family=_CONV, column="torch GFLOP/s (% peak)", fmt="{:.0f}%"
     ),
     "kernel.batchnorm.ratio": fig(
-        src.kernel_span, family="normalization", column="ORT/torch", models=_BN_MODELS
+        profiles.kernel_span, family="normalization", column="ORT/torch", models=_BN_MODELS
     ),
     "kernel.image_cnn.convgrad": fig(
-        src.kernel_value, model="image_cnn_large", family=_CONV, column="ORT/torch"
+        profiles.kernel_value, model="image_cnn_large", family=_CONV, column="ORT/torch"
     ),
     "kernel.image_cnn.poolgrad": fig(
-        src.kernel_value, model="image_cnn_large", family="pooling gradient", column="ORT/torch"
+        profiles.kernel_value, model="image_cnn_large", family="pooling gradient", column="ORT/torch"
     ),
     "kernel.resnet.convgrad.ort": fig(
-        src.kernel_value, model="resnet_large", family=_CONV, column="ORT GFLOP/s (% peak)"
+        profiles.kernel_value, model="resnet_large", family=_CONV, column="ORT GFLOP/s (% peak)"
     ),
     "kernel.resnet.convgrad.torch": fig(
-        src.kernel_value, model="resnet_large", family=_CONV, column="torch GFLOP/s (% peak)"
+        profiles.kernel_value, model="resnet_large", family=_CONV, column="torch GFLOP/s (% peak)"
     ),
     "kernel.mobilenet.convgrad.ort": fig(
-        src.kernel_value, model="mobilenet_large", family=_CONV, column="ORT GFLOP/s (% peak)"
+        profiles.kernel_value, model="mobilenet_large", family=_CONV, column="ORT GFLOP/s (% peak)"
     ),
     "kernel.mlp500.step_ratio": fig(
-        src.kernel_value, model="mlp_500_500_1", family="step", column="ORT/torch"
+        profiles.kernel_value, model="mlp_500_500_1", family="step", column="ORT/torch"
     ),
     "s2.large.t2.torch": fig(
         src.scaling_value, csv_name=_S2, size=_BIG, threads=2, framework="torch eager"
@@ -156,24 +157,24 @@ FIGURES = {
         for k, v in {"whole": "ort whole-training", "bound": "onnxruntime matmul bound"}.items()
     },
     "study.gather": fig(
-        src.study_span, section="The Gather rewrite", variant="gather_nd", invert=True
+        profiles.study_span, section="The Gather rewrite", variant="gather_nd", invert=True
     ),
-    "study.maxpool": fig(src.study_span, section=_POOL, variant="pool_first"),
+    "study.maxpool": fig(profiles.study_span, section=_POOL, variant="pool_first"),
     "study.conv1d.t1": fig(
-        src.study_span, section=_CONV1D, variant="last", models=("sequence_conv_large",), threads=1
+        profiles.study_span, section=_CONV1D, variant="last", models=("sequence_conv_large",), threads=1
     ),
     "study.conv1d.t2": fig(
-        src.study_span, section=_CONV1D, variant="last", models=("sequence_conv_large",), threads=2
+        profiles.study_span, section=_CONV1D, variant="last", models=("sequence_conv_large",), threads=2
     ),
     "study.conv2d": fig(
-        src.study_span,
+        profiles.study_span,
         section=_CONV1D,
         variant="last",
         models=("image_cnn_small", "image_cnn_large", "resnet_block"),
     ),
-    "study.depthwise": fig(src.study_span, section=_CONV1D + ": depthwise_block", variant="last"),
+    "study.depthwise": fig(profiles.study_span, section=_CONV1D + ": depthwise_block", variant="last"),
     "survey.relugrad.large": fig(
-        src.section_cells,
+        profiles.section_cells,
         section="Where the steps spend their time",
         column="*Grad share (%)",
         fmt="{:.0f}%",
@@ -182,7 +183,7 @@ FIGURES = {
     ),
     **{
         f"survey.where_mask.t{n}": fig(
-            src.section_cells,
+            profiles.section_cells,
             section="Masks for Relu's gradient",
             column=f"µs, {n} thread{'s' * (n > 1)}",
             mask="where",
@@ -193,4 +194,13 @@ FIGURES = {
     **{f"reference.{k}": fig(src.sweep_fact, what=k) for k in ("runs", "minutes", "dates")},
     "bound.whole": fig(src.bound_span, framework="ort whole-training"),
     "bound.fb": fig(src.bound_span, framework="ort forward-backward"),
+    **{
+        f"suite.{key}.t{threads}": fig(src.suite_figure, peer=peer, threads=threads)
+        for key, peer in (("eager", "torch eager"), ("compile", "torch.compile"))
+        for threads in (1, 2)
+    },
+    "suite.sklearn.t2": fig(src.suite_figure, peer="scikit-learn", threads=2),
+    "accuracy.cnn": fig(src.accuracy_figure, task="digits CNN"),
+    "accuracy.mlp": fig(src.accuracy_figure, task="digits MLP"),
+    "memory.zoo": src.memory_figure,
 }
