@@ -35,7 +35,7 @@ import pandas as pd
 
 from benchmarks.caveats import add_caveats, with_caveat
 from benchmarks.details import markdown_table, size_label, write_details
-from benchmarks.ratios import framework_ratios, speed_phrase, verdict
+from benchmarks.ratios import framework_ratios, speed_phrase, value_range, verdict
 from benchmarks.records import atomic_write_text, machine_lines, results_file
 from benchmarks.suite_ratios import suite_lines
 from benchmarks.summary_terms import glossary_lines, targets_in_words
@@ -175,12 +175,6 @@ def _answer_table(ratios):
     return lines
 
 
-def _span(ratios):
-    """``'1.5x'`` or ``'1.5x to 4.9x'``: a range of speed factors (>= 1)."""
-    low, high = ratios.min(), ratios.max()
-    return f"{low:.1f}x" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}x to {high:.1f}x"
-
-
 def answer_sentences(ratios):
     """One sentence per API and peer: how often onnxruntime is faster, and by how much.
 
@@ -205,12 +199,12 @@ def answer_sentences(ratios):
         elif faster.empty:
             text += (f"slower in all {len(clean)} configurations" if not same
                      else f"slower in {len(slower)} of {len(clean)} configurations")
-            text += f" ({_span(slower.ratio)})"
+            text += f" ({value_range(slower.ratio)})"
         else:
-            text += f"faster in {len(faster)} of {len(clean)} configurations ({_span(1 / faster.ratio)})"
+            text += f"faster in {len(faster)} of {len(clean)} configurations ({value_range(1 / faster.ratio)})"
             if not slower.empty:
                 where = "; ".join(sorted(set(slower["size"])))
-                text += f", slower in {len(slower)} ({_span(slower.ratio)}: {where})"
+                text += f", slower in {len(slower)} ({value_range(slower.ratio)}: {where})"
         if same and not (faster.empty and slower.empty):
             text += f", about the same in {same}"
         if left_out:

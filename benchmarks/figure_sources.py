@@ -11,12 +11,13 @@ import functools
 import glob
 import json
 import os
-import re
 
 import pandas as pd
 
-from benchmarks.aggregate import _span, answer_ratios
-from benchmarks.ratios import speed_phrase, verdict
+from benchmarks.aggregate import answer_ratios
+from benchmarks.ratios import span_phrase, speed_phrase, value_range, verdict
+from benchmarks.suite_ratios import suite_ratios, suite_table
+from benchmarks.zoo_costs import compared
 from benchmarks.zoo_summary import zoo_ratios
 
 #: The section of ``results/kernel_survey.md`` with one side-by-side profile per model.
@@ -100,37 +101,6 @@ class Results:
         return _read_csv(self.path(name))
 
 
-def _range(values, fmt):
-    """``'low to high'`` of ``values`` written by ``fmt``; one value when both read the same."""
-    if len(values) == 0:
-        return "-"
-    low, high = fmt.format(min(values)), fmt.format(max(values))
-    return low if low == high else f"{low} to {high}"
-
-
-def span_phrase(ratios):
-    """A range of time ratios in words: ``'1.7x to 4.6x faster'``, ``'1.3x slower'``...
-
-    Examples
-    --------
-    >>> span_phrase([0.5, 0.25]), span_phrase([1.3]), span_phrase([1.02])
-    ('2.0x to 4.0x faster', '1.3x slower', 'about the same')
-    >>> span_phrase([0.9, 1.9]), span_phrase([1.0, 1.5])
-    ('from 1.1x faster to 1.9x slower', 'from about the same to 1.5x slower')
-    """
-    if len(ratios) == 0:
-        return "-"
-    low, high = min(ratios), max(ratios)
-    if verdict(low) == verdict(high) == "faster":
-        return f"{_span(pd.Series([1 / low, 1 / high]))} faster"
-    if verdict(low) == verdict(high) == "slower":
-        return f"{_span(pd.Series([low, high]))} slower"
-    if verdict(low) == verdict(high):
-        return "about the same"
-    phrases = [speed_phrase(r).replace("same", "about the same") for r in (low, high)]
-    return f"from {phrases[0]} to {phrases[1]}"
-
-
 def api_span(results, api, peer, threads):
     """The range of ``api``'s clean step-time ratios to ``peer`` over the summary's MLPs.
 
@@ -155,7 +125,7 @@ def ortmodule_shares(results):
     """
     rows = results.summary[results.summary.framework == "ort torch module"]
     shares = rows.note.str.extract(r"passes (\d+)% of the step")[0].dropna().astype(int)
-    return _range(shares, "{}%")
+    return value_range(shares, "{}%")
 
 
 def _zoo(results, builder, threads):
@@ -275,53 +245,6 @@ def torch_ahead(results, csv_name, size, framework):
     return f"at {listed} thread" + ("s" if counts != ["1"] else "")
 
 
-def kernel_value(results, model, family, column):
-    """A cell of a side-by-side kernel table: ``'2.50'``, or a GFLOP/s cell's share of the peak.
-
-    Examples
-    --------
-    >>> family = "conv gradients (input+weight)"
-    >>> kernel_value(Results("."), "resnet_large", family, "ORT GFLOP/s (% peak)")[-1]
-    '%'
-    """
-    cell = results.kernels[model].loc[family, column]
-    peak = re.search(r"\((\d+%)\)", cell)
-    return peak[1] if peak else cell
-
-
-def kernel_span(results, family, column, fmt="{:.1f}x", models=None):
-    """The range of a side-by-side kernel column for ``family`` over ``models`` (default: all).
-
-    Examples
-    --------
-    >>> " to " in kernel_span(Results("."), "normalization", "ORT/torch")
-    True
-    """
-    values = []
-    for model, table in results.kernels.items():
-        if (models is None or model in models) and family in table.index:
-            cell = kernel_value(results, model, family, column)
-            if cell != "-" and float(cell.rstrip("%")) > 0:
-                values.append(float(cell.rstrip("%")))
-    return _range(values, fmt)
-
-
-def kernel_peak_max(results, family, column):
-    """The highest share of the machine's peak ``family`` reaches in ``column``, over the models.
-
-    Examples
-    --------
-    >>> kernel_peak_max(Results("."), "matrix products", "torch GFLOP/s (% peak)").endswith("%")
-    True
-    """
-    values = [
-        float(kernel_value(results, m, family, column).rstrip("%"))
-        for m, t in results.kernels.items()
-        if family in t.index
-    ]
-    return f"{max(values):.0f}%"
-
-
 def bound_span(results, framework):
     """The range of ``framework``'s ``ratio_to_ort_bound`` in ``reference/details_scaling.csv``.
 
@@ -332,48 +255,7 @@ def bound_span(results, framework):
     """
     frame = results.csv("reference/details_scaling.csv")
     ratios = frame[frame.framework == framework].ratio_to_ort_bound
-    return _range(ratios, "{:.2f}x")
-
-
-def study_span(results, section, variant, models=None, threads=None, invert=False):
-    """``'0.87 to 0.98'``: a rewrite's step-time ratio over a study of ``kernel_survey.md``.
-
-    The rows of ``section``'s tables whose ``variant`` matches, for ``models`` and ``threads``
-    (every one by default); ``invert`` gives how many times longer the step was without it.
-
-    Examples
-    --------
-    >>> study_span(Results("."), "The Gather rewrite", "gather_nd").startswith("0.")
-    True
-    """
-    ratios = []
-    for _, table in results.sections[section]:
-        if "variant" not in table or "ratio" not in table:
-            continue
-        rows = table[table.variant == variant]
-        rows = rows[rows.model.isin(models)] if models else rows
-        rows = rows[rows.threads == str(threads)] if threads else rows
-        ratios += [1 / float(r) if invert else float(r) for r in rows.ratio]
-    return _range(ratios, "{:.1f}" if invert else "{:.2f}")
-
-
-def section_cells(results, section, column, fmt="{:.0f}", **match):
-    """The range of ``column`` over the matching rows of ``section``'s tables (kernel_survey.md).
-
-    ``match`` gives the value of other columns (``mask="where"``); ``fmt`` writes each end.
-
-    Examples
-    --------
-    >>> section_cells(Results("."), "Masks for Relu's gradient", "µs, 1 thread", mask="where",
-    ...               kernel="Where").isdigit()
-    True
-    """
-    values = []
-    for _, table in results.sections[section]:
-        if column in table and all(key in table for key in match):
-            rows = table[(table[list(match)] == pd.Series(match)).all(axis=1)]
-            values += [float(v) for v in rows[column]]
-    return _range(values, fmt)
+    return value_range(ratios, "{:.2f}x")
 
 
 def sweep_fact(results, what):
@@ -394,6 +276,46 @@ def sweep_fact(results, what):
     facts = {
         "runs": str(len(records)),
         "minutes": f"{sum(r['duration_s'] for r in records) / 60:.0f}",
-        "dates": _range(days, "{}"),
+        "dates": value_range(days, "{}"),
     }
     return facts[what]
+
+
+def suite_figure(results, peer, threads):
+    """The summary's suite line for ``peer``: geometric mean, and how many configurations won.
+
+    Examples
+    --------
+    >>> suite_figure(Results("."), "torch eager", 2).split(" (")[0].endswith(("faster", "slower"))
+    True
+    """
+    table = suite_table(suite_ratios(results.summary))
+    row = table[(table.peer == peer) & (table.threads == threads)].iloc[0]
+    return (f"{row['geometric mean']} (geometric mean; it wins {row['onnxruntime wins']} of "
+            f"{row['configurations']} configurations)")
+
+
+def accuracy_figure(results, task):
+    """The faster onnxruntime API's time to ``task``'s held-out target against torch eager's.
+
+    Examples
+    --------
+    >>> accuracy_figure(Results("."), "digits CNN").endswith(("faster", "slower", "same"))
+    True
+    """
+    from benchmarks.time_to_accuracy import ORT_APIS, target_table
+
+    table = target_table(results.csv("time_to_accuracy.csv"))
+    rows = table[(table.task == task) & table.framework.isin(ORT_APIS)]
+    return speed_phrase(rows.ratio_to_torch.min())
+
+
+def memory_figure(results):
+    """The range over the zoo of onnxruntime's peak memory over torch eager's (zoo_costs.csv).
+
+    Examples
+    --------
+    >>> memory_figure(Results(".")).endswith("x")
+    True
+    """
+    return value_range(compared(results.csv("zoo_costs.csv")).ratio, "{:.1f}x")

@@ -42,6 +42,45 @@ def speed_phrase(ratio):
     return f"{1 / ratio:.1f}x faster" if word == "faster" else f"{ratio:.1f}x slower"
 
 
+def value_range(values, fmt="{:.1f}x"):
+    """``'low to high'`` of ``values`` written by ``fmt``: one value when both read the same.
+
+    Examples
+    --------
+    >>> value_range([1.52, 4.9]), value_range([2.01, 1.98]), value_range([3, 12], "{:+d} MB")
+    ('1.5x to 4.9x', '2.0x', '+3 MB to +12 MB')
+    >>> value_range([])
+    '-'
+    """
+    if len(values) == 0:
+        return "-"
+    low, high = fmt.format(min(values)), fmt.format(max(values))
+    return low if low == high else f"{low} to {high}"
+
+
+def span_phrase(ratios):
+    """A range of time ratios in words, the best for onnxruntime first.
+
+    Examples
+    --------
+    >>> span_phrase([0.5, 0.25]), span_phrase([1.3]), span_phrase([1.02])
+    ('2.0x to 4.0x faster', '1.3x slower', 'about the same')
+    >>> span_phrase([0.9, 1.9]), span_phrase([1.0, 1.5])
+    ('from 1.1x faster to 1.9x slower', 'from about the same to 1.5x slower')
+    """
+    if len(ratios) == 0:
+        return "-"
+    low, high = min(ratios), max(ratios)
+    if verdict(low) == verdict(high) == "faster":
+        return f"{value_range([1 / high, 1 / low])} faster"
+    if verdict(low) == verdict(high) == "slower":
+        return f"{value_range([low, high])} slower"
+    if verdict(low) == verdict(high):
+        return "about the same"
+    phrases = [speed_phrase(r).replace("same", "about the same") for r in (low, high)]
+    return f"from {phrases[0]} to {phrases[1]}"
+
+
 def framework_ratios(group, measure, pairs):
     """``(api, peer, ratio, caveat)`` for each pair of ``pairs`` whose two frameworks both ran in ``group``.
 

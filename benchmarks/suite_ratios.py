@@ -18,7 +18,7 @@ import pandas as pd
 
 from benchmarks.caveats import ratio_caveat
 from benchmarks.details import markdown_table
-from benchmarks.ratios import framework_ratios, speed_phrase, verdict
+from benchmarks.ratios import framework_ratios, span_phrase, speed_phrase, verdict
 
 #: The two onnxruntime APIs, as in the records, and their short names.
 APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward/backward"}
@@ -110,12 +110,6 @@ def geometric_mean(ratios):
     return float(np.exp(np.mean(np.log(np.asarray(ratios, dtype=float)))))
 
 
-def _span(ratios):
-    """``'2.0x slower to 4.5x faster'``: the worst and the best ratio for onnxruntime."""
-    low, high = speed_phrase(min(ratios)), speed_phrase(max(ratios))
-    return low if low == high else f"{high} to {low}"
-
-
 def suite_table(ratios):
     """Per machine, peer and thread count: the clean configurations, onnxruntime's wins, the spread.
 
@@ -135,7 +129,7 @@ def suite_table(ratios):
     >>> table = suite_table(ratios).drop(columns="machine")
     >>> table.to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
     [{'peer': 'torch eager', 'threads': 2, 'configurations': 3, 'onnxruntime wins': 2,
-      'geometric mean': '1.6x faster', 'range': '2.0x slower to 4.0x faster', 'left out': 1,
+      'geometric mean': '1.6x faster', 'range': 'from 4.0x faster to 2.0x slower', 'left out': 1,
       'whole-training': 3, 'ratio': 0.62996...}]
     """
     out = []
@@ -158,7 +152,7 @@ def suite_table(ratios):
                 "configurations": len(clean),
                 "onnxruntime wins": int((clean.ratio.map(verdict) == "faster").sum()),
                 "geometric mean": speed_phrase(mean),
-                "range": _span(clean.ratio),
+                "range": span_phrase(clean.ratio),
                 "left out": len(group) - len(clean),
                 "whole-training": int((clean.api == "ort whole-training").sum()),
                 "ratio": mean,

@@ -41,8 +41,8 @@ from helpers.core.torch_export import export_for_training
 from helpers.teaching.datasets import load_classification_standardized
 
 #: The columns of ``time_to_accuracy.csv``, one row per task, framework and epoch.
-COLUMNS = ("task", "framework", "epoch", "seconds", "heldout_metric", "heldout_value", "train_loss",
-           "target", "threads")
+COLUMNS = ("task", "framework", "epoch", "seconds", "seconds_slowest", "heldout_metric",
+           "heldout_value", "train_loss", "target", "threads")
 #: The onnxruntime APIs, whose best time to the target is set against torch's.
 ORT_APIS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD)
 #: Plain SGD's learning rate and the batch size, in every framework and task: a batch of 50 leaves
@@ -82,23 +82,23 @@ TASKS = (
 
 
 def timed_curves(fits, epochs, repeats=5, evaluate=None, pause_s=0.1):
-    """``(seconds, value)`` per epoch count of each fit: fresh fits of 1, 2, ... ``epochs`` epochs.
+    """``(fastest, slowest, value)`` per epoch count of each fit: fresh fits of 1, 2, ... epochs.
 
     ``fits`` maps a name to ``fit(k)``, which trains from scratch. Each fit
     first trains one epoch untimed (what a process pays once); then each of
     ``repeats`` rounds times every fit of each ``k`` in turn, after a pause of
     ``pause_s`` (the thread pools of the previous fit stop spinning): a burst
     of load from other processes falls on all of them, and on one round of a
-    point only. ``seconds``: the fastest round; ``value``: ``evaluate(r)`` of
+    point only. ``fastest`` and ``slowest``: seconds of the rounds; ``value``: ``evaluate(r)`` of
     what the last round's fit returned (``r`` by default), after its timing.
 
     Examples
     --------
     >>> fits = {"a": lambda k: 10 * k, "b": lambda k: -k}
     >>> points = timed_curves(fits, 3, repeats=2, evaluate=lambda r: r + 1, pause_s=0)
-    >>> {name: [value for _, value in p] for name, p in points.items()}
+    >>> {name: [value for _, _, value in p] for name, p in points.items()}
     {'a': [11, 21, 31], 'b': [0, -1, -2]}
-    >>> all(seconds > 0 for p in points.values() for seconds, _ in p)
+    >>> all(0 < fastest <= slowest for p in points.values() for fastest, slowest, _ in p)
     True
     """
     for fit in fits.values():
@@ -114,7 +114,8 @@ def timed_curves(fits, epochs, repeats=5, evaluate=None, pause_s=0.1):
                 times[name][k - 1].append(time.perf_counter() - start)
                 if last:
                     values[name][k - 1] = evaluate(result) if evaluate else result
-    return {name: [(min(t), v) for t, v in zip(times[name], values[name])] for name in fits}
+    return {name: [(min(t), max(t), v) for t, v in zip(times[name], values[name])]
+            for name in fits}
 
 
 def _returning_model(fit_of, make):
@@ -203,28 +204,27 @@ def accuracy_curves(tasks=TASKS, epochs=10, n_threads=2, repeats=5, learning_rat
                               n_threads, random_state)
         evaluate = _accuracy_on(X_test, digits.y_test)
         for framework, points in timed_curves(fits, epochs, repeats, evaluate).items():
-            rows += [(task.name, framework, k, seconds, "accuracy", accuracy, loss, task.target,
-                      n_threads) for k, (seconds, (loss, accuracy)) in enumerate(points, start=1)]
+            rows += [(task.name, framework, k, fastest, slowest, "accuracy", accuracy, loss,
+                      task.target, n_threads)
+                     for k, (fastest, slowest, (loss, accuracy)) in enumerate(points, start=1)]
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
 def time_to_target(points, target):
-    """``(seconds, epoch)`` of the first epoch whose held-out value reaches ``target``.
+    """The row of the first epoch whose held-out value reaches ``target``, or None.
 
-    ``(nan, None)`` when no epoch of ``points`` (columns ``epoch``,
+    None when no epoch of ``points`` (columns ``epoch``,
     ``seconds``, ``heldout_value``) reaches it.
 
     Examples
     --------
     >>> points = pd.DataFrame({"epoch": [1, 2, 3], "seconds": [0.1, 0.2, 0.3],
     ...                        "heldout_value": [0.5, 0.96, 0.94]})
-    >>> time_to_target(points, 0.95), time_to_target(points, 0.99)
-    ((0.2, 2), (nan, None))
+    >>> int(time_to_target(points, 0.95).epoch), time_to_target(points, 0.99)
+    (2, None)
     """
     reached = points.sort_values("epoch").query("heldout_value >= @target")
-    if reached.empty:
-        return math.nan, None
-    return float(reached.seconds.iloc[0]), int(reached.epoch.iloc[0])
+    return None if reached.empty else reached.iloc[0]
 
 
 def target_table(curves, targets=None):
@@ -249,10 +249,13 @@ def target_table(curves, targets=None):
     rows = []
     for (task, framework), points in curves.groupby(["task", "framework"], sort=False):
         target = targets[task] if targets else points.target.iloc[0]
-        seconds, epoch = time_to_target(points, target)
+        reached = time_to_target(points, target)
         last = points.loc[points.epoch.idxmax()]
+        missing = reached is None
         rows.append({"task": task, "framework": framework, "metric": last.heldout_metric,
-                     "target": target, "seconds": seconds, "epoch": epoch,
+                     "target": target, "seconds": math.nan if missing else reached.seconds,
+                     "slowest": math.nan if missing else reached.get("seconds_slowest", math.nan),
+                     "epoch": None if missing else int(reached.epoch),
                      "epochs": int(last.epoch), "final": last.heldout_value})
     table = pd.DataFrame(rows)
     torch_s = table[table.framework == bm.TORCH].set_index("task").seconds
@@ -280,6 +283,15 @@ def _task_sentence(group):
             f"{torch_row.seconds:.2f} s: {speed_phrase(ort.ratio_to_torch)}")
 
 
+def _time_cell(fastest, slowest, epochs):
+    """``'0.11 s (0.11-0.15)'``: the fastest round, then the rounds' range; or why there is none."""
+    if math.isnan(fastest):
+        return f"not reached in {epochs} epochs"
+    if math.isnan(slowest):
+        return f"{fastest:.2f}"
+    return f"{fastest:.2f} ({fastest:.2f}-{slowest:.2f})"
+
+
 def summary_lines(curves, targets=None):
     """Markdown: which framework reaches each task's held-out target first, then a table.
 
@@ -290,18 +302,18 @@ def summary_lines(curves, targets=None):
     --------
     >>> curves = pd.DataFrame({"task": "digits MLP", "framework": [bm.TORCH, bm.ORT_WHOLE,
     ...                        bm.ORT_FORWARD_BACKWARD], "epoch": 1, "seconds": [0.4, 0.2, 0.3],
-    ...                        "heldout_metric": "accuracy", "heldout_value": 0.96, "target": 0.95,
+    ...                        "seconds_slowest": [0.5, 0.2, 0.4], "heldout_metric": "accuracy", "heldout_value": 0.96, "target": 0.95,
     ...                        "threads": 2})
     >>> print("\\n".join(summary_lines(curves)))  # doctest: +NORMALIZE_WHITESPACE
     Time to a held-out target, set-up included (fresh fits, 2 threads): on the digits MLP
     (95% held-out accuracy), ort whole-training takes 0.20 s against torch eager's 0.40 s:
     2.0x faster.
     <BLANKLINE>
-    | task | target | framework | time to target | epochs | final accuracy | vs torch eager |
+    | task | target | framework | time to target (s) | epochs | final accuracy | vs torch eager |
     | --- | --- | --- | --- | --- | --- | --- |
-    | digits MLP | 95% | torch eager | 0.40 s | 1 | 96.0% |  |
-    | digits MLP | 95% | ort whole-training | 0.20 s | 1 | 96.0% | 2.0x faster |
-    | digits MLP | 95% | ort forward-backward | 0.30 s | 1 | 96.0% | 1.3x faster |
+    | digits MLP | 95% | torch eager | 0.40 (0.40-0.50) | 1 | 96.0% |  |
+    | digits MLP | 95% | ort whole-training | 0.20 (0.20-0.20) | 1 | 96.0% | 2.0x faster |
+    | digits MLP | 95% | ort forward-backward | 0.30 (0.30-0.40) | 1 | 96.0% | 1.3x faster |
     """
     table = target_table(curves, targets)
     sentences = [_task_sentence(group) for _, group in table.groupby("task", sort=False)]
@@ -313,8 +325,8 @@ def summary_lines(curves, targets=None):
         "task": table.task,
         "target": [f"{t:.0%}" for t in table.target],
         "framework": table.framework,
-        "time to target": [f"{s:.2f} s" if not math.isnan(s) else f"not reached in {n} epochs"
-                           for s, n in zip(table.seconds, table.epochs)],
+        "time to target (s)": [_time_cell(s, slowest, n)
+                           for s, slowest, n in zip(table.seconds, table.slowest, table.epochs)],
         "epochs": table.epoch.astype("Int64").astype(str).replace("<NA>", "-"),
         f"final {table.metric.iloc[0]}": [f"{v:.1%}" for v in table.final],
         "vs torch eager": [speed_phrase(r) if f in ORT_APIS else ""

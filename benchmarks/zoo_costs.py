@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a file
 from benchmarks import models as bm
 from benchmarks.details import markdown_table
 from benchmarks.example_models import ZOO
-from benchmarks.ratios import verdict
+from benchmarks.ratios import value_range, verdict
 from benchmarks.records import results_file
 from benchmarks.zoo_summary import APIS, model_label
 
@@ -145,12 +145,6 @@ def _names(labels):
     return labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} and {labels[-1]}"
 
 
-def _span(values, spec):
-    """``'0.25 to 0.30'``: the smallest and largest of ``values`` (one when they read the same)."""
-    low, high = format(min(values), spec), format(max(values), spec)
-    return low if low == high else f"{low} to {high}"
-
-
 def costs_sentence(df):
     """Where onnxruntime peaks higher than torch eager, by how much, why; what its first fit costs.
 
@@ -188,16 +182,16 @@ for torch's first module and optimizer.
             models = f"every model but {_names(others.model.map(_label))}"
         else:
             models = _names(higher.model.map(_label))
-        imports = _span(higher.import_mb_ort - higher.import_mb_torch, "+.0f")
-        training = _span(higher.training_mb_ort - higher.training_mb_torch, "+.0f")
-        where = (f"peaks higher than torch eager for {models} ({_span(higher.ratio, '.1f')}x more: "
+        imports = value_range(higher.import_mb_ort - higher.import_mb_torch, "{:+.0f}")
+        training = value_range(higher.training_mb_ort - higher.training_mb_torch, "{:+.0f}")
+        where = (f"peaks higher than torch eager for {models} ({value_range(higher.ratio, '{:.1f}')}x more: "
                  f"{imports} MB in its imports, which load torch as well, {training} MB while "
                  "training)")
-    first = _span(rows.first_fit_setup_s_ort, ".2f")
+    first = value_range(rows.first_fit_setup_s_ort, "{:.2f}")
     return (f"onnxruntime (the faster of its two APIs for each model) {where}; its first fit "
             f"spends {first} s setting up (export, training graph, sessions), a refit that finds "
-            f"its training graph cached {_span(rows.refit_setup_s_ort, '.3f')} s, against "
-            f"{_span(rows.first_fit_setup_s_torch, '.2f')} s for torch's first module and "
+            f"its training graph cached {value_range(rows.refit_setup_s_ort, '{:.3f}')} s, against "
+            f"{value_range(rows.first_fit_setup_s_torch, '{:.2f}')} s for torch's first module and "
             "optimizer.")
 
 
@@ -217,26 +211,23 @@ def costs_table(df):
     ...                    "step_s": [0.03, 0.02], "first_fit_setup_s": [0.25, 0.8],
     ...                    "refit_setup_s": [0.00213, 0.001]})
     >>> print(costs_table(df).iloc[0].to_string())
-    model                          ResNet-style CNN (small)
-    ORT API                                  whole-training
-    peak MB, ORT                                        540
-    peak MB, torch                                      400
-    ORT vs torch                                  1.4x more
-    first fit set-up (s), ORT                          0.25
-    refit set-up (s), ORT                            0.0021
-    first fit set-up (s), torch                         0.8
-    refit set-up (s), torch                           0.001
+    model                   ResNet-style CNN (small)
+    ORT API                           whole-training
+    peak MB, ORT / torch                   540 / 400
+    ORT vs torch                           1.4x more
+    ORT first fit (s)                           0.25
+    ORT refit (s)                             0.0021
+    torch set-up (s)                             0.8
     """
     rows = compared(df.assign(training_mb=df.peak_mb - df.import_mb))
     return pd.DataFrame({
         "model": rows.model.map(_label), "ORT API": rows.api.map(APIS),
-        "peak MB, ORT": rows.peak_mb_ort.round().astype(int),
-        "peak MB, torch": rows.peak_mb_torch.round().astype(int),
+        "peak MB, ORT / torch": [f"{ort:.0f} / {torch:.0f}"
+                                 for ort, torch in zip(rows.peak_mb_ort, rows.peak_mb_torch)],
         "ORT vs torch": rows.ratio.map(memory_phrase),
-        "first fit set-up (s), ORT": rows.first_fit_setup_s_ort.map(_seconds),
-        "refit set-up (s), ORT": rows.refit_setup_s_ort.map(_seconds),
-        "first fit set-up (s), torch": rows.first_fit_setup_s_torch.map(_seconds),
-        "refit set-up (s), torch": rows.refit_setup_s_torch.map(_seconds),
+        "ORT first fit (s)": rows.first_fit_setup_s_ort.map(_seconds),
+        "ORT refit (s)": rows.refit_setup_s_ort.map(_seconds),
+        "torch set-up (s)": rows.first_fit_setup_s_torch.map(_seconds),
     })
 
 
@@ -251,8 +242,8 @@ def zoo_costs_markdown(df):
     ...                    "step_s": [0.03, 0.02], "first_fit_setup_s": [0.25, 0.8],
     ...                    "refit_setup_s": [0.002, 0.001]})
     >>> row = zoo_costs_markdown(df).splitlines()[4]
-    >>> row.split(" | ")[:7]
-    ['| ResNet-style CNN (small)', 'whole-training', '540', '400', '1.4x more', '0.25', '0.002']
+    >>> row.split(" | ")[:6]
+    ['| ResNet-style CNN (small)', 'whole-training', '540 / 400', '1.4x more', '0.25', '0.002']
     """
     note = ("Peak memory: the peak resident memory of a fresh process that imports its framework, "
             f"prepares the model and trains it on batches of {BATCH_SIZE}. Set-up: a fit of one "

@@ -55,11 +55,14 @@ def _curve(framework, values, seconds=None, task="t"):
 
 def test_time_to_target_is_the_first_epoch_that_reaches_it():
     points = _curve(TORCH, [0.5, 0.9, 0.85, 0.95], seconds=[0.1, 0.25, 0.3, 0.4])
-    assert tta.time_to_target(points, 0.9) == (0.25, 2)  # reached exactly, then lost: the first
-    assert tta.time_to_target(points, 0.92) == (0.4, 4)
-    assert tta.time_to_target(points.iloc[::-1], 0.9) == (0.25, 2)  # epochs in any order
-    seconds, epoch = tta.time_to_target(points, 0.99)
-    assert math.isnan(seconds) and epoch is None
+    def reached(points, target):
+        row = tta.time_to_target(points, target)
+        return None if row is None else (row.seconds, int(row.epoch))
+
+    assert reached(points, 0.9) == (0.25, 2)  # reached exactly, then lost: the first
+    assert reached(points, 0.92) == (0.4, 4)
+    assert reached(points.iloc[::-1], 0.9) == (0.25, 2)  # epochs in any order
+    assert reached(points, 0.99) is None
 
 
 def test_summary_says_who_reaches_the_target_first_and_who_never_does():
@@ -83,7 +86,7 @@ def test_summary_says_who_reaches_the_target_first_and_who_never_does():
         "no onnxruntime API reaches it in 2 epochs.")
     rows = {line.split(" | ")[2]: line for line in lines[4:] if line.startswith("| t |")}
     assert "| not reached in 3 epochs | - | 80.0% | - |" in rows[ORT_FORWARD_BACKWARD]
-    assert "| 0.20 s | 2 | 95.0% | 1.5x faster |" in rows[ORT_WHOLE]
+    assert "| 0.20 | 2 | 95.0% | 1.5x faster |" in rows[ORT_WHOLE]
     # a target given for each task replaces the CSV's
     assert "on the t (80% held-out accuracy), ort whole-training takes 0.20 s" in tta.summary_lines(
         curves, {"t": 0.8, "u": 0.5})[0]
@@ -108,3 +111,12 @@ def test_quick_command_writes_the_csv_and_the_figure(tmp_path, capsys):
     assert (tmp_path / "time_to_accuracy.png").read_bytes().startswith(b"\x89PNG")
     printed = capsys.readouterr().out
     assert printed.startswith("Time to a held-out target, set-up included (fresh fits, 1 thread)")
+
+
+def test_time_to_target_shows_the_rounds_range_when_recorded():
+    torch_curve = _curve(TORCH, [0.5, 0.95]).assign(seconds_slowest=[0.15, 0.45])
+    ort_curve = _curve(ORT_WHOLE, [0.95, 0.96]).assign(seconds_slowest=[0.12, 0.3])
+    lines = tta.summary_lines(pd.concat([torch_curve, ort_curve]))
+    rows = {line.split(" | ")[2]: line for line in lines if line.startswith("| t |")}
+    assert "| 0.20 (0.20-0.45) | 2 |" in rows[TORCH]
+    assert "| 0.10 (0.10-0.12) | 1 |" in rows[ORT_WHOLE]
