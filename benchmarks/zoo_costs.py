@@ -195,10 +195,10 @@ def costs_table(df):
     ...                    "step_s": [0.03, 0.02], "first_fit_setup_s": [0.25, 0.8],
     ...                    "refit_setup_s": [0.00213, 0.001]})
     >>> print(costs_table(df).iloc[0].to_string())
-    model                         ResNet-style CNN (small)
-    peak MB, ORT / torch                 540 / 400 (1.4x)
-    ORT set-up (s), first / refit           0.25 / 0.0021
-    torch set-up (s)                                  0.8
+    model                            ResNet-style CNN (small)
+    peak MB, ORT / torch                     540 / 400 (1.4x)
+    ORT set-up (s), first / refit               0.25 / 0.0021
+    torch set-up (s)                                      0.8
     """
     rows = compared(df.assign(training_mb=df.peak_mb - df.import_mb))
     return pd.DataFrame({
