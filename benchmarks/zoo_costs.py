@@ -101,22 +101,6 @@ def measure_zoo(models=None, steps_per_epoch=4, epochs=2, repeats=3, log=None):
     return df[["model", *(c for c in df.columns if c != "model")]]
 
 
-def memory_phrase(ratio):
-    """``'1.3x more'``, ``'2.0x less'`` or ``'same'``: onnxruntime's peak over torch's, in words.
-
-    Read with the threshold of the time ratios (:func:`benchmarks.ratios.verdict`).
-
-    Examples
-    --------
-    >>> memory_phrase(1.32), memory_phrase(0.5), memory_phrase(1.02)
-    ('1.3x more', '2.0x less', 'same')
-    """
-    word = verdict(ratio)
-    if word == "same":
-        return word
-    return f"{ratio:.1f}x more" if word == "slower" else f"{1 / ratio:.1f}x less"
-
-
 def compared(df):
     """One row per model: the faster onnxruntime API (smaller step) beside torch eager.
 
@@ -211,22 +195,19 @@ def costs_table(df):
     ...                    "step_s": [0.03, 0.02], "first_fit_setup_s": [0.25, 0.8],
     ...                    "refit_setup_s": [0.00213, 0.001]})
     >>> print(costs_table(df).iloc[0].to_string())
-    model                   ResNet-style CNN (small)
-    ORT API                           whole-training
-    peak MB, ORT / torch                   540 / 400
-    ORT vs torch                           1.4x more
-    ORT first fit (s)                           0.25
-    ORT refit (s)                             0.0021
-    torch set-up (s)                             0.8
+    model                            ResNet-style CNN (small)
+    peak MB, ORT / torch                     540 / 400 (1.4x)
+    ORT set-up (s), first / refit               0.25 / 0.0021
+    torch set-up (s)                                      0.8
     """
     rows = compared(df.assign(training_mb=df.peak_mb - df.import_mb))
     return pd.DataFrame({
-        "model": rows.model.map(_label), "ORT API": rows.api.map(APIS),
-        "peak MB, ORT / torch": [f"{ort:.0f} / {torch:.0f}"
-                                 for ort, torch in zip(rows.peak_mb_ort, rows.peak_mb_torch)],
-        "ORT vs torch": rows.ratio.map(memory_phrase),
-        "ORT first fit (s)": rows.first_fit_setup_s_ort.map(_seconds),
-        "ORT refit (s)": rows.refit_setup_s_ort.map(_seconds),
+        "model": rows.model.map(_label),
+        "peak MB, ORT / torch": [f"{ort:.0f} / {torch:.0f} ({ratio:.1f}x)" for ort, torch, ratio
+                                 in zip(rows.peak_mb_ort, rows.peak_mb_torch, rows.ratio)],
+        "ORT set-up (s), first / refit": [
+            f"{_seconds(first)} / {_seconds(refit)}"
+            for first, refit in zip(rows.first_fit_setup_s_ort, rows.refit_setup_s_ort)],
         "torch set-up (s)": rows.first_fit_setup_s_torch.map(_seconds),
     })
 
@@ -242,8 +223,8 @@ def zoo_costs_markdown(df):
     ...                    "step_s": [0.03, 0.02], "first_fit_setup_s": [0.25, 0.8],
     ...                    "refit_setup_s": [0.002, 0.001]})
     >>> row = zoo_costs_markdown(df).splitlines()[4]
-    >>> row.split(" | ")[:6]
-    ['| ResNet-style CNN (small)', 'whole-training', '540 / 400', '1.4x more', '0.25', '0.002']
+    >>> row.split(" | ")
+    ['| ResNet-style CNN (small)', '540 / 400 (1.4x)', '0.25 / 0.002', '0.8 |']
     """
     note = ("Peak memory: the peak resident memory of a fresh process that imports its framework, "
             f"prepares the model and trains it on batches of {BATCH_SIZE}. Set-up: a fit of one "

@@ -176,11 +176,6 @@ def _models(rows):
     return families, [label for label in dict.fromkeys(rows.label) if label not in set(timed.label)]
 
 
-def _reasons(caveat):
-    """``'noisy; set-up not measurable'``: the name of each reason of a caveat, once."""
-    return "; ".join(dict.fromkeys(part.split(":")[0] for part in caveat.split("; ") if part))
-
-
 def zoo_compact_table(ratios):
     """Lines of the summary's zoo table: a row per model, the faster API per peer and threads.
 
@@ -197,8 +192,7 @@ def zoo_compact_table(ratios):
     caveats = ratios["caveat"].fillna("") if "caveat" in ratios else ""
     keys = ["family", "n_weights", "label", "peer", "threads"]
     best = ratios.assign(caveat=caveats).sort_values("ratio").groupby(keys, sort=False).first()
-    best["cell"] = [with_caveat(speed_phrase(r), _reasons(c))
-                    for r, c in zip(best.ratio, best.caveat)]
+    best["cell"] = [speed_phrase(r) + ("*" if c else "") for r, c in zip(best.ratio, best.caveat)]
     table = best["cell"].unstack(["peer", "threads"]).sort_index()
     columns = sorted(table.columns, key=lambda c: (PEERS.index(c[0]), c[1]))
     names = [f"{peer}, {threads} thread{'' if threads == 1 else 's'}" for peer, threads in columns]
@@ -279,5 +273,6 @@ def zoo_section(df):
             lines += [f"Not trained by onnxruntime: {names} (why: [details](details.md)).", ""]
     if lines:
         lines += [("Each cell: the [faster API](#glossary)'s step against the peer; same model, "
-                   "weights, batches, loss and plain SGD in every framework."), ""]
+                   "weights, batches, loss and plain SGD in every framework. *: not "
+                   "[clean](#glossary), no finding ([details](details.md) say why)."), ""]
     return lines

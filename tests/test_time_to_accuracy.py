@@ -84,7 +84,7 @@ def test_summary_says_who_reaches_the_target_first_and_who_never_does():
         "on the t (90% held-out accuracy), ort whole-training takes 0.20 s against torch eager's "
         "0.30 s: 1.5x faster; on the u (90% held-out accuracy), torch eager takes 0.20 s, "
         "no onnxruntime API reaches it in 2 epochs.")
-    rows = {line.split(" | ")[2]: line for line in lines[4:] if line.startswith("| t |")}
+    rows = {line.split(" | ")[1]: line for line in lines[4:] if line.startswith("| t |")}
     assert "| not reached in 3 epochs | - | 80.0% | - |" in rows[ORT_FORWARD_BACKWARD]
     assert "| 0.20 | 2 | 95.0% | 1.5x faster |" in rows[ORT_WHOLE]
     # a target given for each task replaces the CSV's
@@ -117,6 +117,6 @@ def test_time_to_target_shows_the_rounds_range_when_recorded():
     torch_curve = _curve(TORCH, [0.5, 0.95]).assign(seconds_slowest=[0.15, 0.45])
     ort_curve = _curve(ORT_WHOLE, [0.95, 0.96]).assign(seconds_slowest=[0.12, 0.3])
     lines = tta.summary_lines(pd.concat([torch_curve, ort_curve]))
-    rows = {line.split(" | ")[2]: line for line in lines if line.startswith("| t |")}
+    rows = {line.split(" | ")[1]: line for line in lines if line.startswith("| t |")}
     assert "| 0.20 (0.20-0.45) | 2 |" in rows[TORCH]
     assert "| 0.10 (0.10-0.12) | 1 |" in rows[ORT_WHOLE]
