@@ -38,6 +38,14 @@ GLOSSARY = {
     ),
     "`100-50-1@100`": "an MLP of 100 inputs, 50 hidden units, 1 output, on batches of 100 rows.",
     "refit set-up": "the time to make a model trainable again from its cached training artifacts.",
+    "first fit set-up": (
+        "a one-step fit on two samples, minus such a step, with the training caches empty: "
+        "export, training graph, sessions (torch: building the module and optimizer)."
+    ),
+    "peak memory": (
+        "the peak resident memory of a fresh process that imports its framework, prepares the "
+        "model and trains it on batches of 64."
+    ),
 }
 
 

@@ -213,7 +213,7 @@ def costs_table(df):
 
 
 def zoo_costs_markdown(df):
-    """The answer in a sentence, then the table, then how it was measured: markdown.
+    """The answer in a sentence, then the table: markdown (the summary's glossary defines its terms).
 
     Examples
     --------
@@ -226,11 +226,7 @@ def zoo_costs_markdown(df):
     >>> row.split(" | ")
     ['| ResNet-style CNN (small)', '540 / 400 (1.4x)', '0.25 / 0.002', '0.8 |']
     """
-    note = ("Peak memory: the peak resident memory of a fresh process that imports its framework, "
-            f"prepares the model and trains it on batches of {BATCH_SIZE}. Set-up: a fit of one "
-            "step on two samples minus such a step; a first fit finds the training caches empty, "
-            "a refit finds them warm; torch builds its module and optimizer each time.")
-    return "\n".join([costs_sentence(df), "", *markdown_table(costs_table(df)), "", note])
+    return "\n".join([costs_sentence(df), "", *markdown_table(costs_table(df))])
 
 
 def read_zoo_costs(results):

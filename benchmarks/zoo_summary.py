@@ -267,12 +267,13 @@ def zoo_section(df):
         counts = zoo_counts(part)
         if counts:
             lines += [f"{counts} Which ones, family by family: [details](details.md).", ""]
-        lines += zoo_compact_table(part) + [""]
+        lines += zoo_compact_table(part[part.peer == "torch eager"]) + [""]
         if untrained:
             names = _names(untrained, families)
             lines += [f"Not trained by onnxruntime: {names} (why: [details](details.md)).", ""]
     if lines:
-        lines += [("Each cell: the [faster API](#glossary)'s step against the peer; same model, "
+        lines += [("Each cell: the [faster API](#glossary)'s step against torch eager's "
+                   "(`torch.compile`'s: [details](details.md)); same model, "
                    "weights, batches, loss and plain SGD in every framework. *: not "
                    "[clean](#glossary), no finding ([details](details.md) say why)."), ""]
     return lines

@@ -114,7 +114,8 @@ def test_committed_reference_summary_reads_in_five_minutes():
     with open(os.path.join(ROOT, "results", "reference", "summary.md"), encoding="utf-8") as f:
         text = f.read()
     lines = text.splitlines()
-    assert len(text.split()) <= 1500  # as `wc -w` counts, table rules included
+    words = [token for token in text.split() if re.search(r"\w", token)]  # not a table's pipes
+    assert len(words) <= 1500
     prose = [line for line in lines if not line.startswith("|")]
     assert max(len(line) for line in prose) <= 400, "a paragraph is over about 400 characters"
     assert sum(line.startswith("|") for line in lines) <= 60
@@ -185,12 +186,9 @@ def test_the_zoo_has_its_answer_and_table(tmp_path):
     assert zoo.startswith("Against torch eager, onnxruntime's faster API trains a step faster for "
                           "1 of 3 models with a clean ratio, slower for 2; against torch.compile, "
                           "faster for 1 of 3 models, slower for 2.")
-    assert ("| model | torch eager, 1 thread | torch eager, 2 threads | torch.compile, 1 thread | "
-            "torch.compile, 2 threads |") in zoo
-    assert "| CNN on images (small) | 2.0x slower | 2.0x slower | 2.5x slower | 2.5x slower |" in (
-        zoo)
-    assert "| BatchNorm MLP (large) | 2.0x faster | 2.0x faster | 2.0x faster | 2.0x faster |" in (
-        zoo)
+    assert "| model | torch eager, 1 thread | torch eager, 2 threads |\n" in zoo  # compile: details
+    assert "| CNN on images (small) | 2.0x slower | 2.0x slower |\n" in zoo
+    assert "| BatchNorm MLP (large) | 2.0x faster | 2.0x faster |\n" in zoo
     untrained = "1-D CNN on sequences (small) (why: [details](details.md))."
     assert f"Not trained by onnxruntime: {untrained}" in zoo
     # the details: a family of two sizes named once when both agree; per torch run, sentence, table
