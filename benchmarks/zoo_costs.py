@@ -150,9 +150,11 @@ def costs_sentence(df):
     >>> print(costs_sentence(df))
     onnxruntime (the faster of its two APIs for each model) peaks higher than torch eager for \
 ResNet-style CNN (small) (1.4x more: +200 MB in its imports, which load torch as well, -60 MB \
-while training); its first fit spends 0.25 to 0.30 s setting up (export, training graph, \
-sessions), a refit that finds its training graph cached 0.002 to 0.050 s, against 0.70 to 0.80 s \
-for torch's first module and optimizer.
+while training).
+    <BLANKLINE>
+    Its first fit spends 0.25 to 0.30 s setting up (export, training graph, sessions), a refit \
+that finds its training graph cached 0.002 to 0.050 s, against 0.70 to 0.80 s for torch's first \
+module and optimizer.
     """
     rows = compared(df.assign(training_mb=df.peak_mb - df.import_mb))
     higher = rows[rows.ratio.map(verdict) == "slower"]
@@ -168,15 +170,16 @@ for torch's first module and optimizer.
             models = _names(higher.model.map(_label))
         imports = value_range(higher.import_mb_ort - higher.import_mb_torch, "{:+.0f}")
         training = value_range(higher.training_mb_ort - higher.training_mb_torch, "{:+.0f}")
-        where = (f"peaks higher than torch eager for {models} ({value_range(higher.ratio, '{:.1f}')}x more: "
-                 f"{imports} MB in its imports, which load torch as well, {training} MB while "
-                 "training)")
+        ratios = value_range(higher.ratio, "{:.1f}")
+        where = (f"peaks higher than torch eager for {models} ({ratios}x more: {imports} MB in "
+                 f"its imports, which load torch as well, {training} MB while training)")
     first = value_range(rows.first_fit_setup_s_ort, "{:.2f}")
-    return (f"onnxruntime (the faster of its two APIs for each model) {where}; its first fit "
-            f"spends {first} s setting up (export, training graph, sessions), a refit that finds "
-            f"its training graph cached {value_range(rows.refit_setup_s_ort, '{:.3f}')} s, against "
-            f"{value_range(rows.first_fit_setup_s_torch, '{:.2f}')} s for torch's first module and "
-            "optimizer.")
+    refit = value_range(rows.refit_setup_s_ort, "{:.3f}")
+    torch_first = value_range(rows.first_fit_setup_s_torch, "{:.2f}")
+    return (f"onnxruntime (the faster of its two APIs for each model) {where}.\n\n"
+            f"Its first fit spends {first} s setting up (export, training graph, sessions), a "
+            f"refit that finds its training graph cached {refit} s, against {torch_first} s for "
+            "torch's first module and optimizer.")
 
 
 def _seconds(value):
@@ -222,7 +225,7 @@ def zoo_costs_markdown(df):
     ...                    "import_mb": [420.0, 220], "peak_mb": [540.0, 400],
     ...                    "step_s": [0.03, 0.02], "first_fit_setup_s": [0.25, 0.8],
     ...                    "refit_setup_s": [0.002, 0.001]})
-    >>> row = zoo_costs_markdown(df).splitlines()[4]
+    >>> row = zoo_costs_markdown(df).splitlines()[6]
     >>> row.split(" | ")
     ['| ResNet-style CNN (small)', '540 / 400 (1.4x)', '0.25 / 0.002', '0.8 |']
     """

@@ -81,7 +81,7 @@ def test_the_sentence_names_the_models_where_onnxruntime_peaks_higher():
     assert "CNN on images" not in higher  # 430 MB against 435: the same
     assert "1-D CNN" not in higher  # less
     assert "+180 MB in its imports, which load torch as well, -60 to +20 MB while" in higher
-    assert "first fit spends 0.30 s setting up" in sentence
+    assert "Its first fit spends 0.30 s setting up" in sentence
 
 
 def test_the_sentence_says_the_exceptions_when_most_models_peak_higher():
