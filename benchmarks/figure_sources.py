@@ -143,10 +143,10 @@ def zoo_phrase(results, builder, threads):
 
     Examples
     --------
-    >>> zoo_phrase(Results("."), "resnet_large", 2).endswith(("faster", "slower", "same"))
+    >>> zoo_phrase(Results("."), "resnet_large", 2).endswith(("faster", "slower", "the same"))
     True
     """
-    return speed_phrase(_zoo(results, builder, threads).ratio.min())
+    return span_phrase([_zoo(results, builder, threads).ratio.min()])
 
 
 def zoo_models(results, threads, word):
