@@ -115,22 +115,12 @@ FIGURES = {
     "s16.small.whole": fig(
         src.scaling_span, csv_name=_S16, size=_SMALL, framework="ort whole-training"
     ),
-    "s16.small.t16.whole": fig(
-        src.scaling_value,
-        csv_name=_S16,
-        size=_SMALL,
-        threads=16,
-        framework="ort whole-training",
-        decimals=2,
-    ),
-    "s16.small.t16.torch": fig(
-        src.scaling_value,
-        csv_name=_S16,
-        size=_SMALL,
-        threads=16,
-        framework="torch eager",
-        decimals=2,
-    ),
+    **{
+        f"s16.small.t16.{k}": fig(
+            src.scaling_value, csv_name=_S16, size=_SMALL, threads=16, framework=v, decimals=2
+        )
+        for k, v in {"whole": "ort whole-training", "torch": "torch eager"}.items()
+    },
     "s16.large.torch_ahead": fig(
         src.torch_ahead, csv_name=_S16, size=_BIG, framework="ort whole-training"
     ),
