@@ -53,7 +53,7 @@ PYTEST_ARGS ?=
 # Jupyter refuses to run as root unless told to (containers, CI machines).
 LAB_ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup git-filter lab test fuzz bench docs docs-test doctor clean
+.PHONY: help setup git-filter lab lint test fuzz bench docs docs-test doctor clean
 
 help:
 	@echo "Targets:"
@@ -61,6 +61,7 @@ help:
 	@echo "          register the Jupyter kernel '$(KERNEL_NAME)', configure the git filter"
 	@echo "          that strips notebook outputs at commit; GPU=1 for the GPU variant"
 	@echo "  lab     start JupyterLab on notebooks/ (LAB_ARGS=... passes options)"
+	@echo "  lint    ruff: the linter and the formatter's check (100 characters, notebooks 88)"
 	@echo "  test    unit tests (tests/) and the docstring examples of helpers, then every"
 	@echo "          notebook with nbval --nbval-lax"
 	@echo "          (PYTEST_ARGS=... passes options to both pytest runs)"
@@ -134,6 +135,14 @@ lab: setup
 
 # Two pytest runs, so that each fails on its own when it collects nothing
 # (pytest exit code 5): a notebook run that finds no notebook is an error.
+# Style: ruff's linter and formatter (pyproject.toml: 100 characters), the notebooks at 88.
+NOTEBOOKS_CODE := notebooks/*.ipynb benchmarks/*.ipynb
+lint: setup
+	$(VENV)/bin/ruff check --extend-exclude "*.ipynb" .
+	$(VENV)/bin/ruff format --extend-exclude "*.ipynb" --check .
+	$(VENV)/bin/ruff check --line-length 88 $(NOTEBOOKS_CODE)
+	$(VENV)/bin/ruff format --line-length 88 --check $(NOTEBOOKS_CODE)
+
 test: setup
 	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --doctest-modules helpers tests
 	@echo "MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) notebooks"; \

@@ -1,4 +1,5 @@
 """Command line of the sweep runner: ``python -m benchmarks --help``."""
+
 import sys
 
 from .runner import main

@@ -27,6 +27,7 @@ targets, the plots: at most a page), ``details.md`` (every table),
 Figures of different machines are never mixed: the answer has one table per
 machine.
 """
+
 import glob
 import json
 import os
@@ -43,9 +44,16 @@ from benchmarks.zoo_costs import zoo_costs_section
 from benchmarks.zoo_summary import zoo_details, zoo_section
 
 #: The two onnxruntime APIs and their peers, as in the records.
-APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward/backward",
-        "ort torch module": "OrtTorchModule"}
-PEERS = {"torch eager": "torch eager", "torch.compile": "torch.compile", "scikit-learn": "scikit-learn"}
+APIS = {
+    "ort whole-training": "whole-training",
+    "ort forward-backward": "forward/backward",
+    "ort torch module": "OrtTorchModule",
+}
+PEERS = {
+    "torch eager": "torch eager",
+    "torch.compile": "torch.compile",
+    "scikit-learn": "scikit-learn",
+}
 #: Why ORTModule has no row: the one sentence the summary says about it.
 ORTMODULE_SENTENCE = (
     "ORTModule (onnxruntime's torch integration) imports torch internals removed in torch 2.9: "
@@ -114,7 +122,9 @@ def load_rows(results, run_ids=None):
         rows["shared"] = record.get("shared") or ""
         rows["busy"] = (record.get("conditions") or {}).get("busy") or ""
         versions = record.get("versions", {})
-        rows["onnxruntime"] = versions.get("onnxruntime-training-cpu", versions.get("onnxruntime-training"))
+        rows["onnxruntime"] = versions.get(
+            "onnxruntime-training-cpu", versions.get("onnxruntime-training")
+        )
         rows["torch_version"] = versions.get("torch")
         frames.append(rows)
     return add_caveats(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
@@ -150,28 +160,53 @@ def answer_ratios(df):
         rows = rows.dropna(subset=[measure]).copy()
         rows["size"] = [  # a whole fit: each sample count is a configuration of its own
             size_label(r) + (f", {int(r['n_samples'])} samples" if benchmark == "sklearn" else "")
-            for r in rows.to_dict("records")]
+            for r in rows.to_dict("records")
+        ]
         rows["is_shared"] = rows["shared"].astype(bool) if "shared" in rows else False
         pairs = [(api, peer) for peer in peers for api in APIS]
-        for (machine, threads, size, shared), group in rows.groupby(["machine", "threads", "size", "is_shared"], sort=False):
+        for (machine, threads, size, shared), group in rows.groupby(
+            ["machine", "threads", "size", "is_shared"], sort=False
+        ):
             for api, peer, ratio, caveat in framework_ratios(group, measure, pairs):
-                out.append({"machine": machine, "threads": int(threads), "size": size, "api": api,
-                            "peer": peer, "ratio": ratio, "caveat": caveat, "shared": bool(shared)})
+                out.append(
+                    {
+                        "machine": machine,
+                        "threads": int(threads),
+                        "size": size,
+                        "api": api,
+                        "peer": peer,
+                        "ratio": ratio,
+                        "caveat": caveat,
+                        "shared": bool(shared),
+                    }
+                )
     return pd.DataFrame(out, columns=columns)
 
 
 def _answer_table(ratios):
     """Rows: model size and peer; columns: each API, as speed phrases with their caveats beside."""
-    ratios = ratios.assign(cell=[with_caveat(speed_phrase(r), c) for r, c in zip(ratios.ratio, ratios.caveat)],
-                           peer_rank=ratios.peer.map({p: i for i, p in enumerate(PEERS)}))
+    ratios = ratios.assign(
+        cell=[with_caveat(speed_phrase(r), c) for r, c in zip(ratios.ratio, ratios.caveat)],
+        peer_rank=ratios.peer.map({p: i for i, p in enumerate(PEERS)}),
+    )
     sizes = list(dict.fromkeys(ratios["size"]))
-    ratios = ratios.assign(size_rank=ratios["size"].map(sizes.index)).sort_values(["size_rank", "peer_rank"])
-    table = ratios.pivot_table(index=["size", "peer"], columns="api", values="cell", aggfunc="first", sort=False)
+    ratios = ratios.assign(size_rank=ratios["size"].map(sizes.index)).sort_values(
+        ["size_rank", "peer_rank"]
+    )
+    table = ratios.pivot_table(
+        index=["size", "peer"], columns="api", values="cell", aggfunc="first", sort=False
+    )
     table = table[[a for a in APIS if a in table]]
-    lines = ["| model, batch | against | " + " | ".join(APIS[a] for a in table.columns) + " |",
-             "| --- | --- | " + " | ".join("---" for _ in table.columns) + " |"]
+    lines = [
+        "| model, batch | against | " + " | ".join(APIS[a] for a in table.columns) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in table.columns) + " |",
+    ]
     for (size, peer), row in table.iterrows():
-        lines.append(f"| {size} | {PEERS[peer]} | " + " | ".join(v if isinstance(v, str) else "-" for v in row) + " |")
+        lines.append(
+            f"| {size} | {PEERS[peer]} | "
+            + " | ".join(v if isinstance(v, str) else "-" for v in row)
+            + " |"
+        )
     return lines
 
 
@@ -187,8 +222,10 @@ def answer_sentences(ratios):
         left_out = len(group) - len(clean)
         what = APIS[api] if api == "ort torch module" else f"The {APIS[api]} API"
         if clean.empty:
-            sentences.append(f"{what} against {PEERS[peer]}: no finding, the {left_out} "
-                             "configurations are not clean (the details say why).")
+            sentences.append(
+                f"{what} against {PEERS[peer]}: no finding, the {left_out} "
+                "configurations are not clean (the details say why)."
+            )
             continue
         words = clean.ratio.map(verdict)
         faster, slower = clean[words == "faster"], clean[words == "slower"]
@@ -197,8 +234,11 @@ def answer_sentences(ratios):
         if faster.empty and slower.empty:
             text += f"about the same in all {len(clean)} configurations"
         elif faster.empty:
-            text += (f"slower in all {len(clean)} configurations" if not same
-                     else f"slower in {len(slower)} of {len(clean)} configurations")
+            text += (
+                f"slower in all {len(clean)} configurations"
+                if not same
+                else f"slower in {len(slower)} of {len(clean)} configurations"
+            )
             text += f" ({value_range(slower.ratio)})"
         else:
             text += f"faster in {len(faster)} of {len(clean)} configurations ({value_range(1 / faster.ratio)})"
@@ -228,9 +268,11 @@ def shared_sentence(df):
     shared = runs[runs.astype(bool)]
     if shared.empty:
         return ""
-    return (f"**{len(shared)} of {len(runs)} runs shared the machine's cores with other runs** ({shared.iloc[0]}): "
-            "their timings are not comparable with runs made one at a time. Their ratios are kept apart, under "
-            '"runs that shared the cores", and no answer rests on them.')
+    return (
+        f"**{len(shared)} of {len(runs)} runs shared the machine's cores with other runs** ({shared.iloc[0]}): "
+        "their timings are not comparable with runs made one at a time. Their ratios are kept apart, under "
+        '"runs that shared the cores", and no answer rests on them.'
+    )
 
 
 def _compile_sentence(df):
@@ -260,11 +302,19 @@ def _time_to_accuracy(results):
     from benchmarks.time_to_accuracy import summary_lines  # noqa: PLC0415  (imports torch)
 
     plot = os.path.relpath(os.path.join(os.path.dirname(path), "time_to_accuracy.png"), results)
-    return (["## Time to a held-out accuracy", ""] + summary_lines(pd.read_csv(path))
-            + ["", f"![time_to_accuracy.png]({plot})", "",
-               "Same model, weights, batches and plain SGD in every framework; the point after k "
-               "epochs is a fresh fit of k epochs, set-up included (`python -m "
-               "benchmarks.time_to_accuracy`).", ""])
+    return (
+        ["## Time to a held-out accuracy", ""]
+        + summary_lines(pd.read_csv(path))
+        + [
+            "",
+            f"![time_to_accuracy.png]({plot})",
+            "",
+            "Same model, weights, batches and plain SGD in every framework; the point after k "
+            "epochs is a fresh fit of k epochs, set-up included (`python -m "
+            "benchmarks.time_to_accuracy`).",
+            "",
+        ]
+    )
 
 
 def answer_details(df):
@@ -297,9 +347,11 @@ def answer_details(df):
 
 def _conditions(df):
     """The paragraphs under the grid's answer: how its ratios were taken, and which versions."""
-    ratios_said = (f"{df.run.nunique()} runs. Ratios of time at equal thread counts, same data, "
-                   "weights, batches and plain SGD: a step against torch, a whole fit against "
-                   "scikit-learn; a ratio with a caveat counts in no sentence. ")
+    ratios_said = (
+        f"{df.run.nunique()} runs. Ratios of time at equal thread counts, same data, "
+        "weights, batches and plain SGD: a step against torch, a whole fit against "
+        "scikit-learn; a ratio with a caveat counts in no sentence. "
+    )
     ratios_said += _compile_sentence(df)
     return [ratios_said.strip(), "", ORTMODULE_SENTENCE, ""]
 
@@ -308,7 +360,9 @@ def summary_text(df, results, plots):
     """The text of ``summary.md``: the machine, the answer per peer, the grid, the zoo..."""
     lines = ["# Is onnxruntime training faster than torch and scikit-learn?", ""]
     if df.empty:
-        return "\n".join(lines + ["No complete run in this folder yet: `python -m benchmarks` runs a sweep.", ""])
+        return "\n".join(
+            lines + ["No complete run in this folder yet: `python -m benchmarks` runs a sweep.", ""]
+        )
     lines += _machine_blocks(df, results)
     shared = shared_sentence(df)
     if shared:
@@ -330,16 +384,22 @@ def summary_text(df, results, plots):
     lines += zoo_section(df)
     targets, path = _step_targets(results)
     if targets is not None:
-        lines += ["## Targets", "",
-                  "Each target for the configuration it was set for, measured side by side by "
-                  f"`python -m benchmarks.step_targets` ([{os.path.basename(path)}]({path})):", ""]
+        lines += [
+            "## Targets",
+            "",
+            "Each target for the configuration it was set for, measured side by side by "
+            f"`python -m benchmarks.step_targets` ([{os.path.basename(path)}]({path})):",
+            "",
+        ]
         table, zoo = targets_in_words(targets)
         lines += markdown_table(table) + [""] + ([zoo, ""] if zoo else [])
     lines += _time_to_accuracy(results) + zoo_costs_section(results)
     if plots:
         lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plots] + [""]
-    lines += ["Every configuration: [details](details.md); every row: [summary.csv](summary.csv).",
-              ""]
+    lines += [
+        "Every configuration: [details](details.md); every row: [summary.csv](summary.csv).",
+        "",
+    ]
     return "\n".join(lines + glossary_lines())
 
 
@@ -365,7 +425,9 @@ def summarize(results, run_ids=None):
     plots = write_plots(df, results) if not df.empty else []
     paths = {name: os.path.join(results, name) for name in ("summary.csv", "summary.md")}
     atomic_write_text(paths["summary.csv"], df.to_csv(index=False))
-    atomic_write_text(paths["summary.md"], summary_text(df, results, [os.path.basename(p) for p in plots]))
+    atomic_write_text(
+        paths["summary.md"], summary_text(df, results, [os.path.basename(p) for p in plots])
+    )
     extra = answer_details(df) + zoo_details(df) if not df.empty else []
     header = _machine_blocks(df, results) if not df.empty else []
     return [*paths.values(), *write_details(df, results, atomic_write_text, header, extra), *plots]

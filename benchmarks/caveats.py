@@ -8,6 +8,7 @@ turns these into one column of words per row, and :func:`ratio_caveat` into
 the caveat of a ratio of two rows: the summary prints it beside the number
 and never builds its answer on such a ratio.
 """
+
 import numpy as np
 import pandas as pd
 
@@ -21,7 +22,10 @@ def _spread(df):
     spread = pd.Series(np.nan, index=df.index)
     for low, high in SPREAD_COLUMNS:
         if low in df and high in df:
-            lo, hi = pd.to_numeric(df[low], errors="coerce"), pd.to_numeric(df[high], errors="coerce")
+            lo, hi = (
+                pd.to_numeric(df[low], errors="coerce"),
+                pd.to_numeric(df[high], errors="coerce"),
+            )
             ratio = (hi / lo).where(lo > 0, np.inf)
             spread = spread.fillna(ratio.where(lo.notna() & hi.notna()))
     return spread
@@ -85,7 +89,9 @@ def short_caveat(caveat):
     'set-up not measurable; noisy: repeats spread 3.1x'
     """
     parts = _text(caveat).split("; ")
-    return "; ".join(part if part.startswith("noisy") else part.split(":")[0] for part in parts if part)
+    return "; ".join(
+        part if part.startswith("noisy") else part.split(":")[0] for part in parts if part
+    )
 
 
 def with_caveat(phrase, caveat):

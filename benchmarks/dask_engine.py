@@ -13,6 +13,7 @@ when the cluster misbehaves:
   seconds, as the user chose;
 * one Ctrl-C cancels the runs not started and stops those under way.
 """
+
 import contextlib
 import logging
 import signal
@@ -49,7 +50,11 @@ def _by_value(function):
     only (dask, papermill, helpers, the Jupyter kernel).
     """
     copy = types.FunctionType(
-        function.__code__, function.__globals__, function.__name__, function.__defaults__, function.__closure__,
+        function.__code__,
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
     )
     copy.__kwdefaults__ = function.__kwdefaults__
     copy.__doc__ = function.__doc__
@@ -86,14 +91,19 @@ def dask_client(jobs=None, scheduler=None, timeout="10s"):
         # callbacks run last in, first out: the level comes back once all is closed
         stack.callback(logger.setLevel, level)
         stack.callback(cloudpickle.unregister_pickle_by_value, module)
-        logger.setLevel(logging.CRITICAL)  # the cluster's start, connections and failures are said in words
+        logger.setLevel(
+            logging.CRITICAL
+        )  # the cluster's start, connections and failures are said in words
         if scheduler:
             client = Client(scheduler, timeout=timeout)
         else:
             with _sigint_ignored():
                 cluster = LocalCluster(
-                    n_workers=jobs, threads_per_worker=1, processes=True,
-                    dashboard_address=":0", silence_logs=logging.ERROR,
+                    n_workers=jobs,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=":0",
+                    silence_logs=logging.ERROR,
                 )
             stack.callback(_quiet_close, cluster)
             client = Client(cluster)
@@ -148,7 +158,11 @@ def run_on_dask(sweep, client, stop_without_workers=None):
     try:
         for run in sweep.todo:
             future = client.submit(
-                task, *sweep.arguments(run), stop=stop.name, key=f"{run['id']}-{uuid.uuid4().hex[:8]}", pure=False,
+                task,
+                *sweep.arguments(run),
+                stop=stop.name,
+                key=f"{run['id']}-{uuid.uuid4().hex[:8]}",
+                pure=False,
             )
             pending[future] = run
         sweep.progress  # noqa: B018  (draws the bar)
@@ -171,7 +185,10 @@ def run_on_dask(sweep, client, stop_without_workers=None):
                 raise NoWorkerLeft(
                     f"No dask worker for {alone:.0f} s at {client.scheduler.address}: {len(pending)} runs did not run."
                 )
-            if alone >= min(NO_WORKER_NOTICE_S, stop_without_workers or NO_WORKER_NOTICE_S) and not said:
+            if (
+                alone >= min(NO_WORKER_NOTICE_S, stop_without_workers or NO_WORKER_NOTICE_S)
+                and not said
+            ):
                 tqdm.write(
                     f"No dask worker is left at {client.scheduler.address}: {len(pending)} runs wait for one. "
                     f"Start workers (dask worker {client.scheduler.address} --nthreads 1), or Ctrl-C to stop "

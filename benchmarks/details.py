@@ -8,6 +8,7 @@ The scaling benchmark, one row per framework and value of the varied
 parameter, reads better as one table per parameter: values down, frameworks
 across.
 """
+
 import os
 
 import numpy as np
@@ -73,7 +74,10 @@ def _caveat_or_error(group):
     """Per row: why it did not run, or its caveat in short (the table's cell)."""
     caveat = group["caveat"] if "caveat" in group else pd.Series("", index=group.index)
     error = group["error"] if "error" in group else pd.Series(None, index=group.index)
-    return [f"not run: {e}" if isinstance(e, str) and e else short_caveat(c) for c, e in zip(caveat.fillna(""), error)]
+    return [
+        f"not run: {e}" if isinstance(e, str) and e else short_caveat(c)
+        for c, e in zip(caveat.fillna(""), error)
+    ]
 
 
 def _caveats_in_full(group):
@@ -91,8 +95,12 @@ def _compact(group, benchmark):
     elif "model" in group:
         view["model"] = group["model"].astype(str).str.split(":").str[-1]
     if "input_shape" in group and group["input_shape"].notna().any():
-        view["input"] = [f"{shape} {dtype}" if isinstance(dtype, str) else str(shape)
-                         for shape, dtype in zip(group["input_shape"], group.get("input_dtype", [None] * len(group)))]
+        view["input"] = [
+            f"{shape} {dtype}" if isinstance(dtype, str) else str(shape)
+            for shape, dtype in zip(
+                group["input_shape"], group.get("input_dtype", [None] * len(group))
+            )
+        ]
     for column in ("optimizer", "threads", "framework"):
         if column in group and group[column].notna().any():
             view[column] = group[column]
@@ -102,15 +110,21 @@ def _compact(group, benchmark):
     else:
         view["ms per step"] = pd.to_numeric(group.get("time_per_update_s"), errors="coerce") * 1e3
     # one convention for every ratio: "1.7x faster" or "2.2x slower" than the peer
-    for column, name, as_time in (("ratio_to_torch_eager", "against torch eager", lambda r: r),
-                                  ("speedup_vs_sklearn", "against scikit-learn", lambda r: 1 / r)):
+    for column, name, as_time in (
+        ("ratio_to_torch_eager", "against torch eager", lambda r: r),
+        ("speedup_vs_sklearn", "against scikit-learn", lambda r: 1 / r),
+    ):
         if column in group and group[column].notna().any():
-            view[name] = [speed_phrase(as_time(float(r))) if pd.notna(r) and float(r) > 0 else "-"
-                          for r in pd.to_numeric(group[column], errors="coerce")]
+            view[name] = [
+                speed_phrase(as_time(float(r))) if pd.notna(r) and float(r) > 0 else "-"
+                for r in pd.to_numeric(group[column], errors="coerce")
+            ]
     if "compile_time_s" in group and group["compile_time_s"].notna().any():
         view["compile (s)"] = group["compile_time_s"]
     else:
-        loss = "val_loss" if "val_loss" in group and group["val_loss"].notna().any() else "train_loss"
+        loss = (
+            "val_loss" if "val_loss" in group and group["val_loss"].notna().any() else "train_loss"
+        )
         if loss in group:
             view[loss.replace("_", " ")] = group[loss]
     view["caveat, or why not run"] = _caveat_or_error(group)
@@ -134,12 +148,16 @@ def _scaling_tables(group):
     """One table per varied parameter: its values down, the frameworks across (µs per update)."""
     lines = []
     for varied, part in group.groupby("varied", sort=False):
-        table = part.assign(us=pd.to_numeric(part["time_per_update_s"], errors="coerce") * 1e6).pivot_table(
-            index=varied, columns="framework", values="us", aggfunc="median", sort=False)
+        table = part.assign(
+            us=pd.to_numeric(part["time_per_update_s"], errors="coerce") * 1e6
+        ).pivot_table(index=varied, columns="framework", values="us", aggfunc="median", sort=False)
         table = table.reset_index().rename(columns={varied: f"{varied} (µs per update below)"})
         lines += [f"### {varied}", ""] + markdown_table(table) + [""]
-        caveats = [f"{r['framework']} at {varied} {int(r[varied])}: {r['caveat']}"
-                   for r in part.to_dict("records") if r.get("caveat")]
+        caveats = [
+            f"{r['framework']} at {varied} {int(r[varied])}: {r['caveat']}"
+            for r in part.to_dict("records")
+            if r.get("caveat")
+        ]
         if caveats:
             lines += ["Not findings: " + "; ".join(caveats) + ".", ""]
     return lines
@@ -159,12 +177,21 @@ def details_text(df, csv_names=None, header=(), answers=()):
     answers : list of str
         The summary's answers per configuration (its ratios, under their own headings), first.
     """
-    lines = ["# Every measured configuration", "", *header,
-             "One table per benchmark, with the columns that answer; each table's CSV holds every column.", ""]
+    lines = [
+        "# Every measured configuration",
+        "",
+        *header,
+        "One table per benchmark, with the columns that answer; each table's CSV holds every column.",
+        "",
+    ]
     if answers:
-        lines += ["## Ratios per configuration", "",
-                  "The ratios the summary's answers rest on, a row per configuration and peer.", "",
-                  *answers]
+        lines += [
+            "## Ratios per configuration",
+            "",
+            "The ratios the summary's answers rest on, a row per configuration and peer.",
+            "",
+            *answers,
+        ]
     for benchmark, group in df.groupby("benchmark", sort=False) if not df.empty else []:
         lines += [f"## {benchmark}", ""]
         if benchmark == "scaling":

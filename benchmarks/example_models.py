@@ -9,7 +9,8 @@ each takes), which the full grid runs against torch eager and
 written from their papers' descriptions: a ResNet of BasicBlocks and a
 MobileNetV2 of inverted residuals.
 """
-import torch
+
+import torch  # noqa: F401  (the examples call it)
 from torch import nn
 
 
@@ -61,9 +62,16 @@ def upsampling_model():
 
 def _image_cnn(channels, hidden):
     return nn.Sequential(
-        nn.Conv2d(1, channels, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(channels, 2 * channels, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(2 * channels * 5 * 5, hidden), nn.ReLU(), nn.Linear(hidden, 10),
+        nn.Conv2d(1, channels, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(channels, 2 * channels, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(2 * channels * 5 * 5, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, 10),
     )
 
 
@@ -92,8 +100,13 @@ def image_cnn_large():
 def _normalized_mlp(features, width, norm, activation):
     """Linear, ``norm``, ``activation``, twice, ``width`` wide, then one output."""
     return nn.Sequential(
-        nn.Linear(features, width), norm(width), activation(),
-        nn.Linear(width, width), norm(width), activation(), nn.Linear(width, 1),
+        nn.Linear(features, width),
+        norm(width),
+        activation(),
+        nn.Linear(width, width),
+        norm(width),
+        activation(),
+        nn.Linear(width, 1),
     )
 
 
@@ -143,9 +156,13 @@ def batchnorm_mlp_large():
 
 def _sequence_conv(channels):
     return nn.Sequential(
-        nn.Conv1d(4, channels, 5, padding=2), nn.ReLU(),
-        nn.Conv1d(channels, channels, 5, padding=2), nn.ReLU(),
-        nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(channels, 1),
+        nn.Conv1d(4, channels, 5, padding=2),
+        nn.ReLU(),
+        nn.Conv1d(channels, channels, 5, padding=2),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool1d(1),
+        nn.Flatten(),
+        nn.Linear(channels, 1),
     )
 
 
@@ -183,7 +200,9 @@ class TokenClassifier(nn.Module):
     def __init__(self, vocabulary, dimension, hidden, n_classes=7):
         super().__init__()
         self.embedding = nn.Embedding(vocabulary, dimension)
-        self.head = nn.Sequential(nn.Linear(dimension, hidden), nn.ReLU(), nn.Linear(hidden, n_classes))
+        self.head = nn.Sequential(
+            nn.Linear(dimension, hidden), nn.ReLU(), nn.Linear(hidden, n_classes)
+        )
 
     def forward(self, ids):
         return self.head(self.embedding(ids).mean(dim=1))
@@ -213,8 +232,9 @@ def token_classifier_large():
 
 def _conv_bn(in_channels, out_channels, kernel, stride=1, groups=1):
     """A convolution without bias (the BatchNorm after it has one), then its BatchNorm2d."""
-    conv = nn.Conv2d(in_channels, out_channels, kernel, stride, padding=kernel // 2, groups=groups,
-                     bias=False)
+    conv = nn.Conv2d(
+        in_channels, out_channels, kernel, stride, padding=kernel // 2, groups=groups, bias=False
+    )
     return [conv, nn.BatchNorm2d(out_channels)]
 
 
@@ -232,8 +252,11 @@ class BasicBlock(nn.Module):
 
     def __init__(self, in_channels, out_channels, stride=1):
         super().__init__()
-        self.body = nn.Sequential(*_conv_bn(in_channels, out_channels, 3, stride), nn.ReLU(),
-                                  *_conv_bn(out_channels, out_channels, 3))
+        self.body = nn.Sequential(
+            *_conv_bn(in_channels, out_channels, 3, stride),
+            nn.ReLU(),
+            *_conv_bn(out_channels, out_channels, 3),
+        )
         same = stride == 1 and in_channels == out_channels
         projection = _conv_bn(in_channels, out_channels, 1, stride)
         self.shortcut = nn.Identity() if same else nn.Sequential(*projection)
@@ -295,8 +318,10 @@ class InvertedResidual(nn.Module):
         super().__init__()
         hidden = in_channels * expansion
         self.body = nn.Sequential(
-            *_conv_bn(in_channels, hidden, 1), nn.ReLU6(),
-            *_conv_bn(hidden, hidden, 3, stride, groups=hidden), nn.ReLU6(),
+            *_conv_bn(in_channels, hidden, 1),
+            nn.ReLU6(),
+            *_conv_bn(hidden, hidden, 3, stride, groups=hidden),
+            nn.ReLU6(),
             *_conv_bn(hidden, out_channels, 1),
         )
         self.residual = stride == 1 and in_channels == out_channels
@@ -314,8 +339,14 @@ def _mobilenet(stem, blocks, last, n_classes=10):
     for out_channels, stride, expansion in blocks:
         layers.append(InvertedResidual(channels, out_channels, stride, expansion))
         channels = out_channels
-    return nn.Sequential(*layers, *_conv_bn(channels, last, 1), nn.ReLU6(), nn.AdaptiveAvgPool2d(1),
-                         nn.Flatten(), nn.Linear(last, n_classes))
+    return nn.Sequential(
+        *layers,
+        *_conv_bn(channels, last, 1),
+        nn.ReLU6(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(last, n_classes),
+    )
 
 
 def mobilenet_small():

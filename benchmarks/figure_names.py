@@ -89,7 +89,10 @@ FIGURES = {
         profiles.kernel_value, model="image_cnn_large", family=_CONV, column="ORT/torch"
     ),
     "kernel.image_cnn.poolgrad": fig(
-        profiles.kernel_value, model="image_cnn_large", family="pooling gradient", column="ORT/torch"
+        profiles.kernel_value,
+        model="image_cnn_large",
+        family="pooling gradient",
+        column="ORT/torch",
     ),
     "kernel.resnet.convgrad.ort": fig(
         profiles.kernel_value, model="resnet_large", family=_CONV, column="ORT GFLOP/s (% peak)"
@@ -151,10 +154,18 @@ FIGURES = {
     ),
     "study.maxpool": fig(profiles.study_span, section=_POOL, variant="pool_first"),
     "study.conv1d.t1": fig(
-        profiles.study_span, section=_CONV1D, variant="last", models=("sequence_conv_large",), threads=1
+        profiles.study_span,
+        section=_CONV1D,
+        variant="last",
+        models=("sequence_conv_large",),
+        threads=1,
     ),
     "study.conv1d.t2": fig(
-        profiles.study_span, section=_CONV1D, variant="last", models=("sequence_conv_large",), threads=2
+        profiles.study_span,
+        section=_CONV1D,
+        variant="last",
+        models=("sequence_conv_large",),
+        threads=2,
     ),
     "study.conv2d": fig(
         profiles.study_span,
@@ -162,7 +173,9 @@ FIGURES = {
         variant="last",
         models=("image_cnn_small", "image_cnn_large", "resnet_block"),
     ),
-    "study.depthwise": fig(profiles.study_span, section=_CONV1D + ": depthwise_block", variant="last"),
+    "study.depthwise": fig(
+        profiles.study_span, section=_CONV1D + ": depthwise_block", variant="last"
+    ),
     "survey.relugrad.large": fig(
         profiles.section_cells,
         section="Where the steps spend their time",

@@ -291,8 +291,10 @@ def suite_figure(results, peer, threads):
     """
     table = suite_table(suite_ratios(results.summary))
     row = table[(table.peer == peer) & (table.threads == threads)].iloc[0]
-    return (f"{row['geometric mean']} (geometric mean; it wins {row['onnxruntime wins']} of "
-            f"{row['configurations']} configurations)")
+    return (
+        f"{row['geometric mean']} (geometric mean; it wins {row['onnxruntime wins']} of "
+        f"{row['configurations']} configurations)"
+    )
 
 
 def accuracy_figure(results, task):

@@ -11,13 +11,17 @@ it can and says what is missing; :func:`random_inputs` and
 Only numpy is imported at module level: the peak-memory processes import
 this module to draw their data without paying for torch.
 """
+
 import numpy as np
 
 #: The sequence length of token ids when a model starting with ``nn.Embedding`` is not told.
 DEFAULT_SEQUENCE_LENGTH = 32
 #: What a convolution's samples look like, for the message asking for ``input_shape``.
-_CONV_SHAPES = {1: "(channels, length), e.g. [{c}, 32]", 2: "(channels, height, width), e.g. [{c}, 28, 28]",
-                3: "(channels, depth, height, width), e.g. [{c}, 8, 28, 28]"}
+_CONV_SHAPES = {
+    1: "(channels, length), e.g. [{c}, 32]",
+    2: "(channels, height, width), e.g. [{c}, 28, 28]",
+    3: "(channels, depth, height, width), e.g. [{c}, 8, 28, 28]",
+}
 
 
 class InputSpec:
@@ -40,11 +44,18 @@ class InputSpec:
     """
 
     def __init__(self, shape, dtype, vocabulary=None, source=""):
-        self.shape, self.dtype, self.vocabulary, self.source = tuple(shape), dtype, vocabulary, source
+        self.shape, self.dtype, self.vocabulary, self.source = (
+            tuple(shape),
+            dtype,
+            vocabulary,
+            source,
+        )
 
     def __repr__(self):
-        return (f"InputSpec(shape={self.shape}, dtype={self.dtype!r}, vocabulary={self.vocabulary}, "
-                f"source={self.source!r})")
+        return (
+            f"InputSpec(shape={self.shape}, dtype={self.dtype!r}, vocabulary={self.vocabulary}, "
+            f"source={self.source!r})"
+        )
 
 
 def weighted_layers(module):
@@ -56,8 +67,11 @@ def weighted_layers(module):
     >>> [type(m).__name__ for m in weighted_layers(nn.Sequential(nn.Linear(4, 2), nn.ReLU(), nn.LayerNorm(2)))]
     ['Linear', 'LayerNorm']
     """
-    return (layer for layer in module.modules()
-            if not list(layer.children()) and any(True for _ in layer.parameters(recurse=False)))
+    return (
+        layer
+        for layer in module.modules()
+        if not list(layer.children()) and any(True for _ in layer.parameters(recurse=False))
+    )
 
 
 def first_layer(module):
@@ -84,17 +98,28 @@ def _shape_from_layer(layer):
 
     name = type(layer).__name__
     if isinstance(layer, nn.Embedding):
-        return ((DEFAULT_SEQUENCE_LENGTH,), "int64",
-                f"first layer {name}: sequences of {DEFAULT_SEQUENCE_LENGTH} token ids below {layer.num_embeddings}")
+        return (
+            (DEFAULT_SEQUENCE_LENGTH,),
+            "int64",
+            f"first layer {name}: sequences of {DEFAULT_SEQUENCE_LENGTH} token ids below {layer.num_embeddings}",
+        )
     if isinstance(layer, nn.Linear):
-        return (layer.in_features,), "float32", f"first layer {name}: rows of {layer.in_features} features"
+        return (
+            (layer.in_features,),
+            "float32",
+            f"first layer {name}: rows of {layer.in_features} features",
+        )
     if isinstance(layer, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
         rank = len(layer.kernel_size)
         expected = _CONV_SHAPES.get(rank, "(channels, ...)").format(c=layer.in_channels)
-        raise ValueError(f"The first layer is {name}: it says its {layer.in_channels} input channels, not the size "
-                         f"of a sample. Give input_shape, {expected}.")
-    raise ValueError(f"The first layer is {name}: give input_shape (one sample, without the batch dimension) "
-                     "and input_dtype ('float32' or 'int64').")
+        raise ValueError(
+            f"The first layer is {name}: it says its {layer.in_channels} input channels, not the size "
+            f"of a sample. Give input_shape, {expected}."
+        )
+    raise ValueError(
+        f"The first layer is {name}: give input_shape (one sample, without the batch dimension) "
+        "and input_dtype ('float32' or 'int64')."
+    )
 
 
 def input_spec(module, input_shape=None, input_dtype=None):
@@ -147,7 +172,9 @@ Give input_shape, (channels, height, width), e.g. [1, 28, 28].
     if dtype not in ("float32", "int64"):
         raise ValueError(f"input_dtype must be 'float32' or 'int64', got {dtype!r}.")
     if dtype == "int64" and embedding is None:
-        raise ValueError("int64 inputs are token ids: the model has no nn.Embedding to say how many ids there are.")
+        raise ValueError(
+            "int64 inputs are token ids: the model has no nn.Embedding to say how many ids there are."
+        )
     vocabulary = embedding.num_embeddings if dtype == "int64" else None
     return InputSpec(shape, dtype, vocabulary, source)
 
@@ -223,11 +250,15 @@ def output_width(module, spec):
         with torch.no_grad():
             out = module(torch.from_numpy(random_inputs(2, spec)))
     except Exception as exc:
-        raise ValueError(f"The model does not take samples of shape {list(spec.shape)} ({spec.dtype}): {exc}") from exc
+        raise ValueError(
+            f"The model does not take samples of shape {list(spec.shape)} ({spec.dtype}): {exc}"
+        ) from exc
     finally:
         module.train(training)
     if not isinstance(out, torch.Tensor) or out.dim() != 2:
         shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise ValueError(f"The model returns {shape} for 2 samples: it must return (batch, outputs), "
-                         "one row of scores or values per sample.")
+        raise ValueError(
+            f"The model returns {shape} for 2 samples: it must return (batch, outputs), "
+            "one row of scores or values per sample."
+        )
     return int(out.shape[1])

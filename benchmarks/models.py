@@ -22,14 +22,13 @@ The loss is torch's ``MSELoss``, the ``squared_error`` of
 carries a factor 1/2. The same updates as scikit-learn's therefore need half
 its learning rate (:func:`ort_learning_rate`).
 """
+
 import copy
 
 import numpy as np
 from sklearn.neural_network import MLPRegressor
 from sklearn.utils import Bunch
 
-from helpers.teaching.datasets import random_regression, split_standardized  # noqa: F401 (re-exported)
-from helpers.teaching.sklearn_bridge import fit_first_epoch
 from helpers.measure.timing import (  # noqa: F401 (the benchmarks' notebooks use them as bm.*)
     fit_times,
     interleaved_fit_times,
@@ -37,6 +36,8 @@ from helpers.measure.timing import (  # noqa: F401 (the benchmarks' notebooks us
     marginal_step_cost,
     timing_note,
 )
+from helpers.teaching.datasets import random_regression, split_standardized  # noqa: F401 (re-exported)
+from helpers.teaching.sklearn_bridge import fit_first_epoch
 
 #: Framework names, exactly as :mod:`benchmarks.aggregate` expects them.
 SKLEARN = "scikit-learn"
@@ -53,9 +54,25 @@ BOUNDS = (NUMPY_MATMUL, ORT_BOUND)
 
 #: The columns every benchmark row has (see :mod:`benchmarks.aggregate`).
 ROW_KEYS = (
-    "benchmark", "model", "framework", "optimizer", "n_samples", "n_features", "hidden",
-    "batch_size", "epochs", "updates", "varied", "fit_time_s", "time_per_update_s",
-    "time_per_sample_s", "samples_per_s", "train_loss", "val_loss", "comparable", "note",
+    "benchmark",
+    "model",
+    "framework",
+    "optimizer",
+    "n_samples",
+    "n_features",
+    "hidden",
+    "batch_size",
+    "epochs",
+    "updates",
+    "varied",
+    "fit_time_s",
+    "time_per_update_s",
+    "time_per_sample_s",
+    "samples_per_s",
+    "train_loss",
+    "val_loss",
+    "comparable",
+    "note",
     "error",
 )
 
@@ -118,14 +135,19 @@ def make_data(n_samples, n_features, val_fraction=0.2, noise=0.3, random_state=0
     from sklearn.datasets import make_regression  # noqa: PLC0415
 
     X, y = make_regression(
-        n_samples=n_samples, n_features=n_features, n_informative=n_features,
+        n_samples=n_samples,
+        n_features=n_features,
+        n_informative=n_features,
         random_state=random_state,
     )
     rng = np.random.default_rng(random_state)
     y = (y - y.mean()) / (y.std() or 1.0) + noise * rng.standard_normal(n_samples)
     split = split_standardized(X, y, val_fraction, random_state)
     return Bunch(
-        X_train=split.X_train, X_val=split.X_test, y_train=split.y_train, y_val=split.y_test,
+        X_train=split.X_train,
+        X_val=split.X_test,
+        y_train=split.y_train,
+        y_val=split.y_test,
         noise=noise,
     )
 
@@ -160,7 +182,9 @@ def draw_batches(X, y, batch_size, n_batches, random_state=0):
 
 
 # -- models -------------------------------------------------------------------------------
-def sgd_mlp_regressor(hidden, batch_size, learning_rate, max_iter, random_state=0, warm_start=False):
+def sgd_mlp_regressor(
+    hidden, batch_size, learning_rate, max_iter, random_state=0, warm_start=False
+):
     """An ``MLPRegressor`` doing plain SGD: the update rule the ONNX runs reproduce.
 
     ReLU, one hidden layer, ``solver='sgd'`` without momentum, no L2 penalty
@@ -242,16 +266,14 @@ def zero_linear_onnx(n_features):
     ``LinearRegression`` with ``black_op={'LinearRegressor'}`` (MatMul + Add,
     trainable initializers ``coef`` and ``intercept``).
     """
-    from sklearn.linear_model import LinearRegression  # noqa: PLC0415
     from skl2onnx import to_onnx  # noqa: PLC0415
+    from sklearn.linear_model import LinearRegression  # noqa: PLC0415
 
     from helpers.core.onnx_graph import get_train_initializer, replace_initializers  # noqa: PLC0415
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n_features + 2, n_features)).astype(np.float32)
-    onx = to_onnx(
-        LinearRegression().fit(X, X.sum(axis=1)), X[:1], black_op={"LinearRegressor"}
-    )
+    onx = to_onnx(LinearRegression().fit(X, X.sum(axis=1)), X[:1], black_op={"LinearRegressor"})
     zeros = {k: np.zeros_like(v) for k, v in get_train_initializer(onx).items()}
     return replace_initializers(onx, zeros)
 
@@ -300,7 +322,9 @@ def mlp_layers(onx, weights=None):
             pending = None
     n_relu = sum(node.op_type == "Relu" for node in onx.graph.node)
     if n_relu != len(layers) - 1:
-        raise ValueError(f"Expected a ReLU between consecutive layers: {len(layers)} layers, {n_relu} ReLU.")
+        raise ValueError(
+            f"Expected a ReLU between consecutive layers: {len(layers)} layers, {n_relu} ReLU."
+        )
     return layers
 
 
@@ -333,7 +357,9 @@ def torch_mlp(onx):
         linear = torch.nn.Linear(W.shape[0], W.shape[1])
         with torch.no_grad():
             linear.weight.copy_(torch.from_numpy(np.array(W.T, order="C")))
-            linear.bias.copy_(torch.from_numpy(np.array(b)))  # a copy: initializers may be read-only
+            linear.bias.copy_(
+                torch.from_numpy(np.array(b))
+            )  # a copy: initializers may be read-only
         modules.append(linear)
         if i < len(layers) - 1:
             modules.append(torch.nn.ReLU())

@@ -5,6 +5,7 @@ machine that runs it (a dask worker's or this one's) and hands back its
 record and the executed notebook; :func:`store` writes them, atomically,
 into the results folder, where :func:`is_complete` finds them again.
 """
+
 import contextlib
 import json
 import logging
@@ -82,7 +83,13 @@ def run_notebook(notebook, source, parameters, kernel_name, stop=None, attempts=
     from helpers.core.training_cache import remove_stale_folders  # noqa: PLC0415
 
     is_stopped = _stop_check(stop)
-    outcome = {"record": None, "notebook": None, "error": None, "stopped": False, "worker": _worker_info()}
+    outcome = {
+        "record": None,
+        "notebook": None,
+        "error": None,
+        "stopped": False,
+        "worker": _worker_info(),
+    }
     # a short path: the kernel's sockets are files in it (at most 107 characters); named with this
     # process's id, so that the next run on this machine removes it if this process is killed
     where = "/tmp" if os.path.isdir("/tmp") else None

@@ -13,6 +13,7 @@ what torch and onnxruntime set up before their first step, on a first fit
 and on a refit (:func:`setup_costs`); every model of the zoo, both
 measured: :mod:`benchmarks.zoo_costs`.
 """
+
 import argparse
 import functools
 import json
@@ -29,8 +30,18 @@ FRAMEWORKS = ("ort whole-training", "ort forward-backward", "torch eager", "scik
 #: Learning rate of every framework's plain SGD (memory and set-up are measured, not accuracy).
 LEARNING_RATE = 1e-3
 #: The columns of :func:`measure`; ``peak_memory.csv`` keeps the memory ones.
-_COLUMNS = ["framework", "import_mb", "peak_mb", "training_mb", "first_fit_setup_s",
-            "refit_setup_s", "step_s", "first_fit_builds", "refit_builds", "refit_cache_hits"]
+_COLUMNS = [
+    "framework",
+    "import_mb",
+    "peak_mb",
+    "training_mb",
+    "first_fit_setup_s",
+    "refit_setup_s",
+    "step_s",
+    "first_fit_builds",
+    "refit_builds",
+    "refit_cache_hits",
+]
 MEMORY_COLUMNS = _COLUMNS[:4]
 
 
@@ -45,7 +56,9 @@ def _peak_mb():
         for line in f:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
-    raise RuntimeError("/proc/self/status has no VmHWM line: peak memory is measured on Linux only.")
+    raise RuntimeError(
+        "/proc/self/status has no VmHWM line: peak memory is measured on Linux only."
+    )
 
 
 def _module(model_function, n_features, hidden):
@@ -57,7 +70,9 @@ def _module(model_function, n_features, hidden):
     if model_function:
         name, function = model_function.split(":")
         return getattr(importlib.import_module(name), function)()
-    return torch.nn.Sequential(torch.nn.Linear(n_features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
+    return torch.nn.Sequential(
+        torch.nn.Linear(n_features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1)
+    )
 
 
 def _onnx(model_function, n_features, hidden, example):
@@ -74,7 +89,9 @@ def _onnx(model_function, n_features, hidden, example):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return export_for_training(_module(model_function, n_features, hidden), torch.from_numpy(example))
+        return export_for_training(
+            _module(model_function, n_features, hidden), torch.from_numpy(example)
+        )
 
 
 def _torch_fit(model_function, n_features, hidden, batch_size):
@@ -136,8 +153,9 @@ def _ort_fits(framework, onx, batch_size, counts):
 
     common = {"batch_size": batch_size, "validation_every": 0}
     if framework == "ort whole-training":
-        optimizer = OrtGradientOptimizer(add_loss_output(onx), learning_rate=LEARNING_RATE,
-                                         **common)
+        optimizer = OrtGradientOptimizer(
+            add_loss_output(onx), learning_rate=LEARNING_RATE, **common
+        )
     else:
         rate = LearningRateSGD(LEARNING_RATE, learning_rate="constant")
         optimizer = OrtGradientForwardBackwardOptimizer(onx, learning_rate=rate, **common)
@@ -159,8 +177,9 @@ def _ort_fits(framework, onx, batch_size, counts):
     return functools.partial(fit, first=True), functools.partial(fit, first=False)
 
 
-def setup_costs(first_fit, refit, X, y, batch_size, epochs, repeats=3, rows=2,
-                clock=time.perf_counter):
+def setup_costs(
+    first_fit, refit, X, y, batch_size, epochs, repeats=3, rows=2, clock=time.perf_counter
+):
     """Set-up of a first fit and of a refit: what each spends beside its steps, in seconds.
 
     ``first_fit`` and ``refit`` are ``fit(X, y, epochs)`` returning
@@ -204,12 +223,27 @@ def setup_costs(first_fit, refit, X, y, batch_size, epochs, repeats=3, rows=2,
     refit_setup = max(min(seconds for seconds, _ in refits) - step, 0.0)
     trained, _ = timed(refit, X, y, epochs)
     steps = epochs * -(-len(X) // batch_size)
-    return {"first_fit_setup_s": max(first_s - step, 0.0), "refit_setup_s": refit_setup,
-            "step_s": (trained - refit_setup) / steps}
+    return {
+        "first_fit_setup_s": max(first_s - step, 0.0),
+        "refit_setup_s": refit_setup,
+        "step_s": (trained - refit_setup) / steps,
+    }
 
 
-def _child(framework, n_features, hidden, n_samples, batch_size, epochs, model_function=None,
-           n_outputs=1, input_shape=None, input_dtype="float32", vocabulary=None, repeats=3):
+def _child(
+    framework,
+    n_features,
+    hidden,
+    n_samples,
+    batch_size,
+    epochs,
+    model_function=None,
+    n_outputs=1,
+    input_shape=None,
+    input_dtype="float32",
+    vocabulary=None,
+    repeats=3,
+):
     """Import, measure, fit, measure: what one process prints (JSON).
 
     With ``model_function`` (``"package.module:function"`` returning a torch
@@ -233,9 +267,16 @@ def _child(framework, n_features, hidden, n_samples, batch_size, epochs, model_f
         from sklearn.neural_network import MLPRegressor
 
         imported = _peak_mb()
-        MLPRegressor(hidden_layer_sizes=(hidden,), solver="sgd", batch_size=batch_size,
-                     max_iter=epochs, learning_rate_init=LEARNING_RATE, momentum=0, tol=0,
-                     n_iter_no_change=10**6).fit(X, y.ravel())
+        MLPRegressor(
+            hidden_layer_sizes=(hidden,),
+            solver="sgd",
+            batch_size=batch_size,
+            max_iter=epochs,
+            learning_rate_init=LEARNING_RATE,
+            momentum=0,
+            tol=0,
+            n_iter_no_change=10**6,
+        ).fit(X, y.ravel())
     else:
         if framework == "torch eager":
             first_fit = refit = _torch_fit(model_function, n_features, hidden, batch_size)
@@ -254,9 +295,20 @@ def _child(framework, n_features, hidden, n_samples, batch_size, epochs, model_f
     print(json.dumps({**result, "import_mb": imported, "peak_mb": _peak_mb()}))
 
 
-def measure(n_features=100, hidden=50, n_samples=8000, batch_size=100, epochs=3, model_function=None,
-            n_outputs=1, frameworks=FRAMEWORKS, input_shape=None, input_dtype="float32",
-            vocabulary=None, repeats=3):
+def measure(
+    n_features=100,
+    hidden=50,
+    n_samples=8000,
+    batch_size=100,
+    epochs=3,
+    model_function=None,
+    n_outputs=1,
+    frameworks=FRAMEWORKS,
+    input_shape=None,
+    input_dtype="float32",
+    vocabulary=None,
+    repeats=3,
+):
     """Peak memory and set-up of each framework, each in a fresh process.
 
     ``model_function`` trains a module of one's own instead of the MLP
@@ -283,13 +335,24 @@ def measure(n_features=100, hidden=50, n_samples=8000, batch_size=100, epochs=3,
     for framework in frameworks:
         if model_function and framework == "scikit-learn":
             continue
-        kwargs = {"framework": framework, "n_features": n_features, "hidden": hidden,
-                  "n_samples": n_samples, "batch_size": batch_size, "epochs": epochs,
-                  "model_function": model_function, "n_outputs": n_outputs,
-                  "input_shape": None if input_shape is None else tuple(input_shape),
-                  "input_dtype": input_dtype, "vocabulary": vocabulary, "repeats": repeats}
+        kwargs = {
+            "framework": framework,
+            "n_features": n_features,
+            "hidden": hidden,
+            "n_samples": n_samples,
+            "batch_size": batch_size,
+            "epochs": epochs,
+            "model_function": model_function,
+            "n_outputs": n_outputs,
+            "input_shape": None if input_shape is None else tuple(input_shape),
+            "input_dtype": input_dtype,
+            "vocabulary": vocabulary,
+            "repeats": repeats,
+        }
         code = f"from benchmarks.peak_memory import _child; _child(**{kwargs!r})"
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=False
+        )
         if out.returncode:
             raise RuntimeError(f"The process measuring {framework} failed:\n{out.stderr[-2000:]}")
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -310,7 +373,9 @@ def plot(df, title):
     fig, ax = plt.subplots(figsize=(7, 0.6 * len(df) + 1.5))
     colors = [style.color(f) for f in df.framework]
     ax.barh(df.framework, df.import_mb, color=colors, alpha=0.45, label="imports and model")
-    ax.barh(df.framework, df.training_mb, left=df.import_mb, color=colors, label="added by training")
+    ax.barh(
+        df.framework, df.training_mb, left=df.import_mb, color=colors, label="added by training"
+    )
     for y, (_, row) in enumerate(df.iterrows()):
         ax.text(row.peak_mb, y, f" {row.peak_mb:.0f} MB", va="center", fontsize=8)
     ax.invert_yaxis()
@@ -326,7 +391,9 @@ def main(argv=None):
     """Measure and write; see ``--help``."""
     from benchmarks.records import atomic_write_bytes, atomic_write_text
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.peak_memory", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.peak_memory", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--quick", action="store_true", help="a tiny network (tests)")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
@@ -334,10 +401,13 @@ def main(argv=None):
     size = quick if args.quick else {}
     df = measure(**size)
     params = {"n_features": 100, "hidden": 50, "batch_size": 100, **size}
-    title = (f"Peak memory, MLP {params['n_features']}-{params['hidden']}-1, batches of "
-             f"{params['batch_size']}: light bars are the imports, dark ones what training adds")
-    atomic_write_text(os.path.join(args.out, "peak_memory.csv"),
-                      df[MEMORY_COLUMNS].to_csv(index=False))
+    title = (
+        f"Peak memory, MLP {params['n_features']}-{params['hidden']}-1, batches of "
+        f"{params['batch_size']}: light bars are the imports, dark ones what training adds"
+    )
+    atomic_write_text(
+        os.path.join(args.out, "peak_memory.csv"), df[MEMORY_COLUMNS].to_csv(index=False)
+    )
     atomic_write_bytes(os.path.join(args.out, "peak_memory.png"), plot(df, title))
     print(df[MEMORY_COLUMNS].round(1).to_string(index=False))
     return 0

@@ -5,6 +5,7 @@ The summary's answer (:mod:`benchmarks.aggregate`), the model zoo's
 (:mod:`benchmarks.your_model`) all compare an onnxruntime API with a peer
 by the ratio of their times; they read it with the same threshold.
 """
+
 import numpy as np
 
 from benchmarks.caveats import ratio_caveat
@@ -98,5 +99,8 @@ def framework_ratios(group, measure, pairs):
     """
     times = group.groupby("framework")[measure].median()
     caveats = group.groupby("framework")["caveat"].agg(lambda c: ratio_caveat(*c))
-    return [(api, peer, float(times[api] / times[peer]), ratio_caveat(caveats[api], caveats[peer]))
-            for api, peer in pairs if api in times and peer in times]
+    return [
+        (api, peer, float(times[api] / times[peer]), ratio_caveat(caveats[api], caveats[peer]))
+        for api, peer in pairs
+        if api in times and peer in times
+    ]

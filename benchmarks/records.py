@@ -3,6 +3,7 @@
 A benchmark notebook measures, then calls :func:`write_record` once with its
 rows; ``python -m benchmarks`` runs the notebooks and aggregates the records.
 """
+
 import datetime
 import json
 import os
@@ -47,7 +48,9 @@ def _cpu_model():
 
 #: The instruction sets that decide a CPU kernel's speed: /proc/cpuinfo's flag, and its name.
 INSTRUCTION_SETS = {
-    "avx2": "AVX2", "avx512f": "AVX-512 (avx512f)", "avx512_vnni": "AVX-512 VNNI",
+    "avx2": "AVX2",
+    "avx512f": "AVX-512 (avx512f)",
+    "avx512_vnni": "AVX-512 VNNI",
     "amx_tile": "AMX",
 }
 
@@ -83,9 +86,8 @@ def machine_info():
     ``cpu_flags`` (the flags of :data:`INSTRUCTION_SETS` the processor has)
     and ``memory_gib`` are None off Linux.
     """
-    from threadpoolctl import threadpool_info  # noqa: PLC0415
-
     import torch  # noqa: PLC0415
+    from threadpoolctl import threadpool_info  # noqa: PLC0415
 
     return {
         "cpu": _cpu_model(),
@@ -100,7 +102,9 @@ def machine_info():
             {k: pool.get(k) for k in ("internal_api", "num_threads", "version", "architecture")}
             for pool in threadpool_info()
         ],
-        "env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_CORETYPE") if k in os.environ},
+        "env": {
+            k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_CORETYPE") if k in os.environ
+        },
     }
 
 
@@ -166,19 +170,24 @@ scikit-learn not recorded in these runs, numpy not recorded in these runs
     if threads:
         processor += f"; threads used: {_and(sorted({int(t) for t in threads}))}"
     memory = info.get("memory_gib")
-    system = [info.get("platform") or f"operating system {NOT_RECORDED}",
-              f"Python {info.get('python') or NOT_RECORDED}"]
+    system = [
+        info.get("platform") or f"operating system {NOT_RECORDED}",
+        f"Python {info.get('python') or NOT_RECORDED}",
+    ]
     found = {p: versions.get(p) for p in PINNED}
-    found["onnxruntime-training"] = (found["onnxruntime-training"]
-                                     or versions.get("onnxruntime-training-cpu"))
+    found["onnxruntime-training"] = found["onnxruntime-training"] or versions.get(
+        "onnxruntime-training-cpu"
+    )
     named = [f"{p} {v or NOT_RECORDED}" for p, v in found.items()]
     if not any(found.values()):
         named = [NOT_RECORDED]
-    return [f"- **Processor**: {processor}",
-            f"- **Instruction sets**: {_instruction_sets(info.get('cpu_flags'))}",
-            f"- **Memory**: {NOT_RECORDED if memory is None else f'{memory:g} GiB'}",
-            f"- **System**: {', '.join(system)}",
-            f"- **Versions**: {', '.join(named)}"]
+    return [
+        f"- **Processor**: {processor}",
+        f"- **Instruction sets**: {_instruction_sets(info.get('cpu_flags'))}",
+        f"- **Memory**: {NOT_RECORDED if memory is None else f'{memory:g} GiB'}",
+        f"- **System**: {', '.join(system)}",
+        f"- **Versions**: {', '.join(named)}",
+    ]
 
 
 def results_file(results, name):
@@ -266,7 +275,9 @@ def write_record(path, notebook, parameters, rows, started=None):
         "machine": machine_info(),
         "finished": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(),
         "duration_s": None if started is None else now - started,
-        "conditions": None if started is None else machine_conditions(RunClock(started, 0.0), threads),
+        "conditions": None
+        if started is None
+        else machine_conditions(RunClock(started, 0.0), threads),
     }
     if path:
         atomic_write_text(path, json.dumps(record, indent=1, default=float))

@@ -28,6 +28,7 @@ One Ctrl-C stops a sweep: the runs under way stop (their kernels are
 killed), the runs not started are cancelled, the complete records stay, and
 the same command resumes the sweep (exit status 130).
 """
+
 import argparse
 import concurrent.futures
 import contextlib
@@ -65,7 +66,9 @@ class Sweep:
         self.todo = todo
         self.results = results
         self.kernel_name = kernel_name
-        self.concurrent = concurrent  # runs at once on one machine: their records say they shared the cores
+        self.concurrent = (
+            concurrent  # runs at once on one machine: their records say they shared the cores
+        )
         self.complete = []
         self.failures = []
         self._progress = None
@@ -104,7 +107,9 @@ class Sweep:
     def sequential(self):
         """One run after the other, each in a thread of its own that Ctrl-C can stop."""
         stop = threading.Event()
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-run") as pool:
+        with concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="bench-run"
+        ) as pool:
             self.progress  # noqa: B018  (draws the bar)
             for run in self.todo:
                 future = pool.submit(run_notebook, *self.arguments(run), stop=stop)
@@ -143,30 +148,44 @@ def parse_arguments(argv=None):
     )
     parser.add_argument("--grid", default="quick", help="quick (default), full, or a TOML file")
     parser.add_argument(
-        "--results", default=DEFAULT_RESULTS,
+        "--results",
+        default=DEFAULT_RESULTS,
         help=f"output folder (default: {DEFAULT_RESULTS}; the reference: {REFERENCE_RESULTS})",
     )
     parser.add_argument(
-        "--jobs", type=int, default=1,
+        "--jobs",
+        type=int,
+        default=1,
         help="runs at once on this machine, on a dask LocalCluster (default 1: one after the other, no dask); "
         "their timings are not comparable with runs made one at a time",
     )
     parser.add_argument(
-        "--scheduler", metavar="ADDRESS",
+        "--scheduler",
+        metavar="ADDRESS",
         help="send the runs to a running dask cluster: the tcp://HOST:PORT `dask scheduler` prints (port 8786)",
     )
     parser.add_argument(
-        "--stop-without-workers", type=float, metavar="SECONDS",
+        "--stop-without-workers",
+        type=float,
+        metavar="SECONDS",
         help="with --scheduler: stop the sweep once no worker has been there for SECONDS "
         "(default: say so after 30 s and wait for one)",
     )
     parser.add_argument("--force", action="store_true", help="run again the runs already complete")
-    parser.add_argument("--only", action="append", help="run only this benchmark of the grid (repeatable)")
-    parser.add_argument("--kernel", default="ort-training", help="Jupyter kernel (default ort-training)")
     parser.add_argument(
-        "--summary-only", action="store_true", help="only write the summary of the grid's existing records",
+        "--only", action="append", help="run only this benchmark of the grid (repeatable)"
     )
-    parser.add_argument("--debug", action="store_true", help="show the full traceback of a connection failure")
+    parser.add_argument(
+        "--kernel", default="ort-training", help="Jupyter kernel (default ort-training)"
+    )
+    parser.add_argument(
+        "--summary-only",
+        action="store_true",
+        help="only write the summary of the grid's existing records",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the full traceback of a connection failure"
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be 1 or more")
@@ -242,14 +261,22 @@ def _run(sweep, args):
             if args.scheduler:
                 tasks_per_host = {}  # tasks a host runs at once: the threads of its workers
                 for info in check_workers(client).values():
-                    tasks_per_host[info.get("host")] = tasks_per_host.get(info.get("host"), 0) + info.get("nthreads", 1)
+                    tasks_per_host[info.get("host")] = tasks_per_host.get(
+                        info.get("host"), 0
+                    ) + info.get("nthreads", 1)
                 sweep.concurrent = max(tasks_per_host.values(), default=1)
             run_on_dask(sweep, client, args.stop_without_workers)
-    except (OSError, TimeoutError) as error:  # the scheduler went away, or never answered dask's handshake
+    except (
+        OSError,
+        TimeoutError,
+    ) as error:  # the scheduler went away, or never answered dask's handshake
         if args.debug:
             traceback.print_exc()
-        print(f"error: the dask scheduler at {args.scheduler} stopped answering ({type(error).__name__}: "
-              f"{str(error).splitlines()[0][:150] if str(error) else ''}).", file=sys.stderr)
+        print(
+            f"error: the dask scheduler at {args.scheduler} stopped answering ({type(error).__name__}: "
+            f"{str(error).splitlines()[0][:150] if str(error) else ''}).",
+            file=sys.stderr,
+        )
         return False
     return True
 
@@ -264,7 +291,9 @@ def main(argv=None):
         if not args.summary_only:
             done = [r for r in runs if is_complete(args.results, r)]
             todo = runs if args.force else [r for r in runs if r not in done]
-            print(f"{len(runs)} runs in the grid, {len(done)} already complete, {len(todo)} to run.")
+            print(
+                f"{len(runs)} runs in the grid, {len(done)} already complete, {len(todo)} to run."
+            )
             if args.jobs > 1:
                 warnings.warn(
                     f"--jobs {args.jobs}: parallel runs share the cores and disturb each other's "
@@ -272,18 +301,24 @@ def main(argv=None):
                     "Use it for smoke tests, not for figures you will quote.",
                     stacklevel=1,
                 )
-            sweep = Sweep(todo, args.results, args.kernel, concurrent=min(args.jobs, max(len(todo), 1)))
+            sweep = Sweep(
+                todo, args.results, args.kernel, concurrent=min(args.jobs, max(len(todo), 1))
+            )
             started = time.perf_counter()
             if not _run(sweep, args):
                 sweep.close()
                 return USAGE_ERROR
             sweep.close()
             if todo:
-                print(f"{len(sweep.complete)} runs complete in {time.perf_counter() - started:.0f} s.")
+                print(
+                    f"{len(sweep.complete)} runs complete in {time.perf_counter() - started:.0f} s."
+                )
             if sweep.failures:
-                print(f"{len(sweep.failures)} runs failed; their notebooks are "
-                      f"{os.path.join(args.results, 'runs', '<run id>', 'notebook.failed.ipynb')}; "
-                      "the next sweep runs them again.")
+                print(
+                    f"{len(sweep.failures)} runs failed; their notebooks are "
+                    f"{os.path.join(args.results, 'runs', '<run id>', 'notebook.failed.ipynb')}; "
+                    "the next sweep runs them again."
+                )
         paths = _summary_or_keep(args.results, runs)
     except (KeyboardInterrupt, NoWorkerLeft) as stopped:
         if sweep is not None:

@@ -7,13 +7,16 @@ connection timeout, or not at all (the dashboard's web server never
 answers dask's handshake). :func:`check_scheduler` says in a line or two
 what was tried and what to do, within a few seconds.
 """
+
 import re
 import socket
 
 #: The port ``dask scheduler`` listens on by default, and its dashboard's.
 SCHEDULER_PORT, DASHBOARD_PORT = 8786, 8787
 
-_ADDRESS = re.compile(r"^(?:tcp://)?(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-_]+):(?P<port>\d{1,5})$")
+_ADDRESS = re.compile(
+    r"^(?:tcp://)?(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-_]+):(?P<port>\d{1,5})$"
+)
 
 
 class SchedulerAddressError(ValueError):
@@ -95,9 +98,15 @@ def check_scheduler(address, timeout=5.0):
                 except socket.timeout:
                     pass
     except socket.gaierror:
-        raise SchedulerAddressError(f"--scheduler {address}: no machine is called {host!r} here.") from None
+        raise SchedulerAddressError(
+            f"--scheduler {address}: no machine is called {host!r} here."
+        ) from None
     except (ConnectionRefusedError, socket.timeout, OSError) as error:
-        reason = "Connection refused" if isinstance(error, ConnectionRefusedError) else f"no answer within {timeout:.0f} s"
+        reason = (
+            "Connection refused"
+            if isinstance(error, ConnectionRefusedError)
+            else f"no answer within {timeout:.0f} s"
+        )
         raise SchedulerAddressError(
             f"Nothing answers at {address} ({reason}). Start the scheduler there "
             f"(dask scheduler --port {port}), or give the address it prints."

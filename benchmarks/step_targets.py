@@ -23,6 +23,7 @@ contains one of its words::
     .venv/bin/python -m benchmarks.step_targets --out results/
     .venv/bin/python -m benchmarks.step_targets --only zoo --out /tmp/targets
 """
+
 import argparse
 import math
 import os
@@ -53,12 +54,32 @@ SKLEARN = "scikit-learn MLPRegressor"
 #: the step of ``reference`` must be at most ``goal``.
 TARGETS = (
     ("small MLP, whole-training vs torch", "100-50-1@100", bm.ORT_WHOLE, bm.TORCH, 0.3),
-    ("small MLP, forward/backward vs torch", "100-50-1@100", bm.ORT_FORWARD_BACKWARD, bm.TORCH, 0.4),
+    (
+        "small MLP, forward/backward vs torch",
+        "100-50-1@100",
+        bm.ORT_FORWARD_BACKWARD,
+        bm.TORCH,
+        0.4,
+    ),
     ("small MLP, whole-training vs scikit-learn", "100-50-1@100", bm.ORT_WHOLE, SKLEARN, 0.4),
-    ("large MLP, whole-training vs runtime bound", "500-500-1@1000", bm.ORT_WHOLE, bm.ORT_BOUND, 1.15),
-    ("large MLP, forward/backward vs runtime bound", "500-500-1@1000", bm.ORT_FORWARD_BACKWARD, bm.ORT_BOUND, 1.3),
-    *((f"zoo {name}, faster API vs torch", zoo_size(name), FASTER_ORT, bm.TORCH, 1.0)
-      for name in STEPS_PER_EPOCH),
+    (
+        "large MLP, whole-training vs runtime bound",
+        "500-500-1@1000",
+        bm.ORT_WHOLE,
+        bm.ORT_BOUND,
+        1.15,
+    ),
+    (
+        "large MLP, forward/backward vs runtime bound",
+        "500-500-1@1000",
+        bm.ORT_FORWARD_BACKWARD,
+        bm.ORT_BOUND,
+        1.3,
+    ),
+    *(
+        (f"zoo {name}, faster API vs torch", zoo_size(name), FASTER_ORT, bm.TORCH, 1.0)
+        for name in STEPS_PER_EPOCH
+    ),
 )
 #: The name of the refit targets, as ``--only`` matches it.
 REFIT = "refit set-up"
@@ -70,13 +91,23 @@ def _sklearn_fit(config, random_state=0):
     """``fit(epochs)`` of ``MLPRegressor`` with the step of the ONNX runs (plain SGD, no penalty)."""
     from sklearn.neural_network import MLPRegressor  # noqa: PLC0415
 
-    X, y = bm.random_regression(config["n_samples"], config["n_features"], random_state=random_state)
+    X, y = bm.random_regression(
+        config["n_samples"], config["n_features"], random_state=random_state
+    )
 
     def fit(epochs):
         MLPRegressor(
-            hidden_layer_sizes=(config["hidden"],), solver="sgd", learning_rate_init=LEARNING_RATE,
-            momentum=0.0, batch_size=config["batch_size"], max_iter=epochs, alpha=0.0, tol=0.0,
-            n_iter_no_change=10**6, shuffle=True, random_state=random_state,
+            hidden_layer_sizes=(config["hidden"],),
+            solver="sgd",
+            learning_rate_init=LEARNING_RATE,
+            momentum=0.0,
+            batch_size=config["batch_size"],
+            max_iter=epochs,
+            alpha=0.0,
+            tol=0.0,
+            n_iter_no_change=10**6,
+            shuffle=True,
+            random_state=random_state,
         ).fit(X, y)
 
     return fit
@@ -135,8 +166,15 @@ def measure_steps(threads, repeats, targets=TARGETS):
                 torch.set_num_threads(previous)
         if FASTER_ORT in names:
             costs = with_faster_ort(costs)
-        rows += [{"size": size, "framework": k, "ms_per_step": v["step_s"] * 1e3,
-                  "rounds_ms": [r * 1e3 for r in v["steps_s"]]} for k, v in costs.items()]
+        rows += [
+            {
+                "size": size,
+                "framework": k,
+                "ms_per_step": v["step_s"] * 1e3,
+                "rounds_ms": [r * 1e3 for r in v["steps_s"]],
+            }
+            for k, v in costs.items()
+        ]
     return pd.DataFrame(rows)
 
 
@@ -159,9 +197,13 @@ def measure_refit_setup(threads, repeats=20):
     config = parse_size(TARGETS[0][1])
     X, y = bm.random_regression(config["batch_size"], config["n_features"])
     onx = mlp_onnx(config["n_features"], hidden=(config["hidden"],))
-    common = dict(max_iter=1, batch_size=config["batch_size"], n_threads=threads, validation_every=0)
+    common = dict(
+        max_iter=1, batch_size=config["batch_size"], n_threads=threads, validation_every=0
+    )
     optimizers = {
-        bm.ORT_WHOLE: OrtGradientOptimizer(add_loss_output(onx), learning_rate=LEARNING_RATE, **common),
+        bm.ORT_WHOLE: OrtGradientOptimizer(
+            add_loss_output(onx), learning_rate=LEARNING_RATE, **common
+        ),
         bm.ORT_FORWARD_BACKWARD: OrtGradientForwardBackwardOptimizer(
             onx, learning_rate=LearningRateSGD(LEARNING_RATE, learning_rate="constant"), **common
         ),
@@ -176,7 +218,14 @@ def measure_refit_setup(threads, repeats=20):
             start = time.perf_counter()
             clone(optimizer).fit(X, y)
             times.append((time.perf_counter() - start) * 1e3)
-        rows.append({"framework": name, "refit_ms": min(times), "step_ms": step, "setup_ms": min(times) - step})
+        rows.append(
+            {
+                "framework": name,
+                "refit_ms": min(times),
+                "step_ms": step,
+                "setup_ms": min(times) - step,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -223,13 +272,27 @@ def target_table(steps, setup, targets=TARGETS):
         ratio, spread = _ratios(steps, size, framework, reference)
         update = "plain SGD" if zoo_model_of(size) is None else "plain SGD, random data"
         measured = "-" if math.isnan(ratio) else f"{ratio:.2f}x"
-        rows.append({"target": name, "configuration": f"{size}, {update}", "measured": measured,
-                     "spread": spread, "goal": f"<= {goal}x", "verdict": _verdict(ratio, goal)})
+        rows.append(
+            {
+                "target": name,
+                "configuration": f"{size}, {update}",
+                "measured": measured,
+                "spread": spread,
+                "goal": f"<= {goal}x",
+                "verdict": _verdict(ratio, goal),
+            }
+        )
     for row in () if setup is None else setup.itertuples():
-        rows.append({"target": f"{REFIT}, {row.framework}",
-                     "configuration": f"{TARGETS[0][1]}, cached model",
-                     "measured": f"{row.setup_ms:.1f} ms", "spread": "-",
-                     "goal": f"< {REFIT_GOAL_MS:g} ms", "verdict": "met" if row.setup_ms < REFIT_GOAL_MS else "missed"})
+        rows.append(
+            {
+                "target": f"{REFIT}, {row.framework}",
+                "configuration": f"{TARGETS[0][1]}, cached model",
+                "measured": f"{row.setup_ms:.1f} ms",
+                "spread": "-",
+                "goal": f"< {REFIT_GOAL_MS:g} ms",
+                "verdict": "met" if row.setup_ms < REFIT_GOAL_MS else "missed",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -245,10 +308,12 @@ def markdown(table, steps, threads, load=None):
         "",
         *machine_lines(machine_info(), package_versions(), [threads]),
         "",
-        (f"Measured side by side in one run with {threads} threads for every framework "
-         "(`python -m benchmarks.step_targets`): marginal cost of a step from the fastest of "
-         "alternating repeats; `spread` is the range of the ratios of the single repeats. The "
-         "faster onnxruntime API is the faster of the two, repeat by repeat."),
+        (
+            f"Measured side by side in one run with {threads} threads for every framework "
+            "(`python -m benchmarks.step_targets`): marginal cost of a step from the fastest of "
+            "alternating repeats; `spread` is the range of the ratios of the single repeats. The "
+            "faster onnxruntime API is the faster of the two, repeat by repeat."
+        ),
         "",
         *markdown_table(table),
         "",
@@ -265,15 +330,22 @@ def markdown(table, steps, threads, load=None):
 
 def main(argv=None):
     """Measure the targets; see ``--help``."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.step_targets",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2,
-                        help="threads of every framework (default 2)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.step_targets", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--threads", type=int, default=2, help="threads of every framework (default 2)"
+    )
     parser.add_argument("--repeats", type=int, default=5, help="alternating repeats (default 5)")
     parser.add_argument("--out", default="results", help="output folder (default results)")
-    parser.add_argument("--only", "--targets", nargs="+", metavar="WORD",
-                        help="keep the targets whose name contains one of these words (any case): "
-                             f"'zoo', 'MLP', 'resnet', '{REFIT}'...")
+    parser.add_argument(
+        "--only",
+        "--targets",
+        nargs="+",
+        metavar="WORD",
+        help="keep the targets whose name contains one of these words (any case): "
+        f"'zoo', 'MLP', 'resnet', '{REFIT}'...",
+    )
     args = parser.parse_args(argv)
     targets = selected(args.only)
     refits = [f"{REFIT}, {api}" for api in (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD)]

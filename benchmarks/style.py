@@ -9,6 +9,7 @@ Examples
 >>> spans_decades([0.1, 5.0]), spans_decades([1.0, 5.0])
 (True, False)
 """
+
 import io
 
 import numpy as np
@@ -25,7 +26,9 @@ def spans_decades(values):
 
 def legend_outside(ax, **kwargs):
     """Put the legend of ``ax`` to the right of the axes, where it covers no data."""
-    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8, **kwargs)
+    return ax.legend(
+        loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8, **kwargs
+    )
 
 
 def png_bytes(fig):

@@ -34,9 +34,14 @@ MEASURES = {
 #: The columns that tell two configurations of a benchmark apart.
 CONFIGURATION = ("model", "n_samples", "n_features", "hidden", "batch_size", "epochs")
 #: The table's headers for the columns of :func:`suite_table`.
-SHORT_NAMES = {"configurations": "clean", "onnxruntime wins": "wins",
-               "geometric mean": "geometric mean", "range": "range", "left out": "not clean",
-               "whole-training": "whole-training"}
+SHORT_NAMES = {
+    "configurations": "clean",
+    "onnxruntime wins": "wins",
+    "geometric mean": "geometric mean",
+    "range": "range",
+    "left out": "not clean",
+    "whole-training": "whole-training",
+}
 _COLUMNS = ["machine", "benchmark", "configuration", "threads", "peer", "api", "ratio", "caveat"]
 
 

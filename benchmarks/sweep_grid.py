@@ -6,6 +6,7 @@ runs every combination (:func:`expand`), except those a benchmark's
 an id made of its benchmark and a hash of its parameters (:func:`run_id`),
 so that a sweep run again finds the runs it already completed.
 """
+
 import hashlib
 import itertools
 import json
@@ -55,11 +56,15 @@ def _check_ignored_when(name, ignored_when, path):
     where = f"benchmark {name!r} in {path}: [{name}.ignored_when]"
     for key, cases in ignored_when.items():
         if not isinstance(cases, dict):
-            raise SystemExit(f"error: {where}: {key} must map values to lists of parameters, "
-                             f'e.g. {key} = {{ linear = ["batch_size"] }}.')
+            raise SystemExit(
+                f"error: {where}: {key} must map values to lists of parameters, "
+                f'e.g. {key} = {{ linear = ["batch_size"] }}.'
+            )
         for value, names in cases.items():
             if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                raise SystemExit(f"error: {where}: {key}.{value} must be a list of parameter names.")
+                raise SystemExit(
+                    f"error: {where}: {key}.{value} must be a list of parameter names."
+                )
 
 
 def _matches(value, case):
@@ -115,7 +120,12 @@ def expand(grid):
                 continue
             seen.add(identifier)
             runs.append(
-                {"benchmark": benchmark, "notebook": spec["notebook"], "parameters": parameters, "id": identifier}
+                {
+                    "benchmark": benchmark,
+                    "notebook": spec["notebook"],
+                    "parameters": parameters,
+                    "id": identifier,
+                }
             )
     return runs
 

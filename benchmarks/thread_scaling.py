@@ -26,6 +26,7 @@ and framework), ``thread_scaling.md`` (the answer, a table, the machine) and
 
     .venv/bin/python -m benchmarks.thread_scaling --threads 1,2 --out results/
 """
+
 import argparse
 import math
 import os
@@ -39,8 +40,8 @@ if __package__ in (None, ""):  # run as a file: python benchmarks/thread_scaling
 import numpy as np
 import pandas as pd
 
-from benchmarks import style
 from benchmarks import models as bm
+from benchmarks import style
 from benchmarks import trainers as bt
 from benchmarks.records import atomic_write_bytes, machine_info, machine_lines, package_versions
 
@@ -52,8 +53,19 @@ QUICK_SIZES = ("8-16-1@32",)
 FRAMEWORKS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD, bm.TORCH, bm.ORT_BOUND, bm.NUMPY_MATMUL)
 #: The CSV's columns, in order.
 COLUMNS = (
-    "size", "n_features", "hidden", "batch_size", "n_samples", "threads", "framework", "ms_per_step",
-    "fixed_ms", "ratio_to_torch", "ratio_to_ort_bound", "speedup_vs_1_thread", "note",
+    "size",
+    "n_features",
+    "hidden",
+    "batch_size",
+    "n_samples",
+    "threads",
+    "framework",
+    "ms_per_step",
+    "fixed_ms",
+    "ratio_to_torch",
+    "ratio_to_ort_bound",
+    "speedup_vs_1_thread",
+    "note",
 )
 #: Learning rate of every framework: small, so that no run diverges.
 LEARNING_RATE = 1e-4
@@ -77,7 +89,13 @@ def parse_size(text):
     if min(d, h, b) < 1:
         raise ValueError(f"Sizes must be positive, got {text!r}.")
     steps = max(MIN_STEPS, math.ceil(MIN_ROWS / b))
-    return {"size": text.strip(), "n_features": d, "hidden": h, "batch_size": b, "n_samples": steps * b}
+    return {
+        "size": text.strip(),
+        "n_features": d,
+        "hidden": h,
+        "batch_size": b,
+        "n_samples": steps * b,
+    }
 
 
 def parse_threads(text):
@@ -98,7 +116,7 @@ def _shuffled_epochs(step, X, batch_size, epochs, seed):
     for _ in range(epochs):
         shuffled = X[rng.permutation(n)]
         for start in range(0, n, batch_size):
-            step(shuffled[start:start + batch_size])
+            step(shuffled[start : start + batch_size])
 
 
 def make_fits(config, threads, random_state=0):
@@ -127,14 +145,24 @@ def make_fits(config, threads, random_state=0):
 
     def whole(epochs):
         OrtGradientOptimizer(
-            onx_loss, learning_rate=LEARNING_RATE, max_iter=epochs, batch_size=b, n_threads=threads,
-            validation_every=0, random_state=random_state,
+            onx_loss,
+            learning_rate=LEARNING_RATE,
+            max_iter=epochs,
+            batch_size=b,
+            n_threads=threads,
+            validation_every=0,
+            random_state=random_state,
         ).fit(X, y)
 
     def forward_backward(epochs):
         OrtGradientForwardBackwardOptimizer(
-            onx, learning_rate=LearningRateSGD(LEARNING_RATE, learning_rate="constant"), max_iter=epochs,
-            batch_size=b, n_threads=threads, validation_every=0, random_state=random_state,
+            onx,
+            learning_rate=LearningRateSGD(LEARNING_RATE, learning_rate="constant"),
+            max_iter=epochs,
+            batch_size=b,
+            n_threads=threads,
+            validation_every=0,
+            random_state=random_state,
         ).fit(X, y)
 
     X_torch, y_torch = torch.from_numpy(X), torch.from_numpy(y).reshape(-1, 1)
@@ -147,7 +175,7 @@ def make_fits(config, threads, random_state=0):
         for _ in range(epochs):
             order = torch.randperm(n, generator=generator)
             for start in range(0, n, b):
-                rows = order[start:start + b]
+                rows = order[start : start + b]
                 optimizer.zero_grad(set_to_none=True)
                 loss_fn(model(X_torch[rows]), y_torch[rows]).backward()
                 optimizer.step()
@@ -195,8 +223,14 @@ def measure(config, threads, epochs=(1, 4), repeats=3, random_state=0):
         finally:
             torch.set_num_threads(previous)
     return [
-        {**config, "threads": threads, "framework": name, "ms_per_step": cost["step_s"] * 1e3,
-         "fixed_ms": cost["fixed_s"] * 1e3, "note": cost["note"]}
+        {
+            **config,
+            "threads": threads,
+            "framework": name,
+            "ms_per_step": cost["step_s"] * 1e3,
+            "fixed_ms": cost["fixed_s"] * 1e3,
+            "note": cost["note"],
+        }
         for name, cost in costs.items()
     ]
 
@@ -215,8 +249,12 @@ def add_ratios(df):
         return reference.reindex(pd.MultiIndex.from_frame(df[keys])).to_numpy()
 
     for column, reference in (("ratio_to_torch", bm.TORCH), ("ratio_to_ort_bound", bm.ORT_BOUND)):
-        df[column] = df["ms_per_step"].to_numpy() / times_of(df.framework == reference, ["size", "threads"])
-    df["speedup_vs_1_thread"] = times_of(df.threads == 1, ["size", "framework"]) / df["ms_per_step"].to_numpy()
+        df[column] = df["ms_per_step"].to_numpy() / times_of(
+            df.framework == reference, ["size", "threads"]
+        )
+    df["speedup_vs_1_thread"] = (
+        times_of(df.threads == 1, ["size", "framework"]) / df["ms_per_step"].to_numpy()
+    )
     return df[list(COLUMNS)]
 
 
@@ -241,7 +279,8 @@ def answer(df):
         low, high = times.index.min(), times.index.max()
         apis = ((bm.ORT_WHOLE, "whole-training"), (bm.ORT_FORWARD_BACKWARD, "forward/backward"))
         against = ", ".join(
-            f"{label} {_times(times.loc[high, name], times.loc[high, bm.TORCH])} torch eager" for name, label in apis
+            f"{label} {_times(times.loc[high, name], times.loc[high, bm.TORCH])} torch eager"
+            for name, label in apis
         )
         if low == high:
             lines.append(
@@ -252,7 +291,11 @@ def answer(df):
         moves = "; ".join(
             f"{label} {_ms(times.loc[low, name])} -> {_ms(times.loc[high, name])} ms "
             f"({_times(times.loc[low, name], times.loc[high, name], speedup=True)})"
-            for name, label in (*apis, (bm.TORCH, "torch eager"), (bm.ORT_BOUND, "onnxruntime bound"))
+            for name, label in (
+                *apis,
+                (bm.TORCH, "torch eager"),
+                (bm.ORT_BOUND, "onnxruntime bound"),
+            )
         )
         lines.append(f"- `{size}`, {low} -> {high} threads: {moves}; at {high} threads {against}.")
     return lines
@@ -260,7 +303,13 @@ def answer(df):
 
 def markdown(df, epochs, repeats):
     """The text of ``thread_scaling.md``."""
-    table = df.pivot_table(index=["size", "threads"], columns="framework", values="ms_per_step", sort=False, dropna=False)
+    table = df.pivot_table(
+        index=["size", "threads"],
+        columns="framework",
+        values="ms_per_step",
+        sort=False,
+        dropna=False,
+    )
     columns = [f for f in FRAMEWORKS if f in table]
     lines = [
         "# Thread scaling of a training step",
@@ -286,10 +335,16 @@ def markdown(df, epochs, repeats):
         lines.append(f"| {size} | {threads} | " + " | ".join(_ms(row[c]) for c in columns) + " |")
     noted = df[df.note.fillna("") != ""]
     if len(noted):
-        lines += ["", "Lost in the machine's noise (- in the table; time more epochs, or on a "
-                  "quieter machine):", ""]
-        lines += [f"- {r.size}, {r.threads} thread(s), {r.framework}: {r.note}"
-                  for r in noted.itertuples()]
+        lines += [
+            "",
+            "Lost in the machine's noise (- in the table; time more epochs, or on a "
+            "quieter machine):",
+            "",
+        ]
+        lines += [
+            f"- {r.size}, {r.threads} thread(s), {r.framework}: {r.note}"
+            for r in noted.itertuples()
+        ]
     return "\n".join([*lines, ""])
 
 
@@ -309,8 +364,14 @@ def plot(df):
             if rows.empty:
                 continue
             bound = framework in bm.BOUNDS
-            ax.plot(rows.threads, rows.ms_per_step, "--" if bound else "-", marker="o", color=style.color(framework),
-                    label=framework)
+            ax.plot(
+                rows.threads,
+                rows.ms_per_step,
+                "--" if bound else "-",
+                marker="o",
+                color=style.color(framework),
+                label=framework,
+            )
         ax.set_yscale("log")
         ax.set_xticks(sorted(group.threads.unique()))
         ax.set_xlabel("threads")
@@ -329,27 +390,42 @@ def main(argv=None):
         "APIs, torch eager, onnxruntime's matrix products (the bound) and numpy's.",
     )
     parser.add_argument(
-        "--threads", default=None,
+        "--threads",
+        default=None,
         help=f"thread counts, comma-separated (default 1 to the {os.cpu_count()} cores: "
         f"{','.join(map(str, range(1, (os.cpu_count() or 1) + 1)))})",
     )
     parser.add_argument(
-        "--sizes", default=None,
+        "--sizes",
+        default=None,
         help=f"network sizes D-H-1@B, comma-separated (default {','.join(PRESETS)}; "
         f"with --quick {','.join(QUICK_SIZES)})",
     )
     parser.add_argument("--out", default="results", help="output folder (default results)")
-    parser.add_argument("--epochs", default="1,4", help="E1,E2: epochs of the short and the long fit (default 1,4)")
-    parser.add_argument("--repeats", type=int, default=3, help="alternating repeats, the best is kept (default 3)")
     parser.add_argument(
-        "--quick", action="store_true",
+        "--epochs", default="1,4", help="E1,E2: epochs of the short and the long fit (default 1,4)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="alternating repeats, the best is kept (default 3)"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
         help="tiny sizes, 4 steps per epoch, epochs 1,2 and one repeat: checks the script, measures nothing",
     )
     args = parser.parse_args(argv)
     try:
-        threads = parse_threads(args.threads) if args.threads else list(range(1, (os.cpu_count() or 1) + 1))
-        sizes = [parse_size(s) for s in (args.sizes.split(",") if args.sizes else
-                                          QUICK_SIZES if args.quick else PRESETS)]
+        threads = (
+            parse_threads(args.threads)
+            if args.threads
+            else list(range(1, (os.cpu_count() or 1) + 1))
+        )
+        sizes = [
+            parse_size(s)
+            for s in (
+                args.sizes.split(",") if args.sizes else QUICK_SIZES if args.quick else PRESETS
+            )
+        ]
         epochs = tuple(int(e) for e in args.epochs.split(","))
         if len(epochs) != 2 or not epochs[1] > epochs[0] >= 1:
             raise ValueError(f"--epochs takes E1,E2 with E2 > E1 >= 1, got {args.epochs!r}.")
@@ -371,10 +447,15 @@ def main(argv=None):
             rows = measure(config, n_threads, epochs, repeats)
             measured += rows
             timings = ", ".join(f"{r['framework']} {r['ms_per_step']:.3g}" for r in rows)
-            print(f"{config['size']}, {n_threads} threads: {timings} ms per step "
-                  f"({time.perf_counter() - start:.1f} s)", flush=True)
+            print(
+                f"{config['size']}, {n_threads} threads: {timings} ms per step "
+                f"({time.perf_counter() - start:.1f} s)",
+                flush=True,
+            )
     df = add_ratios(pd.DataFrame(measured))
-    paths = {name: os.path.join(args.out, f"thread_scaling.{name}") for name in ("csv", "md", "png")}
+    paths = {
+        name: os.path.join(args.out, f"thread_scaling.{name}") for name in ("csv", "md", "png")
+    }
     atomic_write_bytes(paths["csv"], df.to_csv(index=False, float_format="%.6g").encode())
     atomic_write_bytes(paths["md"], markdown(df, epochs, repeats).encode())
     atomic_write_bytes(paths["png"], plot(df))

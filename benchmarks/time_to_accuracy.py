@@ -13,6 +13,7 @@ timing. ``python -m benchmarks.time_to_accuracy --out results/`` writes
 ``time_to_accuracy.csv`` (a row per task, framework and epoch) and
 ``time_to_accuracy.png``; :func:`summary_lines` answers from the CSV.
 """
+
 import argparse
 import copy
 import math
@@ -41,8 +42,18 @@ from helpers.core.torch_export import export_for_training
 from helpers.teaching.datasets import load_classification_standardized
 
 #: The columns of ``time_to_accuracy.csv``, one row per task, framework and epoch.
-COLUMNS = ("task", "framework", "epoch", "seconds", "seconds_slowest", "heldout_metric",
-           "heldout_value", "train_loss", "target", "threads")
+COLUMNS = (
+    "task",
+    "framework",
+    "epoch",
+    "seconds",
+    "seconds_slowest",
+    "heldout_metric",
+    "heldout_value",
+    "train_loss",
+    "target",
+    "threads",
+)
 #: The onnxruntime APIs, whose best time to the target is set against torch's.
 ORT_APIS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD)
 #: Plain SGD's learning rate and the batch size, in every framework and task: a batch of 50 leaves
@@ -59,9 +70,15 @@ def digits_cnn():
     torch.Size([2, 10])
     """
     return nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(16 * 2 * 2, 10),
+        nn.Conv2d(1, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 2 * 2, 10),
     )
 
 
@@ -114,8 +131,7 @@ def timed_curves(fits, epochs, repeats=5, evaluate=None, pause_s=0.1):
                 times[name][k - 1].append(time.perf_counter() - start)
                 if last:
                     values[name][k - 1] = evaluate(result) if evaluate else result
-    return {name: [(min(t), max(t), v) for t, v in zip(times[name], values[name])]
-            for name in fits}
+    return {name: [(min(t), max(t), v) for t, v in zip(times[name], values[name])] for name in fits}
 
 
 def _returning_model(fit_of, make):
@@ -150,8 +166,9 @@ def class_scores(model, X):
     return model.predict(X)
 
 
-def framework_fits(module, X, y, learning_rate=LEARNING_RATE, batch_size=BATCH_SIZE, n_threads=2,
-                   random_state=0):
+def framework_fits(
+    module, X, y, learning_rate=LEARNING_RATE, batch_size=BATCH_SIZE, n_threads=2, random_state=0
+):
     """``fit(k) -> (last epoch's loss, trained model)``, per framework: fresh fits from ``module``.
 
     torch eager trains a copy of ``module``, both onnxruntime APIs its
@@ -167,13 +184,19 @@ def framework_fits(module, X, y, learning_rate=LEARNING_RATE, batch_size=BATCH_S
     (['ort forward-backward', 'ort whole-training', 'torch eager'], (20, 10))
     """
     onx = export_for_training(module, torch.from_numpy(X[:2]), output_names=("scores",))
-    common = {"learning_rate": learning_rate, "batch_size": batch_size,
-              "random_state": random_state}
+    common = {
+        "learning_rate": learning_rate,
+        "batch_size": batch_size,
+        "random_state": random_state,
+    }
     makers = ym.ort_makers(onx, "classification", n_threads=n_threads, **common)
-    fits = {name: _returning_model(lambda m: ym.ort_fit(m, X, y, fresh=True), make)
-            for name, make in makers.items()}
-    fits[bm.TORCH] = _returning_model(lambda m: ym.torch_fit(m, X, y, "classification", **common),
-                                      lambda: copy.deepcopy(module))
+    fits = {
+        name: _returning_model(lambda m: ym.ort_fit(m, X, y, fresh=True), make)
+        for name, make in makers.items()
+    }
+    fits[bm.TORCH] = _returning_model(
+        lambda m: ym.torch_fit(m, X, y, "classification", **common), lambda: copy.deepcopy(module)
+    )
     return fits
 
 
@@ -187,8 +210,16 @@ def _accuracy_on(X, y):
     return evaluate
 
 
-def accuracy_curves(tasks=TASKS, epochs=10, n_threads=2, repeats=5, learning_rate=LEARNING_RATE,
-                    batch_size=BATCH_SIZE, n_train=None, random_state=0):
+def accuracy_curves(
+    tasks=TASKS,
+    epochs=10,
+    n_threads=2,
+    repeats=5,
+    learning_rate=LEARNING_RATE,
+    batch_size=BATCH_SIZE,
+    n_train=None,
+    random_state=0,
+):
     """The :data:`COLUMNS` after each epoch, per task and framework, as a DataFrame.
 
     ``n_train`` keeps the first rows of the training part only (quick runs).
@@ -200,13 +231,32 @@ def accuracy_curves(tasks=TASKS, epochs=10, n_threads=2, repeats=5, learning_rat
         X = digits.X_train[:n_train].reshape(-1, *task.sample_shape)
         X_test = digits.X_test.reshape(-1, *task.sample_shape)
         torch.manual_seed(random_state)
-        fits = framework_fits(task.build(), X, digits.y_train[:n_train], learning_rate, batch_size,
-                              n_threads, random_state)
+        fits = framework_fits(
+            task.build(),
+            X,
+            digits.y_train[:n_train],
+            learning_rate,
+            batch_size,
+            n_threads,
+            random_state,
+        )
         evaluate = _accuracy_on(X_test, digits.y_test)
         for framework, points in timed_curves(fits, epochs, repeats, evaluate).items():
-            rows += [(task.name, framework, k, fastest, slowest, "accuracy", accuracy, loss,
-                      task.target, n_threads)
-                     for k, (fastest, slowest, (loss, accuracy)) in enumerate(points, start=1)]
+            rows += [
+                (
+                    task.name,
+                    framework,
+                    k,
+                    fastest,
+                    slowest,
+                    "accuracy",
+                    accuracy,
+                    loss,
+                    task.target,
+                    n_threads,
+                )
+                for k, (fastest, slowest, (loss, accuracy)) in enumerate(points, start=1)
+            ]
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -252,15 +302,25 @@ def target_table(curves, targets=None):
         reached = time_to_target(points, target)
         last = points.loc[points.epoch.idxmax()]
         missing = reached is None
-        rows.append({"task": task, "framework": framework, "metric": last.heldout_metric,
-                     "target": target, "seconds": math.nan if missing else reached.seconds,
-                     "slowest": math.nan if missing else reached.get("seconds_slowest", math.nan),
-                     "epoch": None if missing else int(reached.epoch),
-                     "epochs": int(last.epoch), "final": last.heldout_value})
+        rows.append(
+            {
+                "task": task,
+                "framework": framework,
+                "metric": last.heldout_metric,
+                "target": target,
+                "seconds": math.nan if missing else reached.seconds,
+                "slowest": math.nan if missing else reached.get("seconds_slowest", math.nan),
+                "epoch": None if missing else int(reached.epoch),
+                "epochs": int(last.epoch),
+                "final": last.heldout_value,
+            }
+        )
     table = pd.DataFrame(rows)
     torch_s = table[table.framework == bm.TORCH].set_index("task").seconds
-    table["ratio_to_torch"] = [s / torch_s.get(task, math.nan) if f in ORT_APIS else math.nan
-                               for task, f, s in zip(table.task, table.framework, table.seconds)]
+    table["ratio_to_torch"] = [
+        s / torch_s.get(task, math.nan) if f in ORT_APIS else math.nan
+        for task, f, s in zip(table.task, table.framework, table.seconds)
+    ]
     return table
 
 
@@ -274,13 +334,19 @@ def _task_sentence(group):
     if math.isnan(ort.seconds) and math.isnan(torch_row.seconds):
         return f"{goal}, no framework reaches it {late}"
     if math.isnan(ort.seconds):
-        return (f"{goal}, torch eager takes {torch_row.seconds:.2f} s, "
-                f"no onnxruntime API reaches it {late}")
+        return (
+            f"{goal}, torch eager takes {torch_row.seconds:.2f} s, "
+            f"no onnxruntime API reaches it {late}"
+        )
     if math.isnan(torch_row.seconds):
-        return (f"{goal}, {ort.framework} takes {ort.seconds:.2f} s, "
-                f"torch eager does not reach it {late}")
-    return (f"{goal}, {ort.framework} takes {ort.seconds:.2f} s against torch eager's "
-            f"{torch_row.seconds:.2f} s: {speed_phrase(ort.ratio_to_torch)}")
+        return (
+            f"{goal}, {ort.framework} takes {ort.seconds:.2f} s, "
+            f"torch eager does not reach it {late}"
+        )
+    return (
+        f"{goal}, {ort.framework} takes {ort.seconds:.2f} s against torch eager's "
+        f"{torch_row.seconds:.2f} s: {speed_phrase(ort.ratio_to_torch)}"
+    )
 
 
 def _time_cell(fastest, slowest, epochs):
@@ -321,16 +387,22 @@ def summary_lines(curves, targets=None):
     plural = "" if threads == [1] else "s"
     condition = f"fresh fits, {'/'.join(map(str, threads))} thread{plural}" if threads else ""
     condition = condition or "fresh fits"
-    view = pd.DataFrame({
-        "task": table.task,
-        "framework": table.framework,
-        "time to target (s)": [_time_cell(s, slowest, n)
-                           for s, slowest, n in zip(table.seconds, table.slowest, table.epochs)],
-        "epochs": table.epoch.astype("Int64").astype(str).replace("<NA>", "-"),
-        f"final {table.metric.iloc[0]}": [f"{v:.1%}" for v in table.final],
-        "vs torch eager": [speed_phrase(r) if f in ORT_APIS else ""
-                           for f, r in zip(table.framework, table.ratio_to_torch)],
-    })
+    view = pd.DataFrame(
+        {
+            "task": table.task,
+            "framework": table.framework,
+            "time to target (s)": [
+                _time_cell(s, slowest, n)
+                for s, slowest, n in zip(table.seconds, table.slowest, table.epochs)
+            ],
+            "epochs": table.epoch.astype("Int64").astype(str).replace("<NA>", "-"),
+            f"final {table.metric.iloc[0]}": [f"{v:.1%}" for v in table.final],
+            "vs torch eager": [
+                speed_phrase(r) if f in ORT_APIS else ""
+                for f, r in zip(table.framework, table.ratio_to_torch)
+            ],
+        }
+    )
     opening = f"Time to a held-out target, set-up included ({condition}): "
     return [opening + "; ".join(sentences) + ".", ""] + markdown_table(view)
 
@@ -356,15 +428,26 @@ def plot(curves, title, value="heldout_value", ylabel=None, logy=False):
     from matplotlib.ticker import NullFormatter
 
     panels = list(curves.groupby("task", sort=False)) if "task" in curves else [("", curves)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.5, 4.5 * len(panels)), 4),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(max(6.5, 4.5 * len(panels)), 4),
+        squeeze=False,
+        layout="constrained",
+    )
     for ax, (task, group) in zip(axes[0], panels):
         for framework, points in group.groupby("framework", sort=False):
-            ax.plot(points.seconds, points[value], "o-", color=style.color(framework),
-                    label=framework)
+            ax.plot(
+                points.seconds, points[value], "o-", color=style.color(framework), label=framework
+            )
         if "target" in group:
-            ax.axhline(group.target.iloc[0], color="gray", linestyle="--", linewidth=1,
-                       label=f"target {group.target.iloc[0]:.0%}")
+            ax.axhline(
+                group.target.iloc[0],
+                color="gray",
+                linestyle="--",
+                linewidth=1,
+                label=f"target {group.target.iloc[0]:.0%}",
+            )
         if style.spans_decades(group.seconds):  # a set-up of seconds beside fits of milliseconds
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())  # labels of 2, 3, ... x 10^k overlap
@@ -374,29 +457,34 @@ def plot(curves, title, value="heldout_value", ylabel=None, logy=False):
         ax.set_title(task, fontsize=10)
         ax.set_yscale("log" if logy else "linear")
         ax.grid(True, alpha=0.3)
-    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncol=4,
-               fontsize=8)
+    fig.legend(
+        *axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncol=4, fontsize=8
+    )
     fig.suptitle(title, fontsize=10)
     return style.png_bytes(fig)
 
 
 def main(argv=None):
     """Measure the curves, write the CSV and the figure, print the summary; see ``--help``."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.time_to_accuracy",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.time_to_accuracy", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--quick", action="store_true",
-                        help="300 training images, 2 epochs, one repeat (tests)")
+    parser.add_argument(
+        "--quick", action="store_true", help="300 training images, 2 epochs, one repeat (tests)"
+    )
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     size = {"n_train": 300, "repeats": 1} if args.quick else {}
     epochs = 2 if args.quick else args.epochs
     curves = accuracy_curves(epochs=epochs, n_threads=args.threads, **size)
-    title = ("Held-out accuracy against time, set-up included: the upper-left line wins\n"
-             f"the same weights, batches and plain SGD (at {LEARNING_RATE}, batches of "
-             f"{BATCH_SIZE}) in each framework, {args.threads} threads")
+    title = (
+        "Held-out accuracy against time, set-up included: the upper-left line wins\n"
+        f"the same weights, batches and plain SGD (at {LEARNING_RATE}, batches of "
+        f"{BATCH_SIZE}) in each framework, {args.threads} threads"
+    )
     atomic_write_text(os.path.join(args.out, "time_to_accuracy.csv"), curves.to_csv(index=False))
     atomic_write_bytes(os.path.join(args.out, "time_to_accuracy.png"), plot(curves, title))
     print("\n".join(summary_lines(curves)))

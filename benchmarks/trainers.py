@@ -12,11 +12,13 @@ benchmark, the second the runtime's own bound. Each trainer has
 ``layers()`` (the current weights as ``(W, b)`` pairs, a copy);
 :func:`run_batches` and :func:`run_epoch` drive them.
 """
+
 import time
 
 import numpy as np
 
 from benchmarks.models import mlp_layers, torch_layers, torch_mlp
+
 
 class TorchTrainer:
     """One training step of torch: forward, ``MSELoss``, backward, optimizer step.
@@ -46,7 +48,15 @@ class TorchTrainer:
     """
 
     def __init__(
-        self, onx, optimizer="sgd", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, wrap=None, n_threads=None
+        self,
+        onx,
+        optimizer="sgd",
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.0,
+        wrap=None,
+        n_threads=None,
     ):
         import torch  # noqa: PLC0415
 
@@ -60,14 +70,20 @@ class TorchTrainer:
             from helpers import OrtTorchModule  # noqa: PLC0415
 
             n_features = self.model[0].in_features
-            self.forward = OrtTorchModule(self.model, torch.zeros(2, n_features), n_threads=n_threads)
+            self.forward = OrtTorchModule(
+                self.model, torch.zeros(2, n_features), n_threads=n_threads
+            )
         elif wrap is not None:
             raise ValueError(f"Unknown wrap {wrap!r}.")
         if optimizer == "sgd":
             self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.0)
         elif optimizer == "adamw":
             self.optimizer = torch.optim.AdamW(
-                self.model.parameters(), lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay
+                self.model.parameters(),
+                lr=lr,
+                betas=tuple(betas),
+                eps=eps,
+                weight_decay=weight_decay,
             )
         else:
             raise ValueError(f"Unknown optimizer {optimizer!r}: 'sgd' or 'adamw'.")
@@ -142,7 +158,14 @@ class OrtWholeTrainer:
     """
 
     def __init__(
-        self, onx, optimizer="sgd", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, n_threads=None
+        self,
+        onx,
+        optimizer="sgd",
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.0,
+        n_threads=None,
     ):
         from helpers.core.devices import resolve_device  # noqa: PLC0415
         from helpers.core.onnx_graph import get_train_initializer  # noqa: PLC0415
@@ -167,7 +190,9 @@ class OrtWholeTrainer:
         """The batch as the step expects it: a one-element tuple holding a batch of OrtValues."""
         from helpers.core.batches import Batch  # noqa: PLC0415
 
-        return (Batch(0, len(X), [np.ascontiguousarray(X), np.ascontiguousarray(y.reshape(-1, 1))]),)
+        return (
+            Batch(0, len(X), [np.ascontiguousarray(X), np.ascontiguousarray(y.reshape(-1, 1))]),
+        )
 
     def step(self, batch):
         """One training step; returns the loss before the update."""
@@ -211,7 +236,14 @@ class OrtForwardBackwardTrainer:
     """
 
     def __init__(
-        self, onx, lr=1e-3, n_threads=None, optimizer="sgd", betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0
+        self,
+        onx,
+        lr=1e-3,
+        n_threads=None,
+        optimizer="sgd",
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.0,
     ):
         import onnxruntime  # noqa: PLC0415
 
@@ -335,7 +367,9 @@ class OrtStepProducts:
         from helpers.measure.profiling import StepProducts  # noqa: PLC0415
 
         if len(layers) != 2:
-            raise ValueError(f"OrtStepProducts expects one hidden layer (2 layers), got {len(layers)}.")
+            raise ValueError(
+                f"OrtStepProducts expects one hidden layer (2 layers), got {len(layers)}."
+            )
         (W1, _), (W2, _) = layers
         if W2.shape[1] != 1:
             raise ValueError(f"OrtStepProducts expects one output, the network has {W2.shape[1]}.")
@@ -392,6 +426,8 @@ def run_epoch(trainer, X, y, batch_size, rng):
     Xs, ys = X[order], y[order]
     steps = 0
     for start in range(0, n, batch_size):
-        trainer.step(*trainer.prepare(Xs[start:start + batch_size], ys[start:start + batch_size]))
+        trainer.step(
+            *trainer.prepare(Xs[start : start + batch_size], ys[start : start + batch_size])
+        )
         steps += 1
     return steps

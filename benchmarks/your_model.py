@@ -12,6 +12,7 @@ onnxruntime optimizers do), with the same loss and update rule:
   gradient, a compiler that does not work...);
 * :func:`record_rows`: one row per framework for the record the aggregator reads.
 """
+
 import math
 import time
 
@@ -24,7 +25,10 @@ from benchmarks.model_inputs import weighted_layers
 from benchmarks.ratios import speed_phrase
 
 #: The loss of each task: its name in both onnxruntime APIs, and in words (plots, tables).
-LOSSES = {"classification": ("cross_entropy", "cross-entropy"), "regression": ("squared_error", "mean squared error")}
+LOSSES = {
+    "classification": ("cross_entropy", "cross-entropy"),
+    "regression": ("squared_error", "mean squared error"),
+}
 
 
 def _torch_loss(task):
@@ -39,8 +43,17 @@ def _torch_optimizer(model, optimizer, learning_rate):
     return torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
 
 
-def torch_fit(make_module, X, y, task, optimizer="sgd", learning_rate=0.05, batch_size=64, random_state=0,
-              compiled=False):
+def torch_fit(
+    make_module,
+    X,
+    y,
+    task,
+    optimizer="sgd",
+    learning_rate=0.05,
+    batch_size=64,
+    random_state=0,
+    compiled=False,
+):
     """``fit(epochs)``: train a fresh module in torch; returns the mean loss of the last epoch.
 
     Parameters
@@ -75,7 +88,7 @@ def torch_fit(make_module, X, y, task, optimizer="sgd", learning_rate=0.05, batc
             order = torch.from_numpy(rng.permutation(len(X)))
             total = 0.0
             for first in range(0, len(X), batch_size):
-                rows = order[first:first + batch_size]
+                rows = order[first : first + batch_size]
                 optim.zero_grad(set_to_none=True)
                 loss = loss_of(forward(Xt[rows]), yt[rows])
                 loss.backward()
@@ -113,8 +126,9 @@ def ort_fit(make, X, y, fresh=False):
     return fit
 
 
-def ort_makers(onx, task, optimizer="sgd", learning_rate=0.05, batch_size=64, n_threads=None,
-               random_state=0):
+def ort_makers(
+    onx, task, optimizer="sgd", learning_rate=0.05, batch_size=64, n_threads=None, random_state=0
+):
     """``make()``: a new optimizer of each onnxruntime API for the forward-only model ``onx``, by name.
 
     The whole-training API trains ``add_loss_output(onx, score_name=...)``,
@@ -131,16 +145,33 @@ def ort_makers(onx, task, optimizer="sgd", learning_rate=0.05, batch_size=64, n_
     from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output  # noqa: PLC0415
 
     loss = LOSSES[task][0]
-    common = dict(learning_rate=learning_rate, solver=optimizer, batch_size=batch_size, n_threads=n_threads,
-                  random_state=random_state)
+    common = dict(
+        learning_rate=learning_rate,
+        solver=optimizer,
+        batch_size=batch_size,
+        n_threads=n_threads,
+        random_state=random_state,
+    )
     return {
         bm.ORT_WHOLE: lambda: OrtGradientOptimizer(add_loss_output(onx, score_name=loss), **common),
-        bm.ORT_FORWARD_BACKWARD: lambda: OrtGradientForwardBackwardOptimizer(onx, learning_loss=loss, **common),
+        bm.ORT_FORWARD_BACKWARD: lambda: OrtGradientForwardBackwardOptimizer(
+            onx, learning_loss=loss, **common
+        ),
     }
 
 
-def ort_fits(onx, X, y, task, optimizer="sgd", learning_rate=0.05, batch_size=64, n_threads=None, random_state=0,
-             fresh=False):
+def ort_fits(
+    onx,
+    X,
+    y,
+    task,
+    optimizer="sgd",
+    learning_rate=0.05,
+    batch_size=64,
+    n_threads=None,
+    random_state=0,
+    fresh=False,
+):
     """``fit(epochs)`` of both onnxruntime APIs on the forward-only model ``onx``, by framework name.
 
     The optimizers of :func:`ort_makers`: a model the runtime cannot train
@@ -250,8 +281,10 @@ def compile_note(compile_s):
     'compilation not measurable: its first fit'
     """
     if math.isnan(compile_s):
-        return ("compilation not measurable: its first fit was not slower than a compiled one "
-                "(the machine's noise was larger)")
+        return (
+            "compilation not measurable: its first fit was not slower than a compiled one "
+            "(the machine's noise was larger)"
+        )
     return f"compilation {compile_s:.1f} s (its first fit), outside the step time and the set-up"
 
 
@@ -286,8 +319,10 @@ def step_sentence(name, step_s, caveats=None):
             caveat = ratio_caveat(caveats.get(name, ""), caveats.get(peer, ""))
             parts.append(f"{part} (no finding: {caveat})" if caveat else part)
     if not parts:
-        return (f"{name}: no ratio, a step time was lost in the machine's noise "
-                "(more rows or epochs, or a quieter machine).")
+        return (
+            f"{name}: no ratio, a step time was lost in the machine's noise "
+            "(more rows or epochs, or a quieter machine)."
+        )
     return f"{name}: a step is {', '.join(parts)}."
 
 
@@ -337,18 +372,29 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
         step = cost["step_s"]
         rounds = cost.get("steps_s") or [step]
         row = bm.make_row(
-            **common, framework=name, time_per_update_s=step, time_per_sample_s=step / common["batch_size"],
-            samples_per_s=common["batch_size"] / step, setup_time_s=cost["fixed_s"], train_loss=final[name],
+            **common,
+            framework=name,
+            time_per_update_s=step,
+            time_per_sample_s=step / common["batch_size"],
+            samples_per_s=common["batch_size"] / step,
+            setup_time_s=cost["fixed_s"],
+            train_loss=final[name],
             ratio_to_torch_eager=step / reference if reference else None,
             comparable=bm.is_comparable(final[name], final.get(bm.TORCH), tolerance),
-            time_to_loss=curves.loc[curves.framework == name, ["seconds", "loss"]].to_numpy().tolist(),
-            time_min_s=min(rounds), time_max_s=max(rounds), timing_note=cost.get("note") or None,
+            time_to_loss=curves.loc[curves.framework == name, ["seconds", "loss"]]
+            .to_numpy()
+            .tolist(),
+            time_min_s=min(rounds),
+            time_max_s=max(rounds),
+            timing_note=cost.get("note") or None,
         )
         if memory is not None and name in memory.index:
             row.update(memory.loc[name, ["import_mb", "peak_mb"]].astype(float).to_dict())
         if name == bm.TORCH_COMPILE and compile_s is not None:
             row.update(compile_time_s=compile_s, note=compile_note(compile_s))
         rows.append(row)
-    rows += [bm.make_row(**common, framework=name, error=reason, note="not run: see error")
-             for name, reason in failed.items()]
+    rows += [
+        bm.make_row(**common, framework=name, error=reason, note="not run: see error")
+        for name, reason in failed.items()
+    ]
     return rows

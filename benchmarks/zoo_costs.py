@@ -16,6 +16,7 @@ optimizer (:func:`benchmarks.peak_memory.setup_costs`)::
 writes ``zoo_costs.csv`` (one row per model and framework);
 :func:`zoo_costs_section` is its part of the summary.
 """
+
 import argparse
 import os
 import sys
@@ -36,8 +37,16 @@ from benchmarks.zoo_summary import APIS, model_label
 #: The frameworks that train every model of the zoo, each in a process of its own.
 FRAMEWORKS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD, bm.TORCH)
 #: The columns of ``zoo_costs.csv`` (``step_s``, a step of the training fit: the faster API).
-COLUMNS = ["model", "framework", "import_mb", "peak_mb", "training_mb", "first_fit_setup_s",
-           "refit_setup_s", "step_s"]
+COLUMNS = [
+    "model",
+    "framework",
+    "import_mb",
+    "peak_mb",
+    "training_mb",
+    "first_fit_setup_s",
+    "refit_setup_s",
+    "step_s",
+]
 #: Batch size of the zoo (``ZOO_BATCH`` of the kernel survey and the grid's ``zoo_*`` tables).
 BATCH_SIZE = 64
 #: What each process trains for the peak memory: epochs of so many batches; refits timed.
@@ -61,8 +70,12 @@ def zoo_input(name):
 
     module = getattr(example_models, name)()
     spec = input_spec(module, ZOO[name][1])
-    return {"input_shape": spec.shape, "input_dtype": spec.dtype, "vocabulary": spec.vocabulary,
-            "n_outputs": output_width(module, spec)}
+    return {
+        "input_shape": spec.shape,
+        "input_dtype": spec.dtype,
+        "vocabulary": spec.vocabulary,
+        "n_outputs": output_width(module, spec),
+    }
 
 
 def measure_zoo(models=None, steps_per_epoch=4, epochs=2, repeats=3, log=None):
@@ -91,9 +104,15 @@ def measure_zoo(models=None, steps_per_epoch=4, epochs=2, repeats=3, log=None):
     frames = []
     for name in models or list(ZOO):
         start = time.perf_counter()
-        df = measure(model_function=f"benchmarks.example_models:{name}", batch_size=BATCH_SIZE,
-                     n_samples=BATCH_SIZE * steps_per_epoch, epochs=epochs, frameworks=FRAMEWORKS,
-                     repeats=repeats, **zoo_input(name))
+        df = measure(
+            model_function=f"benchmarks.example_models:{name}",
+            batch_size=BATCH_SIZE,
+            n_samples=BATCH_SIZE * steps_per_epoch,
+            epochs=epochs,
+            frameworks=FRAMEWORKS,
+            repeats=repeats,
+            **zoo_input(name),
+        )
         frames.append(df.assign(model=name))
         if log is not None:
             log(f"{name}: {time.perf_counter() - start:.0f} s")
@@ -171,15 +190,19 @@ module and optimizer.
         imports = value_range(higher.import_mb_ort - higher.import_mb_torch, "{:+.0f}")
         training = value_range(higher.training_mb_ort - higher.training_mb_torch, "{:+.0f}")
         ratios = value_range(higher.ratio, "{:.1f}")
-        where = (f"peaks higher than torch eager for {models} ({ratios}x more: {imports} MB in "
-                 f"its imports, which load torch as well, {training} MB while training)")
+        where = (
+            f"peaks higher than torch eager for {models} ({ratios}x more: {imports} MB in "
+            f"its imports, which load torch as well, {training} MB while training)"
+        )
     first = value_range(rows.first_fit_setup_s_ort, "{:.2f}")
     refit = value_range(rows.refit_setup_s_ort, "{:.3f}")
     torch_first = value_range(rows.first_fit_setup_s_torch, "{:.2f}")
-    return (f"onnxruntime (the faster of its two APIs for each model) {where}.\n\n"
-            f"Its first fit spends {first} s setting up (export, training graph, sessions), a "
-            f"refit that finds its training graph cached {refit} s, against {torch_first} s for "
-            "torch's first module and optimizer.")
+    return (
+        f"onnxruntime (the faster of its two APIs for each model) {where}.\n\n"
+        f"Its first fit spends {first} s setting up (export, training graph, sessions), a "
+        f"refit that finds its training graph cached {refit} s, against {torch_first} s for "
+        "torch's first module and optimizer."
+    )
 
 
 def _seconds(value):
@@ -204,15 +227,20 @@ def costs_table(df):
     torch set-up (s)                                      0.8
     """
     rows = compared(df.assign(training_mb=df.peak_mb - df.import_mb))
-    return pd.DataFrame({
-        "model": rows.model.map(_label),
-        "peak MB, ORT / torch": [f"{ort:.0f} / {torch:.0f} ({ratio:.1f}x)" for ort, torch, ratio
-                                 in zip(rows.peak_mb_ort, rows.peak_mb_torch, rows.ratio)],
-        "ORT set-up (s), first / refit": [
-            f"{_seconds(first)} / {_seconds(refit)}"
-            for first, refit in zip(rows.first_fit_setup_s_ort, rows.refit_setup_s_ort)],
-        "torch set-up (s)": rows.first_fit_setup_s_torch.map(_seconds),
-    })
+    return pd.DataFrame(
+        {
+            "model": rows.model.map(_label),
+            "peak MB, ORT / torch": [
+                f"{ort:.0f} / {torch:.0f} ({ratio:.1f}x)"
+                for ort, torch, ratio in zip(rows.peak_mb_ort, rows.peak_mb_torch, rows.ratio)
+            ],
+            "ORT set-up (s), first / refit": [
+                f"{_seconds(first)} / {_seconds(refit)}"
+                for first, refit in zip(rows.first_fit_setup_s_ort, rows.refit_setup_s_ort)
+            ],
+            "torch set-up (s)": rows.first_fit_setup_s_torch.map(_seconds),
+        }
+    )
 
 
 def zoo_costs_markdown(df):
@@ -255,8 +283,13 @@ def zoo_costs_section(results):
     df = read_zoo_costs(results)
     if df is None:
         return []
-    return ["## Memory and first fit, per model of the zoo", "", zoo_costs_markdown(df),
-            f"Every row: `{CSV_NAME}`, written by `{COMMAND}`.", ""]
+    return [
+        "## Memory and first fit, per model of the zoo",
+        "",
+        zoo_costs_markdown(df),
+        f"Every row: `{CSV_NAME}`, written by `{COMMAND}`.",
+        "",
+    ]
 
 
 def main(argv=None):
@@ -264,8 +297,11 @@ def main(argv=None):
     from benchmarks.records import atomic_write_text
 
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="the small models (or --models), 2 steps, 1 refit (tests)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the small models (or --models), 2 steps, 1 refit (tests)",
+    )
     parser.add_argument("--models", nargs="+", choices=list(ZOO), help="these models only")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)

@@ -6,6 +6,7 @@ each model's step time in torch eager, ``torch.compile`` and both
 onnxruntime APIs. :func:`zoo_section` turns them into sentences that
 answer first and a short table of ratios, one per machine.
 """
+
 import pandas as pd
 
 from benchmarks.caveats import with_caveat
@@ -36,7 +37,11 @@ def _zoo_rows(df):
     """The ``your_model`` rows with plain SGD."""
     if "benchmark" not in df or "family" not in df:
         return df.iloc[0:0]
-    return df[(df.benchmark == "your_model") & df.family.notna() & (df.optimizer.isna() | (df.optimizer == "sgd"))]
+    return df[
+        (df.benchmark == "your_model")
+        & df.family.notna()
+        & (df.optimizer.isna() | (df.optimizer == "sgd"))
+    ]
 
 
 def zoo_ratios(df):
@@ -67,12 +72,24 @@ def zoo_ratios(df):
         rows = rows.assign(caveat="")
     out = []
     pairs = [(api, peer) for api in APIS for peer in PEERS]
-    for (machine, model, threads), group in rows.groupby(["machine", "model", "threads"], sort=False):
+    for (machine, model, threads), group in rows.groupby(
+        ["machine", "model", "threads"], sort=False
+    ):
         first = group.iloc[0]
         for api, peer, ratio, caveat in framework_ratios(group, "time_per_update_s", pairs):
-            out.append({"machine": machine, "family": first.family, "label": model_label(first.family, model),
-                        "n_weights": first.get("n_weights"), "threads": int(threads), "api": api, "peer": peer,
-                        "ratio": ratio, "caveat": caveat})
+            out.append(
+                {
+                    "machine": machine,
+                    "family": first.family,
+                    "label": model_label(first.family, model),
+                    "n_weights": first.get("n_weights"),
+                    "threads": int(threads),
+                    "api": api,
+                    "peer": peer,
+                    "ratio": ratio,
+                    "caveat": caveat,
+                }
+            )
     return pd.DataFrame(out, columns=_COLUMNS)
 
 
@@ -103,8 +120,11 @@ def _names(labels, families):
 
 
 #: How each verdict of :func:`_verdicts` reads in the sentences.
-_VERDICT_WORDS = {"faster": "faster for", "slower": "slower for",
-                  "mixed": "within 5%, or faster at one thread count only, for"}
+_VERDICT_WORDS = {
+    "faster": "faster for",
+    "slower": "slower for",
+    "mixed": "within 5%, or faster at one thread count only, for",
+}
 
 
 def zoo_sentence(ratios, peer, families=None):
@@ -127,10 +147,16 @@ def zoo_sentence(ratios, peer, families=None):
 CNN (large); within 5%, or faster at one thread count only, for: CNN (small).
     """
     if families is None:
-        families = {family: list(dict.fromkeys(group.label)) for family, group in ratios.groupby("family", sort=False)}
+        families = {
+            family: list(dict.fromkeys(group.label))
+            for family, group in ratios.groupby("family", sort=False)
+        }
     verdicts = _verdicts(ratios, peer)
-    clauses = [f"{words}: {_names([k for k, v in verdicts.items() if v == verdict], families)}"
-               for verdict, words in _VERDICT_WORDS.items() if verdict in verdicts.values()]
+    clauses = [
+        f"{words}: {_names([k for k, v in verdicts.items() if v == verdict], families)}"
+        for verdict, words in _VERDICT_WORDS.items()
+        if verdict in verdicts.values()
+    ]
     if not clauses:
         return ""
     return f"Against {peer}, onnxruntime's faster API trains a step " + "; ".join(clauses) + "."
@@ -155,13 +181,23 @@ def zoo_table(ratios, peer):
     | CNN (small) | 900 | 2 | 2.0x faster |
     """
     ratios = ratios[ratios.peer == peer]
-    caveats = ratios["caveat"].fillna("") if "caveat" in ratios else pd.Series("", index=ratios.index)
-    ratios = ratios.assign(cell=[with_caveat(speed_phrase(r), c) for r, c in zip(ratios.ratio, caveats)])
-    table = ratios.pivot_table(index=["family", "n_weights", "label", "threads"], columns="api",
-                               values="cell", aggfunc="first").sort_index()
+    caveats = (
+        ratios["caveat"].fillna("") if "caveat" in ratios else pd.Series("", index=ratios.index)
+    )
+    ratios = ratios.assign(
+        cell=[with_caveat(speed_phrase(r), c) for r, c in zip(ratios.ratio, caveats)]
+    )
+    table = ratios.pivot_table(
+        index=["family", "n_weights", "label", "threads"],
+        columns="api",
+        values="cell",
+        aggfunc="first",
+    ).sort_index()
     present = [api for api in APIS if api in table.columns]
-    lines = ["| model | weights | threads | " + " | ".join(APIS[a] for a in present) + " |",
-             "| --- | --- | --- | " + " | ".join("---" for _ in present) + " |"]
+    lines = [
+        "| model | weights | threads | " + " | ".join(APIS[a] for a in present) + " |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in present) + " |",
+    ]
     for (_, n_weights, label, threads), row in table.iterrows():
         cells = [row[c] if isinstance(row[c], str) else "-" for c in present]
         lines.append(f"| {label} | {_weights(n_weights)} | {threads} | " + " | ".join(cells) + " |")
@@ -171,7 +207,10 @@ def zoo_table(ratios, peer):
 def _models(rows):
     """``families`` (family to its model labels) and the labels no onnxruntime API has a step time for."""
     rows = rows.assign(label=[model_label(f, m) for f, m in zip(rows.family, rows.model)])
-    families = {family: list(dict.fromkeys(group.label)) for family, group in rows.groupby("family", sort=False)}
+    families = {
+        family: list(dict.fromkeys(group.label))
+        for family, group in rows.groupby("family", sort=False)
+    }
     timed = rows[rows.framework.isin(list(APIS)) & rows.time_per_update_s.notna()]
     return families, [label for label in dict.fromkeys(rows.label) if label not in set(timed.label)]
 
@@ -196,8 +235,10 @@ def zoo_compact_table(ratios):
     table = best["cell"].unstack(["peer", "threads"]).sort_index()
     columns = sorted(table.columns, key=lambda c: (PEERS.index(c[0]), c[1]))
     names = [f"{peer}, {threads} thread{'' if threads == 1 else 's'}" for peer, threads in columns]
-    lines = ["| model | " + " | ".join(names) + " |",
-             "| --- | " + " | ".join("---" for _ in names) + " |"]
+    lines = [
+        "| model | " + " | ".join(names) + " |",
+        "| --- | " + " | ".join("---" for _ in names) + " |",
+    ]
     for (_, _, label), row in table.iterrows():
         cells = [row[c] if isinstance(row[c], str) else "-" for c in columns]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -222,8 +263,9 @@ def zoo_counts(ratios):
     parts = []
     for peer in PEERS:
         verdicts = list(_verdicts(ratios, peer).values())
-        counts = [f"{words} {verdicts.count(v)}" for v, words in _COUNT_WORDS.items()
-                  if v in verdicts]
+        counts = [
+            f"{words} {verdicts.count(v)}" for v, words in _COUNT_WORDS.items() if v in verdicts
+        ]
         if counts:
             counts[0] += f" of {len(verdicts)} models" + ("" if parts else " with a clean ratio")
             subject = "" if parts else "onnxruntime's faster API trains a step "
@@ -272,8 +314,13 @@ def zoo_section(df):
             names = _names(untrained, families)
             lines += [f"Not trained by onnxruntime: {names} (why: [details](details.md)).", ""]
     if lines:
-        lines += [("Each cell: the [faster API](#glossary)'s step against torch eager's "
-                   "(`torch.compile`'s: [details](details.md)); same model, "
-                   "weights, batches, loss and plain SGD in every framework. *: not "
-                   "[clean](#glossary), no finding ([details](details.md) say why)."), ""]
+        lines += [
+            (
+                "Each cell: the [faster API](#glossary)'s step against torch eager's "
+                "(`torch.compile`'s: [details](details.md)); same model, "
+                "weights, batches, loss and plain SGD in every framework. *: not "
+                "[clean](#glossary), no finding ([details](details.md) say why)."
+            ),
+            "",
+        ]
     return lines

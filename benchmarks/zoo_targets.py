@@ -9,6 +9,7 @@ weights on the same batches (the fits of ``bench_your_model``:
 The target of :mod:`benchmarks.step_targets` compares the faster of the two
 APIs with torch, round by round.
 """
+
 import numpy as np
 
 from benchmarks import example_models
@@ -24,9 +25,13 @@ FASTER_ORT = "faster onnxruntime API"
 #: CNNs, 30-50 ms for the ResNet, 100-320 ms for the MobileNet), so that
 #: they stand above the noise of a fit's set-up.
 STEPS_PER_EPOCH = {
-    "image_cnn_large": 8, "layernorm_mlp_large": 128, "batchnorm_mlp_large": 128,
-    "sequence_conv_large": 16, "token_classifier_large": 96,
-    "resnet_large": 4, "mobilenet_large": 2,
+    "image_cnn_large": 8,
+    "layernorm_mlp_large": 128,
+    "batchnorm_mlp_large": 128,
+    "sequence_conv_large": 16,
+    "token_classifier_large": 96,
+    "resnet_large": 4,
+    "mobilenet_large": 2,
 }
 #: Learning rate of every framework: small, so that no fit diverges.
 LEARNING_RATE = 1e-3

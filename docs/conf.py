@@ -1,4 +1,5 @@
 """Sphinx configuration of the documentation site (``make docs``)."""
+
 import glob
 import hashlib
 import importlib
@@ -73,7 +74,8 @@ if os.environ.get("DOCS_QUICK"):
     # (long outputs, kernel tables); the others are rendered from their committed
     # source, without outputs
     nb_execution_excludepatterns = [
-        "notebooks/0[2-7]_*", "notebooks/[1-9][0-9]_*",
+        "notebooks/0[2-7]_*",
+        "notebooks/[1-9][0-9]_*",
     ]
 
 autodoc_default_options = {
@@ -103,26 +105,74 @@ suppress_warnings = ["mystnb.unknown_mime_type"]
 
 API_ORDER = {
     "helpers.whole_training": [
-        "optimizer", "loss_output", "session", "checkpoints", "artifacts",
-        "fit_artifacts", "schedulers",
+        "optimizer",
+        "loss_output",
+        "session",
+        "checkpoints",
+        "artifacts",
+        "fit_artifacts",
+        "schedulers",
     ],
     "helpers.forward_backward": [
-        "optimizer", "function", "passes", "losses", "session", "torch_function",
+        "optimizer",
+        "function",
+        "passes",
+        "losses",
+        "session",
+        "torch_function",
         "torch_module",
     ],
     "helpers.core": [
-        "estimator", "parameters", "learning_rates", "update_rules", "penalties",
-        "loss_graphs", "epoch_losses", "configurable", "display", "sessions", "runtime",
-        "devices", "cuda_libraries", "batches", "torch_export", "onnx_graph",
-        "inference_mode", "graph_shapes", "graph_nodes", "graph_values", "training_graph",
-        "activations", "padding", "pooling", "resampling", "normalization", "batch_norm",
-        "running_statistics", "embedding_padding", "torch_symbolics", "onnx_function",
-        "gradient_rewrites", "training_cache", "training_loop", "trained_model",
-        "validation", "class_labels",
+        "estimator",
+        "parameters",
+        "learning_rates",
+        "update_rules",
+        "penalties",
+        "loss_graphs",
+        "epoch_losses",
+        "configurable",
+        "display",
+        "sessions",
+        "runtime",
+        "devices",
+        "cuda_libraries",
+        "batches",
+        "torch_export",
+        "onnx_graph",
+        "inference_mode",
+        "graph_shapes",
+        "graph_nodes",
+        "graph_values",
+        "training_graph",
+        "activations",
+        "padding",
+        "pooling",
+        "resampling",
+        "normalization",
+        "batch_norm",
+        "running_statistics",
+        "embedding_padding",
+        "torch_symbolics",
+        "onnx_function",
+        "gradient_rewrites",
+        "training_cache",
+        "training_loop",
+        "trained_model",
+        "validation",
+        "class_labels",
     ],
     "helpers.teaching": [
-        "datasets", "model_factories", "sklearn_bridge", "comparison", "torch_reference",
-        "plotting", "panels", "tables", "kernel_plots", "palette", "notebook",
+        "datasets",
+        "model_factories",
+        "sklearn_bridge",
+        "comparison",
+        "torch_reference",
+        "plotting",
+        "panels",
+        "tables",
+        "kernel_plots",
+        "palette",
+        "notebook",
     ],
     "helpers.measure": ["timing", "conditions", "profiling"],
 }
@@ -140,10 +190,21 @@ def package_modules(package):
 #: ``training_graph`` and of ``export_for_training``, which users do not call one by one
 #: (their functions keep their docstrings and examples in the source, run as doctests).
 DOCSTRING_ONLY = {
-    f"helpers.core.{m}" for m in (
-        "activations", "padding", "pooling", "resampling", "normalization",
-        "running_statistics", "embedding_padding", "torch_symbolics", "graph_values",
-        "convolution_rewrites", "pooling_rewrites", "batch_norm", "gradient_rewrites",
+    f"helpers.core.{m}"
+    for m in (
+        "activations",
+        "padding",
+        "pooling",
+        "resampling",
+        "normalization",
+        "running_statistics",
+        "embedding_padding",
+        "torch_symbolics",
+        "graph_values",
+        "convolution_rewrites",
+        "pooling_rewrites",
+        "batch_norm",
+        "gradient_rewrites",
     )
 }
 
@@ -183,7 +244,9 @@ def _public_names_table():
 # --- The landing page's headline, read from the reference benchmark -----------------
 
 SUMMARY = os.path.join(ROOT, "results", "reference", "summary.md")
-_SECTION = re.compile(r"^## (?P<machine>.+?), (?P<cores>\d+) cores?, (?P<threads>\d+) threads?$", re.M)
+_SECTION = re.compile(
+    r"^## (?P<machine>.+?), (?P<cores>\d+) cores?, (?P<threads>\d+) threads?$", re.M
+)
 
 
 def _api_answer(text, api):
@@ -194,7 +257,9 @@ def _api_answer(text, api):
     match = re.search(
         rf"The {api} API against torch(?: eager)?: faster in (?P<faster>\d+) of (?P<total>\d+) configurations "
         r"\((?P<span>[\d.]+x(?: to [\d.]+x)?)\)(?:, slower in \d+ \((?P<slow>[\d.]+x(?: to [\d.]+x)?): "
-        r"(?P<where>[^)]*)\))?", text)
+        r"(?P<where>[^)]*)\))?",
+        text,
+    )
     if not match:
         return None
     slower = f"{match['slow']} more for {match['where']}" if match["slow"] else ""
@@ -219,12 +284,17 @@ def headline():
     if not sections:
         raise ValueError("no '## <machine>, N cores, T threads' section")
     best = max(sections, key=lambda m: int(m.group("threads")))
-    body = text[best.end():]
+    body = text[best.end() :]
     end_of_body = re.search(r"^## ", body, re.M)  # the next section, of this machine or another
     body = body[: end_of_body.start()] if end_of_body else body
-    whole, forward_backward = _api_answer(body, "whole-training"), _api_answer(body, "forward/backward")
+    whole, forward_backward = (
+        _api_answer(body, "whole-training"),
+        _api_answer(body, "forward/backward"),
+    )
     if not whole or not forward_backward:
-        raise ValueError(f"no 'faster in N of M configurations (A to B)' sentence under '{best.group(0)}'")
+        raise ValueError(
+            f"no 'faster in N of M configurations (A to B)' sentence under '{best.group(0)}'"
+        )
     models = re.findall(r"^\| MLP ([\d-]+), batch", body, re.M)
     sizes = sorted(set(models), key=lambda m: [int(x) for x in m.split("-")])
     which = f"MLPs ({sizes[0]} to {sizes[-1]})" if len(sizes) > 1 else "MLPs"
@@ -249,8 +319,12 @@ def _fill_markers(app, docname, source):
         try:
             sentence = headline()
         except (OSError, ValueError) as exc:
-            LOGGER.warning("the landing page's headline: %s in %s (docs/conf.py reads it)",
-                           exc, os.path.relpath(SUMMARY, ROOT), location=docname)
+            LOGGER.warning(
+                "the landing page's headline: %s in %s (docs/conf.py reads it)",
+                exc,
+                os.path.relpath(SUMMARY, ROOT),
+                location=docname,
+            )
             sentence = ""
         text = text.replace("<!-- headline -->", sentence)
     source[0] = text
@@ -276,15 +350,21 @@ def _value_description(value):
         for key, item in value.items():
             if inspect.isclass(item) or inspect.isfunction(item):
                 where = f"{item.__module__}.{item.__qualname__}"
-                shown = (f":py:obj:`~{where}`" if where.startswith("helpers.")
-                         else f"``{where.replace('numpy.', 'np.')}``")
+                shown = (
+                    f":py:obj:`~{where}`"
+                    if where.startswith("helpers.")
+                    else f"``{where.replace('numpy.', 'np.')}``"
+                )
             elif _is_plain(item) or isinstance(item, (tuple, Mapping)):
                 shown = _literal(item)
             else:
                 shown = f"a ``{type(item).__name__}``"
             lines.append(f"* {_literal(key)}: {shown}")
-        return True, ["", "**Names it accepts:**" if all(isinstance(k, str) for k in value)
-                      else "**Keys:**", ""] + lines
+        return True, [
+            "",
+            "**Names it accepts:**" if all(isinstance(k, str) for k in value) else "**Keys:**",
+            "",
+        ] + lines
     if re.search(r"<[\w.]+ object( at 0x[0-9a-f]+)?>|<(class|function|built-in)", text):
         return True, []
     if isinstance(value, (tuple, list)) and len(text) > 90:
@@ -324,7 +404,9 @@ def _drop_reprs(app, doctree):
             if not found or not _value_description(obj)[0]:
                 continue
             for annotation in list(signature.findall(addnodes.desc_annotation)):
-                if any(p.astext() == "=" for p in annotation.findall(addnodes.desc_sig_punctuation)):
+                if any(
+                    p.astext() == "=" for p in annotation.findall(addnodes.desc_sig_punctuation)
+                ):
                     annotation.parent.remove(annotation)
 
 

@@ -3,6 +3,7 @@
 Used by ``docs/test_site.py`` (``make docs-test``); no package beyond the standard
 library and a Chromium binary. Screenshots land in the site's ``_screenshots`` folder.
 """
+
 import base64
 import json
 import os
@@ -12,9 +13,17 @@ import tempfile
 import time
 
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--allow-file-access-from-files", "--hide-scrollbars", "--window-size=1280,800",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--allow-file-access-from-files",
+    "--hide-scrollbars",
+    "--window-size=1280,800",
 ]
 DESKTOP = (1280, 800)
 PHONE = (390, 844)
@@ -38,9 +47,17 @@ class Browser:
             os.dup2(replies_write, 4)
 
         self.process = subprocess.Popen(
-            [chromium, *FLAGS, "--remote-debugging-pipe", f"--user-data-dir={self.profile}", "about:blank"],
-            pass_fds=(3, 4, commands_read, replies_write), preexec_fn=as_fds_3_and_4,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                chromium,
+                *FLAGS,
+                "--remote-debugging-pipe",
+                f"--user-data-dir={self.profile}",
+                "about:blank",
+            ],
+            pass_fds=(3, 4, commands_read, replies_write),
+            preexec_fn=as_fds_3_and_4,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         os.close(commands_read)
         os.close(replies_write)
@@ -48,7 +65,9 @@ class Browser:
         self._id = 0
         self._events = []
         target = self.send("Target.createTarget", url="about:blank")["targetId"]
-        self.session = self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.session = self.send("Target.attachToTarget", targetId=target, flatten=True)[
+            "sessionId"
+        ]
         self.send("Page.enable", session=self.session)
 
     def _receive(self):
@@ -85,15 +104,30 @@ class Browser:
 
     def open(self, path, size):
         """Load the site's page ``path`` in a window of ``size`` (width, height) pixels."""
-        self.send("Emulation.setDeviceMetricsOverride", session=self.session, width=size[0], height=size[1],
-                  deviceScaleFactor=1, mobile=False)
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            session=self.session,
+            width=size[0],
+            height=size[1],
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         self._events.clear()
-        self.send("Page.navigate", session=self.session, url="file://" + os.path.abspath(os.path.join(self.site, path)))
+        self.send(
+            "Page.navigate",
+            session=self.session,
+            url="file://" + os.path.abspath(os.path.join(self.site, path)),
+        )
         self._wait_for("Page.loadEventFired")
 
     def evaluate(self, expression):
-        reply = self.send("Runtime.evaluate", session=self.session, expression=expression,
-                          returnByValue=True, awaitPromise=True)
+        reply = self.send(
+            "Runtime.evaluate",
+            session=self.session,
+            expression=expression,
+            returnByValue=True,
+            awaitPromise=True,
+        )
         if "exceptionDetails" in reply:
             raise RuntimeError(f"script failed: {reply['exceptionDetails']}")
         return reply["result"].get("value")
@@ -105,9 +139,13 @@ class Browser:
         region = {}
         if around:
             x, y, width, height = around
-            region = {"clip": {"x": x, "y": y, "width": width, "height": height, "scale": 1},
-                      "captureBeyondViewport": True}
-        data = self.send("Page.captureScreenshot", session=self.session, format="png", **region)["data"]
+            region = {
+                "clip": {"x": x, "y": y, "width": width, "height": height, "scale": 1},
+                "captureBeyondViewport": True,
+            }
+        data = self.send("Page.captureScreenshot", session=self.session, format="png", **region)[
+            "data"
+        ]
         path = os.path.join(shots, name)
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
@@ -120,7 +158,6 @@ class Browser:
         except Exception:  # noqa: BLE001 - closing anyway
             self.process.kill()
         shutil.rmtree(self.profile, ignore_errors=True)
-
 
 
 # --- Measuring a page in the browser ---------------------------------------------------
@@ -213,7 +250,8 @@ def region_of(browser, condition):
     return browser.evaluate(
         f"(() => {{ const cell = [...document.querySelectorAll('article div.cell')].find({condition});"
         " if (!cell) return null; const r = cell.getBoundingClientRect();"
-        " return [0, r.top + scrollY - 10, innerWidth, Math.min(r.height + 20, 1000)]; })()")
+        " return [0, r.top + scrollY - 10, innerWidth, Math.min(r.height + 20, 1000)]; })()"
+    )
 
 
 def measure(browser, path, size=DESKTOP, theme="light", screenshot=None):

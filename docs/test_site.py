@@ -11,6 +11,7 @@ and an API reference of one page per package, each with a visible contents list,
 no raw reprs and a size well under the single page it replaced (121,454 px, 1.1 MB).
 Screenshots land beside the site, in ``_screenshots``.
 """
+
 import glob
 import json
 import os
@@ -18,7 +19,6 @@ import re
 import shutil
 
 import pytest
-
 from site_browser import DESKTOP, PHONE, Browser, measure, region_of
 
 SITE = os.environ.get("DOCS_SITE", os.path.join(os.path.dirname(__file__), "_build", "quick"))
@@ -39,12 +39,16 @@ EXECUTED = [
     "notebooks/09_profiling_a_training_step.html",
 ]
 # what a registry or an object looked like when autodoc printed its repr
-RAW_REPR = re.compile(r"<(class|function|built-in function|module) '?[\w.]+'?>|<[\w.]+ object( at 0x[0-9a-f]+)?>")
+RAW_REPR = re.compile(
+    r"<(class|function|built-in function|module) '?[\w.]+'?>|<[\w.]+ object( at 0x[0-9a-f]+)?>"
+)
 
 
 @pytest.fixture(scope="module")
 def browser():
-    assert CHROMIUM, "chromium is not installed: `make docs-test` installs it (apt-get install chromium)"
+    assert CHROMIUM, (
+        "chromium is not installed: `make docs-test` installs it (apt-get install chromium)"
+    )
     assert os.path.exists(os.path.join(SITE, "index.html")), f"no site in {SITE}: build it first"
     chromium = Browser(CHROMIUM, SITE)
     yield chromium
@@ -64,12 +68,15 @@ def test_page_renders(browser, page):
     if page == "api":  # the API's examples show the errors functions raise, on purpose
         text = browser.evaluate(
             "(() => { const a = document.querySelector('article').cloneNode(true);"
-            " a.querySelectorAll('pre').forEach(p => p.remove()); return a.textContent; })()")
+            " a.querySelectorAll('pre').forEach(p => p.remove()); return a.textContent; })()"
+        )
     assert "Traceback (most recent call last)" not in text
     assert not re.search(r"\b\w+Error: ", text), f"{path} shows an error"
     assert "ERROR:" not in text, f"{path} shows a theme's or an extension's error"
     if page == "notebook":
-        assert [i for i in m["images"] if i["src"].endswith(".png")], "the notebook page shows no rendered plot"
+        assert [i for i in m["images"] if i["src"].endswith(".png")], (
+            "the notebook page shows no rendered plot"
+        )
 
 
 @pytest.mark.parametrize("path", [PAGES["landing"][0], *EXECUTED, *API_PAGES])
@@ -90,15 +97,22 @@ def test_landing_page_headline_figure_and_sidebar(browser):
     m = measure(browser, "index.html", DESKTOP, screenshot="landing-1280.png")
     text = " ".join(m["text"].split())
     # the ratio sentence of results/reference/summary.md (docs/conf.py reads it), first
-    ratio = re.search(r"takes ([\d.]+)x to ([\d.]+)x less time with the whole-training API than with torch eager", text)
+    ratio = re.search(
+        r"takes ([\d.]+)x to ([\d.]+)x less time with the whole-training API than with torch eager",
+        text,
+    )
     assert ratio, "the landing page has no headline ratio"
     assert text.index(ratio.group(0)) < 300, "the headline is not at the top of the page"
     with open(os.path.join(ROOT, "results", "reference", "summary.md"), encoding="utf-8") as f:
         summary = f.read()
-    assert f"({ratio.group(1)}x to {ratio.group(2)}x)" in summary, "the headline is not the summary's"
+    assert f"({ratio.group(1)}x to {ratio.group(2)}x)" in summary, (
+        "the headline is not the summary's"
+    )
     figures = [i for i in m["images"] if "time_to_accuracy" in i["src"]]
     assert figures, "the landing page has no figure"
-    assert figures[0]["link"] and figures[0]["link"].endswith(".png"), "the figure does not open its full size"
+    assert figures[0]["link"] and figures[0]["link"].endswith(".png"), (
+        "the figure does not open its full size"
+    )
     assert os.path.exists(os.path.join(SITE, figures[0]["link"]))
     assert figures[0]["width"] >= 600, "the figure is shown smaller than the column"
     # short sidebar titles: each on one line, and the API reference above the fold
@@ -108,15 +122,21 @@ def test_landing_page_headline_figure_and_sidebar(browser):
     heights = [h for _, h in m["sidebarLinks"] if h]
     assert max(heights) - min(heights) < 8, f"a sidebar title wraps: {m['sidebarLinks']}"
     # a file that is not a page is linked: to the repository, or downloaded from the site
-    links = browser.evaluate("[...document.querySelectorAll('article a')].map(a => a.getAttribute('href'))")
+    links = browser.evaluate(
+        "[...document.querySelectorAll('article a')].map(a => a.getAttribute('href'))"
+    )
     links = [link for link in links if link and link.endswith("bench_your_model.ipynb")]
     assert links, "the landing page does not link benchmarks/bench_your_model.ipynb"
     for link in links:
-        assert "://" in link or os.path.exists(os.path.join(SITE, link)), f"{link} is not on the site"
+        assert "://" in link or os.path.exists(os.path.join(SITE, link)), (
+            f"{link} is not on the site"
+        )
     assert not re.search(r"\b(this file|beside this file)\b", text)
     phone = measure(browser, "index.html", PHONE, screenshot="landing-390.png")
     figure = [i for i in phone["images"] if "time_to_accuracy" in i["src"]][0]
-    assert figure["scale"] > 0.6, f"at 390px the figure is shown at {figure['scale']:.2f} of its size"
+    assert figure["scale"] > 0.6, (
+        f"at 390px the figure is shown at {figure['scale']:.2f} of its size"
+    )
 
 
 # --- The results pages ------------------------------------------------------------------
@@ -150,7 +170,9 @@ def test_results_pages_a_reader_can_scan(browser, page):
         # compact rows: at most three lines of text (the page replaced had rows of 250-300 px)
         assert table["tallestRow"] <= 90, f"a row of {page} is {table['tallestRow']}px tall"
     for image in m["images"]:
-        assert image["link"] and os.path.exists(os.path.join(SITE, image["link"])), f"{image['src']} opens nothing"
+        assert image["link"] and os.path.exists(os.path.join(SITE, image["link"])), (
+            f"{image['src']} opens nothing"
+        )
         assert image["shown"] >= min(image["natural"], image["column"]) - 2, (
             f"{image['src']} is shown at {image['shown']:.0f}px of {image['natural']}px in a {image['column']:.0f}px column"
         )
@@ -175,10 +197,16 @@ def test_notebook_pages_offer_their_notebook():
         with open(path, encoding="utf-8") as f:
             page = f.read()
         name = os.path.basename(path).replace(".html", ".ipynb")
-        links = re.findall(r'<a class="reference download internal" download="" href="([^"]+)"', page)
-        assert [link for link in links if link.endswith(name)], f"{path} offers no download of {name}"
+        links = re.findall(
+            r'<a class="reference download internal" download="" href="([^"]+)"', page
+        )
+        assert [link for link in links if link.endswith(name)], (
+            f"{path} offers no download of {name}"
+        )
         for link in links:
-            assert os.path.exists(os.path.join(os.path.dirname(path), link)), f"{link} is not on the site"
+            assert os.path.exists(os.path.join(os.path.dirname(path), link)), (
+                f"{link} is not on the site"
+            )
         # no "view source" button that opens a .txt copy of the notebook
         assert ".ipynb.txt" not in page
 
@@ -190,9 +218,16 @@ def test_notebook_code_fits_the_page():
     long_lines = []
     for path in sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb"))):
         for cell in nbformat.read(path, as_version=4).cells:
-            source = cell.source if cell.cell_type == "code" else "\n".join(
-                re.findall(r"^```[^\n]*\n(.*?)^```", cell.source, flags=re.M | re.S))
-            long_lines += [f"{os.path.basename(path)}: {line}" for line in source.splitlines() if len(line) > 88]
+            source = (
+                cell.source
+                if cell.cell_type == "code"
+                else "\n".join(re.findall(r"^```[^\n]*\n(.*?)^```", cell.source, flags=re.M | re.S))
+            )
+            long_lines += [
+                f"{os.path.basename(path)}: {line}"
+                for line in source.splitlines()
+                if len(line) > 88
+            ]
     assert not long_lines, f"{len(long_lines)} lines over 88 characters, first: {long_lines[0]}"
 
 
@@ -201,22 +236,36 @@ def test_notebook_page_code_tables_and_figures(browser, path):
     name = os.path.basename(path).split("_")[0]
     m = measure(browser, path, DESKTOP, screenshot=f"notebook-{name}-1280.png")
     assert m["codeBlocks"] > 10
-    assert not m["scrollingCode"], f"{path}: code scrolls sideways at 1280px: {m['scrollingCode'][:3]}"
+    assert not m["scrollingCode"], (
+        f"{path}: code scrolls sideways at 1280px: {m['scrollingCode'][:3]}"
+    )
     assert m["tables"], f"{path} prints no table"
     for i, table in enumerate(m["tables"]):
         where = f"{path}, table {i + 1}"
         assert 2 <= table["columns"] <= 8, f"{where} has {table['columns']} columns"
         assert table["emptyHeaderRows"] == 0, f"{where} has an empty header row"
         assert table["minPadding"] >= 6, f"{where} has cells without padding"
-        assert not table["misaligned"], f"{where}: headers not aligned with their column: {table['misaligned']}"
-        assert table["minContrast"] >= 4.5, f"{where}: text of contrast {table['minContrast']:.1f} in light mode"
+        assert not table["misaligned"], (
+            f"{where}: headers not aligned with their column: {table['misaligned']}"
+        )
+        assert table["minContrast"] >= 4.5, (
+            f"{where}: text of contrast {table['minContrast']:.1f} in light mode"
+        )
         assert table["barsWithText"] == 0, f"{where}: numbers drawn over bars"
     for image in m["images"]:
-        assert image["link"] and image["link"].endswith(".png"), f"{path}: a figure is not a link to its file"
-        assert os.path.exists(os.path.normpath(os.path.join(SITE, os.path.dirname(path), image["link"])))
-        assert image["scale"] > 0.6, f"{path}: a figure is shown at {image['scale']:.2f} of its size"
-    for what, condition in (("table", "c => c.querySelector('div.cell_output table')"),
-                            ("figure", "c => c.querySelector('div.cell_output img')")):
+        assert image["link"] and image["link"].endswith(".png"), (
+            f"{path}: a figure is not a link to its file"
+        )
+        assert os.path.exists(
+            os.path.normpath(os.path.join(SITE, os.path.dirname(path), image["link"]))
+        )
+        assert image["scale"] > 0.6, (
+            f"{path}: a figure is shown at {image['scale']:.2f} of its size"
+        )
+    for what, condition in (
+        ("table", "c => c.querySelector('div.cell_output table')"),
+        ("figure", "c => c.querySelector('div.cell_output img')"),
+    ):
         region = region_of(browser, condition)
         if region:
             browser.screenshot(f"notebook-{name}-{what}-1280.png", around=region)
@@ -227,15 +276,21 @@ def test_notebook_page_code_tables_and_figures(browser, path):
         )
     for theme, tables in (("light", m["tables"]), ("dark", dark["tables"])):
         for table in [t for t in tables if t["bars"]]:
-            assert table["barContrast"] >= 3, f"{path}: bars of contrast {table['barContrast']:.1f} in {theme} mode"
+            assert table["barContrast"] >= 3, (
+                f"{path}: bars of contrast {table['barContrast']:.1f} in {theme} mode"
+            )
     phone = measure(browser, path, PHONE, screenshot=f"notebook-{name}-390.png")
-    for what, condition in (("table", "c => c.querySelector('div.cell_output table')"),
-                            ("figure", "c => c.querySelector('div.cell_output img')")):
+    for what, condition in (
+        ("table", "c => c.querySelector('div.cell_output table')"),
+        ("figure", "c => c.querySelector('div.cell_output img')"),
+    ):
         region = region_of(browser, condition)
         if region:
             browser.screenshot(f"notebook-{name}-{what}-390.png", around=region)
     for image in phone["images"]:
-        assert image["scale"] > 0.6, f"{path}: at 390px a figure is shown at {image['scale']:.2f} of its size"
+        assert image["scale"] > 0.6, (
+            f"{path}: at 390px a figure is shown at {image['scale']:.2f} of its size"
+        )
 
 
 def test_kernel_tables_draw_bars_beside_their_numbers(browser):
@@ -247,7 +302,8 @@ def test_kernel_tables_draw_bars_beside_their_numbers(browser):
         "(() => { const td = [...document.querySelectorAll('div.cell_output td')].find("
         "c => getComputedStyle(c).backgroundImage.includes('gradient'));"
         " const r = td.closest('div.cell').getBoundingClientRect();"
-        " return [0, r.top + scrollY - 20, innerWidth, Math.min(r.height + 40, 800)]; })()")
+        " return [0, r.top + scrollY - 20, innerWidth, Math.min(r.height + 40, 800)]; })()"
+    )
     browser.screenshot("notebook-09-kernels-dark.png", around=region)
     measure(browser, "notebooks/09_profiling_a_training_step.html", DESKTOP, theme="light")
     browser.screenshot("notebook-09-kernels-light.png", around=region)
@@ -259,12 +315,19 @@ def test_notebook_8_outputs(browser):
     # the L1 formula stays whole in its table cell
     assert "mean(|y - t|)" in text, "the L1 loss formula is broken"
     # warnings in full, not cut at 100 characters
-    assert "DeprecationWarning: You are using the legacy TorchScript-based ONNX export. Starting in" in text
+    assert (
+        "DeprecationWarning: You are using the legacy TorchScript-based ONNX export. Starting in"
+        in text
+    )
     assert "Please set the training mode before exporting the model." in " ".join(text.split())
     # a print is one output box, even when a slow call ran between its lines
-    outputs = browser.evaluate("[...document.querySelectorAll('div.output.stream')].map(o => o.innerText)")
+    outputs = browser.evaluate(
+        "[...document.querySelectorAll('div.output.stream')].map(o => o.innerText)"
+    )
     joined = [o for o in outputs if "parameters known" in o]
-    assert joined and "after filling" in joined[0], "the nominal checkpoint's print is split in two boxes"
+    assert joined and "after filling" in joined[0], (
+        "the nominal checkpoint's print is split in two boxes"
+    )
 
 
 # --- The API reference ------------------------------------------------------------------
@@ -275,7 +338,12 @@ def test_api_reference_is_one_page_per_package(browser):
     for path in API_PAGES:
         name = os.path.basename(path).replace(".html", "")
         size = os.path.getsize(os.path.join(SITE, path))
-        m = measure(browser, path, DESKTOP, screenshot=f"api-{name}-1280.png" if name in ("api", "core") else None)
+        m = measure(
+            browser,
+            path,
+            DESKTOP,
+            screenshot=f"api-{name}-1280.png" if name in ("api", "core") else None,
+        )
         assert size < 700_000, f"{path} is {size:,} bytes"
         assert m["pageHeight"] < 80_000, f"{path} is {m['pageHeight']:,}px tall"
         assert m["contents"] and m["contents"]["visible"], f"{path} has no visible contents list"
@@ -285,7 +353,8 @@ def test_api_reference_is_one_page_per_package(browser):
         # the examples (pre) show Python sessions as they run: reprs are what they print
         described = browser.evaluate(
             "(() => { const a = document.querySelector('article').cloneNode(true);"
-            " a.querySelectorAll('pre').forEach(p => p.remove()); return a.textContent; })()")
+            " a.querySelectorAll('pre').forEach(p => p.remove()); return a.textContent; })()"
+        )
         reprs = RAW_REPR.search(described)
         assert not reprs, f"{path} prints a raw repr: {reprs and reprs.group(0)}"
         assert not m["scrollingCode"], f"{path}: examples scroll sideways: {m['scrollingCode'][:3]}"
@@ -297,7 +366,9 @@ def test_api_reference_is_one_page_per_package(browser):
     for file in glob.glob(os.path.join(ROOT, "helpers", "**", "*.py"), recursive=True):
         module = os.path.relpath(file, ROOT)[:-3].replace(os.sep, ".")
         modules.add(module[: -len(".__init__")] if module.endswith(".__init__") else module)
-    assert modules - documented == set(), f"modules documented nowhere: {sorted(modules - documented)}"
+    assert modules - documented == set(), (
+        f"modules documented nowhere: {sorted(modules - documented)}"
+    )
     phone = measure(browser, "api/core.html", PHONE, screenshot="api-core-390.png")
     assert phone["contents"]["visible"]
 
@@ -306,7 +377,9 @@ def test_api_index_lists_the_packages_once_and_the_public_names(browser):
     m = measure(browser, "api.html")
     text = " ".join(m["text"].split())
     for package in API_PACKAGES:
-        assert text.count(f"helpers.{package}:") == 1, f"helpers.{package} is introduced {text.count(f'helpers.{package}:')} times"
+        assert text.count(f"helpers.{package}:") == 1, (
+            f"helpers.{package} is introduced {text.count(f'helpers.{package}:')} times"
+        )
     import helpers
 
     missing = [name for name in helpers.__all__ if name not in text]
@@ -317,8 +390,11 @@ def test_registries_show_the_names_they_accept(browser):
     m = measure(browser, "api/core.html")
 
     def described(name):
-        return " ".join(browser.evaluate(
-            f"document.getElementById({json.dumps(name)}).parentElement.innerText").split())
+        return " ".join(
+            browser.evaluate(
+                f"document.getElementById({json.dumps(name)}).parentElement.innerText"
+            ).split()
+        )
 
     rules = described("helpers.core.update_rules.UPDATE_RULES")
     for name in ("'sgd'", "'momentum'", "'nesterov'", "'adamw'"):

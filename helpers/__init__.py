@@ -15,6 +15,7 @@ code is organised in four packages:
 * :mod:`helpers.teaching` and :mod:`helpers.measure`: data sets, models,
   plots and comparisons for the notebooks; timing and profiling.
 """
+
 from .core.devices import DeviceError
 from .core.disk_space import DiskFullError
 from .core.epoch_losses import TrainingDivergedError
@@ -24,7 +25,6 @@ from .core.penalties import ElasticLearningPenalty, NoLearningPenalty
 from .core.runtime import RuntimeCompatibilityError, UntrainableModelError, check_onnx_compatible
 from .core.sessions import set_num_threads
 from .forward_backward.function import OrtGradientForwardBackward
-from .forward_backward.passes import OrtGradientForwardBackwardFunction
 from .forward_backward.losses import (
     AbsoluteLearningLoss,
     CrossEntropyLearningLoss,
@@ -33,6 +33,7 @@ from .forward_backward.losses import (
     SquareLearningLoss,
 )
 from .forward_backward.optimizer import OrtGradientForwardBackwardOptimizer
+from .forward_backward.passes import OrtGradientForwardBackwardFunction
 from .forward_backward.torch_module import OrtTorchModule
 from .whole_training.loss_output import add_loss_output
 from .whole_training.optimizer import OrtGradientOptimizer

@@ -15,6 +15,7 @@ verdict ...the CPU variant trains
 >>> status
 0
 """
+
 import argparse
 import os
 import platform
@@ -77,9 +78,7 @@ def _runtime_line():
     packages = devices.installed_runtime_packages()
     text = ", ".join(packages) or "none"
     if len(packages) > 1:
-        text += (
-            " (more than one: they overwrite each other's files; uninstall all of them and run make setup)"
-        )
+        text += " (more than one: they overwrite each other's files; uninstall all of them and run make setup)"
     return f"{text}, version {onnxruntime.__version__}"
 
 
@@ -102,7 +101,9 @@ def _cuda_libraries_line():
     if missing:
         text += f"; not installed: {', '.join(sorted(set(missing.values())))}"
     if failed:
-        text += "; failed to load: " + ", ".join(f"{name} ({message})" for name, message in failed.items())
+        text += "; failed to load: " + ", ".join(
+            f"{name} ({message})" for name, message in failed.items()
+        )
     return text
 
 
@@ -110,7 +111,8 @@ def _threads_line():
     usable = usable_cores()
     chosen = resolved_threads()
     sessions = (
-        f"{chosen} per session (helpers.set_num_threads)" if chosen
+        f"{chosen} per session (helpers.set_num_threads)"
+        if chosen
         else "onnxruntime's default per session (one per physical core) unless n_threads is given"
     )
     return f"{usable} cores usable (of {os.cpu_count()}); threads: {sessions}"
@@ -151,12 +153,17 @@ def diagnose(variant=None):
     gpu_package = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
     variant = variant or ("gpu" if gpu_package else "cpu")
     lines = [
-        ("Python", f"{platform.python_version()}, {sys.platform} {platform.machine()}, {_environment()}"),
+        (
+            "Python",
+            f"{platform.python_version()}, {sys.platform} {platform.machine()}, {_environment()}",
+        ),
         ("onnxruntime", _runtime_line()),
         ("providers", ", ".join(onnxruntime.get_available_providers())),
     ]
     cpu_problem = training_step_problem("cpu")
-    lines.append(("CPU training", f"no: {cpu_problem}" if cpu_problem else "yes: both APIs ran two epochs"))
+    lines.append(
+        ("CPU training", f"no: {cpu_problem}" if cpu_problem else "yes: both APIs ran two epochs")
+    )
     lines.append(("NVIDIA driver", _driver_line()))
     if gpu_package:
         lines.append(("CUDA libraries", _cuda_libraries_line()))
@@ -168,11 +175,18 @@ def diagnose(variant=None):
         for index in range(cuda_libraries.visible_gpus()[0]):
             problem = devices.cuda_problem(index) or training_step_problem(f"cuda:{index}")
             gpu_works.append(problem is None)
-            lines.append((f"GPU cuda:{index}", f"no: {problem}" if problem else "yes: both APIs ran two epochs"))
+            lines.append(
+                (
+                    f"GPU cuda:{index}",
+                    f"no: {problem}" if problem else "yes: both APIs ran two epochs",
+                )
+            )
     lines.append(("threads", _threads_line()))
     lines.append(("torch", _torch_line()))
     works = cpu_problem is None and len(packages) == 1 and (variant == "cpu" or any(gpu_works))
-    lines.append(("verdict", f"the {variant.upper()} variant {'trains' if works else 'does not train'}"))
+    lines.append(
+        ("verdict", f"the {variant.upper()} variant {'trains' if works else 'does not train'}")
+    )
     return lines, works
 
 
@@ -218,7 +232,11 @@ def main(argv=None):
         description="What this machine can train on: the onnxruntime package, a training step on the CPU and "
         "on each GPU (or why not), the NVIDIA driver, the CUDA libraries, the threads and torch.",
     )
-    parser.add_argument("--variant", choices=["cpu", "gpu"], help="the variant that must work (default: the installed one)")
+    parser.add_argument(
+        "--variant",
+        choices=["cpu", "gpu"],
+        help="the variant that must work (default: the installed one)",
+    )
     args = parser.parse_args(argv)
     return 0 if print_report(args.variant) else 1
 

@@ -1,5 +1,6 @@
 """Shared fixtures: small data sets and the ONNX models converted from them, caches, sweep grids,
 the check of a benchmark row's step time."""
+
 import json
 import math
 import os
@@ -7,8 +8,8 @@ import os
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from sklearn.linear_model import LinearRegression
 from skl2onnx import to_onnx
+from sklearn.linear_model import LinearRegression
 
 
 @pytest.fixture(scope="session")
@@ -82,7 +83,9 @@ def sleep_grid():
 
     def write(path, seconds, threads=None):
         fixed = "" if threads is None else f"[sleep.fixed]\nthreads = {threads}\n"
-        path.write_text(f'[sleep]\nnotebook = "{notebook}"\n{fixed}[sleep.grid]\nseconds = {json.dumps(list(seconds))}\n')
+        path.write_text(
+            f'[sleep]\nnotebook = "{notebook}"\n{fixed}[sleep.grid]\nseconds = {json.dumps(list(seconds))}\n'
+        )
         return str(path)
 
     return write

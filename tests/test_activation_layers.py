@@ -7,6 +7,7 @@ autograd in float64 over a grid of inputs holding the kinks and large values
 of both signs; then a network with each activation trains as in torch, step
 by step, in both APIs and in OrtTorchModule.
 """
+
 import copy
 
 import numpy as np
@@ -25,6 +26,7 @@ from helpers.core.sessions import make_session
 from helpers.core.torch_export import export_for_training
 from helpers.core.training_graph import training_graph
 from helpers.teaching.torch_reference import torch_fit
+
 
 class _Functional(nn.Module):
     def __init__(self, function):
@@ -66,8 +68,31 @@ ACTIVATIONS = {
 #: Inputs: large values of both signs, the kinks (0, -3 and 3, 6, -0.5 and 2, 2.5 and 1 where the
 #: thresholds are met).
 GRID = np.array(
-    [-1000, -100, -30, -20, -5, -3, -2.5, -1, -0.5, -1e-3, 0, 1e-3,
-     0.5, 1, 2, 2.5, 3, 5, 6, 20, 30, 100, 1000],
+    [
+        -1000,
+        -100,
+        -30,
+        -20,
+        -5,
+        -3,
+        -2.5,
+        -1,
+        -0.5,
+        -1e-3,
+        0,
+        1e-3,
+        0.5,
+        1,
+        2,
+        2.5,
+        3,
+        5,
+        6,
+        20,
+        30,
+        100,
+        1000,
+    ],
     dtype=np.float64,
 )
 
@@ -152,8 +177,12 @@ def _data(name):
 
 def _optimizer(api, onx, batch_size, epochs, learning_rate):
     common = dict(
-        max_iter=epochs, batch_size=batch_size, learning_rate=learning_rate, solver="sgd",
-        random_state=0, validation_every=0,
+        max_iter=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        solver="sgd",
+        random_state=0,
+        validation_every=0,
     )
     if api == "whole":
         return OrtGradientOptimizer(add_loss_output(onx), **common)
@@ -196,15 +225,28 @@ APIS = ["whole", "forward_backward", "torch_module"]
 def test_training_matches_torch(name, api):
     module, X, y = _data(name)
     _assert_trains_as_torch(module, X, y, api)
-    _, torch_losses = torch_fit(copy.deepcopy(module), X, y, "squared_error", len(X), 4, LEARNING_RATE)
+    _, torch_losses = torch_fit(
+        copy.deepcopy(module), X, y, "squared_error", len(X), 4, LEARNING_RATE
+    )
     assert torch_losses[-1] < torch_losses[0]  # it trained: agreeing on a divergence proves little
 
 
 #: Activations and an input where their gradient has a kink (or a threshold).
 KINKS = [
-    ("elu_alpha", 0.0), ("celu_alpha", 0.0), ("selu", 0.0), ("prelu", 0.0), ("softplus", 0.0),
-    ("softplus_threshold", 2.5), ("hardswish", -3.0), ("hardswish", 3.0), ("hardsigmoid", 3.0),
-    ("relu6", 0.0), ("relu6", 6.0), ("relu6_functional", 6.0), ("hardtanh", 2.0), ("clamp", -0.5),
+    ("elu_alpha", 0.0),
+    ("celu_alpha", 0.0),
+    ("selu", 0.0),
+    ("prelu", 0.0),
+    ("softplus", 0.0),
+    ("softplus_threshold", 2.5),
+    ("hardswish", -3.0),
+    ("hardswish", 3.0),
+    ("hardsigmoid", 3.0),
+    ("relu6", 0.0),
+    ("relu6", 6.0),
+    ("relu6_functional", 6.0),
+    ("hardtanh", 2.0),
+    ("clamp", -0.5),
 ]
 
 
@@ -239,14 +281,22 @@ def test_channel_activations_after_a_convolution_train_as_torch(api):
     y = np.tanh(X[:, 0, :2, :2].sum(axis=(1, 2))[:, None]).astype(np.float32)
     torch.manual_seed(0)
     module = nn.Sequential(
-        nn.Conv2d(1, 3, 3), nn.PReLU(3), nn.Conv2d(3, 3, 1), nn.ELU(0.5), nn.Hardswish(),
-        nn.ReLU6(), nn.Flatten(), nn.Linear(48, 1),
+        nn.Conv2d(1, 3, 3),
+        nn.PReLU(3),
+        nn.Conv2d(3, 3, 1),
+        nn.ELU(0.5),
+        nn.Hardswish(),
+        nn.ReLU6(),
+        nn.Flatten(),
+        nn.Linear(48, 1),
     )
     _assert_trains_as_torch(module, X, y, api)
 
 
 #: Inputs on, near and past the bounds of ReLU6 and Hardtanh(-0.5, 2).
-EDGES = np.array([-1e30, -3.0, -0.5, -0.25, 0.0, 1e-30, 1.0, 2.0, 2.5, 5.999, 6.0, 6.5, 1e30, np.inf])
+EDGES = np.array(
+    [-1e30, -3.0, -0.5, -0.25, 0.0, 1e-30, 1.0, 2.0, 2.5, 5.999, 6.0, 6.5, 1e30, np.inf]
+)
 
 
 @pytest.mark.parametrize("name", ["relu6", "hardtanh"])

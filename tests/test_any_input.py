@@ -1,4 +1,5 @@
 """Inputs of any rank and type, and the state batch normalization adds, in both optimizers."""
+
 import copy
 import pickle
 
@@ -16,12 +17,25 @@ APIS = ["whole", "forward_backward"]
 
 
 def _optimizer(api, onx, classes=False, **params):
-    common = dict(max_iter=2, batch_size=8, learning_rate=0.05, solver="sgd", random_state=0, validation_every=0)
+    common = dict(
+        max_iter=2,
+        batch_size=8,
+        learning_rate=0.05,
+        solver="sgd",
+        random_state=0,
+        validation_every=0,
+    )
     common.update(params)
     if api == "whole":
-        return OrtGradientOptimizer(add_loss_output(onx, score_name="cross_entropy" if classes else "squared_error"), **common)
+        return OrtGradientOptimizer(
+            add_loss_output(onx, score_name="cross_entropy" if classes else "squared_error"),
+            **common,
+        )
     return OrtGradientForwardBackwardOptimizer(
-        onx, learning_loss="cross_entropy" if classes else "squared_error", learning_rate_schedule="constant", **common
+        onx,
+        learning_loss="cross_entropy" if classes else "squared_error",
+        learning_rate_schedule="constant",
+        **common,
     )
 
 
@@ -40,7 +54,9 @@ def test_images_train_predict_and_name_their_shape(api, images):
     assert opt.sample_shape_in_ == (1, 8, 8)
     assert not hasattr(opt, "n_features_in_")  # scikit-learn's convention is for rows of features
     assert opt.predict(X[:3]).shape == (3, 1)
-    with pytest.raises(ValueError, match=r"samples of shape \(64,\).*x\[N, 1, 8, 8\].*X.reshape\(-1, 1, 8, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"samples of shape \(64,\).*x\[N, 1, 8, 8\].*X.reshape\(-1, 1, 8, 8\)"
+    ):
         opt.predict(X.reshape(20, 64))
     with pytest.raises(ValueError, match=r"samples of shape \(1, 7, 7\)"):
         opt.fit(X[:, :, :7, :7], y)
@@ -61,7 +77,10 @@ def test_token_ids_train_and_are_checked_against_the_vocabulary(api, tokens):
     assert opt.n_features_in_ == 4 and opt.sample_shape_in_ == (4,)
     assert opt.train_losses_[-1] < opt.train_losses_[0]
     assert opt.predict(ids[:2]).shape == (2, 4)
-    with pytest.raises(ValueError, match=r"ids from 0 to 10, but .* indexes '0.weight', which has 10 rows: ids must be in 0..9"):
+    with pytest.raises(
+        ValueError,
+        match=r"ids from 0 to 10, but .* indexes '0.weight', which has 10 rows: ids must be in 0..9",
+    ):
         opt.predict(np.array([[0, 1, 2, 10]]))
     with pytest.raises(ValueError, match="not whole numbers"):
         opt.predict(ids[:2] + 0.5)
@@ -93,7 +112,8 @@ def test_pickle_keeps_the_running_statistics_and_a_warm_refit_continues(api, bat
     half = _optimizer(api, onx, max_iter=2, warm_start=True).fit(X, y)
     restored = pickle.loads(pickle.dumps(half))
     np.testing.assert_array_equal(
-        restored.get_running_statistics()["1.running_var"], half.get_running_statistics()["1.running_var"]
+        restored.get_running_statistics()["1.running_var"],
+        half.get_running_statistics()["1.running_var"],
     )
     np.testing.assert_allclose(restored.predict(X), half.predict(X), rtol=1e-6)
     restored.fit(X, y)
@@ -122,6 +142,8 @@ def test_score_and_validation_normalize_with_the_running_statistics(api, batch_n
     trained.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=False)
     trained.eval()
     with torch.no_grad():
-        expected = float(nn.functional.mse_loss(trained(torch.from_numpy(X[:10])), torch.from_numpy(y[:10])))
+        expected = float(
+            nn.functional.mse_loss(trained(torch.from_numpy(X[:10])), torch.from_numpy(y[:10]))
+        )
     assert opt.validation_losses_[-1] == pytest.approx(expected, rel=1e-5)
     assert -opt.score(X[:10], y[:10]) == pytest.approx(expected, rel=1e-5)

@@ -1,4 +1,5 @@
 """Exporting forward-only models from torch, loading training artifacts, one step."""
+
 import logging
 import os
 
@@ -9,10 +10,15 @@ import pytest
 import torch
 from onnxruntime.training import artifacts
 
-from helpers.whole_training.artifacts import artifact_paths, list_artifacts, load_training_artifacts, train_step
-from helpers.core.torch_export import export_for_training
-from helpers.whole_training.artifacts import converter_output_captured
 from helpers.core.runtime import max_ir_version, native_stderr_captured
+from helpers.core.torch_export import export_for_training
+from helpers.whole_training.artifacts import (
+    artifact_paths,
+    converter_output_captured,
+    list_artifacts,
+    load_training_artifacts,
+    train_step,
+)
 
 
 class _TransposedLinear(torch.nn.Module):
@@ -51,7 +57,9 @@ def test_export_keeps_weights_as_named_initializers():
     assert model.ir_version <= max_ir_version()
     # any batch size, same values as torch
     x = np.random.default_rng(0).standard_normal((7, 3)).astype(np.float32)
-    sess = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     got = sess.run(None, {"x": x})[0]
     with torch.no_grad():
         np.testing.assert_allclose(got, net(torch.from_numpy(x)).numpy(), rtol=1e-5, atol=1e-6)
@@ -59,7 +67,9 @@ def test_export_keeps_weights_as_named_initializers():
 
 def test_export_options_can_be_overridden():
     with pytest.warns(UserWarning, match="constant folding"):  # torch warns against it too
-        folded = export_for_training(_TransposedLinear(), torch.zeros(4, 3), do_constant_folding=True)
+        folded = export_for_training(
+            _TransposedLinear(), torch.zeros(4, 3), do_constant_folding=True
+        )
     assert "w" not in [i.name for i in folded.graph.initializer]
     no_params = export_for_training(_TransposedLinear(), torch.zeros(4, 3), export_params=False)
     assert len(no_params.graph.initializer) == 0
@@ -109,7 +119,9 @@ def test_artifact_paths_and_listing(regression_artifacts):
     for kind in ("training_model", "eval_model", "optimizer_model", "checkpoint"):
         assert os.path.exists(paths[kind]), kind
     assert paths["training_model"].endswith("lin_training_model.onnx")
-    assert artifact_paths(regression_artifacts, "lin_", ort_format=True)["eval_model"].endswith(".ort")
+    assert artifact_paths(regression_artifacts, "lin_", ort_format=True)["eval_model"].endswith(
+        ".ort"
+    )
     table = list_artifacts(regression_artifacts)
     assert list(table["file"]) == sorted(table["file"])
     assert "lin_training_model.ort" in set(table["file"])
@@ -118,7 +130,9 @@ def test_artifact_paths_and_listing(regression_artifacts):
 
 @pytest.mark.parametrize("ort_format", [False, True])
 def test_train_step_decreases_the_loss(regression_artifacts, ort_format):
-    state, module, optimizer = load_training_artifacts(regression_artifacts, "lin_", ort_format=ort_format)
+    state, module, optimizer = load_training_artifacts(
+        regression_artifacts, "lin_", ort_format=ort_format
+    )
     optimizer.set_learning_rate(0.1)
     x, target = _data()
     losses = [train_step(module, optimizer, x, target) for _ in range(20)]
@@ -161,7 +175,10 @@ def test_no_optimizer_model_gives_none(tmp_path):
     model = export_for_training(_TransposedLinear(), torch.zeros(4, 3))
     with native_stderr_captured():
         artifacts.generate_artifacts(
-            model, requires_grad=["w", "b"], loss=artifacts.LossType.L1Loss, artifact_directory=str(tmp_path)
+            model,
+            requires_grad=["w", "b"],
+            loss=artifacts.LossType.L1Loss,
+            artifact_directory=str(tmp_path),
         )
     loaded = load_training_artifacts(str(tmp_path))
     assert loaded.optimizer is None
@@ -177,11 +194,15 @@ def test_converter_output_captured(tmp_path, capfd):
     capfd.readouterr()
     with native_stderr_captured(), converter_output_captured() as captured:
         artifacts.generate_artifacts(
-            model, requires_grad=["w", "b"], loss=artifacts.LossType.MSELoss,
-            optimizer=artifacts.OptimType.SGD, artifact_directory=str(tmp_path), ort_format=True,
+            model,
+            requires_grad=["w", "b"],
+            loss=artifacts.LossType.MSELoss,
+            optimizer=artifacts.OptimType.SGD,
+            artifact_directory=str(tmp_path),
+            ort_format=True,
         )
     out, err = capfd.readouterr()
     assert out == "" and err == ""
     assert "Converted 1/1 models successfully" in captured[0]  # printed on stdout
-    assert "required_operators.config" in captured[0]           # logged at INFO level
+    assert "required_operators.config" in captured[0]  # logged at INFO level
     assert logger.handlers == handlers and logger.propagate == propagate

@@ -5,6 +5,7 @@ Each model trains from the same weights on the same batches (minibatches of
 OrtTorchModule: losses, trained weights, running statistics (and batch
 counters) and predictions agree.
 """
+
 import copy
 import pickle
 
@@ -43,14 +44,20 @@ def _tokens(n_tokens=10):
 
 def _epoch_means(step_losses):
     sizes = [min(BATCH, N_SAMPLES - start) for start in range(0, N_SAMPLES, BATCH)]
-    per_epoch = [step_losses[i:i + len(sizes)] for i in range(0, len(step_losses), len(sizes))]
+    per_epoch = [step_losses[i : i + len(sizes)] for i in range(0, len(step_losses), len(sizes))]
     return [sum(np.multiply(losses, sizes)) / N_SAMPLES for losses in per_epoch]
 
 
 def _optimizer(api, onx, loss, fast_gradients=True, solver="sgd", epochs=EPOCHS, **options):
     common = dict(
-        max_iter=epochs, batch_size=BATCH, learning_rate=LEARNING_RATE, solver=solver,
-        random_state=0, validation_every=0, fast_gradients=fast_gradients, **options,
+        max_iter=epochs,
+        batch_size=BATCH,
+        learning_rate=LEARNING_RATE,
+        solver=solver,
+        random_state=0,
+        validation_every=0,
+        fast_gradients=fast_gradients,
+        **options,
     )
     if api == "whole":
         return OrtGradientOptimizer(add_loss_output(onx, score_name=loss), **common)
@@ -113,6 +120,7 @@ def _batch_norm_net(momentum, affine, dims=1, track=True):
         layer = norm(3, momentum=momentum, affine=affine, track_running_stats=track)
         features = 3 * int(np.prod(shape[1:]))
         return nn.Sequential(conv(2, 3, 1), layer, nn.Tanh(), nn.Flatten(), nn.Linear(features, 1))
+
     return build, shape
 
 
@@ -134,8 +142,10 @@ def test_batch_norm_momentum_matches_torch(momentum, affine, dims, api):
 @pytest.mark.parametrize("momentum", [None, 0.1])
 def test_batch_norm_on_the_inputs_trains(momentum, api):
     """Batch normalization before any weight: its statistics depend on none (backward failed)."""
+
     def build():
         return nn.Sequential(nn.BatchNorm1d(9, momentum=momentum), nn.Linear(9, 1))
+
     _train_and_compare(build, *_regression((9,)), api)
 
 
@@ -155,11 +165,15 @@ def test_a_batch_norm_alone_trains_in_ort_torch_module(momentum):
     torch.manual_seed(0)
     module = nn.BatchNorm1d(3, momentum=momentum)
     reference, ort = copy.deepcopy(module), OrtTorchModule(module, torch.from_numpy(X[:2]))
-    torch_steps = torch_fit(reference, X, np.tanh(X), "squared_error", BATCH, EPOCHS, LEARNING_RATE)[1]
+    torch_steps = torch_fit(
+        reference, X, np.tanh(X), "squared_error", BATCH, EPOCHS, LEARNING_RATE
+    )[1]
     steps = torch_fit(ort, X, np.tanh(X), "squared_error", BATCH, EPOCHS, LEARNING_RATE)[1]
     np.testing.assert_allclose(steps, torch_steps, rtol=1e-4)
     for (name, expected), (_, value) in zip(reference.named_buffers(), module.named_buffers()):
-        np.testing.assert_allclose(value.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(
+            value.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6, err_msg=name
+        )
 
 
 def test_batch_norm_without_running_statistics_alone_exports():
@@ -217,6 +231,7 @@ def _embedding_net(padding_idx):
     def build():
         embedding = nn.Embedding(10, 4, padding_idx=padding_idx)
         return nn.Sequential(embedding, nn.Flatten(), nn.Linear(20, 3))
+
     return build
 
 

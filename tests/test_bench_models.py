@@ -1,4 +1,5 @@
 """The benchmark building blocks compare like with like: same start, same step."""
+
 import json
 import time
 import warnings
@@ -85,7 +86,9 @@ def test_torch_mlp_predicts_as_onnx(data, mlp_and_onnx):
     model = bm.torch_mlp(onx)
     with torch.no_grad():
         pred = model(torch.from_numpy(data.X_val)).numpy()
-    np.testing.assert_allclose(pred, bm.numpy_predict(bm.mlp_layers(onx), data.X_val), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        pred, bm.numpy_predict(bm.mlp_layers(onx), data.X_val), rtol=1e-5, atol=1e-5
+    )
     assert bm.max_weight_difference(bm.torch_layers(model), bm.mlp_layers(onx)) == 0
 
 
@@ -95,7 +98,9 @@ def test_mlp_layers_refuses_other_activations(data):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        mlp = MLPRegressor(hidden_layer_sizes=(4,), activation="tanh", max_iter=1).fit(data.X_train, data.y_train)
+        mlp = MLPRegressor(hidden_layer_sizes=(4,), activation="tanh", max_iter=1).fit(
+            data.X_train, data.y_train
+        )
     with pytest.raises(ValueError, match="Tanh"):
         bm.mlp_layers(to_onnx(mlp, data.X_train[:1]))
 
@@ -126,7 +131,9 @@ def test_sgd_steps_give_the_same_weights(mlp_and_onnx, batches, trainer):
     }[trainer]()
     losses = bt.run_batches(tr, [tr.prepare(*b) for b in batches])
     assert len(losses) == 4 and all(np.isfinite(losses))
-    first = bm.mean_squared_error(bm.numpy_predict(bm.mlp_layers(onx), batches[0][0]), batches[0][1])
+    first = bm.mean_squared_error(
+        bm.numpy_predict(bm.mlp_layers(onx), batches[0][0]), batches[0][1]
+    )
     assert losses[0] == pytest.approx(first, rel=1e-5)
     assert bm.max_weight_difference(tr.layers(), expected) < 1e-5
 
@@ -169,8 +176,8 @@ def test_ort_learning_rate_reproduces_sgdregressor(data):
     onx = bm.zero_linear_onnx(X.shape[1])
     tr = bt.OrtForwardBackwardTrainer(onx, bm.ort_learning_rate(0.01))
     for i in range(X.shape[0]):
-        tr.step(*tr.prepare(X[i:i + 1], y[i:i + 1]))
-    (W, b), = tr.layers()
+        tr.step(*tr.prepare(X[i : i + 1], y[i : i + 1]))
+    ((W, b),) = tr.layers()
     np.testing.assert_allclose(W.ravel(), sgd.coef_, atol=1e-5)
     np.testing.assert_allclose(b, sgd.intercept_, atol=1e-5)
 
@@ -222,7 +229,9 @@ def test_ort_trainers_take_n_threads(mlp_and_onnx, monkeypatch):
     monkeypatch.setattr(session, "session_options", spy)
     whole = bt.OrtWholeTrainer(onx, "sgd", 0.01, n_threads=1)
     assert (1, "model") in calls
-    assert np.isfinite(whole.step(*whole.prepare(np.ones((4, 6), np.float32), np.ones(4, np.float32))))
+    assert np.isfinite(
+        whole.step(*whole.prepare(np.ones((4, 6), np.float32), np.ones(4, np.float32)))
+    )
 
 
 def test_marginal_step_cost_with_a_fake_clock():
@@ -238,10 +247,17 @@ def test_marginal_step_cost_with_a_fake_clock():
             # the first timed round is slower: the best of the repeats must ignore it
             slow = 2.0 if sum(c[0] == name for c in calls) <= 3 else 1.0
             now[0] += slow * (fixed + step * 10 * epochs)
+
         return fit
 
-    out = bm.marginal_step_cost({"a": fit_of("a"), "b": fit_of("b")}, steps_per_epoch=10, e1=1, e2=4,
-                                repeats=2, clock=lambda: now[0])
+    out = bm.marginal_step_cost(
+        {"a": fit_of("a"), "b": fit_of("b")},
+        steps_per_epoch=10,
+        e1=1,
+        e2=4,
+        repeats=2,
+        clock=lambda: now[0],
+    )
     assert calls == [("a", 1), ("b", 1)] + [("a", 1), ("a", 4), ("b", 1), ("b", 4)] * 2
     assert out["a"]["step_s"] == pytest.approx(0.01) and out["a"]["fixed_s"] == pytest.approx(0.5)
     assert out["b"]["step_s"] == pytest.approx(0.002) and out["b"]["fixed_s"] == pytest.approx(0.1)
@@ -256,7 +272,9 @@ def test_marginal_step_cost_is_never_negative():
     def fit(epochs):
         now[0] += 1.0 if epochs == 4 else 1.5
 
-    out = bm.marginal_step_cost({"noisy": fit}, steps_per_epoch=10, repeats=1, clock=lambda: now[0], pause_s=0)
+    out = bm.marginal_step_cost(
+        {"noisy": fit}, steps_per_epoch=10, repeats=1, clock=lambda: now[0], pause_s=0
+    )
     assert np.isnan(out["noisy"]["step_s"]) and np.isnan(out["noisy"]["fixed_s"])
 
 
@@ -292,7 +310,9 @@ def test_is_comparable():
 
 
 def test_make_row_schema():
-    row = bm.make_row(benchmark="torch", framework=bm.TORCH, fit_time_s=np.float64(1.5), setup_time_s=2.0)
+    row = bm.make_row(
+        benchmark="torch", framework=bm.TORCH, fit_time_s=np.float64(1.5), setup_time_s=2.0
+    )
     assert set(bm.ROW_KEYS) <= set(row) and row["setup_time_s"] == 2.0
     assert row["error"] is None and type(row["fit_time_s"]) is float
     json.dumps(row)
@@ -318,7 +338,7 @@ def test_interleaved_measure_takes_turns_and_calibrates():
     assert timings["slow"]["median"] >= 0.002 > timings["fast"]["median"]
     assert timings["slow"]["repeat"] == 3
     # after calibration, one run of each in turn: the names alternate in blocks
-    tail = order[-(3 * (timings["slow"]["number"] + timings["fast"]["number"])):]
+    tail = order[-(3 * (timings["slow"]["number"] + timings["fast"]["number"])) :]
     blocks = [name for i, name in enumerate(tail) if i == 0 or tail[i - 1] != name]
     assert blocks == ["slow", "fast"] * 3
 
@@ -333,8 +353,14 @@ def test_layers_are_snapshots_and_adamw_agrees(mlp_and_onnx, optimizer):
     """layers() does not change with later steps; both onnxruntime APIs take torch's AdamW steps alike."""
     _, onx = mlp_and_onnx
     rng = np.random.default_rng(0)
-    X, y = rng.standard_normal((16, 6)).astype(np.float32), rng.standard_normal(16).astype(np.float32)
-    trainers = [bt.OrtForwardBackwardTrainer(onx, 0.05, optimizer=optimizer), bt.OrtWholeTrainer(onx, optimizer, 0.05)]
+    X, y = (
+        rng.standard_normal((16, 6)).astype(np.float32),
+        rng.standard_normal(16).astype(np.float32),
+    )
+    trainers = [
+        bt.OrtForwardBackwardTrainer(onx, 0.05, optimizer=optimizer),
+        bt.OrtWholeTrainer(onx, optimizer, 0.05),
+    ]
     batches = [trainer.prepare(X, y) for trainer in trainers]
     before = [trainer.layers() for trainer in trainers]
     for trainer, batch in zip(trainers, batches):

@@ -3,6 +3,7 @@
 The notebook imports the models of this module by name (``test_bench_your_model:image_cnn``):
 its kernel, and the processes measuring memory, run in this folder.
 """
+
 import json
 import math
 import os
@@ -22,13 +23,20 @@ EVERY_FRAMEWORK = {"torch eager", "torch.compile", "ort whole-training", "ort fo
 
 def image_cnn():
     """1x28x28 images, 10 classes."""
-    return nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 13 * 13, 10))
+    return nn.Sequential(
+        nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 13 * 13, 10)
+    )
 
 
 def sequence_conv():
     """Sequences of 4 channels and 32 steps, one value to regress."""
-    return nn.Sequential(nn.Conv1d(4, 8, 3, padding=1), nn.GELU(), nn.AdaptiveAvgPool1d(1), nn.Flatten(),
-                         nn.Linear(8, 1))
+    return nn.Sequential(
+        nn.Conv1d(4, 8, 3, padding=1),
+        nn.GELU(),
+        nn.AdaptiveAvgPool1d(1),
+        nn.Flatten(),
+        nn.Linear(8, 1),
+    )
 
 
 class TokenClassifier(nn.Module):
@@ -58,9 +66,20 @@ def _run(tmp_path, model, **parameters):
     record = tmp_path / "record.json"
     out = tmp_path / "out.ipynb"
     papermill.execute_notebook(
-        NOTEBOOK, str(out), kernel_name="ort-training", cwd=HERE, progress_bar=False,
-        parameters=dict(model_function=f"test_bench_your_model:{model}", n_samples=512, batch_size=32, epochs=2,
-                        n_threads=1, record_path=str(record), **parameters),
+        NOTEBOOK,
+        str(out),
+        kernel_name="ort-training",
+        cwd=HERE,
+        progress_bar=False,
+        parameters=dict(
+            model_function=f"test_bench_your_model:{model}",
+            n_samples=512,
+            batch_size=32,
+            epochs=2,
+            n_threads=1,
+            record_path=str(record),
+            **parameters,
+        ),
     )
     rows = {row["framework"]: row for row in json.loads(record.read_text())["rows"]}
     return rows, out.read_text(encoding="utf-8")
@@ -69,22 +88,38 @@ def _run(tmp_path, model, **parameters):
 @pytest.mark.parametrize(
     "model, parameters, shape, dtype, loss",
     [
-        ("image_cnn", dict(input_shape=[1, 28, 28], measure_memory=False), [1, 28, 28], "float32", "cross-entropy"),
-        ("sequence_conv", dict(input_shape=[4, 32], task="regression", measure_memory=False), [4, 32], "float32",
-         "mean squared error"),
+        (
+            "image_cnn",
+            dict(input_shape=[1, 28, 28], measure_memory=False),
+            [1, 28, 28],
+            "float32",
+            "cross-entropy",
+        ),
+        (
+            "sequence_conv",
+            dict(input_shape=[4, 32], task="regression", measure_memory=False),
+            [4, 32],
+            "float32",
+            "mean squared error",
+        ),
         # ids and their shape read from nn.Embedding; the memory processes draw ids too
         ("TokenClassifier", {}, [32], "int64", "cross-entropy"),
     ],
     ids=["image", "sequence", "token-ids-7-classes"],
 )
-def test_every_framework_trains_the_model_alike(tmp_path, model, parameters, shape, dtype, loss,
-                                                check_step_time):
+def test_every_framework_trains_the_model_alike(
+    tmp_path, model, parameters, shape, dtype, loss, check_step_time
+):
     rows, notebook = _run(tmp_path, model, **parameters)
     assert set(rows) == EVERY_FRAMEWORK
     for framework, row in rows.items():
         assert row["error"] is None, framework
         check_step_time(row)  # timed, or NaN and why (the machine's noise)
-        assert row["comparable"] is True, (framework, row["train_loss"], rows["torch eager"]["train_loss"])
+        assert row["comparable"] is True, (
+            framework,
+            row["train_loss"],
+            rows["torch eager"]["train_loss"],
+        )
         assert row["input_shape"] == shape and row["input_dtype"] == dtype and row["time_to_loss"]
     lost = [framework for framework, row in rows.items() if math.isnan(row["time_per_update_s"])]
     assert all(f"  {framework}: not measurable" in notebook for framework in lost)  # said in words
@@ -93,14 +128,20 @@ def test_every_framework_trains_the_model_alike(tmp_path, model, parameters, sha
     assert compiled["note"] == compile_note(compiled["compile_time_s"])
     assert f"loss: {loss}" in notebook
     if parameters.get("measure_memory", True):
-        assert all(rows[f]["peak_mb"] >= rows[f]["import_mb"] > 0 for f in EVERY_FRAMEWORK - {"torch.compile"})
+        assert all(
+            rows[f]["peak_mb"] >= rows[f]["import_mb"] > 0
+            for f in EVERY_FRAMEWORK - {"torch.compile"}
+        )
 
 
 def test_an_untrainable_model_is_a_row_and_torch_still_runs(tmp_path, check_step_time):
     rows, _ = _run(tmp_path, "Rounded", task="regression")
     assert set(rows) == EVERY_FRAMEWORK
     for framework in ("ort whole-training", "ort forward-backward"):
-        assert "UntrainableModelError" in rows[framework]["error"] and "Round" in rows[framework]["error"]
+        assert (
+            "UntrainableModelError" in rows[framework]["error"]
+            and "Round" in rows[framework]["error"]
+        )
         assert rows[framework]["time_per_update_s"] is None
     for framework in ("torch eager", "torch.compile"):
         assert rows[framework]["error"] is None
@@ -120,7 +161,9 @@ def test_the_input_is_read_from_the_first_layer_or_asked_for():
     with pytest.raises(ValueError, match="no nn.Embedding"):
         input_spec(nn.Linear(16, 1), input_dtype="int64")
     assert output_width(TokenClassifier(), input_spec(TokenClassifier())) == 7
-    with pytest.raises(ValueError, match=r"returns \[2\] for 2 samples: it must return \(batch, outputs\)"):
+    with pytest.raises(
+        ValueError, match=r"returns \[2\] for 2 samples: it must return \(batch, outputs\)"
+    ):
         output_width(nn.Sequential(nn.Linear(4, 1), nn.Flatten(0)), InputSpec((4,), "float32"))
     with pytest.raises(ValueError, match=r"does not take samples of shape \[4, 30\]"):
         output_width(image_cnn(), InputSpec((4, 30), "float32"))

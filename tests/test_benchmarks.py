@@ -1,4 +1,5 @@
 """The benchmark notebooks with tiny parameters, and the sweep runner on a two-run grid."""
+
 import hashlib
 import json
 import os
@@ -20,8 +21,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
 FRAMEWORKS = {
-    "scikit-learn", "torch eager", "torch.compile", "ort torch module", "ort whole-training",
-    "ort forward-backward", "numpy matmul", "onnxruntime matmul bound",
+    "scikit-learn",
+    "torch eager",
+    "torch.compile",
+    "ort torch module",
+    "ort whole-training",
+    "ort forward-backward",
+    "numpy matmul",
+    "onnxruntime matmul bound",
 }
 
 
@@ -42,13 +49,31 @@ def _check_record(path, benchmark):
 @pytest.mark.parametrize(
     "notebook, benchmark, expected, extra",
     [
-        ("bench_torch.ipynb", "torch", {"torch eager", "ort whole-training", "ort forward-backward", "ort torch module"}, {}),
+        (
+            "bench_torch.ipynb",
+            "torch",
+            {"torch eager", "ort whole-training", "ort forward-backward", "ort torch module"},
+            {},
+        ),
         # AdamW in every framework, the forward/backward API and OrtTorchModule included, all comparable with torch
-        ("bench_torch.ipynb", "torch", {"torch eager", "ort whole-training", "ort forward-backward", "ort torch module"},
-         {"optimizer": "adamw"}),
-        ("bench_scaling.ipynb", "scaling", {
-            "torch eager", "ort whole-training", "ort forward-backward", "numpy matmul", "onnxruntime matmul bound",
-        }, {}),
+        (
+            "bench_torch.ipynb",
+            "torch",
+            {"torch eager", "ort whole-training", "ort forward-backward", "ort torch module"},
+            {"optimizer": "adamw"},
+        ),
+        (
+            "bench_scaling.ipynb",
+            "scaling",
+            {
+                "torch eager",
+                "ort whole-training",
+                "ort forward-backward",
+                "numpy matmul",
+                "onnxruntime matmul bound",
+            },
+            {},
+        ),
     ],
 )
 def test_notebook_with_tiny_parameters(tmp_path, notebook, benchmark, expected, extra):
@@ -67,7 +92,9 @@ def test_notebook_with_tiny_parameters(tmp_path, notebook, benchmark, expected, 
     if extra:
         timed = {row["framework"]: row for row in record["rows"] if not row.get("error")}
         assert expected <= set(timed) and all(timed[f]["comparable"] for f in expected)
-    assert "ORTModule" not in frameworks  # it cannot import with torch 2.13: OrtTorchModule has its row
+    assert (
+        "ORTModule" not in frameworks
+    )  # it cannot import with torch 2.13: OrtTorchModule has its row
     # records hold versions, never a path of this machine
     text = json.dumps(record)
     assert os.path.expanduser("~") not in text and ".venv" not in text and "/tmp/" not in text
@@ -96,7 +123,7 @@ def _sklearn_grid(path, n_samples):
     path.write_text(
         f"""
 [sklearn]
-notebook = "{os.path.join(BENCHMARKS, 'bench_sklearn.ipynb')}"
+notebook = "{os.path.join(BENCHMARKS, "bench_sklearn.ipynb")}"
 [sklearn.fixed]
 n_samples = {n_samples}
 epochs = 2
@@ -143,15 +170,21 @@ def test_runner_on_a_two_run_grid(tmp_path, capsys):
     assert runner.main(["--grid", grid, "--results", results]) == 0
     assert "2 runs in the grid, 0 already complete, 2 to run" in capsys.readouterr().out
     runs = sorted(os.listdir(os.path.join(results, "runs")))
-    assert len(runs) == 2 and _records(results) == runs  # records/ holds each record, as the reference does
+    assert (
+        len(runs) == 2 and _records(results) == runs
+    )  # records/ holds each record, as the reference does
     for run in runs:
         folder = os.path.join(results, "runs", run)
         assert sorted(f for f in os.listdir(folder) if not f.startswith(".")) == [
-            "notebook.ipynb", "record.json", "run.json",
+            "notebook.ipynb",
+            "record.json",
+            "run.json",
         ]
         record = _check_record(os.path.join(folder, "record.json"), "sklearn")
         assert {row["framework"] for row in record["rows"]} == {
-            "scikit-learn", "ort whole-training", "ort forward-backward",
+            "scikit-learn",
+            "ort whole-training",
+            "ort forward-backward",
         }
         # the machine that ran it: sequential runs are local, one at a time
         worker = record["worker"]
@@ -169,7 +202,10 @@ def test_runner_on_a_two_run_grid(tmp_path, capsys):
     assert runner.main(["--grid", grid, "--results", results]) == 0
     assert "2 already complete, 0 to run" in capsys.readouterr().out
     # the summary holds the runs of the grid that was run, not every record of the folder
-    shutil.copy(os.path.join(results, "records", f"{runs[0]}.json"), os.path.join(results, "records", "other-run.json"))
+    shutil.copy(
+        os.path.join(results, "records", f"{runs[0]}.json"),
+        os.path.join(results, "records", "other-run.json"),
+    )
     assert runner.main(["--grid", grid, "--results", results, "--summary-only"]) == 0
     assert set(pd.read_csv(os.path.join(results, "summary.csv")).run) == set(runs)
 
@@ -207,16 +243,42 @@ def test_runner_on_a_dask_cluster(tmp_path):
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     scheduler_file = str(tmp_path / "scheduler.json")
-    processes = [subprocess.Popen(
-        [dask, "scheduler", "--port", "0", "--no-dashboard", "--scheduler-file", scheduler_file],
-        cwd=elsewhere, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )]
+    processes = [
+        subprocess.Popen(
+            [
+                dask,
+                "scheduler",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                scheduler_file,
+            ],
+            cwd=elsewhere,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
     try:
         for _ in range(2):
-            processes.append(subprocess.Popen(
-                [dask, "worker", "--nthreads", "1", "--no-dashboard", "--scheduler-file", scheduler_file],
-                cwd=elsewhere, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            ))
+            processes.append(
+                subprocess.Popen(
+                    [
+                        dask,
+                        "worker",
+                        "--nthreads",
+                        "1",
+                        "--no-dashboard",
+                        "--scheduler-file",
+                        scheduler_file,
+                    ],
+                    cwd=elsewhere,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         from distributed import Client
 
         with Client(scheduler_file=scheduler_file, timeout="60s") as client:
@@ -225,8 +287,22 @@ def test_runner_on_a_dask_cluster(tmp_path):
         results = str(tmp_path / "results")
         grid = _sklearn_grid(tmp_path / "grid.toml", 250)
         done = subprocess.run(
-            [sys.executable, "-m", "benchmarks", "--grid", grid, "--results", results, "--scheduler", address],
-            cwd=ROOT, env=_subprocess_env(), capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "benchmarks",
+                "--grid",
+                grid,
+                "--results",
+                results,
+                "--scheduler",
+                address,
+            ],
+            cwd=ROOT,
+            env=_subprocess_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "2 dask worker(s)" in done.stdout and "2 runs complete" in done.stdout
@@ -251,7 +327,11 @@ def test_runner_on_a_dask_cluster(tmp_path):
 def _kernels_of(pid):
     import psutil
 
-    return [p for p in psutil.Process(pid).children(recursive=True) if "ipykernel" in " ".join(p.cmdline())]
+    return [
+        p
+        for p in psutil.Process(pid).children(recursive=True)
+        if "ipykernel" in " ".join(p.cmdline())
+    ]
 
 
 @pytest.mark.parametrize("engine", [[], ["--jobs", "2"]], ids=["sequential", "local-cluster"])
@@ -263,7 +343,12 @@ def test_ctrl_c_stops_a_sweep(tmp_path, engine, sleep_grid):
     grid = sleep_grid(tmp_path / "grid.toml", [0.0, 300.0, 301.0])
     command = [sys.executable, "-m", "benchmarks", "--grid", grid, "--results", results, *engine]
     process = subprocess.Popen(
-        command, cwd=ROOT, env=_subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        command,
+        cwd=ROOT,
+        env=_subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
     )
     try:
@@ -287,11 +372,14 @@ def test_ctrl_c_stops_a_sweep(tmp_path, engine, sleep_grid):
     assert time.monotonic() - interrupted < 30
     assert "Traceback" not in err and "Traceback" not in out, err
     assert "Resume with the same command" in out
-    assert f"{sys.executable} -m benchmarks --grid" in out and " ".join(engine) in out  # the interpreter used
+    assert (
+        f"{sys.executable} -m benchmarks --grid" in out and " ".join(engine) in out
+    )  # the interpreter used
     # the complete record stays, the interrupted runs left none
     (kept,) = _records(results)
-    assert json.load(open(os.path.join(results, "records", f"{kept}.json"), encoding="utf-8"))["parameters"] == {
-        "seconds": 0.0, "threads": 1}
+    assert json.load(open(os.path.join(results, "records", f"{kept}.json"), encoding="utf-8"))[
+        "parameters"
+    ] == {"seconds": 0.0, "threads": 1}
     _, alive = psutil.wait_procs(kernels, timeout=10)
     assert not alive, "the kernels of the interrupted runs must not outlive the sweep"
 
@@ -303,7 +391,11 @@ def test_runner_rejects_unknown_grid(tmp_path):
 
 def test_runner_options():
     args = runner.parse_arguments([])
-    assert args.results == os.path.join("results", "local") and args.jobs == 1 and args.scheduler is None
+    assert (
+        args.results == os.path.join("results", "local")
+        and args.jobs == 1
+        and args.scheduler is None
+    )
     for bad in (["--jobs", "0"], ["--jobs", "2", "--scheduler", "tcp://host:8786"]):
         with pytest.raises(SystemExit):
             runner.parse_arguments(bad)
@@ -315,11 +407,17 @@ def test_summary_only_never_touches_the_reference(tmp_path):
     assert sorted(os.listdir(reference)) and os.path.isdir(os.path.join(reference, "records"))
     before = _tree_digest(reference)
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--summary-only"], cwd=tmp_path, env=_subprocess_env(),
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "benchmarks", "--summary-only"],
+        cwd=tmp_path,
+        env=_subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "No complete run" in (tmp_path / "results" / "local" / "summary.md").read_text(encoding="utf-8")
+    assert "No complete run" in (tmp_path / "results" / "local" / "summary.md").read_text(
+        encoding="utf-8"
+    )
     assert _tree_digest(reference) == before
     with open(os.path.join(ROOT, ".gitignore"), encoding="utf-8") as f:
         assert "results/local/" in f.read().split()
@@ -330,13 +428,20 @@ def test_grids_expand(tmp_path):
     full = sweep_grid.expand(sweep_grid.load_grid("full"))
     assert len({r["id"] for r in quick}) == len(quick) >= 3
     assert len(full) > len(quick)
-    assert {r["benchmark"].split("_")[0] for r in full} == {"sklearn", "torch", "scaling", "your", "zoo"}
+    assert {r["benchmark"].split("_")[0] for r in full} == {
+        "sklearn",
+        "torch",
+        "scaling",
+        "your",
+        "zoo",
+    }
     # the model zoo: every builder of ZOO at 1 and 2 threads, given the input and task ZOO says
     from benchmarks.example_models import ZOO
 
     zoo = [r["parameters"] for r in full if r["benchmark"].startswith("zoo_")]
     assert sorted((p["model_function"].split(":")[1], p["n_threads"]) for p in zoo) == sorted(
-        (name, threads) for name in ZOO for threads in (1, 2))
+        (name, threads) for name in ZOO for threads in (1, 2)
+    )
     for p in zoo:
         _, shape, task = ZOO[p["model_function"].split(":")[1]]
         assert p["task"] == task and p.get("input_shape", shape) == shape
@@ -350,7 +455,7 @@ def test_parameters_that_do_not_apply_make_no_duplicate_runs(tmp_path):
     grid.write_text(
         f"""
 [sk]
-notebook = "{os.path.join(BENCHMARKS, 'bench_sklearn.ipynb')}"
+notebook = "{os.path.join(BENCHMARKS, "bench_sklearn.ipynb")}"
 [sk.fixed]
 epochs = 2
 [sk.grid]
@@ -367,12 +472,25 @@ model = {{ linear = ["batch_size", "hidden"] }}
     assert linear[0]["parameters"] == {"epochs": 2, "model": "linear"}
     assert len({r["id"] for r in runs}) == 5
     # the quick grid: the linear model's run carries no batch size nor hidden layer
-    (quick_linear,) = [r for r in sweep_grid.expand(sweep_grid.load_grid("quick")) if r["parameters"].get("model") == "linear"]
-    assert "batch_size" not in quick_linear["parameters"] and "hidden" not in quick_linear["parameters"]
+    (quick_linear,) = [
+        r
+        for r in sweep_grid.expand(sweep_grid.load_grid("quick"))
+        if r["parameters"].get("model") == "linear"
+    ]
+    assert (
+        "batch_size" not in quick_linear["parameters"]
+        and "hidden" not in quick_linear["parameters"]
+    )
     # values other than strings: TOML keys are strings
-    assert sweep_grid.applicable({"threads": 1, "x": 0}, {"threads": {"1": ["x"]}}) == {"threads": 1}
-    assert sweep_grid.applicable({"flag": True, "x": 0}, {"flag": {"true": ["x"]}}) == {"flag": True}
-    grid.write_text(grid.read_text().replace('{ linear = ["batch_size", "hidden"] }', '["batch_size"]'))
+    assert sweep_grid.applicable({"threads": 1, "x": 0}, {"threads": {"1": ["x"]}}) == {
+        "threads": 1
+    }
+    assert sweep_grid.applicable({"flag": True, "x": 0}, {"flag": {"true": ["x"]}}) == {
+        "flag": True
+    }
+    grid.write_text(
+        grid.read_text().replace('{ linear = ["batch_size", "hidden"] }', '["batch_size"]')
+    )
     with pytest.raises(SystemExit, match="ignored_when"):
         sweep_grid.load_grid(str(grid))
 
@@ -381,13 +499,27 @@ def test_thread_scaling_quick(tmp_path):
     """The thread-scaling script, as a user runs it, on a tiny size and one thread."""
     out = tmp_path / "out"
     subprocess.run(
-        [sys.executable, os.path.join("benchmarks", "thread_scaling.py"), "--quick", "--threads", "1",
-         "--out", str(out)],
-        cwd=ROOT, check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            os.path.join("benchmarks", "thread_scaling.py"),
+            "--quick",
+            "--threads",
+            "1",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
         env={**os.environ, "MPLBACKEND": "Agg"},
     )
     # the three files, no temporary file left behind
-    assert sorted(os.listdir(out)) == ["thread_scaling.csv", "thread_scaling.md", "thread_scaling.png"]
+    assert sorted(os.listdir(out)) == [
+        "thread_scaling.csv",
+        "thread_scaling.md",
+        "thread_scaling.png",
+    ]
     df = pd.read_csv(out / "thread_scaling.csv", dtype={"note": "string"})
     assert list(df.columns) == list(thread_scaling.COLUMNS)
     assert len(df) == 5 and sorted(df.framework) == sorted(thread_scaling.FRAMEWORKS)
@@ -416,7 +548,11 @@ def test_thread_scaling_quick(tmp_path):
     for row in df[notes != ""].itertuples():
         assert f"- 8-16-1@32, 1 thread(s), {row.framework}: {row.note}" in text
     for written in (text, (out / "thread_scaling.csv").read_text(encoding="utf-8")):
-        assert str(tmp_path) not in written and ROOT not in written and os.path.expanduser("~") + "/" not in written
+        assert (
+            str(tmp_path) not in written
+            and ROOT not in written
+            and os.path.expanduser("~") + "/" not in written
+        )
     assert (out / "thread_scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -424,11 +560,27 @@ def test_thread_scaling_ratios_and_answer():
     """Ratios compare frameworks at one size and thread count; the speed-up compares with one thread."""
     rows = []
     for threads, factor in ((1, 1.0), (2, 0.5)):
-        for framework, ms in (("ort whole-training", 1.0), ("ort forward-backward", 2.0), ("torch eager", 4.0),
-                              ("onnxruntime matmul bound", 0.5), ("numpy matmul", 0.25)):
-            rows.append({"size": "4-8-1@16", "n_features": 4, "hidden": 8, "batch_size": 16, "n_samples": 128,
-                         "threads": threads, "framework": framework, "ms_per_step": ms * factor,
-                         "fixed_ms": 3.0, "note": ""})
+        for framework, ms in (
+            ("ort whole-training", 1.0),
+            ("ort forward-backward", 2.0),
+            ("torch eager", 4.0),
+            ("onnxruntime matmul bound", 0.5),
+            ("numpy matmul", 0.25),
+        ):
+            rows.append(
+                {
+                    "size": "4-8-1@16",
+                    "n_features": 4,
+                    "hidden": 8,
+                    "batch_size": 16,
+                    "n_samples": 128,
+                    "threads": threads,
+                    "framework": framework,
+                    "ms_per_step": ms * factor,
+                    "fixed_ms": 3.0,
+                    "note": "",
+                }
+            )
     rows[-2]["ms_per_step"] = 1.0  # the bound at 2 threads did not scale
     df = thread_scaling.add_ratios(pd.DataFrame(rows))
     at = df.set_index(["threads", "framework"])
@@ -441,7 +593,12 @@ def test_thread_scaling_ratios_and_answer():
     assert "1 -> 2 threads" in line and "whole-training 1 -> 0.5 ms (x2.00)" in line
     assert "whole-training 0.25x torch eager" in line
     # no thread count 1 measured: no speed-up over one thread
-    assert df.assign(threads=df.threads + 1).pipe(thread_scaling.add_ratios).speedup_vs_1_thread.isna().all()
+    assert (
+        df.assign(threads=df.threads + 1)
+        .pipe(thread_scaling.add_ratios)
+        .speedup_vs_1_thread.isna()
+        .all()
+    )
     # a step lost in the noise: no figure, no ratio, and the summary says why
     note = "not measurable: the longer fit was not slower than the shorter one"
     rows[2].update(ms_per_step=float("nan"), fixed_ms=float("nan"), note=note)  # torch, 1 thread
@@ -463,22 +620,38 @@ def test_thread_scaling_arguments():
 
 
 def test_step_targets_verdicts_follow_the_ratios():
-    from benchmarks import step_targets as st
     from benchmarks import models as bm
+    from benchmarks import step_targets as st
 
     times = {
-        ("100-50-1@100", bm.ORT_WHOLE): 0.05, ("100-50-1@100", bm.ORT_FORWARD_BACKWARD): 0.09,
-        ("100-50-1@100", bm.TORCH): 0.2, ("100-50-1@100", st.SKLEARN): 0.1,
-        ("500-500-1@1000", bm.ORT_WHOLE): 6.0, ("500-500-1@1000", bm.ORT_FORWARD_BACKWARD): 6.5,
+        ("100-50-1@100", bm.ORT_WHOLE): 0.05,
+        ("100-50-1@100", bm.ORT_FORWARD_BACKWARD): 0.09,
+        ("100-50-1@100", bm.TORCH): 0.2,
+        ("100-50-1@100", st.SKLEARN): 0.1,
+        ("500-500-1@1000", bm.ORT_WHOLE): 6.0,
+        ("500-500-1@1000", bm.ORT_FORWARD_BACKWARD): 6.5,
         ("500-500-1@1000", bm.ORT_BOUND): 5.0,
     }
-    steps = pd.DataFrame([{"size": s, "framework": f, "ms_per_step": v, "rounds_ms": [v, v]}
-                          for (s, f), v in times.items()])
-    setup = pd.DataFrame([{"framework": bm.ORT_WHOLE, "setup_ms": 3.0}, {"framework": bm.ORT_FORWARD_BACKWARD, "setup_ms": 7.0}])
-    table = st.target_table(steps, setup, st.selected(["small MLP", "large MLP"])).set_index("target")
+    steps = pd.DataFrame(
+        [
+            {"size": s, "framework": f, "ms_per_step": v, "rounds_ms": [v, v]}
+            for (s, f), v in times.items()
+        ]
+    )
+    setup = pd.DataFrame(
+        [
+            {"framework": bm.ORT_WHOLE, "setup_ms": 3.0},
+            {"framework": bm.ORT_FORWARD_BACKWARD, "setup_ms": 7.0},
+        ]
+    )
+    table = st.target_table(steps, setup, st.selected(["small MLP", "large MLP"])).set_index(
+        "target"
+    )
     assert table.loc["small MLP, whole-training vs torch", "measured"] == "0.25x"
     assert table.loc["small MLP, whole-training vs torch", "verdict"] == "met"
-    assert table.loc["small MLP, forward/backward vs torch", "verdict"] == "missed by 1.12x"  # 0.45 / 0.4
+    assert (
+        table.loc["small MLP, forward/backward vs torch", "verdict"] == "missed by 1.12x"
+    )  # 0.45 / 0.4
     assert table.loc["small MLP, whole-training vs scikit-learn", "verdict"] == "missed by 1.25x"
     assert table.loc["large MLP, whole-training vs runtime bound", "verdict"] == "missed by 1.04x"
     assert table.loc["large MLP, forward/backward vs runtime bound", "verdict"] == "met"

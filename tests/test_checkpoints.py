@@ -1,4 +1,5 @@
 """Checkpoints: a resumed training continues exactly; the LinearLRScheduler workaround."""
+
 import os
 
 import numpy as np
@@ -106,12 +107,16 @@ def test_linear_lr_scheduler_workaround(onx_loss, linear_data, tmp_path):
 
     module, optimizer = _module_and_optimizer(onx_loss, tmp_path / "a")
     fixed = linear_lr_scheduler(optimizer, 2, 10, 0.1)
-    np.testing.assert_allclose(_learning_rates(module, optimizer, fixed, X, y, 12), expected, atol=1e-7)
+    np.testing.assert_allclose(
+        _learning_rates(module, optimizer, fixed, X, y, 12), expected, atol=1e-7
+    )
 
     # the bug itself, as 1.19.2 has it: the counts come out swapped
     module, optimizer = _module_and_optimizer(onx_loss, tmp_path / "b")
     raw = LinearLRScheduler(optimizer, 2, 10, 0.1)
     swapped = [linear_learning_rate(s, 10, 2, 0.1) for s in range(12)]
-    np.testing.assert_allclose(_learning_rates(module, optimizer, raw, X, y, 12), swapped, atol=1e-7)
+    np.testing.assert_allclose(
+        _learning_rates(module, optimizer, raw, X, y, 12), swapped, atol=1e-7
+    )
     with pytest.raises(ValueError, match="warmup_step_count <= total_step_count"):
         linear_lr_scheduler(optimizer, 5, 2, 0.1)

@@ -1,12 +1,13 @@
 """helpers.teaching.comparison: one run per seed and library, on the right scales."""
+
 from functools import partial
 
 import numpy as np
 import pytest
+from skl2onnx import to_onnx
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.utils import Bunch
-from skl2onnx import to_onnx
 
 from helpers import (
     NegLogLearningLoss,
@@ -14,9 +15,9 @@ from helpers import (
     OrtGradientOptimizer,
     add_loss_output,
 )
+from helpers.core.onnx_graph import select_outputs
 from helpers.teaching.comparison import summarize_runs, train_side_by_side
 from helpers.teaching.datasets import one_hot
-from helpers.core.onnx_graph import select_outputs
 from helpers.teaching.sklearn_bridge import (
     continue_mlp_training,
     fit_first_epoch,
@@ -36,25 +37,46 @@ def data():
 def test_regression_runs_scores_and_curves(data):
     lr, batch = 0.05, 60
     start = fit_first_epoch(
-        MLPRegressor(hidden_layer_sizes=(4,), solver="sgd", momentum=0.5, nesterovs_momentum=False, learning_rate_init=lr,
-                     batch_size=batch, alpha=0.0, random_state=0),
-        data.X_train, data.y_train,
+        MLPRegressor(
+            hidden_layer_sizes=(4,),
+            solver="sgd",
+            momentum=0.5,
+            nesterovs_momentum=False,
+            learning_rate_init=lr,
+            batch_size=batch,
+            alpha=0.0,
+            random_state=0,
+        ),
+        data.X_train,
+        data.y_train,
     )
     onx = add_loss_output(to_onnx(start, data.X_train[:1]))
 
     params = mlp_update_parameters(start)
-    assert (params["solver"], params["momentum"], params["learning_rate"]) == ("momentum", 0.5, lr / 2)
+    assert (params["solver"], params["momentum"], params["learning_rate"]) == (
+        "momentum",
+        0.5,
+        lr / 2,
+    )
     make = partial(OrtGradientOptimizer, onx, mlp_weight_names(start), max_iter=5, **params)
     result = train_side_by_side(start, make, data, 5, [3, 4], {"R²": r2_score}, batch_size=batch)
     assert list(result.scores["library"]) == ["scikit-learn", "onnxruntime"] * 2
     assert list(result.scores["seed"]) == [3, 3, 4, 4]
-    assert list(result.scores.columns) == ["library", "seed", "R² (train)", "R² (test)", "fit time (s)"]
+    assert list(result.scores.columns) == [
+        "library",
+        "seed",
+        "R² (train)",
+        "R² (test)",
+        "fit time (s)",
+    ]
     # full batch: both libraries follow the same path, scikit-learn's curve doubled
     for skl_curve, ort_curve in zip(result.curves["scikit-learn"], result.curves["onnxruntime"]):
         np.testing.assert_allclose(ort_curve, skl_curve, rtol=1e-4)
     expected = continue_mlp_training(start, data.X_train, data.y_train, 5, random_state=3)
     np.testing.assert_allclose(result.curves["scikit-learn"][0], 2 * np.array(expected.loss_curve_))
-    assert result.scores.loc[0, "R² (test)"] == pytest.approx(r2_score(data.y_test, expected.predict(data.X_test)))
+    assert result.scores.loc[0, "R² (test)"] == pytest.approx(
+        r2_score(data.y_test, expected.predict(data.X_test))
+    )
     # validation losses were recorded on the test part
     assert len(result.optimizers[0].validation_losses_) > 0
 
@@ -71,29 +93,55 @@ def test_classification_with_its_own_targets_and_predictions(data):
     y_test = np.digitize(data.y_test, [0.3, 1.5]).astype(np.int64)
     cls = Bunch(X_train=data.X_train, y_train=y, X_test=data.X_test, y_test=y_test)
     start = fit_first_epoch(
-        MLPClassifier(hidden_layer_sizes=(4,), solver="sgd", momentum=0.5, learning_rate_init=0.1,
-                      batch_size=60, alpha=0.0, random_state=0),
-        cls.X_train, cls.y_train,
+        MLPClassifier(
+            hidden_layer_sizes=(4,),
+            solver="sgd",
+            momentum=0.5,
+            learning_rate_init=0.1,
+            batch_size=60,
+            alpha=0.0,
+            random_state=0,
+        ),
+        cls.X_train,
+        cls.y_train,
     )
-    raw = select_outputs(to_onnx(start, cls.X_train[:1], options={"zipmap": False}), ["add_result1"])
+    raw = select_outputs(
+        to_onnx(start, cls.X_train[:1], options={"zipmap": False}), ["add_result1"]
+    )
 
     params = mlp_update_parameters(start, momentum=0.0)
-    assert (params["solver"], params["learning_rate"]) == ("sgd", 0.1)  # the log loss has no factor 1/2
+    assert (params["solver"], params["learning_rate"]) == (
+        "sgd",
+        0.1,
+    )  # the log loss has no factor 1/2
     make = partial(
-        OrtGradientForwardBackwardOptimizer, raw, max_iter=3,
-        learning_loss=NegLogLearningLoss(probability_function="softmax"), **params,
+        OrtGradientForwardBackwardOptimizer,
+        raw,
+        max_iter=3,
+        learning_loss=NegLogLearningLoss(probability_function="softmax"),
+        **params,
     )
 
     result = train_side_by_side(
-        start, make, cls, 3, [0], {"accuracy": accuracy_score},
-        y_train_ort=one_hot(y, 3), y_test_ort=one_hot(y_test, 3),
-        ort_predict=lambda opt, X: opt.predict(X).argmax(axis=1), loss_scale=1.0, momentum=0.0,
+        start,
+        make,
+        cls,
+        3,
+        [0],
+        {"accuracy": accuracy_score},
+        y_train_ort=one_hot(y, 3),
+        y_test_ort=one_hot(y_test, 3),
+        ort_predict=lambda opt, X: opt.predict(X).argmax(axis=1),
+        loss_scale=1.0,
+        momentum=0.0,
     )
     row = result.scores.set_index("library").loc["onnxruntime"]
     pred = result.optimizers[0].predict(cls.X_test).argmax(axis=1)
     assert row["accuracy (test)"] == pytest.approx(accuracy_score(y_test, pred))
     # plain SGD on both sides, full batch, same learning rate: same log loss
-    np.testing.assert_allclose(result.curves["onnxruntime"][0], result.curves["scikit-learn"][0], rtol=1e-3)
+    np.testing.assert_allclose(
+        result.curves["onnxruntime"][0], result.curves["scikit-learn"][0], rtol=1e-3
+    )
 
 
 def test_targets_come_in_pairs(data):
@@ -106,7 +154,9 @@ def _summary(means, stds):
 
     columns = pd.MultiIndex.from_tuples([("score", "mean"), ("score", "std")])
     return pd.DataFrame(
-        [[means[0], stds[0]], [means[1], stds[1]]], index=["scikit-learn", "onnxruntime"], columns=columns
+        [[means[0], stds[0]], [means[1], stds[1]]],
+        index=["scikit-learn", "onnxruntime"],
+        columns=columns,
     )
 
 
@@ -116,7 +166,9 @@ def test_check_same_level_accepts_a_gap_within_the_spread():
     gap, allowed = check_same_level(_summary([1.46, 1.25], [0.18, 0.06]), "score")
     assert gap == pytest.approx(0.21) and allowed == pytest.approx(2 * 0.24)
     # the tolerances can be larger than the spread
-    assert check_same_level(_summary([1.0, 1.05], [0.0, 0.0]), "score", rtol=0.1)[1] == pytest.approx(0.1)
+    assert check_same_level(_summary([1.0, 1.05], [0.0, 0.0]), "score", rtol=0.1)[
+        1
+    ] == pytest.approx(0.1)
     assert check_same_level(_summary([1.0, 1.05], [np.nan, np.nan]), "score", atol=0.06)[1] == 0.06
 
 
@@ -133,7 +185,8 @@ def test_mlp_update_parameters_refuses_what_has_no_equivalent():
     with pytest.raises(ValueError, match="solver='lbfgs'"):
         mlp_update_parameters(MLPRegressor(solver="lbfgs"))
     adam = mlp_update_parameters(
-        MLPRegressor(solver="adam", beta_1=0.8, epsilon=1e-7, learning_rate_init=0.01), batch_size=16
+        MLPRegressor(solver="adam", beta_1=0.8, epsilon=1e-7, learning_rate_init=0.01),
+        batch_size=16,
     )
     assert (adam["solver"], adam["betas"], adam["batch_size"]) == ("adamw", (0.8, 0.999), 16)
     # Adam's steps do not change with doubled gradients: same rate, doubled epsilon
@@ -143,11 +196,23 @@ def test_mlp_update_parameters_refuses_what_has_no_equivalent():
 def test_mlp_update_parameters_reproduce_adam(data):
     """Full batch: scikit-learn's adam and our adamw with the helper's parameters follow the same losses."""
     start = fit_first_epoch(
-        MLPRegressor(hidden_layer_sizes=(4,), solver="adam", learning_rate_init=0.01, batch_size=60, alpha=0.0,
-                     random_state=0),
-        data.X_train, data.y_train,
+        MLPRegressor(
+            hidden_layer_sizes=(4,),
+            solver="adam",
+            learning_rate_init=0.01,
+            batch_size=60,
+            alpha=0.0,
+            random_state=0,
+        ),
+        data.X_train,
+        data.y_train,
     )
     network = continue_mlp_training(start, data.X_train, data.y_train, 10, random_state=0)
-    opt = OrtGradientOptimizer(add_loss_output(to_onnx(start, data.X_train[:1])), mlp_weight_names(start),
-                               max_iter=10, random_state=0, **mlp_update_parameters(start)).fit(data.X_train, data.y_train)
+    opt = OrtGradientOptimizer(
+        add_loss_output(to_onnx(start, data.X_train[:1])),
+        mlp_weight_names(start),
+        max_iter=10,
+        random_state=0,
+        **mlp_update_parameters(start),
+    ).fit(data.X_train, data.y_train)
     np.testing.assert_allclose(opt.train_losses_, 2 * np.array(network.loss_curve_), rtol=1e-4)

@@ -1,4 +1,5 @@
 """Fits in threads and in forked processes: same weights as one after the other, nothing lost, nothing deleted."""
+
 import multiprocessing
 import os
 import shutil
@@ -10,7 +11,12 @@ import pytest
 from joblib import parallel_backend
 from sklearn.model_selection import GridSearchCV
 
-from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, UntrainableModelError, add_loss_output
+from helpers import (
+    OrtGradientForwardBackwardOptimizer,
+    OrtGradientOptimizer,
+    UntrainableModelError,
+    add_loss_output,
+)
 from helpers.core import training_cache
 from helpers.teaching.model_factories import mlp_onnx
 
@@ -20,12 +26,21 @@ MODELS = {hidden: mlp_onnx(4, hidden=(hidden,), random_state=hidden) for hidden 
 
 
 def _fit(api, hidden, learning_rate=0.05):
-    params = dict(max_iter=3, batch_size=16, learning_rate=learning_rate, solver="sgd", random_state=0,
-                  n_threads=1, validation_every=0)
+    params = dict(
+        max_iter=3,
+        batch_size=16,
+        learning_rate=learning_rate,
+        solver="sgd",
+        random_state=0,
+        n_threads=1,
+        validation_every=0,
+    )
     if api == "whole":
         opt = OrtGradientOptimizer(add_loss_output(MODELS[hidden]), **params)
     else:
-        opt = OrtGradientForwardBackwardOptimizer(MODELS[hidden], learning_rate_schedule="constant", **params)
+        opt = OrtGradientForwardBackwardOptimizer(
+            MODELS[hidden], learning_rate_schedule="constant", **params
+        )
     return opt.fit(X, Y).get_state()
 
 
@@ -64,8 +79,14 @@ def test_fits_in_threads_equal_fits_one_after_the_other(api, fresh_caches):
 
 
 def test_threaded_grid_search_equals_the_sequential_one(fresh_caches):
-    estimator = OrtGradientOptimizer(add_loss_output(MODELS[5]), max_iter=3, batch_size=16, random_state=0,
-                                     n_threads=1, validation_every=0)
+    estimator = OrtGradientOptimizer(
+        add_loss_output(MODELS[5]),
+        max_iter=3,
+        batch_size=16,
+        random_state=0,
+        n_threads=1,
+        validation_every=0,
+    )
     grid = {"learning_rate": [0.001, 0.01, 0.03]}
     sequential = GridSearchCV(estimator, grid, cv=3, error_score="raise").fit(X, Y)
     training_cache.clear_training_caches()
@@ -73,7 +94,9 @@ def test_threaded_grid_search_equals_the_sequential_one(fresh_caches):
         threaded = GridSearchCV(estimator, grid, cv=3, error_score="raise", n_jobs=4).fit(X, Y)
     assert threaded.best_params_ == sequential.best_params_
     np.testing.assert_allclose(
-        threaded.cv_results_["mean_test_score"], sequential.cv_results_["mean_test_score"], rtol=1e-6
+        threaded.cv_results_["mean_test_score"],
+        sequential.cv_results_["mean_test_score"],
+        rtol=1e-6,
     )
 
 
@@ -82,8 +105,14 @@ def test_fits_leave_the_process_stderr_alone(fresh_caches, monkeypatch):
     before, stream = os.fstat(2), sys.stderr
     swaps = []
     dup2 = os.dup2
-    monkeypatch.setattr(os, "dup2", lambda fd, fd2, *args: swaps.append(fd2) or dup2(fd, fd2, *args))
-    jobs = [(lambda a=api, h=hidden: _fit(a, h)) for api in ("whole", "forward_backward") for hidden in MODELS]
+    monkeypatch.setattr(
+        os, "dup2", lambda fd, fd2, *args: swaps.append(fd2) or dup2(fd, fd2, *args)
+    )
+    jobs = [
+        (lambda a=api, h=hidden: _fit(a, h))
+        for api in ("whole", "forward_backward")
+        for hidden in MODELS
+    ]
     _, errors = _run_in_threads(jobs * 2)
     assert errors == []
     import torch
@@ -102,7 +131,9 @@ def test_fits_leave_the_process_stderr_alone(fresh_caches, monkeypatch):
     with pytest.raises(UntrainableModelError):
         OrtGradientOptimizer(add_loss_output(untrainable), max_iter=1).fit(X, Y)
     after = os.fstat(2)
-    assert swaps == []  # the runtime's messages are silenced by its log settings, not by moving fd 2
+    assert (
+        swaps == []
+    )  # the runtime's messages are silenced by its log settings, not by moving fd 2
     assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
     assert sys.stderr is stream
 
@@ -174,7 +205,9 @@ def test_fits_write_nothing_on_stderr(tmp_path):
         "OrtGradientOptimizer(add_loss_output(onx), max_iter=1).fit(X, X[:, 0])\n"
         "OrtGradientForwardBackwardOptimizer(onx, max_iter=1).fit(X, X[:, 0])\n"
     )
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     _, marker, during_fits = done.stderr.partition("-- fits start --\n")
     assert marker, done.stderr

@@ -1,4 +1,5 @@
 """Convolutions as windows and products: values and gradients against torch (float64), by option."""
+
 import numpy as np
 import onnx
 import pytest
@@ -45,7 +46,8 @@ def _check_against_torch(net, x, input_grad=False, fast=True, variant=""):
     model = export_for_training(net, torch.tensor(x[:1]))
     model.doc_string = variant  # sessions are cached by the model's content: one entry per variant
     fb = OrtGradientForwardBackward(
-        model, fast_gradients=fast, input_names_require_grad=["x"] if input_grad else None)
+        model, fast_gradients=fast, input_names_require_grad=["x"] if input_grad else None
+    )
     weights = get_train_initializer(model)
     names = fb.weights_to_train
     fn = fb.new_instance()
@@ -90,8 +92,11 @@ def rewrite_everywhere(monkeypatch):
     """Make ``fast_gradients`` rewrite every convolution it handles, in the layout given."""
 
     def rewrite(layout="last"):
-        monkeypatch.setattr(gradient_rewrites, "convolutions_as_products",
-                            lambda model: convolutions_as_products(model, layout, everywhere))
+        monkeypatch.setattr(
+            gradient_rewrites,
+            "convolutions_as_products",
+            lambda model: convolutions_as_products(model, layout, everywhere),
+        )
 
     return rewrite
 
@@ -99,7 +104,8 @@ def rewrite_everywhere(monkeypatch):
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize(("dims", "cin", "cout", "size", "options"), OPTIONS)
 def test_rewritten_convolution_matches_torch(
-        dims, cin, cout, size, options, layout, rewrite_everywhere):
+    dims, cin, cout, size, options, layout, rewrite_everywhere
+):
     rewrite_everywhere(layout)
     torch.manual_seed(0)
     net = _Net(dims, cin, cout, **options)
@@ -151,16 +157,22 @@ def test_by_default_only_one_dimensional_dense_convolutions_are_rewritten():
 
 def test_whole_training_trains_the_rewritten_graph_and_exports_the_convolutions(tmp_path):
     torch.manual_seed(0)
-    net = nn.Sequential(nn.Conv1d(3, 5, 3, padding=1), nn.Tanh(), nn.Conv1d(5, 1, 3, stride=2),
-                        nn.Flatten())
+    net = nn.Sequential(
+        nn.Conv1d(3, 5, 3, padding=1), nn.Tanh(), nn.Conv1d(5, 1, 3, stride=2), nn.Flatten()
+    )
     rng = np.random.default_rng(0)
     X = rng.standard_normal((32, 3, 10)).astype(np.float32)
     y = rng.standard_normal((32, 4)).astype(np.float32)
     model = add_loss_output(export_for_training(net, torch.from_numpy(X[:1])))
     fits = {
         fast: OrtGradientOptimizer(
-            model, learning_rate=0.05, max_iter=20, batch_size=len(X), fast_gradients=fast,
-            artifact_dir=str(tmp_path / f"fast_{fast}")).fit(X, y)
+            model,
+            learning_rate=0.05,
+            max_iter=20,
+            batch_size=len(X),
+            fast_gradients=fast,
+            artifact_dir=str(tmp_path / f"fast_{fast}"),
+        ).fit(X, y)
         for fast in (False, True)
     }
     plain, fast = fits[False].get_state(), fits[True].get_state()

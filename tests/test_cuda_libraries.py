@@ -3,6 +3,7 @@
 Everything here runs without a GPU: the packages are a fake folder, the
 driver and the provider list are replaced where a cause needs them.
 """
+
 import onnxruntime
 import pytest
 
@@ -45,7 +46,11 @@ def test_loads_by_full_path_in_dependency_order_once(tmp_path, monkeypatch):
     loaded = load_cuda_libraries(path, loader=calls.append)
     names = [p.rsplit("/", 1)[1] for p in calls]
     assert names == ALL_LIBRARIES
-    assert names.index("libcudart.so.11.0") < names.index("libcublasLt.so.11") < names.index("libcublas.so.11")
+    assert (
+        names.index("libcudart.so.11.0")
+        < names.index("libcublasLt.so.11")
+        < names.index("libcublas.so.11")
+    )
     assert names.index("libcudnn_ops_infer.so.8") < names.index("libcudnn_cnn_infer.so.8")
     assert names.index("libnvrtc.so.11.2") < names.index("libcudnn.so.8")
     assert all(p.startswith(str(tmp_path)) for p in calls) and set(loaded) == set(ALL_LIBRARIES)
@@ -59,7 +64,10 @@ def test_a_library_that_fails_to_load_is_reported(tmp_path, monkeypatch):
     path = fake_site_packages(tmp_path, {"nvidia-curand-cu11"})
     # the real loader on an empty file: the loader's own error comes back
     loaded = load_cuda_libraries(path)
-    assert loaded["libcurand.so.10"].startswith("error: ") and "libcurand.so.10" in loaded["libcurand.so.10"]
+    assert (
+        loaded["libcurand.so.10"].startswith("error: ")
+        and "libcurand.so.10" in loaded["libcurand.so.10"]
+    )
 
 
 def test_system_cuda_skips_the_pip_libraries(tmp_path, monkeypatch):
@@ -79,7 +87,11 @@ def test_driver_probes_without_a_driver():
 @pytest.fixture
 def gpu_package(monkeypatch):
     """The GPU package's provider list on Linux x86-64, with a driver for CUDA 12.4 and one GPU."""
-    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    monkeypatch.setattr(
+        onnxruntime,
+        "get_available_providers",
+        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"],
+    )
     monkeypatch.setattr(devices.sys, "platform", "linux")
     monkeypatch.setattr(devices.platform, "machine", lambda: "x86_64")
     monkeypatch.setattr(cuda_libraries, "driver_cuda_version", lambda library="libcuda.so.1": 12040)
@@ -95,7 +107,11 @@ def test_cause_cpu_package(monkeypatch):
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
     monkeypatch.setattr(devices, "installed_runtime_packages", lambda: ["onnxruntime-training-cpu"])
     problem = devices.gpu_setup_problem()
-    assert "onnxruntime-training-cpu" in problem and "no CUDA provider" in problem and "make setup GPU=1" in problem
+    assert (
+        "onnxruntime-training-cpu" in problem
+        and "no CUDA provider" in problem
+        and "make setup GPU=1" in problem
+    )
 
 
 def test_cause_platform(gpu_package):
@@ -117,16 +133,27 @@ def test_cause_old_driver(gpu_package):
 
 
 def test_cause_no_visible_gpu(gpu_package):
-    gpu_package.setattr(cuda_libraries, "visible_gpus", lambda library="libcuda.so.1": (0, "the NVIDIA driver sees no GPU"))
+    gpu_package.setattr(
+        cuda_libraries,
+        "visible_gpus",
+        lambda library="libcuda.so.1": (0, "the NVIDIA driver sees no GPU"),
+    )
     assert devices.gpu_setup_problem() == "the NVIDIA driver sees no GPU"
 
 
 def test_cause_missing_library_names_it_and_its_package(gpu_package):
-    gpu_package.setattr(cuda_libraries, "missing_cuda_libraries", lambda *a, **k: {"libcudnn.so.8": "nvidia-cudnn-cu11"})
+    gpu_package.setattr(
+        cuda_libraries,
+        "missing_cuda_libraries",
+        lambda *a, **k: {"libcudnn.so.8": "nvidia-cudnn-cu11"},
+    )
     problem = devices.gpu_setup_problem()
     assert "libcudnn.so.8 cannot be found" in problem and "nvidia-cudnn-cu11" in problem
     assert "make setup GPU=1" in problem and "ORT_TRAINING_CUDA=system" in problem
-    with pytest.raises(devices.DeviceError, match="device='cuda' cannot be used: the CUDA 11.8 libraries libcudnn.so.8"):
+    with pytest.raises(
+        devices.DeviceError,
+        match="device='cuda' cannot be used: the CUDA 11.8 libraries libcudnn.so.8",
+    ):
         devices.resolve_device("cuda")
 
 
@@ -137,8 +164,12 @@ def test_cause_gpu_index_beyond_those_visible(gpu_package):
 
 def test_libraries_are_loaded_before_the_provider(gpu_package):
     calls = []
-    gpu_package.setattr(cuda_libraries, "load_cuda_libraries", lambda *a, **k: calls.append("load") or {})
-    gpu_package.setattr(cuda_libraries, "missing_cuda_libraries", lambda *a, **k: calls.append("check") or {})
+    gpu_package.setattr(
+        cuda_libraries, "load_cuda_libraries", lambda *a, **k: calls.append("load") or {}
+    )
+    gpu_package.setattr(
+        cuda_libraries, "missing_cuda_libraries", lambda *a, **k: calls.append("check") or {}
+    )
     devices.gpu_setup_problem()
     assert calls == ["load", "check"]
 
@@ -156,15 +187,21 @@ def test_missing_libraries_with_pip_packages(tmp_path, monkeypatch):
     by_name = lambda name: asked.append(name) or False  # noqa: E731
     path = fake_site_packages(tmp_path / "all", everything)
     assert cuda_libraries.missing_cuda_libraries(path, by_name=by_name) == {} and asked == []
-    path = fake_site_packages(tmp_path / "some", everything - {"nvidia-cufft-cu11", "nvidia-cuda-nvrtc-cu11"})
-    assert cuda_libraries.missing_cuda_libraries(path, by_name=by_name) == {"libcufft.so.10": "nvidia-cufft-cu11"}
+    path = fake_site_packages(
+        tmp_path / "some", everything - {"nvidia-cufft-cu11", "nvidia-cuda-nvrtc-cu11"}
+    )
+    assert cuda_libraries.missing_cuda_libraries(path, by_name=by_name) == {
+        "libcufft.so.10": "nvidia-cufft-cu11"
+    }
 
 
 def test_system_cuda_checks_every_provider_library_by_name(tmp_path, monkeypatch):
     """ORT_TRAINING_CUDA=system ignores the pip packages, also when they are installed."""
     monkeypatch.setenv(cuda_libraries.SOURCE_VARIABLE, "system")
     path = fake_site_packages(tmp_path, {package for package, _, _ in CUDA_PACKAGES})
-    missing = cuda_libraries.missing_cuda_libraries(path, by_name=lambda name: name != "libcudart.so.11.0")
+    missing = cuda_libraries.missing_cuda_libraries(
+        path, by_name=lambda name: name != "libcudart.so.11.0"
+    )
     assert missing == {"libcudart.so.11.0": "nvidia-cuda-runtime-cu11"}
     missing = cuda_libraries.missing_cuda_libraries(path, by_name=lambda name: False)
     assert sorted(missing) == sorted(cuda_libraries.PROVIDER_LIBRARIES)
@@ -172,9 +209,12 @@ def test_system_cuda_checks_every_provider_library_by_name(tmp_path, monkeypatch
 
 def test_cause_library_that_fails_to_load(gpu_package):
     gpu_package.setattr(
-        cuda_libraries, "load_cuda_libraries",
-        lambda *a, **k: {"libcudart.so.11.0": "/x/libcudart.so.11.0",
-                         "libcudnn_cnn_infer.so.8": "error: libz.so.1: cannot open shared object file: No such file"},
+        cuda_libraries,
+        "load_cuda_libraries",
+        lambda *a, **k: {
+            "libcudart.so.11.0": "/x/libcudart.so.11.0",
+            "libcudnn_cnn_infer.so.8": "error: libz.so.1: cannot open shared object file: No such file",
+        },
     )
     problem = devices.gpu_setup_problem()
     assert "libcudnn_cnn_infer.so.8" in problem and "libz.so.1" in problem
@@ -198,7 +238,9 @@ def test_a_device_object_is_checked_like_a_name(monkeypatch):
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
     devices.cuda_problem.cache_clear()
     try:
-        with pytest.raises(devices.DeviceError, match="device='cuda:0' cannot be used: the installed onnxruntime"):
+        with pytest.raises(
+            devices.DeviceError, match="device='cuda:0' cannot be used: the installed onnxruntime"
+        ):
             devices.resolve_device(devices.Device("cuda", 0))
         assert devices.resolve_device(devices.Device("cpu")) == devices.Device("cpu")
     finally:

@@ -1,4 +1,5 @@
 """helpers.teaching.datasets: shapes, types and the known truth of the data sets."""
+
 import numpy as np
 import pytest
 

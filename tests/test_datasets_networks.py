@@ -1,4 +1,5 @@
 """helpers.teaching.datasets, the data sets of the neural network notebooks (05 to 07)."""
+
 import numpy as np
 import pytest
 
@@ -21,7 +22,10 @@ def test_friedman1_follows_its_formula_and_is_standardized():
     X = data.scaler.inverse_transform(data.X_test.astype(np.float64))
     assert X.min() > -1e-5 and X.max() < 1 + 1e-5  # uniform on [0, 1]
     expected = (
-        10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3] + 5 * X[:, 4]
+        10 * np.sin(np.pi * X[:, 0] * X[:, 1])
+        + 20 * (X[:, 2] - 0.5) ** 2
+        + 10 * X[:, 3]
+        + 5 * X[:, 4]
     )
     np.testing.assert_allclose(data.y_test, expected, rtol=1e-4, atol=1e-4)
 
@@ -53,7 +57,8 @@ def test_diabetes_scaled_accepts_a_number_of_test_rows():
 
 
 @pytest.mark.parametrize(
-    "name, n_features, n_classes", [("digits", 64, 10), ("breast_cancer", 30, 2), ("iris", 4, 3), ("wine", 13, 3)]
+    "name, n_features, n_classes",
+    [("digits", 64, 10), ("breast_cancer", 30, 2), ("iris", 4, 3), ("wine", 13, 3)],
 )
 def test_classification_shapes_types_and_stratification(name, n_features, n_classes):
     data = load_classification_standardized(name, test_size=0.25, random_state=0)

@@ -1,4 +1,5 @@
 """Device selection, its errors, and batches gathered on a device."""
+
 import numpy as np
 import onnxruntime
 import pytest
@@ -72,7 +73,9 @@ def test_batches_cover_each_row_once(on_device):
     cut = Batches([X, y], Device("cpu"), on_device=on_device)
     for epoch in range(2):  # the second epoch refills the buffers of the first
         order = rng.permutation(23)
-        batches = [(b.start, b.end, [v.numpy() for v in b.ortvalues()]) for b in cut.epoch(order, 5)]
+        batches = [
+            (b.start, b.end, [v.numpy() for v in b.ortvalues()]) for b in cut.epoch(order, 5)
+        ]
         assert [(s, e) for s, e, _ in batches] == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 23)]
         rows = np.concatenate([b[1] for _, _, b in batches])
         np.testing.assert_array_equal(rows, order.astype(np.float32))
@@ -86,7 +89,9 @@ def test_whole_training_on_gpu_matches_cpu(linear_onnx, linear_data, solver):
     X, y = linear_data
     onx_loss = add_loss_output(linear_onnx)
     results = [
-        OrtGradientOptimizer(onx_loss, solver=solver, learning_rate=0.01, max_iter=5, random_state=0, device=d)
+        OrtGradientOptimizer(
+            onx_loss, solver=solver, learning_rate=0.01, max_iter=5, random_state=0, device=d
+        )
         .fit(X, y)
         .get_state()
         for d in ("cpu", "cuda")
@@ -100,7 +105,9 @@ def test_whole_training_on_gpu_matches_cpu(linear_onnx, linear_data, solver):
 def test_forward_backward_on_gpu_matches_cpu(linear_onnx, linear_data):
     X, y = linear_data
     results = [
-        OrtGradientForwardBackwardOptimizer(linear_onnx, learning_rate="Nesterov", max_iter=5, random_state=0, device=d)
+        OrtGradientForwardBackwardOptimizer(
+            linear_onnx, learning_rate="Nesterov", max_iter=5, random_state=0, device=d
+        )
         .fit(X, y)
         .get_state()
         for d in ("cpu", "cuda")
@@ -110,7 +117,9 @@ def test_forward_backward_on_gpu_matches_cpu(linear_onnx, linear_data):
 
 
 @pytest.mark.parametrize("make", ["whole", "forward_backward"])
-def test_training_on_gathered_batches_matches_numpy_batches(linear_onnx, linear_data, monkeypatch, make):
+def test_training_on_gathered_batches_matches_numpy_batches(
+    linear_onnx, linear_data, monkeypatch, make
+):
     """The GPU code path (OrtValue batches gathered by a graph), run on the CPU."""
     import helpers.core.estimator as base  # noqa: PLC0415
 
@@ -118,12 +127,16 @@ def test_training_on_gathered_batches_matches_numpy_batches(linear_onnx, linear_
 
     def fit():
         if make == "whole":
-            opt = OrtGradientOptimizer(add_loss_output(linear_onnx), solver="nesterov", learning_rate=0.01)
+            opt = OrtGradientOptimizer(
+                add_loss_output(linear_onnx), solver="nesterov", learning_rate=0.01
+            )
         else:
             opt = OrtGradientForwardBackwardOptimizer(linear_onnx, learning_rate="Nesterov")
         return opt.set_params(max_iter=3, random_state=0).fit(X, y)
 
     reference = fit()
-    monkeypatch.setattr(base, "Batches", lambda arrays, device: Batches(arrays, device, on_device=True))
+    monkeypatch.setattr(
+        base, "Batches", lambda arrays, device: Batches(arrays, device, on_device=True)
+    )
     gathered = fit()
     np.testing.assert_allclose(gathered.train_losses_, reference.train_losses_, rtol=1e-6)

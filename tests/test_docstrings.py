@@ -3,6 +3,7 @@
 The examples run as doctests in `make test` (``pytest --doctest-modules helpers``);
 this test checks that none is missing.
 """
+
 import importlib
 import inspect
 import pkgutil
@@ -35,4 +36,6 @@ def test_the_walk_finds_the_public_api():
 @pytest.mark.parametrize("name", sorted(PUBLIC))
 def test_public_names_have_examples(name):
     doc = inspect.getdoc(PUBLIC[name]) or ""
-    assert "Examples\n--------\n>>>" in doc, f"{name} has no numpydoc Examples section with a doctest"
+    assert "Examples\n--------\n>>>" in doc, (
+        f"{name} has no numpydoc Examples section with a doctest"
+    )

@@ -1,4 +1,5 @@
 """python -m helpers.doctor on this machine, and its exit status."""
+
 import re
 import subprocess
 import sys
@@ -29,7 +30,9 @@ def test_report_on_this_machine(capsys):
 
 
 def test_gpu_variant_fails_with_the_reason_where_no_gpu_trains(capsys, monkeypatch):
-    monkeypatch.setattr(doctor.devices, "gpu_setup_problem", lambda: "no NVIDIA driver is installed")
+    monkeypatch.setattr(
+        doctor.devices, "gpu_setup_problem", lambda: "no NVIDIA driver is installed"
+    )
     assert doctor.main(["--variant", "gpu"]) == 1
     lines = report(capsys.readouterr().out)
     assert lines["GPU training"] == "no: no NVIDIA driver is installed"
@@ -43,13 +46,22 @@ def test_a_failing_cpu_step_fails_the_cpu_variant(capsys, monkeypatch):
 
 
 def test_two_runtime_packages_fail_and_say_so(capsys, monkeypatch):
-    monkeypatch.setattr(doctor.devices, "installed_runtime_packages", lambda: ["onnxruntime-training-cpu", "onnxruntime"])
+    monkeypatch.setattr(
+        doctor.devices,
+        "installed_runtime_packages",
+        lambda: ["onnxruntime-training-cpu", "onnxruntime"],
+    )
     assert doctor.main(["--variant", "cpu"]) == 1
     assert "overwrite each other's files" in capsys.readouterr().out
 
 
 def test_runs_as_a_module():
-    result = subprocess.run([sys.executable, "-m", "helpers.doctor", "--variant", "cpu"], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "helpers.doctor", "--variant", "cpu"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "verdict" in result.stdout
 
@@ -60,9 +72,16 @@ def test_cuda_libraries_line_counts_what_loaded(monkeypatch):
 
     monkeypatch.delenv(cuda_libraries.SOURCE_VARIABLE, raising=False)
     found = {"libcudart.so.11.0": "a", "libcudnn.so.8": "b"}
-    monkeypatch.setattr(cuda_libraries, "find_cuda_libraries", lambda: (found, {"libcufft.so.10": "nvidia-cufft-cu11"}))
-    monkeypatch.setattr(cuda_libraries, "load_cuda_libraries",
-                        lambda: {"libcudart.so.11.0": "a", "libcudnn.so.8": "error: libz.so.1: cannot open"})
+    monkeypatch.setattr(
+        cuda_libraries,
+        "find_cuda_libraries",
+        lambda: (found, {"libcufft.so.10": "nvidia-cufft-cu11"}),
+    )
+    monkeypatch.setattr(
+        cuda_libraries,
+        "load_cuda_libraries",
+        lambda: {"libcudart.so.11.0": "a", "libcudnn.so.8": "error: libz.so.1: cannot open"},
+    )
     line = doctor._cuda_libraries_line()
     assert line.startswith("1 of 3 loaded") and "not installed: nvidia-cufft-cu11" in line
     assert "failed to load: libcudnn.so.8 (libz.so.1: cannot open)" in line

@@ -36,7 +36,8 @@ def parse_pin(line, where):
     line = line.strip()
     if marker:
         assert line.startswith(CUDA_PREFIX) and marker.strip() == LINUX_X86, (
-            f"{where}: only the nvidia-* CUDA libraries carry a marker, exactly {LINUX_X86!r}")
+            f"{where}: only the nvidia-* CUDA libraries carry a marker, exactly {LINUX_X86!r}"
+        )
     match = EXACT_PIN.match(line)
     assert match, f"{where}: {line!r} is not an exact pin (name==version)"
     return normalize(match.group(1)), match.group(2)
@@ -66,7 +67,8 @@ def read_requirements(path, seen=None):
             continue
         assert not line.startswith("-"), (
             f"{where}: option {line!r} is not understood by this test; "
-            "only -r includes and exact pins are expected")
+            "only -r includes and exact pins are expected"
+        )
         add_pin(pins, *parse_pin(line, where), where)
     return pins
 
@@ -74,7 +76,9 @@ def read_requirements(path, seen=None):
 def read_environment():
     """Returns the parsed environment.yml and {normalized name: version} of its pip section."""
     env = yaml.safe_load(ENVIRONMENT.read_text())
-    pip_sections = [dep["pip"] for dep in env["dependencies"] if isinstance(dep, dict) and "pip" in dep]
+    pip_sections = [
+        dep["pip"] for dep in env["dependencies"] if isinstance(dep, dict) and "pip" in dep
+    ]
     assert len(pip_sections) == 1, "environment.yml needs exactly one pip: section"
     pins = {}
     for entry in pip_sections[0]:
@@ -118,7 +122,11 @@ def test_docs_pins_add_to_base_without_runtime(base):
     """docs.txt is installed on top of cpu.txt or gpu.txt: no runtime, no clash."""
     docs = read_requirements(REQUIREMENTS / "docs.txt")
     assert runtimes(docs) == []
-    clashes = {name: (version, base[name]) for name, version in docs.items() if name in base and base[name] != version}
+    clashes = {
+        name: (version, base[name])
+        for name, version in docs.items()
+        if name in base and base[name] != version
+    }
     assert not clashes, f"docs.txt and base.txt pin different versions: {clashes}"
 
 
@@ -134,7 +142,9 @@ def test_each_variant_lists_exactly_one_runtime(cpu, gpu):
 
 def test_variants_share_base_pins_and_runtime_version(base, cpu, gpu):
     for variant in (cpu, gpu):
-        assert {k: v for k, v in variant.items() if not k.startswith((RUNTIME_PREFIX, CUDA_PREFIX))} == base
+        assert {
+            k: v for k, v in variant.items() if not k.startswith((RUNTIME_PREFIX, CUDA_PREFIX))
+        } == base
     assert cpu[CPU_RUNTIME] == gpu[GPU_RUNTIME]
 
 
@@ -177,7 +187,8 @@ def test_installed_packages_match_pins(base, cpu, gpu):
     present = [name for name in [CPU_RUNTIME, GPU_RUNTIME, *others] if installed_version(name)]
     assert len(present) == 1, (
         f"exactly one onnxruntime package may be installed, found {present}; "
-        "uninstall all of them and reinstall one (make setup)")
+        "uninstall all of them and reinstall one (make setup)"
+    )
     runtime = present[0]
     assert runtime in (CPU_RUNTIME, GPU_RUNTIME), f"{runtime} is not a training package"
     pinned = (cpu | gpu)[runtime]
@@ -191,8 +202,18 @@ def test_make_setup_refuses_a_python_without_wheels_and_says_how_to_get_one(tmp_
 
     venv = tmp_path / "venv"
     result = subprocess.run(
-        ["make", f"VENV={venv}", f"PYTHON={sys.executable}", "PYTHON_VERSIONS_cpu=3.99", "GPU=0", f"{venv}/bin/python"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        [
+            "make",
+            f"VENV={venv}",
+            f"PYTHON={sys.executable}",
+            "PYTHON_VERSIONS_cpu=3.99",
+            "GPU=0",
+            f"{venv}/bin/python",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode != 0 and not venv.exists()
     assert "needs Python 3.99" in result.stderr and "uv python install 3.99" in result.stderr
@@ -201,7 +222,9 @@ def test_make_setup_refuses_a_python_without_wheels_and_says_how_to_get_one(tmp_
 def test_make_picks_an_accepted_python():
     import subprocess
 
-    result = subprocess.run(["make", "help", "GPU=0"], cwd=ROOT, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        ["make", "help", "GPU=0"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     line = next(l for l in result.stdout.splitlines() if l.startswith("Variables:"))
     assert "(Python 3.12 3.11 accepted)" in line
 
@@ -213,11 +236,17 @@ def test_pyproject_accepts_the_pythons_make_accepts():
     makefile = (ROOT / "Makefile").read_text()
     versions = set()
     for variant in ("cpu", "gpu"):
-        versions |= set(_re.search(rf"^PYTHON_VERSIONS_{variant} := (.+)$", makefile, _re.M).group(1).split())
+        versions |= set(
+            _re.search(rf"^PYTHON_VERSIONS_{variant} := (.+)$", makefile, _re.M).group(1).split()
+        )
     text = (ROOT / "pyproject.toml").read_text()
     low, high = _re.search(r'^requires-python = ">=(3\.\d+),<(3\.\d+)"$', text, _re.M).groups()
     minor = lambda v: int(v.split(".")[1])  # noqa: E731
-    assert {v for v in versions if not minor(low) <= minor(v) < minor(high)} == set(), (versions, low, high)
+    assert {v for v in versions if not minor(low) <= minor(v) < minor(high)} == set(), (
+        versions,
+        low,
+        high,
+    )
     assert minor(low) == min(map(minor, versions)) and minor(high) == max(map(minor, versions)) + 1
 
 
@@ -225,5 +254,7 @@ def test_gpu_variant_pins_the_cuda_libraries_the_helpers_load(cpu, gpu):
     """Each package helpers.core.cuda_libraries looks for is pinned in gpu.txt, and only there."""
     from helpers.core.cuda_libraries import CUDA_PACKAGES
 
-    assert sorted(k for k in gpu if k.startswith(CUDA_PREFIX)) == sorted(p for p, _, _ in CUDA_PACKAGES)
+    assert sorted(k for k in gpu if k.startswith(CUDA_PREFIX)) == sorted(
+        p for p, _, _ in CUDA_PACKAGES
+    )
     assert not [k for k in cpu if k.startswith(CUDA_PREFIX)]

@@ -1,4 +1,5 @@
 """Epoch losses: read from the device in groups, they are the per-step losses, in order."""
+
 import numpy as np
 import pytest
 
@@ -34,7 +35,9 @@ def test_epoch_losses_are_the_means_of_the_step_losses(linear_onnx, linear_data,
     """300 rows, batches of 7: 43 steps an epoch, 215 over 5 epochs (the losses are read every 64)."""
     X, y = linear_data
     init = get_train_initializer(linear_onnx)
-    expected = _replay(X, y, init["coef"].ravel().astype(np.float64), float(init["intercept"][0]), 0.01, 7, 3, 5)
+    expected = _replay(
+        X, y, init["coef"].ravel().astype(np.float64), float(init["intercept"][0]), 0.01, 7, 3, 5
+    )
     if api == "whole":
         opt = OrtGradientOptimizer(add_loss_output(linear_onnx), learning_rate=0.01)
     else:

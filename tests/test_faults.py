@@ -1,4 +1,5 @@
 """Faults a user runs into: a last update that diverges, Ctrl-C in a warm fit, damaged checkpoints, pickles."""
+
 import errno
 import os
 import pickle
@@ -7,7 +8,12 @@ import signal
 import numpy as np
 import pytest
 
-from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, TrainingDivergedError, add_loss_output
+from helpers import (
+    OrtGradientForwardBackwardOptimizer,
+    OrtGradientOptimizer,
+    TrainingDivergedError,
+    add_loss_output,
+)
 from helpers.teaching.model_factories import mlp_onnx
 from helpers.whole_training.checkpoints import CheckpointError
 
@@ -17,7 +23,14 @@ Y = np.tanh(X[:, :2].sum(axis=1)).astype(np.float32)
 
 
 def _optimizer(api, hidden=5, **params):
-    settings = dict(max_iter=4, batch_size=8, learning_rate=0.05, solver="sgd", random_state=0, validation_every=0)
+    settings = dict(
+        max_iter=4,
+        batch_size=8,
+        learning_rate=0.05,
+        solver="sgd",
+        random_state=0,
+        validation_every=0,
+    )
     settings.update(params)
     model = mlp_onnx(4, hidden=(hidden,))
     if api == "whole":
@@ -145,14 +158,19 @@ def test_a_damaged_checkpoint_is_named_and_leaves_the_estimator_alone(checkpoint
 def test_a_foreign_or_missing_checkpoint_is_refused_before_loading(checkpoint, tmp_path):
     path, _ = checkpoint
     wider = _optimizer("whole", hidden=8, solver="adamw", max_iter=1, warm_start=True)
-    with pytest.raises(CheckpointError, match=r"saved from another model: it has weight 'coefficient0' of shape \(4, 5\), this model's is \(4, 8\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"saved from another model: it has weight 'coefficient0' of shape \(4, 5\), this model's is \(4, 8\)",
+    ):
         wider.load_checkpoint(path)
     assert not hasattr(wider, "n_iter_")
     with pytest.raises(CheckpointError, match="no such checkpoint file"):
         wider.load_checkpoint(str(tmp_path / "missing.ckpt"))
 
 
-def test_a_checkpoint_that_cannot_be_written_keeps_the_previous_one_and_training_goes_on(tmp_path, monkeypatch):
+def test_a_checkpoint_that_cannot_be_written_keeps_the_previous_one_and_training_goes_on(
+    tmp_path, monkeypatch
+):
     from onnxruntime.training.api import CheckpointState
 
     path = str(tmp_path / "train.ckpt")
@@ -163,8 +181,12 @@ def test_a_checkpoint_that_cannot_be_written_keeps_the_previous_one_and_training
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(CheckpointState, "save_checkpoint", disk_full)
-    with pytest.warns(RuntimeWarning, match="Could not write the checkpoint .* No space left on device"):
+    with pytest.warns(
+        RuntimeWarning, match="Could not write the checkpoint .* No space left on device"
+    ):
         opt.set_params(max_iter=2).fit(X, Y)
     assert opt.n_iter_ == 3  # the epochs trained since are kept in the estimator
     assert open(path, "rb").read() == saved
-    assert [name for name in os.listdir(tmp_path) if name != "train.ckpt"] == []  # no temporary file left
+    assert [
+        name for name in os.listdir(tmp_path) if name != "train.ckpt"
+    ] == []  # no temporary file left

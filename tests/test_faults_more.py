@@ -1,4 +1,5 @@
 """More faults a user runs into: outputs that overflow, a full disk, temporary folders left by pools."""
+
 import errno
 import os
 import shutil
@@ -9,7 +10,10 @@ import numpy as np
 import pytest
 
 from helpers import (
-    OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, TrainingDivergedError, add_loss_output,
+    OrtGradientForwardBackwardOptimizer,
+    OrtGradientOptimizer,
+    TrainingDivergedError,
+    add_loss_output,
     get_train_initializer,
 )
 from helpers.teaching.model_factories import mlp_onnx
@@ -21,7 +25,14 @@ Y = np.tanh(X[:, :2].sum(axis=1)).astype(np.float32)
 
 
 def _optimizer(api, hidden=5, **params):
-    settings = dict(max_iter=1, batch_size=40, learning_rate=0.05, solver="sgd", random_state=0, validation_every=0)
+    settings = dict(
+        max_iter=1,
+        batch_size=40,
+        learning_rate=0.05,
+        solver="sgd",
+        random_state=0,
+        validation_every=0,
+    )
     settings.update(params)
     model = mlp_onnx(4, hidden=(hidden,))
     if api == "whole":
@@ -99,11 +110,17 @@ print("ok")
 def _mount_small_tmpfs(folder):
     folder.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a small tmpfs needs root: test_a_full_disk_simulated covers the same path")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True)
+        pytest.skip(
+            "mounting a small tmpfs needs root: test_a_full_disk_simulated covers the same path"
+        )
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True
+    )
     if done.returncode:
-        pytest.skip(f"mounting a small tmpfs is not permitted here ({done.stderr.decode().strip()}): "
-                    "test_a_full_disk_simulated covers the same path")
+        pytest.skip(
+            f"mounting a small tmpfs is not permitted here ({done.stderr.decode().strip()}): "
+            "test_a_full_disk_simulated covers the same path"
+        )
 
 
 def test_a_full_temporary_folder_is_said_plainly_and_leaves_nothing_half_written(tmp_path):
@@ -111,8 +128,14 @@ def test_a_full_temporary_folder_is_said_plainly_and_leaves_nothing_half_written
     _mount_small_tmpfs(small)
     try:
         env = dict(os.environ, TMPDIR=str(small), PYTHONPATH=ROOT)
-        done = subprocess.run([sys.executable, "-c", FULL_DISK_SCRIPT], env=env, capture_output=True, text=True,
-                              cwd=ROOT, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", FULL_DISK_SCRIPT],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
     finally:
         subprocess.run(["umount", str(small)], check=True)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
@@ -133,13 +156,19 @@ def test_a_full_disk_simulated(monkeypatch, tmp_path):
 
     training_cache.clear_training_caches()
     monkeypatch.setattr(session, "write_training_artifacts", full)
-    with pytest.raises(OSError, match=r"is full .*writing the training artifacts needs about") as caught:
+    with pytest.raises(
+        OSError, match=r"is full .*writing the training artifacts needs about"
+    ) as caught:
         _optimizer("whole", hidden=7).fit(X, Y)
     assert caught.value.errno == errno.ENOSPC and "onnxruntime_src" not in str(caught.value)
     assert len(training_cache.ARTIFACTS) == 0 and os.listdir(training_cache.artifact_root()) == []
     folder = str(tmp_path / "artifacts")
-    with pytest.raises(OSError, match=f"The folder {folder} is full.*give artifact_dir= another folder"):
-        OrtGradientOptimizer(add_loss_output(mlp_onnx(4, hidden=(7,))), artifact_dir=folder, max_iter=1).fit(X, Y)
+    with pytest.raises(
+        OSError, match=f"The folder {folder} is full.*give artifact_dir= another folder"
+    ):
+        OrtGradientOptimizer(
+            add_loss_output(mlp_onnx(4, hidden=(7,))), artifact_dir=folder, max_iter=1
+        ).fit(X, Y)
 
 
 POOL_SCRIPT = r"""
@@ -181,11 +210,19 @@ def test_no_artifact_folder_outlives_its_process(method, tmp_path):
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     env = dict(os.environ, TMPDIR=str(temporary), PYTHONPATH=ROOT)
-    done = subprocess.run([sys.executable, str(script), method], env=env, capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script), method],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     workers, during, after_pool, after_kill, exitcode = map(int, done.stdout.split())
     assert during == workers  # one folder per worker while the pool runs
     assert after_pool == 0  # terminate() did not leave them
     assert after_kill == 1 and exitcode == -9  # the killed child could not remove its own
-    assert [name for name in os.listdir(temporary) if name.startswith("ort_training_artifacts_")] == []
+    assert [
+        name for name in os.listdir(temporary) if name.startswith("ort_training_artifacts_")
+    ] == []

@@ -1,17 +1,23 @@
 """OrtGradientForwardBackward: gradients of MLPs against torch autograd."""
+
 import warnings
 
 import numpy as np
 import onnx
 import pytest
 import torch
+from skl2onnx import to_onnx
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPRegressor
-from skl2onnx import to_onnx
 
 from helpers import OrtGradientForwardBackward, get_train_initializer
 
-ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "logistic": torch.sigmoid, "identity": lambda x: x}
+ACTIVATIONS = {
+    "relu": torch.relu,
+    "tanh": torch.tanh,
+    "logistic": torch.sigmoid,
+    "identity": lambda x: x,
+}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +55,14 @@ def test_mlp_gradients_match_torch(data, activation):
     onx = _mlp_onnx(data, activation)
     fb = OrtGradientForwardBackward(onx)
     names = fb.weights_to_train
-    assert names == ["coefficient", "intercepts", "coefficient1", "intercepts1", "coefficient2", "intercepts2"]
+    assert names == [
+        "coefficient",
+        "intercepts",
+        "coefficient1",
+        "intercepts1",
+        "coefficient2",
+        "intercepts2",
+    ]
     weights = get_train_initializer(onx)
     fn = fb.new_instance()
     out = fn.forward([X] + [weights[n] for n in names], training=True)[0].numpy()
@@ -75,7 +88,12 @@ def test_any_weight_names_work(data):
     """Alphabetical order opposite to graph order: the seeds' trap."""
     X, _ = data
     onx = _mlp_onnx(data, "tanh", hidden=(3,))
-    mapping = {"coefficient": "z_first", "intercepts": "y_second", "coefficient1": "b_third", "intercepts1": "a_fourth"}
+    mapping = {
+        "coefficient": "z_first",
+        "intercepts": "y_second",
+        "coefficient1": "b_third",
+        "intercepts1": "a_fourth",
+    }
     renamed = _rename(onx, mapping)
     names = ["z_first", "y_second", "b_third", "a_fourth"]
     fb = OrtGradientForwardBackward(renamed, names)

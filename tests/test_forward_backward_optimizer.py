@@ -1,15 +1,16 @@
 """OrtGradientForwardBackwardOptimizer: convergence, update rules, estimator contract."""
+
 import pickle
 import warnings
 
 import numpy as np
 import pytest
+from skl2onnx import to_onnx
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import GridSearchCV
 from sklearn.neural_network import MLPRegressor
-from skl2onnx import to_onnx
 
 from helpers import (
     ElasticLearningLoss,
@@ -81,11 +82,20 @@ def test_same_objective_as_whole_training(linear_onnx, linear_data):
     X, y = linear_data
     penalty = {"coef": {"l1": 0.01, "l2": 0.05}}
     whole = OrtGradientOptimizer(
-        add_loss_output(linear_onnx, score_name="elastic", l1_weight=0.3, l2_weight=0.7, penalty=penalty),
-        max_iter=3, batch_size=len(y), learning_rate=0.05, random_state=0,
+        add_loss_output(
+            linear_onnx, score_name="elastic", l1_weight=0.3, l2_weight=0.7, penalty=penalty
+        ),
+        max_iter=3,
+        batch_size=len(y),
+        learning_rate=0.05,
+        random_state=0,
     ).fit(X, y)
     fwbw = _fit(
-        linear_onnx, X, y, max_iter=3, batch_size=len(y),
+        linear_onnx,
+        X,
+        y,
+        max_iter=3,
+        batch_size=len(y),
         learning_loss=ElasticLearningLoss(0.3, 0.7),
         learning_penalty=ElasticLearningPenalty(0.01, 0.05, weights=["coef"]),
     )
@@ -105,9 +115,15 @@ def test_mlp_nesterov_elastic_penalty():
         mlp.fit(X, y)
     onx = to_onnx(mlp, X[:1])
     opt = _fit(
-        onx, X, y, max_iter=60, batch_size=20,
+        onx,
+        X,
+        y,
+        max_iter=60,
+        batch_size=20,
         learning_rate=LearningRateSGDNesterov(eta0=0.005),
-        learning_penalty=ElasticLearningPenalty(l1=1e-5, l2=1e-4, weights=["coefficient", "coefficient1"]),
+        learning_penalty=ElasticLearningPenalty(
+            l1=1e-5, l2=1e-4, weights=["coefficient", "coefficient1"]
+        ),
     )
     assert opt.train_losses_[-1] < opt.train_losses_[0] / 5
     baseline = float(np.var(y))
@@ -127,7 +143,15 @@ def test_losses_and_score(linear_onnx, linear_data):
 
 def test_aliases(linear_onnx, linear_data):
     X, y = linear_data
-    opt = _fit(linear_onnx, X[:50], y[:50], max_iter=1, learning_rate="Nesterov", learning_loss="elastic", learning_penalty="elastic")
+    opt = _fit(
+        linear_onnx,
+        X[:50],
+        y[:50],
+        max_iter=1,
+        learning_rate="Nesterov",
+        learning_loss="elastic",
+        learning_penalty="elastic",
+    )
     assert type(opt.learning_rate_).__name__ == "LearningRateSGDNesterov"
     assert type(opt.learning_loss_).__name__ == "ElasticLearningLoss"
     assert type(opt.learning_penalty_).__name__ == "ElasticLearningPenalty"

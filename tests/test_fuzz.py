@@ -5,13 +5,13 @@ optimizer, the forward/backward optimizer and OrtTorchModule, and compared
 with torch's SGD on the same batches (:mod:`model_fuzz.paths` says what
 agrees). ``make fuzz`` runs hundreds of seeds, each in a child process.
 """
+
 import dataclasses
 import json
 import sys
 import textwrap
 
 import pytest
-
 from model_fuzz.grammar import GeneratedModel, generate_model
 from model_fuzz.paths import PATHS, run_path
 from model_fuzz.runner import run_tasks
@@ -29,11 +29,41 @@ FOUND_SEEDS = [279, 487]
 
 #: The torch layers the grammar draws.
 GRAMMAR_LAYERS = {
-    "Linear", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "MaxPool2d",
-    "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d",
-    "AdaptiveMaxPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
-    "InstanceNorm2d", "Embedding", "Dropout", "Upsample", "ReLU", "LeakyReLU", "GELU", "SiLU",
-    "Tanh", "Sigmoid", "ELU", "CELU", "SELU", "Softplus", "Mish", "Hardswish", "Hardsigmoid",
+    "Linear",
+    "Conv1d",
+    "Conv2d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "MaxPool1d",
+    "MaxPool2d",
+    "AvgPool1d",
+    "AvgPool2d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d",
+    "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "LayerNorm",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "Embedding",
+    "Dropout",
+    "Upsample",
+    "ReLU",
+    "LeakyReLU",
+    "GELU",
+    "SiLU",
+    "Tanh",
+    "Sigmoid",
+    "ELU",
+    "CELU",
+    "SELU",
+    "Softplus",
+    "Mish",
+    "Hardswish",
+    "Hardsigmoid",
     "ReLU6",
 }
 
@@ -74,7 +104,7 @@ def test_the_fast_slice_covers_the_grammar():
     assert GRAMMAR_LAYERS <= names, sorted(GRAMMAR_LAYERS - names)
 
 
-_ROUNDING = textwrap.dedent('''\
+_ROUNDING = textwrap.dedent("""\
     import numpy as np
     import torch
     from torch import nn
@@ -94,13 +124,17 @@ _ROUNDING = textwrap.dedent('''\
         torch.manual_seed(0)
         X = rng.standard_normal((16, 4)).astype(np.float32)
         return Model(), X, np.ones((16, 1), np.float32)
-''')
+""")
 
 
 @pytest.mark.parametrize("path", PATHS)
 def test_an_operator_without_gradient_is_a_refusal_by_name(path):
     model = GeneratedModel(
-        seed=0, source=_ROUNDING, loss="squared_error", batch_size=8, names=("Linear", "l0", "l1"),
+        seed=0,
+        source=_ROUNDING,
+        loss="squared_error",
+        batch_size=8,
+        names=("Linear", "l0", "l1"),
         dropout=False,
     )
     outcome = run_path(model, path)
@@ -108,7 +142,7 @@ def test_an_operator_without_gradient_is_a_refusal_by_name(path):
     assert "Round" in outcome.detail
 
 
-_FAKE_CHILD = textwrap.dedent('''\
+_FAKE_CHILD = textwrap.dedent("""\
     import json, os, signal, sys, time
     for seed, path in json.loads(sys.argv[1]):
         if path == "forward_backward":
@@ -116,7 +150,7 @@ _FAKE_CHILD = textwrap.dedent('''\
         if path == "torch_module":
             time.sleep(60)
         print(json.dumps({"seed": seed, "path": path, "kind": "trains", "detail": ""}), flush=True)
-''')
+""")
 
 
 def test_a_child_that_dies_or_hangs_fails_that_path_and_the_next_paths_still_run():
@@ -126,7 +160,9 @@ def test_a_child_that_dies_or_hangs_fails_that_path_and_the_next_paths_still_run
     tasks = [(1, "whole"), (1, "forward_backward"), (1, "torch_module"), (2, "whole")]
     outcomes = run_tasks(tasks, time_limit=3, command=fake)
     assert [(o.seed, o.path, o.kind) for o in outcomes] == [
-        (1, "whole", "trains"), (1, "forward_backward", "crash"), (1, "torch_module", "hang"),
+        (1, "whole", "trains"),
+        (1, "forward_backward", "crash"),
+        (1, "torch_module", "hang"),
         (2, "whole", "trains"),
     ]
     assert [o.failed for o in outcomes] == [False, True, True, False]

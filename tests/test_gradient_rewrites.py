@@ -1,4 +1,5 @@
 """The ReLU rewrite: exact (values, gradients, trained weights), undone on export."""
+
 import os
 
 import numpy as np
@@ -49,7 +50,9 @@ def test_rewrite_is_exact_on_values_including_zero():
     import onnxruntime
 
     def run(m):
-        sess = onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        sess = onnxruntime.InferenceSession(
+            m.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
         return sess.run(None, {"X": x})[0]
 
     np.testing.assert_array_equal(run(rewrite_for_training(model)), run(model))
@@ -96,7 +99,9 @@ def test_rewritten_gradients_match_torch(data):
     grad_out = np.random.default_rng(2).standard_normal((len(X), 1)).astype(np.float32)
     got = dict(zip(names, (g.numpy() for g in fn.backward([grad_out]))))
     params = {n: torch.tensor(weights[n].astype(np.float64), requires_grad=True) for n in names}
-    hidden = torch.relu(torch.tensor(X, dtype=torch.float64) @ params["coefficient0"] + params["intercept0"])
+    hidden = torch.relu(
+        torch.tensor(X, dtype=torch.float64) @ params["coefficient0"] + params["intercept0"]
+    )
     out = hidden @ params["coefficient1"] + params["intercept1"]
     out.backward(torch.tensor(grad_out, dtype=torch.float64))
     for name in names:
@@ -112,7 +117,11 @@ def test_whole_training_weights_equal_with_and_without_rewrite(data, tmp_path):
     model = add_loss_output(mlp_onnx(6, hidden=(8, 5)))
     fits = _fit_both(
         lambda fast: OrtGradientOptimizer(
-            model, learning_rate=0.05, max_iter=20, batch_size=len(X), fast_gradients=fast,
+            model,
+            learning_rate=0.05,
+            max_iter=20,
+            batch_size=len(X),
+            fast_gradients=fast,
             artifact_dir=str(tmp_path / f"fast_{fast}"),
         ),
         X,
@@ -136,8 +145,11 @@ def test_forward_backward_weights_equal_with_and_without_rewrite(data):
     model = mlp_onnx(6, hidden=(8, 5))
     fits = _fit_both(
         lambda fast: OrtGradientForwardBackwardOptimizer(
-            model, learning_rate=LearningRateSGD(0.05, learning_rate="constant"), max_iter=20,
-            batch_size=len(X), fast_gradients=fast,
+            model,
+            learning_rate=LearningRateSGD(0.05, learning_rate="constant"),
+            max_iter=20,
+            batch_size=len(X),
+            fast_gradients=fast,
         ),
         X,
         y,
@@ -171,7 +183,12 @@ def test_batch_dimension_takes_an_existing_name_and_leaves_fixed_sizes():
     dim = rewrite_for_training(fixed, ["X"]).graph.input[0].type.tensor_type.shape.dim[0]
     assert dim.dim_value == 8 and not dim.dim_param
     # no input named: the model's dimensions are left as they are
-    assert not rewrite_for_training(mlp_onnx(3, hidden=(4,))).graph.input[0].type.tensor_type.shape.dim[0].dim_param
+    assert (
+        not rewrite_for_training(mlp_onnx(3, hidden=(4,)))
+        .graph.input[0]
+        .type.tensor_type.shape.dim[0]
+        .dim_param
+    )
 
 
 # --- Gather (embeddings) as GatherND -------------------------------------------------------------
@@ -213,7 +230,9 @@ def test_gather_of_an_embedding_becomes_gather_nd_with_the_same_output(embedder)
     negative = np.where(ids % 3 == 0, ids - 20, ids)  # ONNX takes negative ids too
 
     def run(m, x):
-        sess = onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        sess = onnxruntime.InferenceSession(
+            m.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
         return sess.run(None, {"x": x})[0]
 
     for x in (ids, negative):
@@ -223,14 +242,17 @@ def test_gather_of_an_embedding_becomes_gather_nd_with_the_same_output(embedder)
 def _gather_model(data_type, indices_type, axis=0, opset=15):
     data = helper.make_tensor_value_info("data", data_type, [6, 3])
     graph = helper.make_graph(
-        [helper.make_node("Gather", ["data", "ids"], ["y"], axis=axis)], "g",
+        [helper.make_node("Gather", ["data", "ids"], ["y"], axis=axis)],
+        "g",
         [data, helper.make_tensor_value_info("ids", indices_type, [None, 2])],
         [helper.make_tensor_value_info("y", data_type, None)],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
-@pytest.mark.parametrize("ids", [np.array(4), np.array([[5, -1], [0, 5]])], ids=["scalar", "matrix"])
+@pytest.mark.parametrize(
+    "ids", [np.array(4), np.array([[5, -1], [0, 5]])], ids=["scalar", "matrix"]
+)
 def test_gather_of_any_rank_of_ids_gives_the_same_rows(ids):
     import onnxruntime
 
@@ -240,18 +262,25 @@ def test_gather_of_any_rank_of_ids_gives_the_same_rows(ids):
     assert _ops(rewritten) == ["Constant", "Unsqueeze", "GatherND"]
     data = np.arange(18, dtype=np.float32).reshape(6, 3)
     feeds = {"data": data, "ids": ids.astype(np.int64)}
-    outputs = [onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-               for m in (model, rewritten)]
+    outputs = [
+        onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, feeds
+        )[0]
+        for m in (model, rewritten)
+    ]
     np.testing.assert_array_equal(outputs[1], outputs[0])
     assert outputs[1].shape == data[ids].shape
 
 
-@pytest.mark.parametrize("data_type, indices_type, axis, opset", [
-    (TensorProto.INT64, TensorProto.INT64, 0, 15),  # shapes and counts: nothing to train
-    (TensorProto.FLOAT, TensorProto.INT32, 0, 15),  # GatherND takes int64 ids only
-    (TensorProto.FLOAT, TensorProto.INT64, 1, 15),  # columns, not rows
-    (TensorProto.FLOAT, TensorProto.INT64, 0, 12),  # Unsqueeze took its axes as an attribute
-])
+@pytest.mark.parametrize(
+    "data_type, indices_type, axis, opset",
+    [
+        (TensorProto.INT64, TensorProto.INT64, 0, 15),  # shapes and counts: nothing to train
+        (TensorProto.FLOAT, TensorProto.INT32, 0, 15),  # GatherND takes int64 ids only
+        (TensorProto.FLOAT, TensorProto.INT64, 1, 15),  # columns, not rows
+        (TensorProto.FLOAT, TensorProto.INT64, 0, 12),  # Unsqueeze took its axes as an attribute
+    ],
+)
 def test_other_gathers_are_left_alone(data_type, indices_type, axis, opset):
     model = _gather_model(data_type, indices_type, axis, opset)
     assert _ops(rewrite_for_training(model)) == ["Gather"]
@@ -268,8 +297,14 @@ def test_embedding_gradients_equal_the_plain_graph_bit_for_bit_and_torch(embedde
         weights = get_train_initializer(model)
         fn = fb.new_instance()
         fn.forward([ids, *[weights[n] for n in fb.weights_to_train]], training=True)
-        grads[fast] = dict(zip(fb.weights_to_train, (g.numpy().copy() for g in fn.backward([grad_out]))))
-    assert "GatherGrad" in kernels[False] and "GatherGrad" not in kernels[True] and "GatherNDGrad" in kernels[True]
+        grads[fast] = dict(
+            zip(fb.weights_to_train, (g.numpy().copy() for g in fn.backward([grad_out])))
+        )
+    assert (
+        "GatherGrad" in kernels[False]
+        and "GatherGrad" not in kernels[True]
+        and "GatherNDGrad" in kernels[True]
+    )
     for name, plain in grads[False].items():
         np.testing.assert_array_equal(grads[True][name], plain)
     module.zero_grad()
@@ -282,14 +317,25 @@ def test_embedding_gradients_equal_the_plain_graph_bit_for_bit_and_torch(embedde
 @pytest.mark.parametrize("api", ["whole", "forward_backward"])
 def test_embedding_training_weights_equal_with_and_without_rewrite(embedder, api, tmp_path):
     _, model, ids, labels = embedder
-    common = dict(learning_rate=0.5, max_iter=30, batch_size=len(ids), random_state=0, validation_every=0)
+    common = dict(
+        learning_rate=0.5, max_iter=30, batch_size=len(ids), random_state=0, validation_every=0
+    )
 
     def make(fast):
         if api == "whole":
-            return OrtGradientOptimizer(add_loss_output(model, score_name="cross_entropy"), fast_gradients=fast,
-                                        artifact_dir=str(tmp_path / f"fast_{fast}"), **common)
-        return OrtGradientForwardBackwardOptimizer(model, learning_loss="cross_entropy", fast_gradients=fast,
-                                                   learning_rate_schedule="constant", **common)
+            return OrtGradientOptimizer(
+                add_loss_output(model, score_name="cross_entropy"),
+                fast_gradients=fast,
+                artifact_dir=str(tmp_path / f"fast_{fast}"),
+                **common,
+            )
+        return OrtGradientForwardBackwardOptimizer(
+            model,
+            learning_loss="cross_entropy",
+            fast_gradients=fast,
+            learning_rate_schedule="constant",
+            **common,
+        )
 
     fits = _fit_both(make, ids, labels)
     plain, fast = fits[False].get_state(), fits[True].get_state()

@@ -4,6 +4,7 @@ Feature names are checked as scikit-learn's estimators check them, non-finite
 parameters are refused before training, missing values of nullable pandas
 columns are called missing values, and the validation set is named.
 """
+
 import pickle
 import warnings
 
@@ -32,8 +33,14 @@ MISMATCH = "The feature names should match those that were passed during fit"
 
 def make(api, onx=None, **params):
     onx = mlp_onnx(3, hidden=(4,)) if onx is None else onx
-    params = {"max_iter": 2, "batch_size": 16, "random_state": 0, "validation_every": 0,
-              "learning_rate": 0.01, **params}
+    params = {
+        "max_iter": 2,
+        "batch_size": 16,
+        "random_state": 0,
+        "validation_every": 0,
+        "learning_rate": 0.01,
+        **params,
+    }
     if api == "whole":
         return OrtGradientOptimizer(add_loss_output(onx), **params)
     return OrtGradientForwardBackwardOptimizer(onx, **params)
@@ -64,8 +71,11 @@ def _no_warning(call, *args):
     "columns, detail",
     [
         (["c", "a", "b"], "Feature names must be in the same order as they were in fit"),
-        (["a", "b", "d"], "Feature names unseen at fit time:\n- d\n"
-                          "Feature names seen at fit time, yet now missing:\n- c"),
+        (
+            ["a", "b", "d"],
+            "Feature names unseen at fit time:\n- d\n"
+            "Feature names seen at fit time, yet now missing:\n- c",
+        ),
         (["a", "b"], "Feature names seen at fit time, yet now missing:\n- c"),
     ],
     ids=["reordered", "renamed", "missing"],
@@ -183,8 +193,12 @@ def test_non_finite_parameters_are_refused_before_training(api, data, params, na
         (lambda: ElasticLearningPenalty(l1=0.0, l2=INF), "ElasticLearningPenalty: l2"),
         (lambda: ElasticLearningLoss(l1_weight=NAN), "l1_weight"),
         (lambda: ElasticLearningLoss(l2_weight=INF), "l2_weight"),
-        (lambda: make("forward_backward", learning_penalty={"coefficient0": INF}).fit(
-            np.zeros((4, 3)), np.zeros(4)), "l2"),
+        (
+            lambda: make("forward_backward", learning_penalty={"coefficient0": INF}).fit(
+                np.zeros((4, 3)), np.zeros(4)
+            ),
+            "l2",
+        ),
     ],
 )
 def test_non_finite_parameters_of_the_objects_are_refused(build, name):

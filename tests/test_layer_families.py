@@ -5,6 +5,7 @@ same batches with SGD in torch, in both optimizers and in OrtTorchModule:
 the losses of every step agree within 1e-4 (relative), and so do the trained
 weights and batch normalization's running statistics.
 """
+
 import copy
 
 import numpy as np
@@ -37,46 +38,92 @@ class Residual(nn.Module):
 
 #: family -> (builder, sample shape, integer input, number of classes or None for a regression)
 FAMILIES = {
-    "linear_relu": (lambda: nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 1)), (6,), False, None),
+    "linear_relu": (
+        lambda: nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 1)),
+        (6,),
+        False,
+        None,
+    ),
     "conv2d_maxpool": (
-        lambda: nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(27, 1)),
-        (1, 8, 8), False, None,
+        lambda: nn.Sequential(
+            nn.Conv2d(1, 3, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(27, 1)
+        ),
+        (1, 8, 8),
+        False,
+        None,
     ),
     "conv2d_avgpool_adaptive": (
         lambda: nn.Sequential(
-            nn.Conv2d(1, 3, 3), nn.AvgPool2d(2), nn.Tanh(), nn.Conv2d(3, 4, 1), nn.AdaptiveAvgPool2d(2),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 1),
+            nn.Conv2d(1, 3, 3),
+            nn.AvgPool2d(2),
+            nn.Tanh(),
+            nn.Conv2d(3, 4, 1),
+            nn.AdaptiveAvgPool2d(2),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(4, 1),
         ),
-        (1, 10, 10), False, None,
+        (1, 10, 10),
+        False,
+        None,
     ),
     "conv1d_silu": (
         lambda: nn.Sequential(
-            nn.Conv1d(4, 6, 3), nn.SiLU(), nn.MaxPool1d(2), nn.Conv1d(6, 6, 3), nn.AvgPool1d(2),
-            nn.AdaptiveMaxPool1d(1), nn.Flatten(), nn.Linear(6, 1),
+            nn.Conv1d(4, 6, 3),
+            nn.SiLU(),
+            nn.MaxPool1d(2),
+            nn.Conv1d(6, 6, 3),
+            nn.AvgPool1d(2),
+            nn.AdaptiveMaxPool1d(1),
+            nn.Flatten(),
+            nn.Linear(6, 1),
         ),
-        (4, 16), False, None,
+        (4, 16),
+        False,
+        None,
     ),
     "conv1d_depthwise": (
         lambda: nn.Sequential(
-            nn.Conv1d(4, 8, 1), nn.Conv1d(8, 8, 3, padding=1, groups=8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 12, 1)
+            nn.Conv1d(4, 8, 1),
+            nn.Conv1d(8, 8, 3, padding=1, groups=8),
+            nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(8 * 12, 1),
         ),
-        (4, 12), False, None,
+        (4, 12),
+        False,
+        None,
     ),
     "layernorm_gelu": (
-        lambda: nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.GELU(), nn.Linear(8, 1)), (6,), False, None,
+        lambda: nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.GELU(), nn.Linear(8, 1)),
+        (6,),
+        False,
+        None,
     ),
     "batchnorm1d_sigmoid": (
-        lambda: nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.Sigmoid(), nn.Linear(8, 1)), (6,), False, None,
+        lambda: nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.Sigmoid(), nn.Linear(8, 1)),
+        (6,),
+        False,
+        None,
     ),
     "batchnorm2d_conv": (
         lambda: nn.Sequential(
-            nn.Conv2d(1, 3, 3), nn.BatchNorm2d(3, momentum=0.2), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 36, 1)
+            nn.Conv2d(1, 3, 3),
+            nn.BatchNorm2d(3, momentum=0.2),
+            nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(3 * 36, 1),
         ),
-        (1, 8, 8), False, None,
+        (1, 8, 8),
+        False,
+        None,
     ),
     "residual_tanh": (Residual, (6,), False, None),
     "embedding_classifier": (
-        lambda: nn.Sequential(nn.Embedding(20, 4), nn.Flatten(), nn.Linear(20, 7)), (5,), True, 7,
+        lambda: nn.Sequential(nn.Embedding(20, 4), nn.Flatten(), nn.Linear(20, 7)),
+        (5,),
+        True,
+        7,
     ),
 }
 
@@ -106,21 +153,27 @@ def _torch_training(module, X, y, n_classes, batch_size, epochs):
 
 def _optimizer(api, onx, n_classes, batch_size, epochs):
     common = dict(
-        max_iter=epochs, batch_size=batch_size, learning_rate=LEARNING_RATE, solver="sgd", random_state=0,
+        max_iter=epochs,
+        batch_size=batch_size,
+        learning_rate=LEARNING_RATE,
+        solver="sgd",
+        random_state=0,
         validation_every=0,
     )
     if api == "whole":
         score = "cross_entropy" if n_classes else "squared_error"
         return OrtGradientOptimizer(add_loss_output(onx, score_name=score), **common)
     loss = "cross_entropy" if n_classes else "squared_error"
-    return OrtGradientForwardBackwardOptimizer(onx, learning_loss=loss, learning_rate_schedule="constant", **common)
+    return OrtGradientForwardBackwardOptimizer(
+        onx, learning_loss=loss, learning_rate_schedule="constant", **common
+    )
 
 
 def _epoch_means(step_losses, n, batch_size):
     sizes = [min(batch_size, n - start) for start in range(0, n, batch_size)]
     steps = len(sizes)
     return [
-        sum(loss * size for loss, size in zip(step_losses[e * steps:(e + 1) * steps], sizes)) / n
+        sum(loss * size for loss, size in zip(step_losses[e * steps : (e + 1) * steps], sizes)) / n
         for e in range(len(step_losses) // steps)
     ]
 
@@ -141,7 +194,9 @@ def test_each_step_matches_torch(family, api):
 
 
 @pytest.mark.parametrize("api", ["whole", "forward_backward"])
-@pytest.mark.parametrize("family", ["batchnorm1d_sigmoid", "batchnorm2d_conv", "conv2d_avgpool_adaptive"])
+@pytest.mark.parametrize(
+    "family", ["batchnorm1d_sigmoid", "batchnorm2d_conv", "conv2d_avgpool_adaptive"]
+)
 def test_minibatches_and_running_statistics_match_torch(family, api):
     """Minibatches of 10, 10 and 4 rows, three epochs: losses, weights, running statistics, predictions."""
     module, X, y, n_classes = _data(family)
@@ -157,9 +212,14 @@ def test_minibatches_and_running_statistics_match_torch(family, api):
     trained.eval()
     with torch.no_grad():
         expected = trained(torch.from_numpy(X)).numpy()
-    np.testing.assert_allclose(opt.predict(X).reshape(expected.shape), expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        opt.predict(X).reshape(expected.shape), expected, rtol=1e-4, atol=1e-5
+    )
     exported = opt.get_trained_onnx()
-    assert "BatchNormalization" in {n.op_type for n in exported.graph.node} or "batchnorm" not in family
+    assert (
+        "BatchNormalization" in {n.op_type for n in exported.graph.node}
+        or "batchnorm" not in family
+    )
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -169,13 +229,20 @@ def test_ort_torch_module_trains_as_torch(family):
     ort_module = OrtTorchModule(copy.deepcopy(module), torch.from_numpy(X[:2]))
     ort_losses, _ = _torch_training(ort_module, X, y, n_classes, 10, 2)
     np.testing.assert_allclose(ort_losses, torch_losses, rtol=1e-4, atol=1e-7)
-    for (name, expected), (_, value) in zip(trained.named_buffers(), ort_module.module.named_buffers()):
-        np.testing.assert_allclose(value.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+    for (name, expected), (_, value) in zip(
+        trained.named_buffers(), ort_module.module.named_buffers()
+    ):
+        np.testing.assert_allclose(
+            value.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6, err_msg=name
+        )
     trained.eval()
     ort_module.eval()
     with torch.no_grad():
         np.testing.assert_allclose(
-            ort_module(torch.from_numpy(X)).numpy(), trained(torch.from_numpy(X)).numpy(), rtol=1e-4, atol=1e-5
+            ort_module(torch.from_numpy(X)).numpy(),
+            trained(torch.from_numpy(X)).numpy(),
+            rtol=1e-4,
+            atol=1e-5,
         )
 
 
@@ -224,6 +291,6 @@ def test_running_statistics_are_not_weights():
     onx = export_for_training(module, torch.zeros(2, 3))
     assert "1.running_mean" not in get_train_initializer(onx)
     with pytest.raises(ValueError, match="running statistic of a BatchNormalization node"):
-        _optimizer("forward_backward", onx, None, 4, 1).set_params(weights_to_train=["1.running_mean"]).fit(
-            np.ones((4, 3), dtype=np.float32), np.ones((4, 4), dtype=np.float32)
-        )
+        _optimizer("forward_backward", onx, None, 4, 1).set_params(
+            weights_to_train=["1.running_mean"]
+        ).fit(np.ones((4, 3), dtype=np.float32), np.ones((4, 4), dtype=np.float32))

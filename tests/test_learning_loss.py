@@ -1,5 +1,6 @@
 """Losses of the forward/backward API: values against numpy, gradients against
 finite differences (the seeds' L1 gradient had the wrong sign)."""
+
 import numpy as np
 import pytest
 
@@ -77,7 +78,9 @@ def test_gradient_matches_finite_differences(loss, shape):
         y = (y > 0).astype(np.float32)
     _, grad = loss.loss_gradient(CPU, y, p, w)
     assert grad.shape() == list(shape)
-    np.testing.assert_allclose(grad.numpy(), _finite_differences(loss, y, p, w), rtol=1e-2, atol=2e-4)
+    np.testing.assert_allclose(
+        grad.numpy(), _finite_differences(loss, y, p, w), rtol=1e-2, atol=2e-4
+    )
 
 
 def test_absolute_gradient_sign():
@@ -94,7 +97,9 @@ def test_neglog_sigmoid_values():
     y = (rng.uniform(size=(10, 1)) > 0.5).astype(np.float32)
     value, grad = NegLogLearningLoss().loss_gradient(CPU, y, s)
     p = _sigmoid(s.astype(np.float64))
-    np.testing.assert_allclose(value.numpy(), -(y * np.log(p) + (1 - y) * np.log(1 - p)).mean(), rtol=1e-5)
+    np.testing.assert_allclose(
+        value.numpy(), -(y * np.log(p) + (1 - y) * np.log(1 - p)).mean(), rtol=1e-5
+    )
     np.testing.assert_allclose(grad.numpy(), (p - y) / 10, rtol=1e-5, atol=1e-7)
 
 
@@ -108,7 +113,9 @@ def test_neglog_softmax_values_and_gradient():
     p = _softmax(s.astype(np.float64))
     np.testing.assert_allclose(value.numpy(), (w * -(y * np.log(p)).sum(axis=1)).mean(), rtol=1e-5)
     np.testing.assert_allclose(grad.numpy(), w[:, None] * (p - y) / 7, rtol=1e-4, atol=1e-7)
-    np.testing.assert_allclose(grad.numpy(), _finite_differences(loss, y, s, w), rtol=1e-2, atol=2e-4)
+    np.testing.assert_allclose(
+        grad.numpy(), _finite_differences(loss, y, s, w), rtol=1e-2, atol=2e-4
+    )
 
 
 def test_aliases_and_errors():
@@ -139,7 +146,9 @@ def test_softmax_cross_entropy_value_equals_torch_for_confident_scores():
     scores = (rng.standard_normal((16, 5)) * 30).astype(np.float32)
     labels = rng.integers(0, 5, 16)
     one_hot = np.eye(5, dtype=np.float32)[labels]
-    expected = torch.nn.functional.cross_entropy(torch.from_numpy(scores), torch.from_numpy(labels)).item()
+    expected = torch.nn.functional.cross_entropy(
+        torch.from_numpy(scores), torch.from_numpy(labels)
+    ).item()
     assert expected > 11.6  # above the old cap, -log(1e-5)
     for loss in (CrossEntropyLearningLoss(), NegLogLearningLoss(probability_function="softmax")):
         value, gradient = loss.loss_gradient(Device("cpu"), one_hot, scores)

@@ -13,7 +13,9 @@ def _values(seed=0):
     rng = np.random.default_rng(seed)
     # weights away from 0: |W| has a kink there
     w = [rng.uniform(0.1, 1, s) * rng.choice([-1, 1], s) for s in [(3, 2), (2,)]]
-    return [x.astype(np.float32) for x in w], [rng.standard_normal(x.shape).astype(np.float32) for x in w]
+    return [x.astype(np.float32) for x in w], [
+        rng.standard_normal(x.shape).astype(np.float32) for x in w
+    ]
 
 
 def _ort(values):
@@ -55,7 +57,9 @@ def test_only_named_weights_are_penalized():
     new, value = penalty.update_gradients(CPU, _ort(weights), _ort(grads), ["a", "b"])
     np.testing.assert_array_equal(new[0].numpy(), grads[0])
     np.testing.assert_allclose(new[1].numpy(), grads[1] + 2 * weights[1], rtol=1e-6)
-    assert float(value.numpy()) == pytest.approx((weights[1].astype(np.float64) ** 2).sum(), rel=1e-5)
+    assert float(value.numpy()) == pytest.approx(
+        (weights[1].astype(np.float64) ** 2).sum(), rel=1e-5
+    )
     with pytest.raises(ValueError, match="which is not a float initializer"):
         ElasticLearningPenalty(weights=["c"]).penalty_loss(CPU, _ort(weights), ["a", "b"])
 

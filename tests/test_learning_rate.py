@@ -1,9 +1,15 @@
 """Learning rates: scikit-learn's schedules, the seeds' objects, and the one place both optimizers resolve them."""
+
 import numpy as np
 import pytest
 from onnxruntime import OrtValue
 
-from helpers import LearningRateSGD, LearningRateSGDNesterov, OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer
+from helpers import (
+    LearningRateSGD,
+    LearningRateSGDNesterov,
+    OrtGradientForwardBackwardOptimizer,
+    OrtGradientOptimizer,
+)
 from helpers.core.devices import Device
 from helpers.core.learning_rates import LearningRateSchedule, resolve_learning_rate
 from helpers.core.update_rules import AdamWRule, MomentumRule, NesterovRule, SGDRule
@@ -48,7 +54,9 @@ def test_hand_written_loop_matches_numpy(rate, momentum, nesterov):
 
 
 def test_resolve_float_and_objects():
-    schedule, rule = resolve_learning_rate(0.1, "invscaling", power_t=0.5, solver="adamw", weight_decay=0.01)
+    schedule, rule = resolve_learning_rate(
+        0.1, "invscaling", power_t=0.5, solver="adamw", weight_decay=0.01
+    )
     assert type(schedule) is LearningRateSchedule and schedule.value(4) == pytest.approx(0.05)
     assert isinstance(rule, AdamWRule) and rule.weight_decay == 0.01
     given = LearningRateSGDNesterov(eta0=0.2, momentum=0.5)
@@ -56,7 +64,9 @@ def test_resolve_float_and_objects():
     assert schedule == given and schedule is not given
     assert isinstance(rule, NesterovRule) and rule.momentum == 0.5
     assert isinstance(resolve_learning_rate("SGD")[1], SGDRule)
-    assert isinstance(resolve_learning_rate(LearningRateSGDNesterov(nesterov=False))[1], MomentumRule)
+    assert isinstance(
+        resolve_learning_rate(LearningRateSGDNesterov(nesterov=False))[1], MomentumRule
+    )
     # the object's own rule, named again, is no contradiction
     assert isinstance(resolve_learning_rate(given, solver="nesterov")[1], NesterovRule)
 
@@ -72,7 +82,10 @@ def test_resolve_errors():
         resolve_learning_rate("SGD", power_t=0.5)
     with pytest.raises(ValueError, match="momentum=0.5 contradict"):
         resolve_learning_rate(LearningRateSGDNesterov(momentum=0.8), momentum=0.5)
-    assert resolve_learning_rate(LearningRateSGDNesterov(momentum=0.8), momentum=0.8)[1].momentum == 0.8
+    assert (
+        resolve_learning_rate(LearningRateSGDNesterov(momentum=0.8), momentum=0.8)[1].momentum
+        == 0.8
+    )
     with pytest.raises(TypeError, match="learning_rate must be a float"):
         resolve_learning_rate(True)
     with pytest.raises(ValueError, match="Unknown learning-rate schedule 'adaptive'"):

@@ -53,8 +53,7 @@ def test_a_field_an_older_record_lacks_is_said_not_guessed():
     assert lines[1] == "- **Instruction sets**: AVX2; not AVX-512 (avx512f), AVX-512 VNNI or AMX"
     assert lines[2] == "- **Memory**: not recorded in these runs"
     assert (
-        lines[3]
-        == "- **System**: operating system not recorded in these runs, "
+        lines[3] == "- **System**: operating system not recorded in these runs, "
         "Python not recorded in these runs"
     )
     assert lines[4].startswith(

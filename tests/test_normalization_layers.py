@@ -7,6 +7,7 @@ has no gradient for ``InstanceNormalization`` (torch's ``GroupNorm`` and
 compared with torch: the gradients of one batch, the loss of every step, the
 trained weights and the predictions, with the options of each layer.
 """
+
 import copy
 import os
 import pathlib
@@ -105,8 +106,13 @@ def _data(shape, seed=0):
 
 def _optimizer(api, onx, batch_size, epochs, **options):
     common = dict(
-        max_iter=epochs, batch_size=batch_size, learning_rate=LEARNING_RATE, solver="sgd",
-        random_state=0, validation_every=0, **options,
+        max_iter=epochs,
+        batch_size=batch_size,
+        learning_rate=LEARNING_RATE,
+        solver="sgd",
+        random_state=0,
+        validation_every=0,
+        **options,
     )
     if api == "whole":
         return OrtGradientOptimizer(add_loss_output(onx, score_name="squared_error"), **common)
@@ -246,7 +252,10 @@ def test_residual_layer_norm_fits_and_predicts_without_writing_on_stderr(tmp_pat
     script.write_text(RESIDUAL_FITS)
     root = str(pathlib.Path(__file__).resolve().parents[1])  # these helpers, not an installed copy
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PYTHONPATH": root},
     )
     assert done.returncode == 0, done.stderr

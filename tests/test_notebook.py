@@ -1,4 +1,5 @@
 """helpers.teaching.notebook.use_device: the device string and the sentence about the CPU."""
+
 import pytest
 
 from helpers.core import devices

@@ -4,6 +4,7 @@ The defaults are tested by nbval; these runs cover what once failed with other
 values: tuples given as strings, deeper networks in a later section, short
 runs, and parameters that cannot work together.
 """
+
 from pathlib import Path
 
 import papermill
@@ -45,8 +46,14 @@ def test_deeper_networks_given_as_strings(tmp_path):
 def test_short_full_batch_check_and_deeper_classifiers(tmp_path):
     # The tables of the full-batch check once picked rows 1, 2, 5 and 20 by position;
     # the raw scores were once cut at 'add_result1', the output of one hidden layer only.
-    run("07_classification.ipynb", tmp_path, full_batch_epochs=2, max_iter=30,
-        hidden_layer_sizes="(16, 8)", cancer_hidden_layer_sizes="(8, 4)")
+    run(
+        "07_classification.ipynb",
+        tmp_path,
+        full_batch_epochs=2,
+        max_iter=30,
+        hidden_layer_sizes="(16, 8)",
+        cancer_hidden_layer_sizes="(8, 4)",
+    )
 
 
 def test_parameters_that_cannot_work_together(tmp_path):

@@ -2,15 +2,17 @@ import numpy as np
 import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from sklearn.linear_model import LinearRegression
 from skl2onnx import to_onnx
+from sklearn.linear_model import LinearRegression
 
 from helpers import get_train_initializer, onnx_rename_weights
 from helpers.core.onnx_graph import check_weights_to_train, replace_initializers
 
 
 def _run(model, X):
-    sess = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     return sess.run(None, {sess.get_inputs()[0].name: X})[0]
 
 

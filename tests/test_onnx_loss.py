@@ -1,4 +1,5 @@
 """Loss values against numpy, loss gradients against finite differences."""
+
 import os
 import tempfile
 
@@ -10,12 +11,14 @@ from onnxruntime.training.api import CheckpointState, Module
 
 from helpers import add_loss_output, get_train_initializer
 from helpers.core.onnx_graph import replace_initializers
-from helpers.whole_training.loss_output import loss_metadata, remove_loss_output
 from helpers.whole_training.artifacts import generate_training_artifacts
+from helpers.whole_training.loss_output import loss_metadata, remove_loss_output
 
 
 def _loss(model, feeds):
-    sess = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     return float(sess.run(None, feeds)[0])
 
 
@@ -112,9 +115,7 @@ def test_penalty_forms(linear_onnx, batch):
     X, y, _ = batch
     inits = {k: v.astype(np.float64) for k, v in get_train_initializer(linear_onnx).items()}
     base = _loss(add_loss_output(linear_onnx), {"X": X, "label": y})
-    both = add_loss_output(
-        linear_onnx, penalty={"coef": {"l1": 0.3, "l2": 0.2}, "intercept": 0.5}
-    )
+    both = add_loss_output(linear_onnx, penalty={"coef": {"l1": 0.3, "l2": 0.2}, "intercept": 0.5})
     expected = (
         base
         + 0.3 * np.abs(inits["coef"]).sum()
@@ -170,7 +171,9 @@ def test_log_loss_gradient_matches_finite_differences(make_logistic_onnx):
     ort_grad = _ort_gradient(onx_loss, feeds)
     num_grad = _numeric_gradient(onx_loss, feeds, eps=1e-3)
     for name in ort_grad:
-        np.testing.assert_allclose(ort_grad[name].ravel(), num_grad[name].ravel(), rtol=5e-3, atol=1e-4)
+        np.testing.assert_allclose(
+            ort_grad[name].ravel(), num_grad[name].ravel(), rtol=5e-3, atol=1e-4
+        )
 
 
 def test_metadata_and_remove_loss_output(linear_onnx, batch):
@@ -185,7 +188,9 @@ def test_metadata_and_remove_loss_output(linear_onnx, batch):
     assert [o.name for o in restored.graph.output] == ["variable"]
     assert len(restored.graph.node) == len(linear_onnx.graph.node)
     onnx.checker.check_model(restored)
-    sess = onnxruntime.InferenceSession(restored.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        restored.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     np.testing.assert_allclose(
         sess.run(None, {"X": X})[0], _numpy_prediction(linear_onnx, X), rtol=1e-5
     )

@@ -7,6 +7,7 @@ the three paths with torch's SGD on the same batches, step by step; the
 exported model and ``predict`` with torch's output. Models from elsewhere
 (``auto_pad`` with strides, ``Pad`` with ``axes``) are written with onnx.
 """
+
 import copy
 
 import numpy as np
@@ -48,7 +49,8 @@ LAYERS = {
     "conv2d_same_odd": (lambda: nn.Conv2d(2, 7, 5, padding="same"), (6, 8)),
     "conv2d_same_even": (lambda: nn.Conv2d(2, 3, (4, 2), padding="same"), (6, 7)),
     "conv2d_same_dilation": (
-        lambda: nn.Conv2d(2, 3, (2, 3), padding="same", dilation=(3, 2)), (7, 8),
+        lambda: nn.Conv2d(2, 3, (2, 3), padding="same", dilation=(3, 2)),
+        (7, 8),
     ),
     "conv2d_valid": (lambda: nn.Conv2d(2, 3, 3, padding="valid", stride=2), (7, 8)),
     "conv1d_same_even": (lambda: nn.Conv1d(2, 3, 4, padding="same"), (9,)),
@@ -58,17 +60,21 @@ LAYERS = {
     # padding modes
     "conv2d_reflect": (lambda: nn.Conv2d(2, 3, 3, padding=(1, 2), padding_mode="reflect"), (5, 6)),
     "conv2d_replicate_stride": (
-        lambda: nn.Conv2d(2, 3, 3, stride=2, padding=2, padding_mode="replicate"), (5, 6),
+        lambda: nn.Conv2d(2, 3, 3, stride=2, padding=2, padding_mode="replicate"),
+        (5, 6),
     ),
     "conv2d_circular": (
-        lambda: nn.Conv2d(2, 3, 3, padding=(2, 1), padding_mode="circular"), (5, 6),
+        lambda: nn.Conv2d(2, 3, 3, padding=(2, 1), padding_mode="circular"),
+        (5, 6),
     ),
     "conv2d_reflect_same": (
-        lambda: nn.Conv2d(2, 3, 4, padding="same", padding_mode="reflect"), (5, 6),
+        lambda: nn.Conv2d(2, 3, 4, padding="same", padding_mode="reflect"),
+        (5, 6),
     ),
     "conv1d_reflect": (lambda: nn.Conv1d(2, 3, 5, padding=3, padding_mode="reflect"), (8,)),
     "conv1d_replicate_same": (
-        lambda: nn.Conv1d(2, 3, 4, padding="same", padding_mode="replicate"), (8,),
+        lambda: nn.Conv1d(2, 3, 4, padding="same", padding_mode="replicate"),
+        (8,),
     ),
     "conv1d_circular": (lambda: nn.Conv1d(2, 3, 3, padding=2, padding_mode="circular"), (8,)),
     "reflection_pad2d": (lambda: nn.ReflectionPad2d((1, 2, 0, 3)), (5, 6)),
@@ -76,54 +82,71 @@ LAYERS = {
     # poolings: ceil_mode, count_include_pad, padding, stride, dilation
     "maxpool2d_ceil_short_kernel": (lambda: nn.MaxPool2d(1, stride=2, ceil_mode=True), (6, 8)),
     "maxpool2d_ceil_padding": (
-        lambda: nn.MaxPool2d(2, stride=3, padding=1, ceil_mode=True), (7, 9),
+        lambda: nn.MaxPool2d(2, stride=3, padding=1, ceil_mode=True),
+        (7, 9),
     ),
     "maxpool2d_ceil_dilation": (
-        lambda: nn.MaxPool2d(2, stride=4, padding=1, dilation=2, ceil_mode=True), (6, 7),
+        lambda: nn.MaxPool2d(2, stride=4, padding=1, dilation=2, ceil_mode=True),
+        (6, 7),
     ),
     # torch's last window needs an end pad as large as the kernel, which onnxruntime refuses
     "maxpool2d_ceil_end_pad_past_kernel": (
-        lambda: nn.MaxPool2d(2, stride=3, padding=1, dilation=2, ceil_mode=True), (8, 9),
+        lambda: nn.MaxPool2d(2, stride=3, padding=1, dilation=2, ceil_mode=True),
+        (8, 9),
     ),
     "maxpool2d_ceil_unchanged": (
-        lambda: nn.MaxPool2d(2, stride=2, dilation=2, ceil_mode=True), (7, 8),
+        lambda: nn.MaxPool2d(2, stride=2, dilation=2, ceil_mode=True),
+        (7, 8),
     ),
     "maxpool1d_ceil": (lambda: nn.MaxPool1d(1, stride=3, ceil_mode=True), (8,)),
     # sizes shape inference loses (pads computed by nodes, GroupNorm's reshape): found by a run
     "maxpool2d_ceil_after_reflect": (
         lambda: nn.Sequential(
-            nn.Conv2d(2, 4, 3, padding="same", padding_mode="reflect"), nn.GroupNorm(2, 4),
+            nn.Conv2d(2, 4, 3, padding="same", padding_mode="reflect"),
+            nn.GroupNorm(2, 4),
             nn.MaxPool2d(2, ceil_mode=True),
         ),
         (7, 9),
     ),
     "avgpool2d_ceil": (lambda: nn.AvgPool2d(2, stride=2, ceil_mode=True), (7, 9)),
     "avgpool2d_ceil_padding": (
-        lambda: nn.AvgPool2d(3, stride=3, padding=1, ceil_mode=True), (7, 9),
+        lambda: nn.AvgPool2d(3, stride=3, padding=1, ceil_mode=True),
+        (7, 9),
     ),
     "avgpool2d_ceil_padding_excluded": (
-        lambda: nn.AvgPool2d((3, 2), (2, 3), 1, ceil_mode=True, count_include_pad=False), (7, 9),
+        lambda: nn.AvgPool2d((3, 2), (2, 3), 1, ceil_mode=True, count_include_pad=False),
+        (7, 9),
     ),
     "avgpool2d_padding_excluded": (
-        lambda: nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False), (6, 7),
+        lambda: nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
+        (6, 7),
     ),
     "avgpool2d_short_kernel_ceil": (lambda: nn.AvgPool2d(1, stride=3, ceil_mode=True), (7, 8)),
     "avgpool1d_ceil_padding": (
-        lambda: nn.AvgPool1d(4, stride=3, padding=2, ceil_mode=True), (9,),
+        lambda: nn.AvgPool1d(4, stride=3, padding=2, ceil_mode=True),
+        (9,),
     ),
     "avgpool1d_ceil_padding_excluded": (
-        lambda: nn.AvgPool1d(4, stride=3, padding=2, ceil_mode=True, count_include_pad=False), (9,),
+        lambda: nn.AvgPool1d(4, stride=3, padding=2, ceil_mode=True, count_include_pad=False),
+        (9,),
     ),
     "avgpool1d_padding_excluded": (
-        lambda: nn.AvgPool1d(3, stride=1, padding=1, count_include_pad=False), (8,),
+        lambda: nn.AvgPool1d(3, stride=1, padding=1, count_include_pad=False),
+        (8,),
     ),
 }
 
 #: The layers trained in the three paths (all have their gradients checked).
 TRAINED = [
-    "conv2d_same_odd", "conv1d_same_dilation", "conv2d_reflect", "conv1d_replicate_same",
-    "conv2d_circular", "maxpool2d_ceil_short_kernel", "avgpool2d_ceil_padding",
-    "avgpool1d_ceil_padding_excluded", "maxpool2d_ceil_after_reflect",
+    "conv2d_same_odd",
+    "conv1d_same_dilation",
+    "conv2d_reflect",
+    "conv1d_replicate_same",
+    "conv2d_circular",
+    "maxpool2d_ceil_short_kernel",
+    "avgpool2d_ceil_padding",
+    "avgpool1d_ceil_padding_excluded",
+    "maxpool2d_ceil_after_reflect",
 ]
 
 
@@ -188,8 +211,12 @@ def test_exported_model_computes_what_torch_computes(name):
 
 def _optimizer(api, onx, batch_size, epochs):
     common = dict(
-        max_iter=epochs, batch_size=batch_size, learning_rate=LEARNING_RATE, solver="sgd",
-        random_state=0, validation_every=0,
+        max_iter=epochs,
+        batch_size=batch_size,
+        learning_rate=LEARNING_RATE,
+        solver="sgd",
+        random_state=0,
+        validation_every=0,
     )
     if api == "whole":
         return OrtGradientOptimizer(add_loss_output(onx, score_name="squared_error"), **common)
@@ -227,7 +254,9 @@ def test_training_steps_weights_and_predictions_match_torch(name, api):
 def _onnx_model(nodes, weights, spatial, opset=17):
     """A model of ``nodes`` from ``x`` (batch, 2 channels, ``spatial``; None: free) to ``y``."""
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, *spatial])],
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, *spatial])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         [onnx.numpy_helper.from_array(value, name) for name, value in weights.items()],
     )
@@ -267,12 +296,15 @@ AUTO_PADS = [
 @pytest.mark.parametrize(
     "op_type, auto_pad, kernel, strides, dilations, pads",
     [  # torch's average pooling has no dilation
-        (op_type, *case) for op_type in ("Conv", "MaxPool", "AveragePool") for case in AUTO_PADS
+        (op_type, *case)
+        for op_type in ("Conv", "MaxPool", "AveragePool")
+        for case in AUTO_PADS
         if op_type != "AveragePool" or case[3] == [1, 1]
     ],
 )
-def test_auto_pad_of_any_model_trains_as_its_pads(op_type, auto_pad, kernel, strides, dilations,
-                                                  pads):
+def test_auto_pad_of_any_model_trains_as_its_pads(
+    op_type, auto_pad, kernel, strides, dilations, pads
+):
     """A model from elsewhere with auto_pad: the training graph's explicit pads train as torch."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((3, 2, 7, 8)).astype(np.float32)
@@ -297,10 +329,12 @@ def test_auto_pad_of_any_model_trains_as_its_pads(op_type, auto_pad, kernel, str
         padded = functional.pad(h, _torch_pads(pads), value=-np.inf)
         out = functional.max_pool2d(padded, kernel, strides, dilation=dilations)
     else:  # ONNX's default count_include_pad=0: the window's sum over its number of inputs
+
         def sums(t):
             return functional.avg_pool2d(
                 functional.pad(t, _torch_pads(pads)), kernel, strides, divisor_override=1
             )
+
         out = sums(h) / sums(torch.ones_like(h))
     _close(y, out.detach().numpy(), "y", rtol=1e-5)
     out.backward(torch.from_numpy(grad_out).double())
@@ -342,7 +376,12 @@ def _after_a_conv(node, spatial, extra=()):
 def test_what_cannot_be_written_exactly_is_refused_by_name():
     free = [None, None]
     conv = helper.make_node(
-        "Conv", ["h", "w0"], ["y"], name="strided_same", auto_pad="SAME_UPPER", strides=[2, 2],
+        "Conv",
+        ["h", "w0"],
+        ["y"],
+        name="strided_same",
+        auto_pad="SAME_UPPER",
+        strides=[2, 2],
         kernel_shape=[1, 1],
     )
     with pytest.raises(UntrainableModelError, match="Conv 'strided_same' with auto_pad=SAME_UPPER"):

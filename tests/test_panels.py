@@ -1,4 +1,5 @@
 """Colours of one library's variants (shades), small multiples, and the library colours of the kernel charts."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -42,11 +43,18 @@ def test_variants_of_a_single_library_take_its_shades_and_dashes():
     assert [styles[label]["color"] for label in labels] == shades("onnxruntime", 3)
     assert [styles[label]["linestyle"] for label in labels] == ["-", "--", ":"]
     # two libraries: each keeps its exact colour (tests/test_plotting_spread.py)
-    assert line_styles(["onnxruntime, sgd", "torch, sgd"])["onnxruntime, sgd"]["color"] == COLORS["onnxruntime"]
+    assert (
+        line_styles(["onnxruntime, sgd", "torch, sgd"])["onnxruntime, sgd"]["color"]
+        == COLORS["onnxruntime"]
+    )
 
 
 def test_loss_panels_one_panel_per_curve_the_others_in_grey():
-    curves = {"onnxruntime, sgd": [4.0, 2.0, 1.0], "onnxruntime, adamw": [3.0, 1.0, 0.5], "sgd": [5.0, 1.0, 0.2]}
+    curves = {
+        "onnxruntime, sgd": [4.0, 2.0, 1.0],
+        "onnxruntime, adamw": [3.0, 1.0, 0.5],
+        "sgd": [5.0, 1.0, 0.2],
+    }
     axes = plot_loss_panels(curves, baseline=0.1, loss="mean squared error", title="rules")
     assert [ax.get_title() for ax in axes] == list(curves)
     fig = axes[0].get_figure()
@@ -66,8 +74,13 @@ def test_training_history_takes_the_library_colour():
     class Fitted:
         train_losses_, validation_losses_, validation_epochs_ = [3.0, 2.0], [2.5], [2]
 
-    ax = plot_training_history(Fitted(), label="ort forward-backward, seed 0", validation_name="test",
-                               loss="log loss", logy=False)
+    ax = plot_training_history(
+        Fitted(),
+        label="ort forward-backward, seed 0",
+        validation_name="test",
+        loss="log loss",
+        logy=False,
+    )
     train, test = ax.get_lines()
     assert train.get_color() == test.get_color() == COLORS["ort forward-backward"]
     assert test.get_label() == "ort forward-backward, seed 0 test"
@@ -84,7 +97,9 @@ def test_kernel_charts_use_the_library_colours():
     colours = [matplotlib_colors.to_hex(c.patches[0].get_facecolor()) for c in ax.containers]
     assert colours == shades("ort whole-training", 3)
     other = kernel_table([("model", "MatMul", 20.0)])
-    ax = plot_kernel_comparison({"ort forward-backward, 1 thread": table, "ort forward-backward, 2 threads": other})
+    ax = plot_kernel_comparison(
+        {"ort forward-backward, 1 thread": table, "ort forward-backward, 2 threads": other}
+    )
     first, second = (c.patches[0] for c in ax.containers)
     assert matplotlib_colors.to_hex(first.get_facecolor()) == shades("ort forward-backward", 2)[0]
     assert first.get_hatch() is None and second.get_hatch() == "//"

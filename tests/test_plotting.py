@@ -1,4 +1,5 @@
 """helpers.teaching.plotting: what the figures hold, not how they look."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -140,11 +141,20 @@ def test_kernel_times_top_rows_slowest_first_one_colour_per_session():
         ]
     )
     ax = plot_kernel_times(table, top=4, title="where the step goes")
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["MatMul", "ReluGrad", "(overhead)", "(overhead)"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "MatMul",
+        "ReluGrad",
+        "(overhead)",
+        "(overhead)",
+    ]
     # one container per session, in the order they first appear among the slowest rows
     assert [len(c) for c in ax.containers] == [3, 1]
     assert legend_labels(ax) == ["model", "update"]
-    widths = {(round(bar.get_y() + bar.get_height() / 2), bar.get_width()) for c in ax.containers for bar in c}
+    widths = {
+        (round(bar.get_y() + bar.get_height() / 2), bar.get_width())
+        for c in ax.containers
+        for bar in c
+    }
     assert widths == {(0, 300.0), (1, 120.0), (2, 40.0), (3, 30.0)}
     colours = [c.patches[0].get_facecolor() for c in ax.containers]
     assert colours[0] != colours[1]
@@ -159,7 +169,9 @@ def test_kernel_times_top_rows_slowest_first_one_colour_per_session():
 
 
 def test_kernel_times_colours_given_and_no_share_column():
-    table = kernel_table([("model", "MatMul", 3.0), ("loss", "Sub", 1.0)]).drop(columns="share of step (%)")
+    table = kernel_table([("model", "MatMul", 3.0), ("loss", "Sub", 1.0)]).drop(
+        columns="share of step (%)"
+    )
     ax = plot_kernel_times(table, colors={"loss": "red"})
     assert ax.containers[1].patches[0].get_facecolor() == matplotlib.colors.to_rgba("red")
     assert len(ax.texts) == 0
@@ -177,10 +189,20 @@ def test_kernel_times_errors():
 def test_kernel_comparison_matches_kernels_across_profiles():
     model, update = "model (forward + backward)", "weight update"
     slow = kernel_table(
-        [(model, "ReluGrad", 480.0), (model, "MatMul", 200.0), (model, "Mul", 1.0), (update, "Mul", 30.0)]
+        [
+            (model, "ReluGrad", 480.0),
+            (model, "MatMul", 200.0),
+            (model, "Mul", 1.0),
+            (update, "Mul", 30.0),
+        ]
     )
     fast = kernel_table(
-        [(model, "MatMul", 210.0), (model, "Where", 50.0), (model, "Mul", 40.0), (update, "Mul", 30.0)]
+        [
+            (model, "MatMul", 210.0),
+            (model, "Where", 50.0),
+            (model, "Mul", 40.0),
+            (update, "Mul", 30.0),
+        ]
     )
     ax = plot_kernel_comparison({"fast_gradients=False": slow, "fast_gradients=True": fast}, top=4)
     labels = [t.get_text() for t in ax.get_yticklabels()]
@@ -188,8 +210,12 @@ def test_kernel_comparison_matches_kernels_across_profiles():
     assert labels == ["ReluGrad", "MatMul", "Where", "Mul, model"]
     assert len(ax.containers) == 2
     assert [len(c) for c in ax.containers] == [4, 4]
-    np.testing.assert_array_equal([bar.get_width() for bar in ax.containers[0]], [480.0, 200.0, 0.0, 1.0])
-    np.testing.assert_array_equal([bar.get_width() for bar in ax.containers[1]], [0.0, 210.0, 50.0, 40.0])
+    np.testing.assert_array_equal(
+        [bar.get_width() for bar in ax.containers[0]], [480.0, 200.0, 0.0, 1.0]
+    )
+    np.testing.assert_array_equal(
+        [bar.get_width() for bar in ax.containers[1]], [0.0, 210.0, 50.0, 40.0]
+    )
     assert legend_labels(ax) == ["fast_gradients=False", "fast_gradients=True"]
     assert "µs" in ax.get_xlabel()
 

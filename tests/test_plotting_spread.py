@@ -1,4 +1,5 @@
 """helpers.teaching.plotting.plot_loss_spread: the median and the band hold the right values."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -39,7 +40,9 @@ def test_median_line_and_min_max_band_per_group():
     assert len(ax.collections) == 2
     limits = _band_limits(ax.collections[0])
     assert limits[1.0] == (4.0, 6.0) and limits[3.0] == (0.5, 2.0)
-    assert ax.collections[0].get_facecolor()[0][:3] == pytest.approx(matplotlib.colors.to_rgb(lines[0].get_color()))
+    assert ax.collections[0].get_facecolor()[0][:3] == pytest.approx(
+        matplotlib.colors.to_rgb(lines[0].get_color())
+    )
 
 
 def test_baseline_and_log_scale():
@@ -69,16 +72,23 @@ def test_errors():
 def test_same_library_same_colour_across_figures():
     """A library keeps its colour in every figure; two rules of one library differ by their dashes."""
     runs = [[1.0, 0.5], [1.0, 0.4]]
-    ax1 = plot_loss_spread({"scikit-learn, SGD": runs, "onnxruntime, SGD": runs, "onnxruntime, Nesterov": runs})
+    ax1 = plot_loss_spread(
+        {"scikit-learn, SGD": runs, "onnxruntime, SGD": runs, "onnxruntime, Nesterov": runs}
+    )
     ax2 = plot_loss_curves({"onnxruntime": [1.0, 0.3], "scikit-learn": [1.0, 0.2]})
     ax3 = plot_coefficients(pd.DataFrame({"scikit-learn": [1.0], "onnxruntime": [0.9]}))
     spread = {line.get_label(): line for line in ax1.get_lines()}
-    sgd, nesterov = spread["onnxruntime, SGD (median of 2)"], spread["onnxruntime, Nesterov (median of 2)"]
+    sgd, nesterov = (
+        spread["onnxruntime, SGD (median of 2)"],
+        spread["onnxruntime, Nesterov (median of 2)"],
+    )
     assert sgd.get_color() == nesterov.get_color() == COLORS["onnxruntime"]
     assert sgd.get_linestyle() != nesterov.get_linestyle()
     assert spread["scikit-learn, SGD (median of 2)"].get_linestyle() == sgd.get_linestyle()
     curves = {line.get_label(): line.get_color() for line in ax2.get_lines()}
     assert curves == {"onnxruntime": COLORS["onnxruntime"], "scikit-learn": COLORS["scikit-learn"]}
     bar_colours = [matplotlib_colors.to_hex(p.get_facecolor()) for p in ax3.patches]
-    assert bar_colours == [matplotlib_colors.to_hex(COLORS[name]) for name in ("scikit-learn", "onnxruntime")]
+    assert bar_colours == [
+        matplotlib_colors.to_hex(COLORS[name]) for name in ("scikit-learn", "onnxruntime")
+    ]
     plt.close("all")

@@ -7,6 +7,7 @@ in float64 over the layers' options, then a small decoder is trained in
 both APIs and in OrtTorchModule from the same weights on the same batches
 as torch.
 """
+
 import copy
 
 import numpy as np
@@ -32,23 +33,39 @@ TRANSPOSED = {1: nn.ConvTranspose1d, 2: nn.ConvTranspose2d, 3: nn.ConvTranspose3
 #: id -> (rank, ConvTranspose options, input size of each spatial axis)
 TRANSPOSED_CASES = {
     "1d_stride2_output_padding": (
-        1, dict(kernel_size=3, stride=2, padding=1, output_padding=1), (7,)
+        1,
+        dict(kernel_size=3, stride=2, padding=1, output_padding=1),
+        (7,),
     ),
     "1d_grouped_no_bias_cropped": (
-        1, dict(kernel_size=3, stride=3, padding=2, output_padding=1, groups=2, bias=False), (6,)
+        1,
+        dict(kernel_size=3, stride=3, padding=2, output_padding=1, groups=2, bias=False),
+        (6,),
     ),
     "1d_padding_wider_than_kernel": (1, dict(kernel_size=2, padding=2), (9,)),  # crops both ends
     "1d_dilated": (1, dict(kernel_size=3, stride=2, dilation=3, padding=2), (5,)),
     "2d_stride2_kernel4": (2, dict(kernel_size=4, stride=2, padding=1), (4, 5)),
     "2d_grouped_dilated": (
-        2, dict(kernel_size=3, stride=2, padding=1, output_padding=1, groups=2, dilation=2), (4, 5)
+        2,
+        dict(kernel_size=3, stride=2, padding=1, output_padding=1, groups=2, dilation=2),
+        (4, 5),
     ),
     "2d_per_axis_options": (
-        2, dict(kernel_size=(2, 3), stride=(2, 1), padding=(0, 1), output_padding=(1, 0),
-                dilation=(1, 2), bias=False), (3, 5),
+        2,
+        dict(
+            kernel_size=(2, 3),
+            stride=(2, 1),
+            padding=(0, 1),
+            output_padding=(1, 0),
+            dilation=(1, 2),
+            bias=False,
+        ),
+        (3, 5),
     ),
     "2d_padding_wider_than_kernel_on_one_axis": (
-        2, dict(kernel_size=(2, 3), stride=(1, 2), padding=(2, 0)), (5, 4)
+        2,
+        dict(kernel_size=(2, 3), stride=(1, 2), padding=(2, 0)),
+        (5, 4),
     ),
     "3d_stride2": (3, dict(kernel_size=2, stride=2, padding=1), (3, 4, 2)),
 }
@@ -65,7 +82,8 @@ UPSAMPLE_CASES = {
     "bilinear_align_corners": (dict(scale_factor=2, mode="bilinear", align_corners=True), (4, 5)),
     "bilinear_size": (dict(size=(12, 10), mode="bilinear"), (4, 5)),
     "bilinear_size_align_corners": (
-        dict(size=(12, 10), mode="bilinear", align_corners=True), (4, 5)
+        dict(size=(12, 10), mode="bilinear", align_corners=True),
+        (4, 5),
     ),
     "trilinear": (dict(scale_factor=(2, 1, 3), mode="trilinear"), (2, 3, 4)),
 }
@@ -98,8 +116,9 @@ def _assert_values_and_gradients_match_torch(module, sample_shape):
     np.testing.assert_allclose(x_ort.grad.numpy(), x_ref.grad.numpy(), rtol=1e-5, atol=1e-5)
     pairs = zip(ort.module.named_parameters(), reference.named_parameters())
     for (name, ours), (_, theirs) in pairs:
-        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-5,
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-5, err_msg=name
+        )
 
 
 @pytest.mark.parametrize("case", sorted(TRANSPOSED_CASES))
@@ -140,7 +159,7 @@ class Decoder(nn.Module):
         corners = {"align_corners": True} if rank == 1 else {}
         self.upsample = nn.Upsample(scale_factor=2, mode=mode, **corners)
         self.conv = CONVOLUTIONS[rank](4, 1, 3)
-        self.head = nn.Linear(10 ** rank, 1)  # the convolution's output: 10 on each axis
+        self.head = nn.Linear(10**rank, 1)  # the convolution's output: 10 on each axis
 
     def forward(self, x):
         h = torch.tanh(self.transposed(self.unflatten(self.linear(x))))
@@ -159,12 +178,19 @@ def _decoder_data(rank):
 
 
 def _optimizer(api, onx, epochs, batch_size):
-    common = dict(max_iter=epochs, batch_size=batch_size, learning_rate=LEARNING_RATE, solver="sgd",
-                  random_state=0, validation_every=0)
+    common = dict(
+        max_iter=epochs,
+        batch_size=batch_size,
+        learning_rate=LEARNING_RATE,
+        solver="sgd",
+        random_state=0,
+        validation_every=0,
+    )
     if api == "whole":
         return OrtGradientOptimizer(add_loss_output(onx), **common)
-    return OrtGradientForwardBackwardOptimizer(onx, learning_loss="squared_error",
-                                               learning_rate_schedule="constant", **common)
+    return OrtGradientForwardBackwardOptimizer(
+        onx, learning_loss="squared_error", learning_rate_schedule="constant", **common
+    )
 
 
 @pytest.mark.parametrize("api", ["whole", "forward_backward"])
@@ -180,8 +206,9 @@ def test_decoder_trains_step_by_step_as_torch(rank, api):
     assert torch_losses[-1] < torch_losses[0]
     expected = dict(trained.named_parameters())
     for name, value in opt.get_state().items():
-        np.testing.assert_allclose(value, expected[name].detach().numpy(), rtol=1e-4, atol=1e-5,
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            value, expected[name].detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name
+        )
     exported = {n.op_type for n in opt.get_trained_onnx().graph.node}
     assert {"ConvTranspose", "Resize"} <= exported
     with torch.no_grad():
@@ -201,18 +228,25 @@ def test_decoder_trains_in_ort_torch_module_as_torch(rank):
     np.testing.assert_allclose(ort_losses, torch_losses, rtol=1e-4)
     pairs = zip(trained.named_parameters(), ort_module.module.named_parameters())
     for (name, expected), (_, value) in pairs:
-        np.testing.assert_allclose(value.detach().numpy(), expected.detach().numpy(), rtol=1e-4,
-                                   atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(
+            value.detach().numpy(), expected.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name
+        )
 
 
 @pytest.mark.parametrize(
     "upsample, size, match",
     [
-        (nn.Upsample(scale_factor=2, mode="bicubic"), (4, 5),
-         r"mode='cubic' \(torch: mode='bicubic'\)"),
+        (
+            nn.Upsample(scale_factor=2, mode="bicubic"),
+            (4, 5),
+            r"mode='cubic' \(torch: mode='bicubic'\)",
+        ),
         (nn.Upsample(scale_factor=1.5), (4,), r"scale factors \[1.5\] that are not all integers"),
-        (nn.Upsample(size=(6, 7), mode="bilinear"), (4, 5),
-         r"scale factors \[1.5, 1.4\] that are not all integers"),
+        (
+            nn.Upsample(size=(6, 7), mode="bilinear"),
+            (4, 5),
+            r"scale factors \[1.5, 1.4\] that are not all integers",
+        ),
     ],
     ids=["bicubic", "non_integer_scale", "size_not_a_multiple"],
 )
@@ -222,8 +256,9 @@ def test_upsampling_without_exact_rewrite_is_refused_by_name(upsample, size, mat
     onx = export_for_training(module, torch.from_numpy(X[:2]))
     y = module(torch.from_numpy(X)).detach().numpy()
     for api in ("whole", "forward_backward"):
-        with pytest.raises(UntrainableModelError,
-                           match=rf"no gradient for Resize.*'/1/Resize' with {match}"):
+        with pytest.raises(
+            UntrainableModelError, match=rf"no gradient for Resize.*'/1/Resize' with {match}"
+        ):
             _optimizer(api, onx, 1, 4).fit(X, y)
     with pytest.raises(UntrainableModelError, match="Replace it: nn.Upsample or F.interpolate"):
         OrtTorchModule(module, torch.from_numpy(X[:2]))(torch.from_numpy(X))
@@ -233,8 +268,10 @@ def test_linear_upsampling_of_an_input_of_unknown_size_is_refused_by_name():
     module = nn.Sequential(nn.Conv1d(2, 2, 1), nn.Upsample(scale_factor=2, mode="linear"))
     X = np.random.default_rng(0).standard_normal((8, 2, 5)).astype(np.float32)
     onx = export_for_training(module, torch.from_numpy(X[:2]), dynamic_axes={"x": {0: "N", 2: "L"}})
-    with pytest.raises(UntrainableModelError,
-                       match=r"linear., and an input size that is not fixed \(\[None, 2, None"):
+    with pytest.raises(
+        UntrainableModelError,
+        match=r"linear., and an input size that is not fixed \(\[None, 2, None",
+    ):
         _optimizer("forward_backward", onx, 1, 4).fit(X, X.repeat(2, axis=2))
 
 
@@ -257,12 +294,21 @@ def test_grouped_3d_transposed_convolution_is_refused_by_name():
 @pytest.mark.parametrize(
     "options, attributes, target",
     [
-        (dict(scale_factor=2), dict(mode="nearest", coordinate_transformation_mode="asymmetric",
-                                    nearest_mode="floor"), "scales"),
-        (dict(scale_factor=2, mode="bilinear"),
-         dict(mode="linear", coordinate_transformation_mode="half_pixel"), "scales"),
-        (dict(size=(8, 10), mode="bilinear", align_corners=True),
-         dict(mode="linear", coordinate_transformation_mode="align_corners"), "sizes"),
+        (
+            dict(scale_factor=2),
+            dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+            "scales",
+        ),
+        (
+            dict(scale_factor=2, mode="bilinear"),
+            dict(mode="linear", coordinate_transformation_mode="half_pixel"),
+            "scales",
+        ),
+        (
+            dict(size=(8, 10), mode="bilinear", align_corners=True),
+            dict(mode="linear", coordinate_transformation_mode="align_corners"),
+            "sizes",
+        ),
     ],
     ids=["nearest", "bilinear", "bilinear_size_align_corners"],
 )
@@ -277,12 +323,14 @@ def test_torch_writes_the_resize_attributes_the_rewrite_reads(options, attribute
 
 
 @pytest.mark.parametrize(
-    "module", [nn.ConvTranspose2d(2, 2, 3, stride=2), nn.Upsample(scale_factor=2)],
+    "module",
+    [nn.ConvTranspose2d(2, 2, 3, stride=2), nn.Upsample(scale_factor=2)],
     ids=["transposed", "upsample"],
 )
 def test_models_of_opset_12_are_refused_by_name(module):
-    onx = export_for_training(nn.Sequential(nn.Conv2d(2, 2, 1), module), torch.zeros(2, 2, 4, 4),
-                              opset_version=12)
+    onx = export_for_training(
+        nn.Sequential(nn.Conv2d(2, 2, 1), module), torch.zeros(2, 2, 4, 4), opset_version=12
+    )
     with pytest.raises(UntrainableModelError, match=r"opset 12 \(export with opset_version=13"):
         training_graph(onx)
 
@@ -291,13 +339,18 @@ def test_nearest_upsampling_and_transposed_convolution_need_no_fixed_size():
     """Repeats and the spread input are shaped at run time: a free length trains as torch."""
     torch.manual_seed(0)
     module = nn.Sequential(
-        nn.Conv1d(2, 3, 1), nn.Upsample(scale_factor=2), nn.ConvTranspose1d(3, 2, 3, stride=2),
-        nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(2, 1),
+        nn.Conv1d(2, 3, 1),
+        nn.Upsample(scale_factor=2),
+        nn.ConvTranspose1d(3, 2, 3, stride=2),
+        nn.AdaptiveAvgPool1d(1),
+        nn.Flatten(),
+        nn.Linear(2, 1),
     )
     X = np.random.default_rng(0).standard_normal((12, 2, 5)).astype(np.float32)
     y = X[:, :1, 0] ** 2
     onx = export_for_training(module, torch.from_numpy(X[:2]), dynamic_axes={"x": {0: "N", 2: "L"}})
-    _, torch_losses = torch_fit(copy.deepcopy(module), X, y, "squared_error", len(X), 3,
-                                LEARNING_RATE)
+    _, torch_losses = torch_fit(
+        copy.deepcopy(module), X, y, "squared_error", len(X), 3, LEARNING_RATE
+    )
     opt = _optimizer("forward_backward", onx, 3, len(X)).fit(X, y)
     np.testing.assert_allclose(opt.train_losses_, torch_losses, rtol=1e-4)

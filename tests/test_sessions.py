@@ -1,4 +1,5 @@
 """The session layer: every onnxruntime session of helpers is made in helpers.core.sessions."""
+
 import pathlib
 
 import pytest
@@ -21,8 +22,13 @@ def test_sessions_are_made_in_one_place():
 
 
 def test_providers_carry_the_device_id():
-    assert providers(Device("cuda", 3)) == [("CUDAExecutionProvider", {"device_id": 3}), "CPUExecutionProvider"]
-    assert providers(Device("cuda", 1), cpu_fallback=False) == [("CUDAExecutionProvider", {"device_id": 1})]
+    assert providers(Device("cuda", 3)) == [
+        ("CUDAExecutionProvider", {"device_id": 3}),
+        "CPUExecutionProvider",
+    ]
+    assert providers(Device("cuda", 1), cpu_fallback=False) == [
+        ("CUDAExecutionProvider", {"device_id": 1})
+    ]
     assert providers(Device("cpu")) == providers() == ["CPUExecutionProvider"]
 
 

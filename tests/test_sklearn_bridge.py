@@ -1,13 +1,14 @@
 """helpers.teaching.sklearn_bridge: weights move between scikit-learn's MLPs and ONNX unchanged,
 and the documented learning-rate and penalty mappings give scikit-learn's updates."""
+
 import warnings
 
 import numpy as np
 import onnxruntime
 import pytest
+from skl2onnx import to_onnx
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier, MLPRegressor
-from skl2onnx import to_onnx
 
 from helpers import (
     ElasticLearningPenalty,
@@ -16,8 +17,8 @@ from helpers import (
     OrtGradientForwardBackwardOptimizer,
     get_train_initializer,
 )
-from helpers.teaching.datasets import one_hot
 from helpers.core.onnx_graph import replace_initializers, select_outputs
+from helpers.teaching.datasets import one_hot
 from helpers.teaching.sklearn_bridge import (
     continue_mlp_training,
     fit_first_epoch,
@@ -49,7 +50,12 @@ def test_names_follow_the_converted_graph(regression_data):
     onx = to_onnx(mlp, X[:1])
     assert mlp_weight_names(mlp) == list(get_train_initializer(onx))
     assert mlp_weight_names(mlp) == [
-        "coefficient", "intercepts", "coefficient1", "intercepts1", "coefficient2", "intercepts2"
+        "coefficient",
+        "intercepts",
+        "coefficient1",
+        "intercepts1",
+        "coefficient2",
+        "intercepts2",
     ]
     assert mlp_coefficient_names(mlp) == ["coefficient", "coefficient1", "coefficient2"]
 
@@ -83,15 +89,20 @@ def test_mlp_with_weights_predicts_like_the_onnx_graph(regression_data):
     mlp = fit_first_epoch(_mlp(), X, y)
     onx = to_onnx(mlp, X[:1])
     rng = np.random.default_rng(1)
-    new_weights = {k: rng.standard_normal(v.shape).astype(np.float32) for k, v in mlp_onnx_weights(mlp).items()}
+    new_weights = {
+        k: rng.standard_normal(v.shape).astype(np.float32) for k, v in mlp_onnx_weights(mlp).items()
+    }
     session = onnxruntime.InferenceSession(
-        replace_initializers(onx, new_weights).SerializeToString(), providers=["CPUExecutionProvider"]
+        replace_initializers(onx, new_weights).SerializeToString(),
+        providers=["CPUExecutionProvider"],
     )
     expected = session.run(None, {"X": X})[0].ravel()
     copy = mlp_with_weights(mlp, new_weights)
     np.testing.assert_allclose(copy.predict(X), expected, rtol=1e-5, atol=1e-5)
     # the original keeps its weights
-    np.testing.assert_array_equal(mlp.coefs_[0], onnx_weights_of(onx, ["coefficient"])["coefficient"])
+    np.testing.assert_array_equal(
+        mlp.coefs_[0], onnx_weights_of(onx, ["coefficient"])["coefficient"]
+    )
     with pytest.raises(ValueError, match="lacks"):
         mlp_with_weights(mlp, {"coefficient": new_weights["coefficient"]})
 
@@ -122,15 +133,24 @@ def test_continue_restarts_the_optimizer_and_runs_every_epoch(regression_data):
     X, y = regression_data
     lr, mu = 0.05, 0.9
     mlp = fit_first_epoch(
-        _mlp(hidden_layer_sizes=(6,), momentum=mu, nesterovs_momentum=True, batch_size=X.shape[0], alpha=0.0),
-        X, y,
+        _mlp(
+            hidden_layer_sizes=(6,),
+            momentum=mu,
+            nesterovs_momentum=True,
+            batch_size=X.shape[0],
+            alpha=0.0,
+        ),
+        X,
+        y,
     )
     before = [c.copy() for c in mlp.coefs_]
     one = continue_mlp_training(mlp, X, y, max_iter=1)
     # a fresh velocity: the first Nesterov step is -(1 + mu) * lr * gradient
     coef_grads, _ = _manual_gradient(mlp, X.astype(np.float64), y)
     for i in range(2):
-        np.testing.assert_allclose(one.coefs_[i], before[i] - (1 + mu) * lr * coef_grads[i], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(
+            one.coefs_[i], before[i] - (1 + mu) * lr * coef_grads[i], rtol=1e-4, atol=1e-6
+        )
         np.testing.assert_array_equal(mlp.coefs_[i], before[i])  # original untouched
     # a huge tol would stop scikit-learn after n_iter_no_change + 1 epochs
     many = continue_mlp_training(mlp, X, y, max_iter=15, tol=1e9)
@@ -150,7 +170,15 @@ def test_regression_mapping_eta_half_and_l2_alpha_over_batch(regression_data):
     X, y = regression_data
     lr, alpha, batch, epochs = 0.02, 0.5, X.shape[0], 8
     mlp = fit_first_epoch(
-        _mlp(hidden_layer_sizes=(6,), learning_rate_init=lr, momentum=0.9, batch_size=batch, alpha=alpha), X, y
+        _mlp(
+            hidden_layer_sizes=(6,),
+            learning_rate_init=lr,
+            momentum=0.9,
+            batch_size=batch,
+            alpha=alpha,
+        ),
+        X,
+        y,
     )
     onx = to_onnx(mlp, X[:1])
     skl = continue_mlp_training(mlp, X, y, max_iter=epochs)
@@ -158,7 +186,9 @@ def test_regression_mapping_eta_half_and_l2_alpha_over_batch(regression_data):
         onx,
         mlp_weight_names(mlp),
         learning_rate=LearningRateSGDNesterov(eta0=lr / 2, momentum=0.9, nesterov=True),
-        learning_penalty=ElasticLearningPenalty(l1=0, l2=alpha / batch, weights=mlp_coefficient_names(mlp)),
+        learning_penalty=ElasticLearningPenalty(
+            l1=0, l2=alpha / batch, weights=mlp_coefficient_names(mlp)
+        ),
         batch_size=batch,
         max_iter=epochs,
         random_state=0,
@@ -176,9 +206,17 @@ def test_classification_mapping_same_eta_and_l2_alpha_over_twice_batch():
     y = (X[:, 0] + X[:, 1] ** 2 > 1).astype(np.int64) + (X[:, 2] > 0.5)
     lr, alpha, batch, epochs = 0.1, 0.3, X.shape[0], 6
     mlp = fit_first_epoch(
-        MLPClassifier(hidden_layer_sizes=(5,), solver="sgd", learning_rate_init=lr, momentum=0.9,
-                      batch_size=batch, alpha=alpha, random_state=0),
-        X, y,
+        MLPClassifier(
+            hidden_layer_sizes=(5,),
+            solver="sgd",
+            learning_rate_init=lr,
+            momentum=0.9,
+            batch_size=batch,
+            alpha=alpha,
+            random_state=0,
+        ),
+        X,
+        y,
     )
     raw = select_outputs(to_onnx(mlp, X[:1], options={"zipmap": False}), ["add_result1"])
     skl = continue_mlp_training(mlp, X, y, max_iter=epochs)
@@ -187,7 +225,9 @@ def test_classification_mapping_same_eta_and_l2_alpha_over_twice_batch():
         mlp_weight_names(mlp),
         learning_rate=LearningRateSGDNesterov(eta0=lr, momentum=0.9, nesterov=True),
         learning_loss=NegLogLearningLoss(probability_function="softmax"),
-        learning_penalty=ElasticLearningPenalty(l1=0, l2=alpha / (2 * batch), weights=mlp_coefficient_names(mlp)),
+        learning_penalty=ElasticLearningPenalty(
+            l1=0, l2=alpha / (2 * batch), weights=mlp_coefficient_names(mlp)
+        ),
         batch_size=batch,
         max_iter=epochs,
         random_state=0,

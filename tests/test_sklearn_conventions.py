@@ -7,6 +7,7 @@ check passes, except those that give sample weights to an
 ``OrtGradientOptimizer`` whose loss has no weight input (it refuses them and
 says how to build one).
 """
+
 import re
 import warnings
 

@@ -5,6 +5,7 @@ k times torch's ``MSELoss`` (and 2k times scikit-learn's squared loss). With
 one output nothing changes; with three, both APIs and their losses and
 gradients equal torch's ``mse_loss`` step by step.
 """
+
 import copy
 
 import numpy as np
@@ -30,7 +31,7 @@ LEARNING_RATE = 0.05
 def _data(k):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((24, 5)).astype(np.float32)
-    y = np.tanh(X[:, :k] + X[:, k:k + 1]).astype(np.float32)
+    y = np.tanh(X[:, :k] + X[:, k : k + 1]).astype(np.float32)
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(5, 6), nn.Tanh(), nn.Linear(6, k)), X, y
 
@@ -54,10 +55,14 @@ def test_loss_and_gradient_equal_torch_mse_loss(k, weighted):
 
     # the whole-training loss graph of a model whose prediction is its input
     identity = helper.make_model(
-        helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "identity",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, k])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, k])]),
-        opset_imports=[helper.make_opsetid("", 17)], ir_version=8,
+        helper.make_graph(
+            [helper.make_node("Identity", ["x"], ["y"])],
+            "identity",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, k])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, k])],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+        ir_version=8,
     )
     onx_loss = add_loss_output(identity, weight_name="w" if weighted else None)
     feeds = {"x": p, "label": y, **({"w": w} if weighted else {})}
@@ -72,8 +77,14 @@ def test_training_with_k_outputs_matches_torch_mse_loss(k, api):
     onx = export_for_training(module, torch.from_numpy(X[:2]))
     trained = copy.deepcopy(module)
     _, torch_losses = torch_fit(trained, X, y, "squared_error", len(X), 4, LEARNING_RATE)
-    common = dict(max_iter=4, batch_size=len(X), learning_rate=LEARNING_RATE, solver="sgd",
-                  random_state=0, validation_every=0)
+    common = dict(
+        max_iter=4,
+        batch_size=len(X),
+        learning_rate=LEARNING_RATE,
+        solver="sgd",
+        random_state=0,
+        validation_every=0,
+    )
     if api == "whole":
         opt = OrtGradientOptimizer(add_loss_output(onx), **common)
     else:

@@ -129,7 +129,10 @@ def test_the_answer_is_one_sentence_each_figure_a_row_of_the_table():
             "the range, and the configurations left out as not clean."
         )
     ]
-    assert "| torch eager | 2 | 3 | 1 | 1.3x faster | from 4.0x faster to 2.0x slower | 1 | 2 |" in text
+    assert (
+        "| torch eager | 2 | 3 | 1 | 1.3x faster | from 4.0x faster to 2.0x slower | 1 | 2 |"
+        in text
+    )
 
 
 def test_yes_needs_most_configurations_won_and_a_faster_mean():

@@ -1,4 +1,5 @@
 """The sweep command on input a user types: unknown names, bad scheduler addresses, lost workers, leftovers."""
+
 import http.server
 import json
 import os
@@ -20,7 +21,11 @@ ROOT = os.path.dirname(HERE)
 def _command(*arguments, timeout=120):
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", *arguments], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "benchmarks", *arguments],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": ROOT},
     )
     return done, time.monotonic() - started
@@ -30,11 +35,16 @@ def test_an_unknown_benchmark_is_refused_before_anything_is_written(tmp_path):
     results = tmp_path / "results"
     done, _ = _command("--grid", "quick", "--only", "sklern", "--results", str(results))
     assert done.returncode != 0
-    assert "--only sklern: no such benchmark in grid quick. Its benchmarks: scaling, sklearn, torch" in done.stderr
+    assert (
+        "--only sklern: no such benchmark in grid quick. Its benchmarks: scaling, sklearn, torch"
+        in done.stderr
+    )
     assert not results.exists()
 
 
-def test_a_summary_is_not_replaced_when_no_run_of_the_grid_is_complete(tmp_path, capsys, sleep_grid):
+def test_a_summary_is_not_replaced_when_no_run_of_the_grid_is_complete(
+    tmp_path, capsys, sleep_grid
+):
     results = tmp_path / "results"
     results.mkdir()
     (results / "summary.md").write_text("# the summary of an earlier sweep\n")
@@ -61,17 +71,24 @@ def web_server():
     server.shutdown()
 
 
-@pytest.mark.parametrize("address, message", [
-    ("tcp:/127.0.0.1:8786", "is not an address dask reads"),
-    ("127.0.0.1", "has no port: write tcp://127.0.0.1:8786"),
-    ("http://127.0.0.1:8787", "is a web address"),
-    ("tcp://127.0.0.1:9", "Nothing answers at tcp://127.0.0.1:9"),
-    ("web server", "answers HTTP: that is a web server"),
-])
-def test_a_bad_scheduler_address_says_what_to_do_within_seconds(tmp_path, address, message, web_server, sleep_grid):
+@pytest.mark.parametrize(
+    "address, message",
+    [
+        ("tcp:/127.0.0.1:8786", "is not an address dask reads"),
+        ("127.0.0.1", "has no port: write tcp://127.0.0.1:8786"),
+        ("http://127.0.0.1:8787", "is a web address"),
+        ("tcp://127.0.0.1:9", "Nothing answers at tcp://127.0.0.1:9"),
+        ("web server", "answers HTTP: that is a web server"),
+    ],
+)
+def test_a_bad_scheduler_address_says_what_to_do_within_seconds(
+    tmp_path, address, message, web_server, sleep_grid
+):
     address = web_server if address == "web server" else address
     grid = sleep_grid(tmp_path / "grid.toml", [0.0])
-    done, seconds = _command("--grid", grid, "--results", str(tmp_path / "results"), "--scheduler", address)
+    done, seconds = _command(
+        "--grid", grid, "--results", str(tmp_path / "results"), "--scheduler", address
+    )
     assert done.returncode == runner.USAGE_ERROR
     assert message in done.stderr and "Traceback" not in done.stderr + done.stdout
     assert len(done.stderr.strip().splitlines()) <= 2
@@ -85,7 +102,8 @@ def scheduler_without_workers(tmp_path):
     scheduler_file = str(tmp_path / "scheduler.json")
     process = subprocess.Popen(
         [dask, "scheduler", "--port", "0", "--no-dashboard", "--scheduler-file", scheduler_file],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 60
@@ -99,11 +117,19 @@ def scheduler_without_workers(tmp_path):
         process.wait(timeout=30)
 
 
-def test_a_cluster_without_workers_is_said_and_stops_when_asked(tmp_path, scheduler_without_workers, sleep_grid):
+def test_a_cluster_without_workers_is_said_and_stops_when_asked(
+    tmp_path, scheduler_without_workers, sleep_grid
+):
     grid = sleep_grid(tmp_path / "grid.toml", [0.0])
     done, seconds = _command(
-        "--grid", grid, "--results", str(tmp_path / "results"), "--scheduler", scheduler_without_workers,
-        "--stop-without-workers", "3",
+        "--grid",
+        grid,
+        "--results",
+        str(tmp_path / "results"),
+        "--scheduler",
+        scheduler_without_workers,
+        "--stop-without-workers",
+        "3",
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "No dask worker for" in done.stdout and "1 not run" in done.stdout
@@ -111,7 +137,9 @@ def test_a_cluster_without_workers_is_said_and_stops_when_asked(tmp_path, schedu
     assert seconds < 60
 
 
-def test_collected_results_are_released_so_a_lost_worker_does_not_run_them_again(tmp_path, sleep_grid):
+def test_collected_results_are_released_so_a_lost_worker_does_not_run_them_again(
+    tmp_path, sleep_grid
+):
     grid = sleep_grid(tmp_path / "grid.toml", [0.0, 0.1])
     runs = runner.expand(runner.load_grid(grid))
     sweep = runner.Sweep(runs, str(tmp_path / "results"), "ort-training")

@@ -1,4 +1,5 @@
 """helpers.teaching.tables: what a displayed table shows, the table itself untouched."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,13 +15,13 @@ def shown(styler):
 @pytest.mark.parametrize(
     ("values", "expected"),
     [
-        ([123.456789, 7.5], "{:.1f}"),         # four digits for the largest value, same decimals below
+        ([123.456789, 7.5], "{:.1f}"),  # four digits for the largest value, same decimals below
         ([0.123456, 0.5], "{:.4f}"),
-        ([1e-3, 0.01, 0.3], "{:g}"),           # learning rates as written
-        ([7500.0, 750.0, np.nan], "{:.0f}"),   # counts stored as floats
+        ([1e-3, 0.01, 0.3], "{:g}"),  # learning rates as written
+        ([7500.0, 750.0, np.nan], "{:.0f}"),  # counts stored as floats
         ([1.19e-7, 2.38e-7 + 1e-12], "{:.2e}"),  # float32 rounding
         ([2.5e7 + 0.5, 1.5], "{:.2e}"),
-        ([0.98201, 6.1441e-6], "{:.4g}"),      # more than four decades apart
+        ([0.98201, 6.1441e-6], "{:.4g}"),  # more than four decades apart
         ([np.nan, np.nan], "{:g}"),
     ],
 )
@@ -49,8 +50,10 @@ def test_format_table_missing_values_float_index_and_caption():
 
 
 def test_format_table_numbers_of_a_transposed_mixed_table():
-    rows = {"whole": {"epochs": 5, "last loss": 2.2303219, "exported": "Relu"},
-            "fb": {"epochs": 5, "last loss": 2.2303221, "exported": "Relu"}}
+    rows = {
+        "whole": {"epochs": 5, "last loss": 2.2303219, "exported": "Relu"},
+        "fb": {"epochs": 5, "last loss": 2.2303221, "exported": "Relu"},
+    }
     cells = shown(format_table(pd.DataFrame(rows).T, digits=7))
     assert cells[-1] == ["fb", "5", "2.230322", "Relu"]
 
@@ -64,7 +67,7 @@ def test_format_table_units_on_the_first_level_of_two():
 
 def header_rows(styler):
     html = styler.to_html()
-    return html[html.index("<thead>"):html.index("</thead>")].count("<tr>")
+    return html[html.index("<thead>") : html.index("</thead>")].count("<tr>")
 
 
 def test_format_table_one_header_row_with_the_index_name_in_the_corner():
@@ -84,11 +87,15 @@ def test_format_table_one_header_row_with_the_index_name_in_the_corner():
 
 def test_format_table_two_header_rows_only_when_the_corner_is_taken():
     columns = pd.MultiIndex.from_product([["time", "R²"], ["min", "max"]])
-    table = pd.DataFrame([[1.0, 0.5, 0.9, 0.01]], columns=columns, index=pd.Index(["ort"], name="library"))
+    table = pd.DataFrame(
+        [[1.0, 0.5, 0.9, 0.01]], columns=columns, index=pd.Index(["ort"], name="library")
+    )
     styler = format_table(table)
     assert header_rows(styler) == 2  # the columns' two levels, the index's name beside the second
     assert shown(styler)[1][:3] == ["library", "min", "max"]
-    two_levels = table.set_index(pd.MultiIndex.from_tuples([("ort", 1)], names=["library", "threads"]))
+    two_levels = table.set_index(
+        pd.MultiIndex.from_tuples([("ort", 1)], names=["library", "threads"])
+    )
     assert header_rows(format_table(two_levels)) == 3  # two index names: pandas' own layout
 
 
@@ -116,12 +123,20 @@ def test_format_table_bars_of_unknown_columns():
 
 def test_format_table_mean_and_std_in_one_column():
     scores = pd.DataFrame(
-        {"library": ["scikit-learn", "onnxruntime"] * 2, "seed": [0, 0, 1, 1],
-         "R² (test)": [0.80, 0.82, 0.84, 0.80], "fit time": [1.5, 0.5, 2.5, 0.7]}
+        {
+            "library": ["scikit-learn", "onnxruntime"] * 2,
+            "seed": [0, 0, 1, 1],
+            "R² (test)": [0.80, 0.82, 0.84, 0.80],
+            "fit time": [1.5, 0.5, 2.5, 0.7],
+        }
     )
     summary = scores.groupby("library", sort=False)[["R² (test)", "fit time"]].agg(["mean", "std"])
-    rows = [line.split("|") for line in format_table(summary, units={"fit time": "s"}).to_string(
-        delimiter="|").splitlines()]
+    rows = [
+        line.split("|")
+        for line in format_table(summary, units={"fit time": "s"})
+        .to_string(delimiter="|")
+        .splitlines()
+    ]
     assert rows[0] == ["", "R² (test)", "fit time (s)"]
     assert rows[1] == ["library", "mean ± std", "mean ± std"]
     assert rows[2] == ["scikit-learn", "0.8200 ± 0.028", "2 ± 0.71"]

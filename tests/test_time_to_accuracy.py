@@ -1,4 +1,5 @@
 """Time to a held-out accuracy: like-for-like fits, the time to a target, the CSV, the command."""
+
 import math
 
 import numpy as np
@@ -26,8 +27,10 @@ def test_frameworks_train_the_same_model_alike(task):
     assert set(trained) == FRAMEWORKS
     torch_loss, torch_model = trained[TORCH]
     reference = {k: v.numpy() for k, v in torch_model.state_dict().items()}
-    accuracy = {name: np.mean(tta.class_scores(model, X_test).argmax(axis=1) == digits.y_test)
-                for name, (_, model) in trained.items()}
+    accuracy = {
+        name: np.mean(tta.class_scores(model, X_test).argmax(axis=1) == digits.y_test)
+        for name, (_, model) in trained.items()
+    }
     for name in (ORT_WHOLE, ORT_FORWARD_BACKWARD):
         loss, optimizer = trained[name]
         weights = optimizer.get_state()
@@ -37,8 +40,9 @@ def test_frameworks_train_the_same_model_alike(task):
         moved = {key: np.abs(reference[key] - start[key]).max() for key in weights}
         assert sorted(moved.values())[1] > 1e-3
         for key, value in weights.items():
-            np.testing.assert_allclose(value, reference[key], atol=1e-3 * moved[key] + 1e-6,
-                                       err_msg=key)
+            np.testing.assert_allclose(
+                value, reference[key], atol=1e-3 * moved[key] + 1e-6, err_msg=key
+            )
         np.testing.assert_allclose(loss, torch_loss, rtol=1e-4)
         # the same model: the same held-out predictions, up to a near tie
         assert abs(accuracy[name] - accuracy[TORCH]) <= 1 / len(X_test)
@@ -48,13 +52,23 @@ def test_frameworks_train_the_same_model_alike(task):
 
 def _curve(framework, values, seconds=None, task="t"):
     seconds = seconds or [0.1 * (k + 1) for k in range(len(values))]
-    return pd.DataFrame({"task": task, "framework": framework, "epoch": range(1, len(values) + 1),
-                         "seconds": seconds, "heldout_metric": "accuracy", "heldout_value": values,
-                         "target": 0.9, "threads": 2})
+    return pd.DataFrame(
+        {
+            "task": task,
+            "framework": framework,
+            "epoch": range(1, len(values) + 1),
+            "seconds": seconds,
+            "heldout_metric": "accuracy",
+            "heldout_value": values,
+            "target": 0.9,
+            "threads": 2,
+        }
+    )
 
 
 def test_time_to_target_is_the_first_epoch_that_reaches_it():
     points = _curve(TORCH, [0.5, 0.9, 0.85, 0.95], seconds=[0.1, 0.25, 0.3, 0.4])
+
     def reached(points, target):
         row = tta.time_to_target(points, target)
         return None if row is None else (row.seconds, int(row.epoch))
@@ -66,14 +80,16 @@ def test_time_to_target_is_the_first_epoch_that_reaches_it():
 
 
 def test_summary_says_who_reaches_the_target_first_and_who_never_does():
-    curves = pd.concat([
-        _curve(TORCH, [0.5, 0.8, 0.91]),  # 0.3 s
-        _curve(ORT_WHOLE, [0.6, 0.92, 0.95]),  # 0.2 s: 1.5x faster
-        _curve(ORT_FORWARD_BACKWARD, [0.5, 0.7, 0.8]),  # never
-        _curve(TORCH, [0.5, 0.9], task="u"),
-        _curve(ORT_WHOLE, [0.5, 0.6], task="u"),
-        _curve(ORT_FORWARD_BACKWARD, [0.5, 0.6], task="u"),
-    ])
+    curves = pd.concat(
+        [
+            _curve(TORCH, [0.5, 0.8, 0.91]),  # 0.3 s
+            _curve(ORT_WHOLE, [0.6, 0.92, 0.95]),  # 0.2 s: 1.5x faster
+            _curve(ORT_FORWARD_BACKWARD, [0.5, 0.7, 0.8]),  # never
+            _curve(TORCH, [0.5, 0.9], task="u"),
+            _curve(ORT_WHOLE, [0.5, 0.6], task="u"),
+            _curve(ORT_FORWARD_BACKWARD, [0.5, 0.6], task="u"),
+        ]
+    )
     table = tta.target_table(curves).set_index(["task", "framework"])
     assert table.loc[("t", ORT_WHOLE), "ratio_to_torch"] == pytest.approx(2 / 3)
     assert math.isnan(table.loc[("t", ORT_FORWARD_BACKWARD), "ratio_to_torch"])
@@ -83,13 +99,16 @@ def test_summary_says_who_reaches_the_target_first_and_who_never_does():
         "Time to a held-out target, set-up included (fresh fits, 2 threads): "
         "on the t (90% held-out accuracy), ort whole-training takes 0.20 s against torch eager's "
         "0.30 s: 1.5x faster; on the u (90% held-out accuracy), torch eager takes 0.20 s, "
-        "no onnxruntime API reaches it in 2 epochs.")
+        "no onnxruntime API reaches it in 2 epochs."
+    )
     rows = {line.split(" | ")[1]: line for line in lines[4:] if line.startswith("| t |")}
     assert "| not reached in 3 epochs | - | 80.0% | - |" in rows[ORT_FORWARD_BACKWARD]
     assert "| 0.20 | 2 | 95.0% | 1.5x faster |" in rows[ORT_WHOLE]
     # a target given for each task replaces the CSV's
-    assert "on the t (80% held-out accuracy), ort whole-training takes 0.20 s" in tta.summary_lines(
-        curves, {"t": 0.8, "u": 0.5})[0]
+    assert (
+        "on the t (80% held-out accuracy), ort whole-training takes 0.20 s"
+        in tta.summary_lines(curves, {"t": 0.8, "u": 0.5})[0]
+    )
 
 
 def test_accuracy_curves_have_the_csv_columns():

@@ -1,4 +1,5 @@
 """onnxruntime inside torch: OrtAutogradFunction and OrtTorchModule against torch's own autograd."""
+
 import copy
 
 import numpy as np
@@ -60,10 +61,14 @@ def test_gradients_with_respect_to_the_inputs():
     assert_same_gradients(ort.module, reference)
 
 
-@pytest.mark.parametrize("make_optimizer", [
-    lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9),
-    lambda params: torch.optim.AdamW(params, lr=0.01, weight_decay=0.01),
-], ids=["SGD", "AdamW"])
+@pytest.mark.parametrize(
+    "make_optimizer",
+    [
+        lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9),
+        lambda params: torch.optim.AdamW(params, lr=0.01, weight_decay=0.01),
+    ],
+    ids=["SGD", "AdamW"],
+)
 def test_twenty_optimizer_steps_give_torch_weights(make_optimizer):
     reference = mlp(torch.nn.ReLU)
     ort = OrtTorchModule(copy.deepcopy(reference), torch.zeros(4, 5))
@@ -121,7 +126,9 @@ def test_no_grad_and_eval_use_the_inference_session():
 
 def dropout_net(seed=0):
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(6, 32), torch.nn.ReLU(), torch.nn.Dropout(0.5), torch.nn.Linear(32, 2))
+    return torch.nn.Sequential(
+        torch.nn.Linear(6, 32), torch.nn.ReLU(), torch.nn.Dropout(0.5), torch.nn.Linear(32, 2)
+    )
 
 
 def test_dropout_drops_in_training_only():
@@ -139,8 +146,12 @@ def test_dropout_drops_in_training_only():
         torch.testing.assert_close(ort(x), expected, rtol=RTOL, atol=ATOL)
     ort.eval()
     torch.testing.assert_close(ort(x).detach(), expected, rtol=RTOL, atol=ATOL)
-    session = onnxruntime.InferenceSession(ort.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
-    np.testing.assert_allclose(session.run(None, {"input": x.numpy()})[0], expected.numpy(), rtol=RTOL, atol=ATOL)
+    session = onnxruntime.InferenceSession(
+        ort.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    np.testing.assert_allclose(
+        session.run(None, {"input": x.numpy()})[0], expected.numpy(), rtol=RTOL, atol=ATOL
+    )
     # eval-mode gradients are those of the network without dropout (input saliency in eval mode)
     x_ort, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
     ort(x_ort).sum().backward()
@@ -151,7 +162,7 @@ def test_dropout_drops_in_training_only():
 
 def test_dropout_is_off_in_the_optimizers_predictions():
     """An exported network with dropout trains with it, and predicts without it."""
-    from helpers import OrtGradientForwardBackwardOptimizer, add_loss_output, OrtGradientOptimizer
+    from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
     from helpers.core.torch_export import export_for_training
 
     reference = dropout_net().eval()
@@ -159,8 +170,14 @@ def test_dropout_is_off_in_the_optimizers_predictions():
     X = np.random.default_rng(0).standard_normal((40, 6)).astype(np.float32)
     expected = reference(torch.from_numpy(X)).detach().numpy()
     labels = np.arange(40) % 2
-    for opt in (OrtGradientForwardBackwardOptimizer(onx, learning_rate=1e-12, max_iter=1, learning_loss="cross_entropy"),
-                OrtGradientOptimizer(add_loss_output(onx, score_name="cross_entropy"), learning_rate=1e-12, max_iter=1)):
+    for opt in (
+        OrtGradientForwardBackwardOptimizer(
+            onx, learning_rate=1e-12, max_iter=1, learning_loss="cross_entropy"
+        ),
+        OrtGradientOptimizer(
+            add_loss_output(onx, score_name="cross_entropy"), learning_rate=1e-12, max_iter=1
+        ),
+    ):
         opt.fit(X, labels)
         np.testing.assert_allclose(opt.predict(X), expected, rtol=1e-4, atol=1e-5)
 
@@ -176,7 +193,9 @@ def test_state_dict_round_trip_and_inference_onnx():
     assert not torch.allclose(ort(x), before)
     ort.load_state_dict(saved)
     torch.testing.assert_close(ort(x).detach(), before, rtol=0, atol=0)
-    session = onnxruntime.InferenceSession(ort.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(
+        ort.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     (predicted,) = session.run(None, {"input": x.numpy()})
     np.testing.assert_allclose(predicted, before.numpy(), rtol=RTOL, atol=ATOL)
 
@@ -193,21 +212,32 @@ def test_onnx_model_parameters_come_from_its_initializers():
     (hidden @ weights["coefficient1"] + weights["intercept1"]).pow(2).sum().backward()
     ort(x).pow(2).sum().backward()
     for name in arrays:
-        torch.testing.assert_close(ort.weights[name].grad, weights[name].grad, rtol=RTOL, atol=ATOL, msg=name)
+        torch.testing.assert_close(
+            ort.weights[name].grad, weights[name].grad, rtol=RTOL, atol=ATOL, msg=name
+        )
 
 
 def test_what_cannot_work_raises_clearly():
     ort = OrtTorchModule(mlp(torch.nn.Tanh), torch.zeros(4, 5))
     with pytest.raises(TypeError, match="Input 'input' is torch.float64.*\\.to\\(torch.float32\\)"):
         ort(torch.zeros(3, 5, dtype=torch.float64))
-    with pytest.raises(ValueError, match="'input' is on meta, but onnxruntime runs this function on cpu"):
+    with pytest.raises(
+        ValueError, match="'input' is on meta, but onnxruntime runs this function on cpu"
+    ):
         ort(torch.zeros(3, 5, device="meta"))
     x = torch.randn(3, 5, requires_grad=True)
-    with pytest.raises(RuntimeError, match="backward pass cannot be differentiated: create_graph=True"):
+    with pytest.raises(
+        RuntimeError, match="backward pass cannot be differentiated: create_graph=True"
+    ):
         torch.autograd.grad(ort(x).sum(), x, create_graph=True)
-    with pytest.raises(RuntimeError, match="backward pass cannot be differentiated"):  # a gradient penalty
+    with pytest.raises(
+        RuntimeError, match="backward pass cannot be differentiated"
+    ):  # a gradient penalty
         (grad,) = torch.autograd.grad(ort(x).sum(), ort.parameters(), create_graph=True)
-    with pytest.raises(ValueError, match=r"Input 'input' has shape \(5,\), but the ONNX model takes shape \['N', 5\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"Input 'input' has shape \(5,\), but the ONNX model takes shape \['N', 5\]",
+    ):
         ort(torch.zeros(5))
     with pytest.raises(ValueError, match=r"has shape \(3, 4\)"):
         ort(torch.zeros(3, 4))
@@ -239,7 +269,9 @@ def test_parameters_replaced_by_load_state_dict_assign_are_used():
     assert ort(x).abs().max() == 0
     assert all(p.grad is None for p in ort.parameters())
     ort(x).sum().backward()
-    assert all(p.grad is not None for p in ort.parameters())  # the new parameters receive the gradients
+    assert all(
+        p.grad is not None for p in ort.parameters()
+    )  # the new parameters receive the gradients
 
 
 def test_copy_and_pickle_rebuild_their_sessions():
@@ -275,7 +307,9 @@ def test_a_raw_function_refuses_an_input_gradient_it_was_not_built_for():
     from helpers.forward_backward.torch_function import OrtAutogradFunction
 
     model = mlp_onnx(2, hidden=(3,))
-    weights = [torch.tensor(numpy_helper.to_array(i), requires_grad=True) for i in model.graph.initializer]
+    weights = [
+        torch.tensor(numpy_helper.to_array(i), requires_grad=True) for i in model.graph.initializer
+    ]
     fn = OrtGradientForwardBackward(model).new_instance()
     x = torch.ones(4, 2, requires_grad=True)
     with pytest.raises(ValueError, match="Input 'X' requires a gradient.*input_names_require_grad"):

@@ -5,6 +5,7 @@ runs onnxruntime, thread B's forward runs onnxruntime, then A finishes its
 forward and its backward, then B. Each thread's gradients must be torch's for
 its own input, and the running statistics those of A's batch then B's.
 """
+
 import copy
 import threading
 
@@ -165,8 +166,10 @@ def test_a_forward_without_autograd_between_a_forward_and_its_backward():
     loss = (ort(xa) * wa).sum()
     with torch.no_grad():  # a training forward without autograd: no state is left behind
         ort(xb)
-    _assert_gradients(torch.autograd.grad(loss, [*ort.parameters(), xa]),
-                      _torch_gradients(reference, xa.detach(), wa))
+    _assert_gradients(
+        torch.autograd.grad(loss, [*ort.parameters(), xa]),
+        _torch_gradients(reference, xa.detach(), wa),
+    )
     assert ort.function("cpu").states_ == [] and ort.function("cpu", ["input"]).states_ == []
 
 
@@ -207,8 +210,10 @@ def test_running_statistics_updates_of_two_threads_apply_whole(kind, monkeypatch
         except Exception as exc:  # reported by the test
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(xa,), name="A"),
-               threading.Thread(target=work, args=(xb, a_blending), name="B")]
+    threads = [
+        threading.Thread(target=work, args=(xa,), name="A"),
+        threading.Thread(target=work, args=(xb, a_blending), name="B"),
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -1,4 +1,5 @@
 """Refits reuse artifacts and gradient graphs; the thread count reaches every session."""
+
 import os
 import tempfile
 
@@ -6,12 +7,16 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from helpers import LearningRateSGD, OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
+from helpers import (
+    LearningRateSGD,
+    OrtGradientForwardBackwardOptimizer,
+    OrtGradientOptimizer,
+    add_loss_output,
+)
 from helpers.core import sessions, training_cache
-from helpers.whole_training import fit_artifacts
 from helpers.core.training_cache import ARTIFACTS, GRADIENT_GRAPHS, ContentCache, content_key
 from helpers.teaching.model_factories import mlp_onnx
-
+from helpers.whole_training import fit_artifacts
 
 pytestmark = pytest.mark.usefixtures("fresh_caches")
 
@@ -73,12 +78,16 @@ def _artifact_folders():
 
 def test_whole_training_refit_reuses_artifacts_without_temporary_folders(data, monkeypatch):
     X, y = data
-    opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(5, hidden=(6,))), max_iter=2, batch_size=20, random_state=0)
+    opt = OrtGradientOptimizer(
+        add_loss_output(mlp_onnx(5, hidden=(6,))), max_iter=2, batch_size=20, random_state=0
+    )
     first = clone(opt).fit(X, y)
     assert (ARTIFACTS.misses, ARTIFACTS.hits) == (1, 0)
     folders = _artifact_folders()
     calls = []
-    monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: calls.append(a) or pytest.fail("mkdtemp"))
+    monkeypatch.setattr(
+        tempfile, "mkdtemp", lambda *a, **k: calls.append(a) or pytest.fail("mkdtemp")
+    )
     second = clone(opt).fit(X, y)
     assert (ARTIFACTS.misses, ARTIFACTS.hits) == (1, 1)
     assert _artifact_folders() == folders and not calls
@@ -106,8 +115,11 @@ def test_failed_artifact_generation_leaves_nothing(data, monkeypatch):
 def test_forward_backward_refit_shares_the_gradient_graph(data):
     X, y = data
     opt = OrtGradientForwardBackwardOptimizer(
-        mlp_onnx(5, hidden=(6,)), learning_rate=LearningRateSGD(0.01, learning_rate="constant"),
-        max_iter=3, batch_size=20, random_state=0,
+        mlp_onnx(5, hidden=(6,)),
+        learning_rate=LearningRateSGD(0.01, learning_rate="constant"),
+        max_iter=3,
+        batch_size=20,
+        random_state=0,
     )
     first = clone(opt).fit(X, y)
     second = clone(opt).fit(X, y)
@@ -161,4 +173,6 @@ def test_bad_thread_counts_are_refused(data, bad):
 def test_fast_gradients_must_be_a_boolean(data):
     X, y = data
     with pytest.raises(TypeError, match="fast_gradients must be True or False"):
-        OrtGradientForwardBackwardOptimizer(mlp_onnx(5, hidden=(6,)), fast_gradients="yes").fit(X, y)
+        OrtGradientForwardBackwardOptimizer(mlp_onnx(5, hidden=(6,)), fast_gradients="yes").fit(
+            X, y
+        )

@@ -4,6 +4,7 @@ Each rule runs on the same weights and gradients as its torch optimizer;
 the learning rate changes between steps (invscaling), which is where
 torch's momentum buffer and scikit-learn's velocity part ways.
 """
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +12,12 @@ from onnxruntime import OrtValue
 
 from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
 from helpers.core.learning_rates import LearningRateSchedule
-from helpers.core.update_rules import UPDATE_RULES, WeightUpdater, build_update_graph, make_update_rule
+from helpers.core.update_rules import (
+    UPDATE_RULES,
+    WeightUpdater,
+    build_update_graph,
+    make_update_rule,
+)
 from helpers.teaching.model_factories import mlp_onnx
 
 SHAPES = [(3, 2), (1, 2), (2,)]
@@ -20,7 +26,13 @@ HYPER = {"momentum": 0.8, "betas": (0.8, 0.99), "eps": 1e-6, "weight_decay": 0.0
 
 def torch_optimizer(solver, params, lr):
     if solver == "adamw":
-        return torch.optim.AdamW(params, lr=lr, betas=HYPER["betas"], eps=HYPER["eps"], weight_decay=HYPER["weight_decay"])
+        return torch.optim.AdamW(
+            params,
+            lr=lr,
+            betas=HYPER["betas"],
+            eps=HYPER["eps"],
+            weight_decay=HYPER["weight_decay"],
+        )
     momentum = HYPER["momentum"] if solver != "sgd" else 0.0
     return torch.optim.SGD(params, lr=lr, momentum=momentum, nesterov=solver == "nesterov")
 
@@ -49,7 +61,9 @@ def test_updater_matches_torch_step_by_step(solver):
         reference.step()
         updater.update(weights, [OrtValue.ortvalue_from_numpy(g) for g in grads], lr, t)
         for got, expected in zip(weights, params):
-            np.testing.assert_allclose(got.numpy(), expected.detach().numpy(), rtol=2e-6, atol=1e-7, err_msg=f"step {t}")
+            np.testing.assert_allclose(
+                got.numpy(), expected.detach().numpy(), rtol=2e-6, atol=1e-7, err_msg=f"step {t}"
+            )
     assert [w.data_ptr() for w in weights] == buffers  # updated in place
     names = rule(solver).state_names
     expected_state = [reference.state[p][name].numpy() for p in params for name in names]
@@ -86,8 +100,22 @@ def test_state_round_trip_and_errors():
 
 def test_graph_inputs():
     graph = build_update_graph(rule("momentum"), 2).graph
-    assert [i.name for i in graph.input] == ["lr", "mu", "W0", "G0", "momentum_buffer0", "W1", "G1", "momentum_buffer1"]
-    assert [o.name for o in graph.output] == ["W0_new", "momentum_buffer0_new", "W1_new", "momentum_buffer1_new"]
+    assert [i.name for i in graph.input] == [
+        "lr",
+        "mu",
+        "W0",
+        "G0",
+        "momentum_buffer0",
+        "W1",
+        "G1",
+        "momentum_buffer1",
+    ]
+    assert [o.name for o in graph.output] == [
+        "W0_new",
+        "momentum_buffer0_new",
+        "W1_new",
+        "momentum_buffer1_new",
+    ]
 
 
 def test_new_weight_buffers_are_bound_again():
@@ -103,7 +131,9 @@ def test_new_weight_buffers_are_bound_again():
 
 def _torch_mlp(onx):
     weights = {
-        i.name: torch.tensor(np.frombuffer(i.raw_data, dtype=np.float32).reshape(i.dims).copy(), requires_grad=True)
+        i.name: torch.tensor(
+            np.frombuffer(i.raw_data, dtype=np.float32).reshape(i.dims).copy(), requires_grad=True
+        )
         for i in onx.graph.initializer
     }
 
@@ -122,8 +152,18 @@ def test_optimizers_match_torch_step_by_step(api, solver):
     X = rng.standard_normal((32, 3)).astype(np.float32)
     y = (X @ np.array([[1.0], [-2.0], [0.5]]) + 0.3).astype(np.float32)
     onx = mlp_onnx(3, hidden=(5,), activation="tanh", random_state=2)
-    params = dict(batch_size=len(X), learning_rate=0.05, learning_rate_schedule="invscaling", power_t=0.5,
-                  solver=solver, max_iter=1, warm_start=True, validation_every=0, random_state=0, **HYPER)
+    params = dict(
+        batch_size=len(X),
+        learning_rate=0.05,
+        learning_rate_schedule="invscaling",
+        power_t=0.5,
+        solver=solver,
+        max_iter=1,
+        warm_start=True,
+        validation_every=0,
+        random_state=0,
+        **HYPER,
+    )
     if api == "whole":
         opt = OrtGradientOptimizer(add_loss_output(onx), **params)
     else:
@@ -141,5 +181,10 @@ def test_optimizers_match_torch_step_by_step(api, solver):
         reference.step()
         state = opt.get_state()
         for name in names:
-            np.testing.assert_allclose(state[name], weights[name].detach().numpy(), rtol=1e-4, atol=1e-6,
-                                       err_msg=f"{name} after step {t}")
+            np.testing.assert_allclose(
+                state[name],
+                weights[name].detach().numpy(),
+                rtol=1e-4,
+                atol=1e-6,
+                err_msg=f"{name} after step {t}",
+            )

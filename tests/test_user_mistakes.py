@@ -1,4 +1,5 @@
 """What a user gets wrong with the estimators, and what they should see (issue: a new user's mistakes)."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -6,7 +7,12 @@ import scipy.sparse
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, TrainingDivergedError, add_loss_output
+from helpers import (
+    OrtGradientForwardBackwardOptimizer,
+    OrtGradientOptimizer,
+    TrainingDivergedError,
+    add_loss_output,
+)
 from helpers.teaching.model_factories import mlp_onnx
 
 APIS = ["whole", "forward_backward"]
@@ -41,7 +47,9 @@ def test_warm_start_refuses_a_changed_update_rule(api, data):
 @pytest.mark.parametrize("api", APIS)
 def test_warm_start_applies_a_new_learning_rate(api, data):
     X, y = data
-    opt = make(api, mlp_onnx(3, hidden=(4,)), warm_start=True, learning_rate=0.05, batch_size=64).fit(X, y)
+    opt = make(
+        api, mlp_onnx(3, hidden=(4,)), warm_start=True, learning_rate=0.05, batch_size=64
+    ).fit(X, y)
     before = opt.get_state()
     opt.set_params(learning_rate=1e-12).fit(X, y)  # the new rate: the weights barely move
     after = opt.get_state()
@@ -92,7 +100,9 @@ def test_bad_data_is_named(api, data):
     with pytest.raises(TypeError, match=r"sparse matrix.*toarray\(\)"):
         opt.fit(scipy.sparse.csr_matrix(X), y)
     if api == "whole":
-        opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,)), weight_name="weight"), max_iter=1)
+        opt = OrtGradientOptimizer(
+            add_loss_output(mlp_onnx(3, hidden=(4,)), weight_name="weight"), max_iter=1
+        )
     with pytest.raises(ValueError, match="sample_weight is 0 for every sample"):
         opt.fit(X, y, sample_weight=np.zeros(len(X)))
 
@@ -118,8 +128,10 @@ def _int_input_model():
     from onnx import TensorProto, helper, numpy_helper
 
     graph = helper.make_graph(
-        [helper.make_node("Cast", ["X"], ["Xf"], to=TensorProto.FLOAT),
-         helper.make_node("MatMul", ["Xf", "coef"], ["y"])],
+        [
+            helper.make_node("Cast", ["X"], ["Xf"], to=TensorProto.FLOAT),
+            helper.make_node("MatMul", ["Xf", "coef"], ["y"]),
+        ],
         "int_input",
         [helper.make_tensor_value_info("X", TensorProto.INT64, [None, 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 1])],
@@ -151,7 +163,9 @@ def test_a_float64_model_and_a_loss_model_given_to_forward_backward(data):
     with pytest.raises(TypeError, match=r"input 'X' is double.*astype\(numpy.float32\)"):
         OrtGradientForwardBackwardOptimizer(double, max_iter=1).fit(X, y)
     with pytest.raises(ValueError, match="is a scalar, a loss.*before add_loss_output"):
-        OrtGradientForwardBackwardOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,))), max_iter=1).fit(X, y)
+        OrtGradientForwardBackwardOptimizer(
+            add_loss_output(mlp_onnx(3, hidden=(4,))), max_iter=1
+        ).fit(X, y)
 
 
 def test_cross_entropy_on_logits_in_both_apis():
@@ -164,7 +178,9 @@ def test_cross_entropy_on_logits_in_both_apis():
     Y = one_hot(labels, 3)
     onx = mlp_onnx(4, hidden=(6,), n_outputs=3, activation="tanh")
     params = dict(learning_rate=0.1, batch_size=60, max_iter=10, random_state=0, validation_every=0)
-    whole = OrtGradientOptimizer(add_loss_output(onx, score_name="cross_entropy"), **params).fit(X, Y)
+    whole = OrtGradientOptimizer(add_loss_output(onx, score_name="cross_entropy"), **params).fit(
+        X, Y
+    )
     fb = OrtGradientForwardBackwardOptimizer(onx, learning_loss="cross_entropy", **params).fit(X, Y)
     # the same loss and gradient: the same trajectory (the forward/backward loss value clips at eps)
     np.testing.assert_allclose(whole.train_losses_, fb.train_losses_, rtol=1e-4)
@@ -185,11 +201,14 @@ def test_cross_entropy_takes_class_indices(api):
     labels = (X[:, 0] > 0).astype(np.int64) + (X[:, 1] > 0.5).astype(np.int64)
     onx = mlp_onnx(4, hidden=(6,), n_outputs=3)
     if api == "whole":
+
         def build():
             return OrtGradientOptimizer(add_loss_output(onx, score_name="cross_entropy"), **params)
     else:
+
         def build():
             return OrtGradientForwardBackwardOptimizer(onx, learning_loss="cross_entropy", **params)
+
     params = dict(learning_rate=0.1, batch_size=16, max_iter=3, random_state=0, validation_every=0)
     by_index = build().fit(X, labels)
     by_row = build().fit(X, one_hot(labels, 3))
@@ -209,7 +228,9 @@ def test_class_indices_with_a_regression_loss_are_refused(api):
     X = np.random.default_rng(2).standard_normal((30, 4)).astype(np.float32)
     onx = mlp_onnx(4, hidden=(6,), n_outputs=3)
     opt = make(api, onx)
-    with pytest.raises(ValueError, match=r"y looks like class labels.*one_hot\(y, 3\).*cross_entropy"):
+    with pytest.raises(
+        ValueError, match=r"y looks like class labels.*one_hot\(y, 3\).*cross_entropy"
+    ):
         opt.fit(X, np.arange(30) % 3)
 
 
@@ -217,8 +238,12 @@ def _rank1_model():
     from onnx import TensorProto, helper, numpy_helper
 
     graph = helper.make_graph(
-        [helper.make_node("ReduceSum", ["X"], ["y"], axes=[1], keepdims=0), helper.make_node("Mul", ["y", "w"], ["z"])],
-        "rank1", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 4])],
+        [
+            helper.make_node("ReduceSum", ["X"], ["y"], axes=[1], keepdims=0),
+            helper.make_node("Mul", ["y", "w"], ["z"]),
+        ],
+        "rank1",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 4])],
         [helper.make_tensor_value_info("z", TensorProto.FLOAT, [None])],
         [numpy_helper.from_array(np.ones(1, dtype=np.float32), "w")],
     )

@@ -1,4 +1,5 @@
 """OrtGradientOptimizer: convergence, update rules, estimator contract, bad input."""
+
 import pickle
 
 import numpy as np
@@ -6,10 +7,10 @@ import onnx
 import onnxruntime
 import pytest
 import torch
+from skl2onnx import to_onnx
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import GridSearchCV
-from skl2onnx import to_onnx
 
 from helpers import OrtGradientOptimizer, TrainingDivergedError, add_loss_output
 from helpers.core import runtime
@@ -34,7 +35,8 @@ def _fit(model, X, y, **kwargs):
 
 # -- convergence --------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "solver, learning_rate", [("sgd", 0.05), ("momentum", 0.01), ("nesterov", 0.01), ("adamw", 0.01)]
+    "solver, learning_rate",
+    [("sgd", 0.05), ("momentum", 0.01), ("nesterov", 0.01), ("adamw", 0.01)],
 )
 def test_converges_to_linear_regression(onx_loss, linear_data, solver, learning_rate):
     """Within 0.02 of the least-squares coefficients (noise std 0.1, 300 rows)."""
@@ -51,7 +53,15 @@ def test_converges_to_linear_regression(onx_loss, linear_data, solver, learning_
 def test_invscaling_slows_down(onx_loss, linear_data):
     X, y = linear_data
     const = _fit(onx_loss, X, y, max_iter=3, learning_rate=0.01)
-    inv = _fit(onx_loss, X, y, max_iter=3, learning_rate=0.01, learning_rate_schedule="invscaling", power_t=0.5)
+    inv = _fit(
+        onx_loss,
+        X,
+        y,
+        max_iter=3,
+        learning_rate=0.01,
+        learning_rate_schedule="invscaling",
+        power_t=0.5,
+    )
     assert inv.train_losses_[-1] > const.train_losses_[-1]
 
 
@@ -102,7 +112,9 @@ def test_first_steps_match_numpy_reference(onx_loss, linear_data, solver):
             step = mu * vel[k] - lr * grads[k] if solver == "nesterov" else vel[k]
             params[k] = params[k] + step
         coef, intercept = params
-    opt = _fit(onx_loss, X, y, solver=solver, learning_rate=lr, momentum=mu, batch_size=len(y), max_iter=4)
+    opt = _fit(
+        onx_loss, X, y, solver=solver, learning_rate=lr, momentum=mu, batch_size=len(y), max_iter=4
+    )
     state = opt.get_state()
     np.testing.assert_allclose(state["coef"].ravel(), coef, rtol=1e-4)
     np.testing.assert_allclose(state["intercept"], intercept, rtol=1e-4)
@@ -113,7 +125,9 @@ def test_adamw_first_steps_match_torch(onx_loss, linear_data):
     init = get_train_initializer(onx_loss)
     coef = torch.tensor(init["coef"].ravel(), dtype=torch.float64, requires_grad=True)
     intercept = torch.tensor(init["intercept"], dtype=torch.float64, requires_grad=True)
-    optim = torch.optim.AdamW([coef, intercept], lr=0.1, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    optim = torch.optim.AdamW(
+        [coef, intercept], lr=0.1, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0
+    )
     Xt, yt = torch.tensor(X, dtype=torch.float64), torch.tensor(y, dtype=torch.float64)
     for _ in range(5):
         optim.zero_grad()
@@ -148,7 +162,9 @@ def test_warm_start_continues_like_one_run(onx_loss, linear_data):
 
 def test_validation_losses(onx_loss, linear_data):
     X, y = linear_data
-    opt = OrtGradientOptimizer(onx_loss, max_iter=10, learning_rate=0.002, validation_every=0.2, random_state=0)
+    opt = OrtGradientOptimizer(
+        onx_loss, max_iter=10, learning_rate=0.002, validation_every=0.2, random_state=0
+    )
     opt.fit(X[:200], y[:200], X_val=X[200:], y_val=y[200:])
     assert opt.validation_epochs_ == [2, 4, 6, 8, 10]
     assert len(opt.validation_losses_) == 5
@@ -187,7 +203,9 @@ def test_predict_and_trained_onnx_agree(onx_loss, linear_data):
     onnx.checker.check_model(model)
     assert [i.name for i in model.graph.input] == ["X"]
     assert [o.name for o in model.graph.output] == ["variable"]
-    sess = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     np.testing.assert_allclose(sess.run(None, {"X": X[:7]})[0].ravel(), pred, rtol=1e-6)
 
 
@@ -275,7 +293,11 @@ def test_bad_data(onx_loss, linear_data, change, error, match):
 def test_bad_sample_weight(onx_loss_weighted, linear_data):
     X, y = linear_data
     w = np.ones(len(y))
-    for bad, match in [(w[:-1], "one weight per sample"), (np.where(y > 3, np.nan, w), "sample_weight contains NaN"), (-w, "negative")]:
+    for bad, match in [
+        (w[:-1], "one weight per sample"),
+        (np.where(y > 3, np.nan, w), "sample_weight contains NaN"),
+        (-w, "negative"),
+    ]:
         with pytest.raises(ValueError, match=match):
             OrtGradientOptimizer(onx_loss_weighted, max_iter=1).fit(X, y, bad)
 
@@ -283,7 +305,9 @@ def test_bad_sample_weight(onx_loss_weighted, linear_data):
 def test_model_without_trainable_weights(linear_data):
     X, y = linear_data
     onx = to_onnx(LinearRegression().fit(X, y), X[:1])  # one ai.onnx.ml node
-    with pytest.raises(ValueError, match="no trainable float initializer.*LinearRegressor.*black_op"):
+    with pytest.raises(
+        ValueError, match="no trainable float initializer.*LinearRegressor.*black_op"
+    ):
         OrtGradientOptimizer(add_loss_output(onx), max_iter=1).fit(X, y)
 
 
@@ -380,11 +404,14 @@ def test_seed_calls_as_written(linear_onnx, linear_data):
     w_train = np.random.default_rng(0).uniform(0.5, 1.5, len(y_train)).astype(np.float32)
     onx = linear_onnx
     onx_loss = add_loss_output(
-        onx, weight_name='weight', score_name='elastic',
-        l1_weight=0.1, l2_weight=0.9,
-        penalty={'coef': {'l2': 0.01}})
-    train_session = OrtGradientOptimizer(
-        onx_loss, ['intercept', 'coef'], learning_rate=1e-3)
+        onx,
+        weight_name="weight",
+        score_name="elastic",
+        l1_weight=0.1,
+        l2_weight=0.9,
+        penalty={"coef": {"l2": 0.01}},
+    )
+    train_session = OrtGradientOptimizer(onx_loss, ["intercept", "coef"], learning_rate=1e-3)
     train_session.fit(X_train, y_train, w_train)
     state_tensors = train_session.get_state()
     losses = train_session.train_losses_

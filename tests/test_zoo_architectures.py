@@ -233,13 +233,11 @@ def test_a_zoo_target_takes_the_faster_api_repeat_by_repeat():
     text = st.markdown(st.target_table(steps, None, targets), steps, threads=2)
     assert (
         "| zoo resnet_large, faster API vs torch | resnet_large@64, plain SGD, random data "
-        "| 1.00x |"
-        in text
+        "| 1.00x |" in text
     )
     assert (
         "| size | ort whole-training | ort forward-backward | torch eager "
-        "| faster onnxruntime API |"
-        in text
+        "| faster onnxruntime API |" in text
     )
 
 

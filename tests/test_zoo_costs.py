@@ -1,4 +1,5 @@
 """Memory and first-fit cost per zoo model: the processes' figures, the caches, the answer."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,9 +11,15 @@ ORT = ("ort whole-training", "ort forward-backward")
 
 def test_a_child_process_measures_memory_and_the_caches_of_its_fits():
     repeats = 2
-    df = peak_memory.measure(model_function="benchmarks.example_models:token_classifier_small",
-                             batch_size=16, n_samples=32, epochs=1, frameworks=ORT,
-                             repeats=repeats, **zoo_costs.zoo_input("token_classifier_small"))
+    df = peak_memory.measure(
+        model_function="benchmarks.example_models:token_classifier_small",
+        batch_size=16,
+        n_samples=32,
+        epochs=1,
+        frameworks=ORT,
+        repeats=repeats,
+        **zoo_costs.zoo_input("token_classifier_small"),
+    )
     assert list(df.framework) == list(ORT)
     assert (df.import_mb > 50).all() and (df.peak_mb >= df.import_mb).all()
     assert (df.first_fit_setup_s > 0).all() and (df.step_s >= 0).all()
@@ -47,13 +54,28 @@ def test_setup_costs_fits_two_rows_then_trains_the_whole_data():
         def run(X, y, epochs):
             calls.append((name, len(X), epochs))
             return lambda X, y, epochs: calls.append(("more", len(X), epochs))
+
         return run
 
     ticks = iter(np.arange(0.0, 100.0))
-    peak_memory.setup_costs(fit("first"), fit("refit"), np.zeros(40), np.zeros(40), 8, 3,
-                            repeats=2, clock=lambda: next(ticks))
-    assert calls == [("first", 2, 1), ("refit", 2, 1), ("refit", 2, 1), ("more", 2, 1),
-                     ("more", 2, 1), ("refit", 40, 3)]
+    peak_memory.setup_costs(
+        fit("first"),
+        fit("refit"),
+        np.zeros(40),
+        np.zeros(40),
+        8,
+        3,
+        repeats=2,
+        clock=lambda: next(ticks),
+    )
+    assert calls == [
+        ("first", 2, 1),
+        ("refit", 2, 1),
+        ("refit", 2, 1),
+        ("more", 2, 1),
+        ("more", 2, 1),
+        ("refit", 40, 3),
+    ]
 
 
 def _table(peaks, imports=None):
@@ -66,15 +88,29 @@ def _table(peaks, imports=None):
             ("ort forward-backward", forward_backward, ort_import, 0.002),
             ("torch eager", torch, torch_import, 0.003),
         ]:
-            rows.append({"model": model, "framework": framework, "import_mb": imported,
-                         "peak_mb": peak, "step_s": step, "refit_setup_s": 0.01,
-                         "first_fit_setup_s": 0.3 if framework in ORT else 0.9})
+            rows.append(
+                {
+                    "model": model,
+                    "framework": framework,
+                    "import_mb": imported,
+                    "peak_mb": peak,
+                    "step_s": step,
+                    "refit_setup_s": 0.01,
+                    "first_fit_setup_s": 0.3 if framework in ORT else 0.9,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_the_sentence_names_the_models_where_onnxruntime_peaks_higher():
-    df = _table({"resnet_small": (520.0, 900, 400), "image_cnn_small": (430.0, 300, 435),
-                 "mobilenet_large": (700.0, 700, 500), "sequence_conv_small": (300.0, 300, 500)})
+    df = _table(
+        {
+            "resnet_small": (520.0, 900, 400),
+            "image_cnn_small": (430.0, 300, 435),
+            "mobilenet_large": (700.0, 700, 500),
+            "sequence_conv_small": (300.0, 300, 500),
+        }
+    )
     sentence = zoo_costs.costs_sentence(df)
     higher = sentence.split(";")[0]
     assert "ResNet-style CNN (small) and MobileNetV2-style CNN (large) (1.3 to 1.4x more:" in higher
@@ -85,12 +121,17 @@ def test_the_sentence_names_the_models_where_onnxruntime_peaks_higher():
 
 
 def test_the_sentence_says_the_exceptions_when_most_models_peak_higher():
-    peaks = {"resnet_small": (520.0, 520, 400), "resnet_large": (600.0, 600, 500),
-             "image_cnn_small": (400.0, 400, 405)}
+    peaks = {
+        "resnet_small": (520.0, 520, 400),
+        "resnet_large": (600.0, 600, 500),
+        "image_cnn_small": (400.0, 400, 405),
+    }
     imports = {model: (230.0, 220.0) for model in peaks}  # the extra is in training
     sentence = zoo_costs.costs_sentence(_table(peaks, imports))
-    assert ("higher than torch eager for every model but CNN on images (small) (1.2 to 1.3x more:"
-            in sentence)
+    assert (
+        "higher than torch eager for every model but CNN on images (small) (1.2 to 1.3x more:"
+        in sentence
+    )
     assert "+10 MB in its imports, which load torch as well, +90 to +110 MB while" in sentence
     none_higher = zoo_costs.costs_sentence(_table({"resnet_small": (400.0, 400, 420)}))
     assert "peaks no higher than torch eager for any model" in none_higher
@@ -110,9 +151,20 @@ def test_the_command_writes_one_row_per_model_and_framework(tmp_path):
     argv = ["--quick", "--models", "layernorm_mlp_small", "--out", str(tmp_path)]
     assert zoo_costs.main(argv) == 0
     df = pd.read_csv(tmp_path / "zoo_costs.csv")
-    assert list(df.columns) == zoo_costs.COLUMNS == [
-        "model", "framework", "import_mb", "peak_mb", "training_mb", "first_fit_setup_s",
-        "refit_setup_s", "step_s"]
+    assert (
+        list(df.columns)
+        == zoo_costs.COLUMNS
+        == [
+            "model",
+            "framework",
+            "import_mb",
+            "peak_mb",
+            "training_mb",
+            "first_fit_setup_s",
+            "refit_setup_s",
+            "step_s",
+        ]
+    )
     assert list(df.framework) == list(zoo_costs.FRAMEWORKS)
     assert set(df.model) == {"layernorm_mlp_small"}
     assert (df.peak_mb >= df.import_mb).all() and (df.import_mb > 50).all()

@@ -10,6 +10,7 @@ where both saw the same load. On a machine shared with other jobs, each
 round first waits for the processors to be idle (:func:`wait_until_quiet`)
 and records how busy they were.
 """
+
 import argparse
 import contextlib
 import os
@@ -17,14 +18,21 @@ import statistics
 import time
 import warnings
 
-from helpers import LearningRateSGD, OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
+from helpers import (
+    LearningRateSGD,
+    OrtGradientForwardBackwardOptimizer,
+    OrtGradientOptimizer,
+    add_loss_output,
+)
 from helpers.core.runtime import quiet_runtime_logs
 from helpers.measure.timing import marginal_step_cost
 
 WHOLE, FORWARD_BACKWARD = "whole-training", "forward/backward"
 #: What the ``busy`` column of the tables means.
-BUSY_NOTE = ("`busy`: how busy other jobs kept the processors just before each round (each round waits up to two "
-             "minutes for them to fall under 10%)")
+BUSY_NOTE = (
+    "`busy`: how busy other jobs kept the processors just before each round (each round waits up to two "
+    "minutes for them to fall under 10%)"
+)
 
 
 def parse_arguments(description, argv):
@@ -37,9 +45,15 @@ def parse_arguments(description, argv):
     ([2], 5, 2, 'results/kernel_survey.md')
     """
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="intra-op threads of the sessions")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of interleaved timings (the spread)")
-    parser.add_argument("--repeats", type=int, default=2, help="fits of each length per round; the fastest counts")
+    parser.add_argument(
+        "--threads", type=int, nargs="+", default=[1, 2], help="intra-op threads of the sessions"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of interleaved timings (the spread)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="fits of each length per round; the fastest counts"
+    )
     parser.add_argument("--output", default=os.path.join("results", "kernel_survey.md"))
     args = parser.parse_args(argv)
     quiet_runtime_logs()
@@ -57,12 +71,23 @@ def conditions(script, argv, load):
     True
     """
     command = " ".join([".venv/bin/python", script, *argv])
-    return (f"Made by `{command}` on a machine with {os.cpu_count()} hardware threads (load average {load:.1f} "
-            f"-> {os.getloadavg()[0]:.1f} during the run: other jobs shared it).")
+    return (
+        f"Made by `{command}` on a machine with {os.cpu_count()} hardware threads (load average {load:.1f} "
+        f"-> {os.getloadavg()[0]:.1f} during the run: other jobs shared it)."
+    )
 
 
-def step_fits(model, X, y, batch_size, threads, loss="squared_error", fast_gradients=True, lr=1e-4,
-              context=contextlib.nullcontext):
+def step_fits(
+    model,
+    X,
+    y,
+    batch_size,
+    threads,
+    loss="squared_error",
+    fast_gradients=True,
+    lr=1e-4,
+    context=contextlib.nullcontext,
+):
     """``fit(epochs)`` of both APIs for one model, as :func:`marginal_step_cost` takes them.
 
     Parameters
@@ -95,7 +120,9 @@ def step_fits(model, X, y, batch_size, threads, loss="squared_error", fast_gradi
     ['forward/backward', 'whole-training']
     >>> fits["whole-training"](1)
     """
-    common = dict(batch_size=batch_size, n_threads=threads, fast_gradients=fast_gradients, validation_every=0)
+    common = dict(
+        batch_size=batch_size, n_threads=threads, fast_gradients=fast_gradients, validation_every=0
+    )
     whole_model = add_loss_output(model, score_name=loss)
 
     def whole(epochs):
@@ -105,8 +132,11 @@ def step_fits(model, X, y, batch_size, threads, loss="squared_error", fast_gradi
     def forward_backward(epochs):
         with context():
             OrtGradientForwardBackwardOptimizer(
-                model, learning_rate=LearningRateSGD(lr, learning_rate="constant"), learning_loss=loss,
-                max_iter=epochs, **common,
+                model,
+                learning_rate=LearningRateSGD(lr, learning_rate="constant"),
+                learning_loss=loss,
+                max_iter=epochs,
+                **common,
             ).fit(X, y)
 
     return {WHOLE: whole, FORWARD_BACKWARD: forward_backward}
@@ -124,6 +154,7 @@ def busy_fraction(window_s=0.5):
     >>> busy is None or 0.0 <= busy <= 1.0
     True
     """
+
     def ticks():
         with open("/proc/stat", encoding="utf-8") as stream:
             values = [int(v) for v in stream.readline().split()[1:]]
@@ -201,7 +232,10 @@ def _spread(values, digits):
     finite = [v for v in values if v == v]
     if not finite:
         return "noise", "-"
-    return f"{statistics.median(finite):.{digits}f}", f"{min(finite):.{digits}f}-{max(finite):.{digits}f}"
+    return (
+        f"{statistics.median(finite):.{digits}f}",
+        f"{min(finite):.{digits}f}-{max(finite):.{digits}f}",
+    )
 
 
 def busy_note(busy):
@@ -244,6 +278,14 @@ def ab_rows(estimates, baseline, **common):
     for name, values in estimates.items():
         ratios = [v / b for v, b in zip(values, base)]
         (median, spread), (ratio, ratio_spread) = _spread(values, 0), _spread(ratios, 2)
-        rows.append({**common, "variant": name, "µs/step": median, "range": spread, "ratio": ratio,
-                     "ratio range": ratio_spread})
+        rows.append(
+            {
+                **common,
+                "variant": name,
+                "µs/step": median,
+                "range": spread,
+                "ratio": ratio,
+                "ratio range": ratio_spread,
+            }
+        )
     return rows

@@ -28,6 +28,7 @@ SGD, both APIs, interleaved (:mod:`benchmarks.profiles.ab_timing`). It
 writes its section of ``results/kernel_survey.md`` (a section of its own
 for a run on some of the models).
 """
+
 import os
 import sys
 from unittest import mock
@@ -69,20 +70,40 @@ TIMED = {"conv": None, "last": everywhere, "rule": measured_faster}
 #: Single convolutions of the exactness check: label to (Conv class, in, out, size, options).
 CASES = {
     "1-D k5 pad 2": (nn.Conv1d, 4, 8, 32, {"kernel_size": 5, "padding": 2}),
-    "1-D k3 stride 2 dilation 2": (nn.Conv1d, 4, 8, 33,
-                                   {"kernel_size": 3, "stride": 2, "dilation": 2}),
+    "1-D k3 stride 2 dilation 2": (
+        nn.Conv1d,
+        4,
+        8,
+        33,
+        {"kernel_size": 3, "stride": 2, "dilation": 2},
+    ),
     "2-D k3 pad 1": (nn.Conv2d, 3, 8, 12, {"kernel_size": 3, "padding": 1}),
     "2-D k3 stride 2 pad 1": (nn.Conv2d, 3, 8, 13, {"kernel_size": 3, "stride": 2, "padding": 1}),
-    "2-D k3 dilation 2 pad 2": (nn.Conv2d, 3, 8, 12,
-                                {"kernel_size": 3, "dilation": 2, "padding": 2}),
+    "2-D k3 dilation 2 pad 2": (
+        nn.Conv2d,
+        3,
+        8,
+        12,
+        {"kernel_size": 3, "dilation": 2, "padding": 2},
+    ),
     "2-D depthwise k3 pad 1": (nn.Conv2d, 8, 8, 12, {"kernel_size": 3, "padding": 1, "groups": 8}),
-    "2-D depthwise k3 stride 2": (nn.Conv2d, 8, 8, 13,
-                                  {"kernel_size": 3, "stride": 2, "padding": 1, "groups": 8}),
+    "2-D depthwise k3 stride 2": (
+        nn.Conv2d,
+        8,
+        8,
+        13,
+        {"kernel_size": 3, "stride": 2, "padding": 1, "groups": 8},
+    ),
 }
 #: Timed model to (steps per epoch, epochs of the long fit).
-MODELS = {"sequence_conv_small": (20, 6), "sequence_conv_large": (10, 3),
-          "image_cnn_small": (10, 3), "image_cnn_large": (5, 3),
-          "resnet_block": (5, 3), "depthwise_block": (5, 3)}
+MODELS = {
+    "sequence_conv_small": (20, 6),
+    "sequence_conv_large": (10, 3),
+    "image_cnn_small": (10, 3),
+    "image_cnn_large": (5, 3),
+    "resnet_block": (5, 3),
+    "depthwise_block": (5, 3),
+}
 
 
 class ResidualBlock(nn.Module):
@@ -122,10 +143,15 @@ class DepthwiseBlock(nn.Module):
         wide = channels * expansion
         self.stem = nn.Conv2d(3, channels, 3, padding=1)
         self.blocks = nn.ModuleList(
-            nn.Sequential(nn.Conv2d(channels, wide, 1), nn.ReLU(),
-                          nn.Conv2d(wide, wide, 3, stride=stride, padding=1, groups=wide),
-                          nn.ReLU(), nn.Conv2d(wide, channels, 1))
-            for stride in (1, 2))
+            nn.Sequential(
+                nn.Conv2d(channels, wide, 1),
+                nn.ReLU(),
+                nn.Conv2d(wide, wide, 3, stride=stride, padding=1, groups=wide),
+                nn.ReLU(),
+                nn.Conv2d(wide, channels, 1),
+            )
+            for stride in (1, 2)
+        )
         self.head = nn.Linear(channels, 10)
 
     def forward(self, x):
@@ -145,6 +171,7 @@ def with_layout(layout, where=everywhere):
     ...     "Conv" in [n.op_type for n in gradient_rewrites.rewrite_for_training(onx).graph.node]
     True
     """
+
     def rewrite(model):
         return model if layout is None else convolutions_as_products(model, layout, where)
 
@@ -179,8 +206,11 @@ def exactness():
             double, xt = net.double(), torch.tensor(x, dtype=torch.float64, requires_grad=True)
             y = double(xt)
             y.backward(torch.from_numpy(grad_out).double())
-            want = [y.detach().numpy(), *[p.grad.numpy() for p in double.parameters()],
-                    xt.grad.numpy()]
+            want = [
+                y.detach().numpy(),
+                *[p.grad.numpy() for p in double.parameters()],
+                xt.grad.numpy(),
+            ]
             double.zero_grad()
             net.float()
             error = max(np.abs(g - w).max() / np.abs(w).max() for g, w in zip(got, want))
@@ -222,9 +252,10 @@ def _time_steps(names, threads, rounds, repeats):
         estimates, busy = ab_rounds(fits, steps, rounds=rounds, repeats=repeats, e2=e2)
         for api in dict.fromkeys(api for api, _ in fits):
             per_variant = {v: values for (a, v), values in estimates.items() if a == api}
-            rows += ab_rows(per_variant, "conv", model=name, threads=threads, API=api,
-                            busy=busy_note(busy))
-            print(markdown(rows[-len(TIMED):], list(rows[-1])), flush=True)
+            rows += ab_rows(
+                per_variant, "conv", model=name, threads=threads, API=api, busy=busy_note(busy)
+            )
+            print(markdown(rows[-len(TIMED) :], list(rows[-1])), flush=True)
     return rows
 
 
@@ -237,18 +268,23 @@ def main(argv=None):
     load = os.getloadavg()[0]
     checked = exactness()
     print(markdown(checked, list(checked[0])), flush=True)
-    rows = [row for threads in args.threads
-            for row in _time_steps(names, threads, args.rounds, args.repeats)]
+    rows = [
+        row
+        for threads in args.threads
+        for row in _time_steps(names, threads, args.rounds, args.repeats)
+    ]
     made = conditions("benchmarks/profiles/conv_gradients.py", argv, load)
     some = [] if names == list(MODELS) else names  # a run on some models: a section of its own
     title = f": {', '.join(some)}" if some else ""
-    text = (f"## Convolution gradients{title}\n\n{made} Largest error of the output and of the "
-            "gradients (weights, bias, input) of one convolution, relative to the largest value, "
-            f"against torch in float64:\n\n{markdown(checked, list(checked[0]))}\n\nMarginal cost "
-            "of a training step (batches of 64), median over the rounds of the best of the "
-            "repeats, with the range over the rounds; "
-            "the ratio to `conv` (`ConvGrad`) is taken within each round; "
-            f"{BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}")
+    text = (
+        f"## Convolution gradients{title}\n\n{made} Largest error of the output and of the "
+        "gradients (weights, bias, input) of one convolution, relative to the largest value, "
+        f"against torch in float64:\n\n{markdown(checked, list(checked[0]))}\n\nMarginal cost "
+        "of a training step (batches of 64), median over the rounds of the best of the "
+        "repeats, with the range over the rounds; "
+        "the ratio to `conv` (`ConvGrad`) is taken within each round; "
+        f"{BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}"
+    )
     write_section(args.output, "-".join(["conv-gradients", *some]), text)
 
 

@@ -226,11 +226,18 @@ def main(argv=None):
     ]
     print(markdown(kernel_rows, list(kernel_rows[0])), flush=True)
     rows = [
-        row for threads in args.threads
+        row
+        for threads in args.threads
         for row in zoo_variant_rows(
-            MODELS, {"as is": contextlib.nullcontext,
-                     "threaded update": functools.partial(threaded_update, threads)},
-            "as is", threads, args.rounds, args.repeats,
+            MODELS,
+            {
+                "as is": contextlib.nullcontext,
+                "threaded update": functools.partial(threaded_update, threads),
+            },
+            "as is",
+            threads,
+            args.rounds,
+            args.repeats,
         )
     ]
     text = (

@@ -14,6 +14,7 @@ classifiers (``benchmarks/example_models.py``), batches of 64, plain SGD,
 softmax cross-entropy, both APIs. It writes its section of
 ``results/kernel_survey.md``.
 """
+
 import contextlib
 import os
 import sys
@@ -49,12 +50,17 @@ def main(argv=None):
     args = parse_arguments(__doc__.split("\n", 1)[0], argv)
     load = os.getloadavg()[0]
     variants = {"gather_nd": contextlib.nullcontext, "gather": without_gather_rewrite}
-    rows = [row for threads in args.threads
-            for row in zoo_variant_rows(MODELS, variants, "gather", threads, args.rounds, args.repeats)]
-    text = (f"## The Gather rewrite\n\n{conditions('benchmarks/profiles/gather_rewrite.py', argv, load)} Marginal "
-            "cost of a training step of the zoo's token classifiers (batches of 64), median over the rounds of "
-            "the best of the repeats, with the range over the rounds; the ratio to `gather` (the rewrite off) is "
-            f"taken within each round; {BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}")
+    rows = [
+        row
+        for threads in args.threads
+        for row in zoo_variant_rows(MODELS, variants, "gather", threads, args.rounds, args.repeats)
+    ]
+    text = (
+        f"## The Gather rewrite\n\n{conditions('benchmarks/profiles/gather_rewrite.py', argv, load)} Marginal "
+        "cost of a training step of the zoo's token classifiers (batches of 64), median over the rounds of "
+        "the best of the repeats, with the range over the rounds; the ratio to `gather` (the rewrite off) is "
+        f"taken within each round; {BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}"
+    )
     write_section(args.output, "gather-rewrite", text)
 
 

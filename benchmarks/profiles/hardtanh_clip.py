@@ -15,6 +15,7 @@ rewrites stay on). The zoo's MobileNetV2-style networks
 (``benchmarks/example_models.py``), batches of 64, plain SGD, softmax
 cross-entropy, both APIs. It writes its section of ``results/kernel_survey.md``.
 """
+
 import contextlib
 import os
 import sys
@@ -51,13 +52,18 @@ def main(argv=None):
     args = parse_arguments(__doc__.split("\n", 1)[0], argv)
     load = os.getloadavg()[0]
     variants = {"clip": contextlib.nullcontext, "where": with_where_hardtanh}
-    rows = [row for threads in args.threads
-            for row in zoo_variant_rows(MODELS, variants, "where", threads, args.rounds, args.repeats)]
-    text = (f"## ReLU6 as a Clip\n\n{conditions('benchmarks/profiles/hardtanh_clip.py', argv, load)} "
-            "Marginal cost of a training step of the zoo's MobileNetV2-style networks (batches of 64), "
-            "median over the rounds of the best of the repeats, with the range over the rounds; the ratio "
-            f"to `where` (two `Where` per ReLU6) is taken within each round; {BUSY_NOTE}.\n\n"
-            f"{markdown(rows, list(rows[0]))}")
+    rows = [
+        row
+        for threads in args.threads
+        for row in zoo_variant_rows(MODELS, variants, "where", threads, args.rounds, args.repeats)
+    ]
+    text = (
+        f"## ReLU6 as a Clip\n\n{conditions('benchmarks/profiles/hardtanh_clip.py', argv, load)} "
+        "Marginal cost of a training step of the zoo's MobileNetV2-style networks (batches of 64), "
+        "median over the rounds of the best of the repeats, with the range over the rounds; the ratio "
+        f"to `where` (two `Where` per ReLU6) is taken within each round; {BUSY_NOTE}.\n\n"
+        f"{markdown(rows, list(rows[0]))}"
+    )
     write_section(args.output, "hardtanh-clip", text)
 
 

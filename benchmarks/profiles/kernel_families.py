@@ -18,6 +18,7 @@ profilers record, as two floating-point operations per multiply-add
 kernels of a step per family, :func:`side_by_side` puts both frameworks in
 one table with their GFLOP/s against the machine's peak.
 """
+
 import math
 import statistics
 
@@ -25,13 +26,33 @@ from helpers.core.batch_norm import BATCH_NORM_PREFIX
 
 #: The families, in the order of the tables.
 FAMILIES = (
-    "forward convolution", "conv gradients (input+weight)", "pooling forward", "pooling gradient",
-    "embedding lookup", "embedding gradient", "matrix products", "normalization",
-    "elementwise, activations, loss", "optimizer update", "other kernels",
+    "forward convolution",
+    "conv gradients (input+weight)",
+    "pooling forward",
+    "pooling gradient",
+    "embedding lookup",
+    "embedding gradient",
+    "matrix products",
+    "normalization",
+    "elementwise, activations, loss",
+    "optimizer update",
+    "other kernels",
     "fixed cost around kernels",
 )
-(CONV, CONV_GRAD, POOL, POOL_GRAD, LOOKUP, EMBED_GRAD, PRODUCTS, NORM, ELEMENTWISE, OPTIMIZER,
- OTHER, FIXED) = FAMILIES
+(
+    CONV,
+    CONV_GRAD,
+    POOL,
+    POOL_GRAD,
+    LOOKUP,
+    EMBED_GRAD,
+    PRODUCTS,
+    NORM,
+    ELEMENTWISE,
+    OPTIMIZER,
+    OTHER,
+    FIXED,
+) = FAMILIES
 
 #: onnxruntime operator type -> family; other types are elementwise work, or in :data:`ORT_OTHER`.
 ORT_FAMILIES = {
@@ -42,47 +63,137 @@ ORT_FAMILIES = {
     **dict.fromkeys(("Gather", "GatherND"), LOOKUP),
     **dict.fromkeys(("GatherGrad", "GatherNDGrad", "GatherElementsGrad"), EMBED_GRAD),
     **dict.fromkeys(("Gemm", "FusedGemm", "MatMul", "FusedMatMul"), PRODUCTS),
-    **dict.fromkeys(("BatchNormalization", "BatchNormInternal", "BatchNormalizationGrad",
-                     "LayerNormalization", "LayerNormalizationGrad", "SimplifiedLayerNormalization",
-                     "InvertibleLayerNormalizationGrad", "SkipLayerNormalization"), NORM),
-    **dict.fromkeys(("SGDOptimizerV2", "SGDOptimizer", "AdamWOptimizer", "InPlaceAccumulatorV2",
-                     "InPlaceAccumulator", "ZeroGradient"), OPTIMIZER),
+    **dict.fromkeys(
+        (
+            "BatchNormalization",
+            "BatchNormInternal",
+            "BatchNormalizationGrad",
+            "LayerNormalization",
+            "LayerNormalizationGrad",
+            "SimplifiedLayerNormalization",
+            "InvertibleLayerNormalizationGrad",
+            "SkipLayerNormalization",
+        ),
+        NORM,
+    ),
+    **dict.fromkeys(
+        (
+            "SGDOptimizerV2",
+            "SGDOptimizer",
+            "AdamWOptimizer",
+            "InPlaceAccumulatorV2",
+            "InPlaceAccumulator",
+            "ZeroGradient",
+        ),
+        OPTIMIZER,
+    ),
 }
 #: Parts of node names -> family: the project writes batch normalization with elementwise operators
 #: (:mod:`helpers.core.batch_norm`), and their gradients' nodes keep the forward node's name.
 ORT_NODE_FAMILIES = {BATCH_NORM_PREFIX: NORM}
 #: onnxruntime operator types that move or describe data without computing.
-ORT_OTHER = frozenset(("Shape", "Size", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand",
-                       "Identity", "Transpose", "Concat", "Slice", "ReorderInput", "ReorderOutput",
-                       "YieldOp", "ConstantOfShape"))
+ORT_OTHER = frozenset(
+    (
+        "Shape",
+        "Size",
+        "Reshape",
+        "Flatten",
+        "Squeeze",
+        "Unsqueeze",
+        "Expand",
+        "Identity",
+        "Transpose",
+        "Concat",
+        "Slice",
+        "ReorderInput",
+        "ReorderOutput",
+        "YieldOp",
+        "ConstantOfShape",
+    )
+)
 #: torch operator -> family. An event inside a mapped operator takes the outermost one's family.
 TORCH_FAMILIES = {
-    **dict.fromkeys(("aten::conv1d", "aten::conv2d", "aten::convolution", "aten::_convolution",
-                     "aten::mkldnn_convolution", "aten::_nnpack_spatial_convolution",
-                     "aten::_slow_conv2d_forward", "aten::thnn_conv2d"), CONV),
+    **dict.fromkeys(
+        (
+            "aten::conv1d",
+            "aten::conv2d",
+            "aten::convolution",
+            "aten::_convolution",
+            "aten::mkldnn_convolution",
+            "aten::_nnpack_spatial_convolution",
+            "aten::_slow_conv2d_forward",
+            "aten::thnn_conv2d",
+        ),
+        CONV,
+    ),
     **dict.fromkeys(("aten::convolution_backward", "aten::mkldnn_convolution_backward"), CONV_GRAD),
-    **dict.fromkeys(("aten::max_pool1d", "aten::max_pool2d", "aten::max_pool2d_with_indices",
-                     "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d",
-                     "aten::_adaptive_avg_pool2d", "aten::avg_pool2d"), POOL),
-    **dict.fromkeys(("aten::max_pool2d_with_indices_backward", "aten::avg_pool2d_backward",
-                     "aten::_adaptive_avg_pool2d_backward"), POOL_GRAD),
+    **dict.fromkeys(
+        (
+            "aten::max_pool1d",
+            "aten::max_pool2d",
+            "aten::max_pool2d_with_indices",
+            "aten::adaptive_avg_pool1d",
+            "aten::adaptive_avg_pool2d",
+            "aten::_adaptive_avg_pool2d",
+            "aten::avg_pool2d",
+        ),
+        POOL,
+    ),
+    **dict.fromkeys(
+        (
+            "aten::max_pool2d_with_indices_backward",
+            "aten::avg_pool2d_backward",
+            "aten::_adaptive_avg_pool2d_backward",
+        ),
+        POOL_GRAD,
+    ),
     **dict.fromkeys(("aten::embedding", "aten::index_select"), LOOKUP),
     **dict.fromkeys(("aten::embedding_backward", "aten::embedding_dense_backward"), EMBED_GRAD),
-    **dict.fromkeys(("aten::linear", "aten::mm", "aten::addmm", "aten::bmm", "aten::matmul"),
-                    PRODUCTS),
-    **dict.fromkeys(("aten::batch_norm", "aten::_batch_norm_impl_index", "aten::native_batch_norm",
-                     "aten::native_batch_norm_backward", "aten::layer_norm",
-                     "aten::native_layer_norm", "aten::native_layer_norm_backward"), NORM),
+    **dict.fromkeys(
+        ("aten::linear", "aten::mm", "aten::addmm", "aten::bmm", "aten::matmul"), PRODUCTS
+    ),
+    **dict.fromkeys(
+        (
+            "aten::batch_norm",
+            "aten::_batch_norm_impl_index",
+            "aten::native_batch_norm",
+            "aten::native_batch_norm_backward",
+            "aten::layer_norm",
+            "aten::native_layer_norm",
+            "aten::native_layer_norm_backward",
+        ),
+        NORM,
+    ),
 }
 #: Substrings of torch's record functions of the update: the optimizer, the gradients' accumulation.
 TORCH_OPTIMIZER = ("Optimizer.", "AccumulateGrad")
 #: torch operators that allocate, view or describe tensors without computing.
-TORCH_OTHER = frozenset(("aten::empty", "aten::empty_like", "aten::empty_strided", "aten::view",
-                         "aten::reshape", "aten::_reshape_alias", "aten::t", "aten::transpose",
-                         "aten::as_strided", "aten::detach", "aten::expand", "aten::flatten",
-                         "aten::unsqueeze", "aten::squeeze", "aten::permute", "aten::select",
-                         "aten::slice", "aten::resolve_conj", "aten::resolve_neg", "aten::set_",
-                         "aten::lift_fresh", "aten::alias"))
+TORCH_OTHER = frozenset(
+    (
+        "aten::empty",
+        "aten::empty_like",
+        "aten::empty_strided",
+        "aten::view",
+        "aten::reshape",
+        "aten::_reshape_alias",
+        "aten::t",
+        "aten::transpose",
+        "aten::as_strided",
+        "aten::detach",
+        "aten::expand",
+        "aten::flatten",
+        "aten::unsqueeze",
+        "aten::squeeze",
+        "aten::permute",
+        "aten::select",
+        "aten::slice",
+        "aten::resolve_conj",
+        "aten::resolve_neg",
+        "aten::set_",
+        "aten::lift_fresh",
+        "aten::alias",
+    )
+)
 
 
 def ort_family(op_type, node=""):
@@ -208,9 +319,12 @@ def ort_flops(op_type, inputs, outputs):
 
 
 def _conv_output(input_shape, weight_shape, padding, stride, dilation):
-    spatial = [(size + 2 * pad - dil * (k - 1) - 1) // st + 1
-               for size, k, pad, st, dil in zip(input_shape[2:], weight_shape[2:], padding, stride,
-                                                dilation)]
+    spatial = [
+        (size + 2 * pad - dil * (k - 1) - 1) // st + 1
+        for size, k, pad, st, dil in zip(
+            input_shape[2:], weight_shape[2:], padding, stride, dilation
+        )
+    ]
     return [input_shape[0], weight_shape[0], *spatial]
 
 
@@ -277,9 +391,14 @@ def family_table(kernels, step_us=None):
      'fixed cost around kernels': (7.0, 0.0)}
     """
     sums = kernels.groupby(["family", "step"])[["us", "flops"]].sum()
-    table = {family: (float(statistics.median(sums.loc[family, "us"])),
-                      float(statistics.median(sums.loc[family, "flops"])))
-             for family in FAMILIES if family in sums.index.get_level_values(0)}
+    table = {
+        family: (
+            float(statistics.median(sums.loc[family, "us"])),
+            float(statistics.median(sums.loc[family, "flops"])),
+        )
+        for family in FAMILIES
+        if family in sums.index.get_level_values(0)
+    }
     if step_us is not None:
         table[FIXED] = (max(step_us - sum(us for us, _ in table.values()), 0.0), 0.0)
     return table
@@ -318,8 +437,9 @@ def side_by_side(ort, torch, peak_gflops):
     >>> rows[-1]["family"], rows[-1]["ORT µs/step"], rows[-1]["torch share (%)"]
     ('step', '40', '100.0')
     """
-    totals = {name: sum(us for us, _ in side.values())
-              for name, side in (("ORT", ort), ("torch", torch))}
+    totals = {
+        name: sum(us for us, _ in side.values()) for name, side in (("ORT", ort), ("torch", torch))
+    }
     rows = []
     for family in [f for f in FAMILIES if f in ort or f in torch] + ["step"]:
         row = {"family": family}
@@ -336,5 +456,13 @@ def side_by_side(ort, torch, peak_gflops):
 
 
 #: Columns of :func:`side_by_side`'s rows, in the order of the tables.
-COLUMNS = ["family", "ORT µs/step", "ORT share (%)", "torch µs/step", "torch share (%)",
-           "ORT/torch", "ORT GFLOP/s (% peak)", "torch GFLOP/s (% peak)"]
+COLUMNS = [
+    "family",
+    "ORT µs/step",
+    "ORT share (%)",
+    "torch µs/step",
+    "torch share (%)",
+    "ORT/torch",
+    "ORT GFLOP/s (% peak)",
+    "torch GFLOP/s (% peak)",
+]

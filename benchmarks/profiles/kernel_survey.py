@@ -26,6 +26,7 @@ kernel the project rewrites) and the token classifier (its ``GatherGrad``).
 The same steps profiled in torch, family by family beside onnxruntime's:
 ``benchmarks/profiles/kernels_side_by_side.py``.
 """
+
 import argparse
 import os
 import sys
@@ -39,11 +40,11 @@ from skl2onnx import to_onnx
 from sklearn.linear_model import LinearRegression
 
 from benchmarks import example_models
+from benchmarks.model_inputs import input_spec, output_width, random_inputs, random_targets
 from benchmarks.profiles.ab_timing import FORWARD_BACKWARD, WHOLE, busy_note, wait_until_quiet
 from benchmarks.profiles.report import markdown, write_section
 from benchmarks.profiles.suspects import known_causes
 from benchmarks.your_model import LOSSES
-from benchmarks.model_inputs import input_spec, output_width, random_inputs, random_targets
 from helpers import (
     LearningRateSGD,
     LearningRateSGDNesterov,
@@ -59,10 +60,28 @@ from helpers.teaching.model_factories import mlp_onnx
 
 #: Model and batch sizes; ``steps`` is the number of profiled training steps.
 SIZES = {
-    "small": {"n_features": 10, "hidden": 32, "batch": 25, "linear_batch": 20,
-              "classifier_features": 64, "classifier_batch": 32, "steps": 200, "lr": 1e-3, "zoo_steps": 40},
-    "large": {"n_features": 500, "hidden": 500, "batch": 1000, "linear_batch": 1000,
-              "classifier_features": 500, "classifier_batch": 1000, "steps": 20, "lr": 1e-4, "zoo_steps": 10},
+    "small": {
+        "n_features": 10,
+        "hidden": 32,
+        "batch": 25,
+        "linear_batch": 20,
+        "classifier_features": 64,
+        "classifier_batch": 32,
+        "steps": 200,
+        "lr": 1e-3,
+        "zoo_steps": 40,
+    },
+    "large": {
+        "n_features": 500,
+        "hidden": 500,
+        "batch": 1000,
+        "linear_batch": 1000,
+        "classifier_features": 500,
+        "classifier_batch": 1000,
+        "steps": 20,
+        "lr": 1e-4,
+        "zoo_steps": 10,
+    },
 }
 N_CLASSES = 10
 #: Batch size of the zoo's models (``bench_your_model``'s default).
@@ -115,13 +134,21 @@ def make_models(size, random_state=0):
     y = (X @ rng.standard_normal((d, 1)) / np.sqrt(d)).astype(np.float32)
     X_lin = X[: steps * size["linear_batch"]]
     y_lin = y[: len(X_lin)]
-    linear = to_onnx(LinearRegression().fit(X_lin, y_lin.ravel()), X_lin[:1], black_op={"LinearRegressor"})
+    linear = to_onnx(
+        LinearRegression().fit(X_lin, y_lin.ravel()), X_lin[:1], black_op={"LinearRegressor"}
+    )
     dc = size["classifier_features"]
     X_clf = rng.standard_normal((steps * size["classifier_batch"], dc)).astype(np.float32)
     Y_clf = one_hot(X_clf[:, :N_CLASSES].argmax(axis=1), N_CLASSES)
-    models = {"linear": (linear, X_lin, y_lin, size["linear_batch"]),
-              "classifier": (mlp_onnx(dc, h, N_CLASSES, random_state=random_state), X_clf, Y_clf,
-                             size["classifier_batch"])}
+    models = {
+        "linear": (linear, X_lin, y_lin, size["linear_batch"]),
+        "classifier": (
+            mlp_onnx(dc, h, N_CLASSES, random_state=random_state),
+            X_clf,
+            Y_clf,
+            size["classifier_batch"],
+        ),
+    }
     for activation in ("relu", "tanh", "logistic", "identity"):
         models[activation] = (mlp_onnx(d, h, 1, activation, random_state), X, y, size["batch"])
     return models
@@ -171,15 +198,28 @@ def make_optimizer(api, onx, loss, rule, fast_gradients, batch_size, lr, threads
     """
     if api == WHOLE:
         return OrtGradientOptimizer(
-            add_loss_output(onx, score_name=loss), solver=rule, learning_rate=lr, batch_size=batch_size,
-            n_threads=threads, fast_gradients=fast_gradients)
+            add_loss_output(onx, score_name=loss),
+            solver=rule,
+            learning_rate=lr,
+            batch_size=batch_size,
+            n_threads=threads,
+            fast_gradients=fast_gradients,
+        )
     if rule == "adamw":
         return None
-    learning_rate = (LearningRateSGDNesterov(eta0=lr, momentum=0.9) if rule == "nesterov"
-                     else LearningRateSGD(eta0=lr, learning_rate="constant"))
+    learning_rate = (
+        LearningRateSGDNesterov(eta0=lr, momentum=0.9)
+        if rule == "nesterov"
+        else LearningRateSGD(eta0=lr, learning_rate="constant")
+    )
     return OrtGradientForwardBackwardOptimizer(
-        onx, learning_rate=learning_rate, learning_loss=loss, batch_size=batch_size,
-        n_threads=threads, fast_gradients=fast_gradients)
+        onx,
+        learning_rate=learning_rate,
+        learning_loss=loss,
+        batch_size=batch_size,
+        n_threads=threads,
+        fast_gradients=fast_gradients,
+    )
 
 
 def profile_best_of(optimizer, X, y, repeat):
@@ -195,8 +235,11 @@ def profile_best_of(optimizer, X, y, repeat):
         sorted by time, with ``attrs['n_steps']``.
     """
     tables = [profile_training(optimizer, X, y) for _ in range(repeat)]
-    best = pd.concat(tables).groupby(["session", "op_type"], as_index=False).agg(
-        {"calls per step": "max", "µs per step": "min"})
+    best = (
+        pd.concat(tables)
+        .groupby(["session", "op_type"], as_index=False)
+        .agg({"calls per step": "max", "µs per step": "min"})
+    )
     best["share of step (%)"] = 100 * best["µs per step"] / best["µs per step"].sum()
     best = best.sort_values("µs per step", ascending=False, ignore_index=True)
     best.attrs["n_steps"] = tables[0].attrs["n_steps"]
@@ -205,8 +248,16 @@ def profile_best_of(optimizer, X, y, repeat):
 
 def _gradient_kernels(table, top=3):
     """The ``top`` gradient kernels (operator types ending in ``Grad``) of ``table`` with their shares."""
-    grads = table[table["op_type"].str.endswith("Grad")].groupby("op_type")["share of step (%)"].sum()
-    return ", ".join(f"{op} {share:.1f}" for op, share in grads.sort_values(ascending=False).head(top).items()) or "-"
+    grads = (
+        table[table["op_type"].str.endswith("Grad")].groupby("op_type")["share of step (%)"].sum()
+    )
+    return (
+        ", ".join(
+            f"{op} {share:.1f}"
+            for op, share in grads.sort_values(ascending=False).head(top).items()
+        )
+        or "-"
+    )
 
 
 def summarize(table):
@@ -250,7 +301,8 @@ def summarize(table):
             f"{r['op_type']} {r['share of step (%)']:.1f}% "
             f"({r['calls per step']:g} × {r['µs per step'] / r['calls per step']:.0f} µs)"
             for _, r in suspects.iterrows()
-        ) or "-",
+        )
+        or "-",
         "suspects": [(r["session"], r["op_type"]) for _, r in suspects.iterrows()],
     }
 
@@ -272,10 +324,16 @@ def configurations(size_name, threads, only=()):
     [('MLP relu, AdamW', 'whole-training')]
     """
     size = SIZES[size_name]
-    zoo = [(f"zoo, {family}: {name}", name, True) for name, (family, *_) in example_models.ZOO.items()
-           if name.endswith(f"_{size_name}")]
-    zoo += [(f"reference: {label}, fast_gradients=False", name, False) for label, name, _ in list(zoo)
-            if name.startswith(ZOO_REFERENCES)]
+    zoo = [
+        (f"zoo, {family}: {name}", name, True)
+        for name, (family, *_) in example_models.ZOO.items()
+        if name.endswith(f"_{size_name}")
+    ]
+    zoo += [
+        (f"reference: {label}, fast_gradients=False", name, False)
+        for label, name, _ in list(zoo)
+        if name.startswith(ZOO_REFERENCES)
+    ]
     wanted = [word.lower() for word in only]
 
     def kept(label):
@@ -293,7 +351,13 @@ def configurations(size_name, threads, only=()):
             continue
         onx, X, y, loss = zoo_model(name, ZOO_BATCH * size["zoo_steps"])
         for api in (WHOLE, FORWARD_BACKWARD):
-            yield label, api, make_optimizer(api, onx, loss, "sgd", fast, ZOO_BATCH, size["lr"], threads), X, y
+            yield (
+                label,
+                api,
+                make_optimizer(api, onx, loss, "sgd", fast, ZOO_BATCH, size["lr"], threads),
+                X,
+                y,
+            )
 
 
 def survey(size_name, threads, repeat, only=()):
@@ -306,9 +370,19 @@ def survey(size_name, threads, repeat, only=()):
     for label, api, optimizer, X, y in configurations(size_name, threads, only):
         busy = wait_until_quiet(timeout_s=30)
         table = profile_best_of(optimizer, X, y, repeat)
-        print(f"\n### {label}, {api} ({size_name}, {table.attrs['n_steps']} steps, best of {repeat})")
+        print(
+            f"\n### {label}, {api} ({size_name}, {table.attrs['n_steps']} steps, best of {repeat})"
+        )
         print("\n" + markdown(table.head(TOP).round(1).to_dict("records"), KERNEL_COLUMNS))
-        rows.append({"size": size_name, "configuration": label, "API": api, **summarize(table), "busy": busy})
+        rows.append(
+            {
+                "size": size_name,
+                "configuration": label,
+                "API": api,
+                **summarize(table),
+                "busy": busy,
+            }
+        )
     return rows
 
 
@@ -316,41 +390,78 @@ def main(argv=None):
     """Run the survey and write its section of ``results/kernel_survey.md``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--threads", type=int, default=2, help="intra-op threads of the sessions")
-    parser.add_argument("--size", nargs="+", choices=sorted(SIZES), default=["small", "large"],
-                        help="small: the notebooks' sizes; large: hidden 500, batch 1000 (default: both)")
-    parser.add_argument("--only", nargs="+", default=[],
-                        help="keep the configurations whose label contains one of these words (e.g. zoo, MLP)")
-    parser.add_argument("--repeat", type=int, default=5, help="profiled epochs; each kernel keeps its best")
-    parser.add_argument("--output", default=os.path.join("results", "kernel_survey.md"),
-                        help="markdown file of the summary")
+    parser.add_argument(
+        "--size",
+        nargs="+",
+        choices=sorted(SIZES),
+        default=["small", "large"],
+        help="small: the notebooks' sizes; large: hidden 500, batch 1000 (default: both)",
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        help="keep the configurations whose label contains one of these words (e.g. zoo, MLP)",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="profiled epochs; each kernel keeps its best"
+    )
+    parser.add_argument(
+        "--output",
+        default=os.path.join("results", "kernel_survey.md"),
+        help="markdown file of the summary",
+    )
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     quiet_runtime_logs()
     warnings.simplefilter("ignore")  # one epoch of training: convergence warnings
     started = time.perf_counter()
     load = os.getloadavg()[0]
-    rows = [row for size_name in args.size for row in survey(size_name, args.threads, args.repeat, args.only)]
-    columns = ["size", "configuration", "API", "profiled µs/step", "top kernel", "share (%)",
-               "gradient kernels (%)", "*Grad share (%)", "overhead (%)", "suspect"]
+    rows = [
+        row
+        for size_name in args.size
+        for row in survey(size_name, args.threads, args.repeat, args.only)
+    ]
+    columns = [
+        "size",
+        "configuration",
+        "API",
+        "profiled µs/step",
+        "top kernel",
+        "share (%)",
+        "gradient kernels (%)",
+        "*Grad share (%)",
+        "overhead (%)",
+        "suspect",
+    ]
     summary = markdown(rows, columns)
     causes = known_causes(rows)
     busy = [row["busy"] for row in rows if row["busy"] is not None] or [None]
     print("\n## Summary\n\n" + summary + "\n\n" + causes)
     command = " ".join([".venv/bin/python", "benchmarks/profiles/kernel_survey.py", *argv])
-    sizes = "; ".join(f"{name}: {SIZES[name]['n_features']}-{SIZES[name]['hidden']}-1, batch "
-                      f"{SIZES[name]['batch']}, zoo batch {ZOO_BATCH}" for name in args.size)
+    sizes = "; ".join(
+        f"{name}: {SIZES[name]['n_features']}-{SIZES[name]['hidden']}-1, batch "
+        f"{SIZES[name]['batch']}, zoo batch {ZOO_BATCH}"
+        for name in args.size
+    )
     products = ", ".join(sorted(MATRIX_PRODUCTS))
-    intro = (f"Made by `{command}` ({time.perf_counter() - started:.0f} s) on a machine with {os.cpu_count()} "
-             f"hardware threads, load average {load:.1f} -> {os.getloadavg()[0]:.1f} during the run (other jobs kept "
-             f"the processors {busy_note([min(busy), max(busy)]).replace(', ', ' to ')} busy before the "
-             "configurations, each waiting up to 30 s for under 10%), intra-op "
-             f"threads per session: {args.threads} ({sizes}); shares of the profiled step come from "
-             f"onnxruntime's profiler (each kernel's best time, profiled epochs: {args.repeat}). A suspect is a "
-             f"kernel other than a matrix product or a convolution ({products}) above {SUSPECT_SHARE:g}% of "
-             "the step. The profiler adds about a microsecond to each kernel call: shares of small networks "
-             "overstate their many tiny kernels.")
-    write_section(args.output, "survey", f"## Where the steps spend their time\n\n{intro}\n\n{summary}\n\n"
-                                         f"### The suspects\n\n{causes or 'None.'}")
+    intro = (
+        f"Made by `{command}` ({time.perf_counter() - started:.0f} s) on a machine with {os.cpu_count()} "
+        f"hardware threads, load average {load:.1f} -> {os.getloadavg()[0]:.1f} during the run (other jobs kept "
+        f"the processors {busy_note([min(busy), max(busy)]).replace(', ', ' to ')} busy before the "
+        "configurations, each waiting up to 30 s for under 10%), intra-op "
+        f"threads per session: {args.threads} ({sizes}); shares of the profiled step come from "
+        f"onnxruntime's profiler (each kernel's best time, profiled epochs: {args.repeat}). A suspect is a "
+        f"kernel other than a matrix product or a convolution ({products}) above {SUSPECT_SHARE:g}% of "
+        "the step. The profiler adds about a microsecond to each kernel call: shares of small networks "
+        "overstate their many tiny kernels."
+    )
+    write_section(
+        args.output,
+        "survey",
+        f"## Where the steps spend their time\n\n{intro}\n\n{summary}\n\n"
+        f"### The suspects\n\n{causes or 'None.'}",
+    )
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ their GFLOP/s, against the machine's peak: the faster framework's 2048 x 2048
 float32 matrix product (:func:`peaks`). It writes the section
 ``torch-side`` of ``results/kernel_survey.md``.
 """
+
 import argparse
 import glob
 import json
@@ -96,13 +97,18 @@ def _shape(value):
 
 def _trace_rows(path, n_steps):
     """One row per kernel call of one onnxruntime trace, with the step it belongs to."""
-    if SESSION_ROLES.get(_session_label(path)) in (SESSION_ROLES["score"],
-                                                   SESSION_ROLES["predict"]):
+    if SESSION_ROLES.get(_session_label(path)) in (
+        SESSION_ROLES["score"],
+        SESSION_ROLES["predict"],
+    ):
         return []
     with open(path, encoding="utf-8") as stream:
         events = json.load(stream)
-    starts = sorted(e["ts"] for e in events
-                    if e.get("cat") == "Session" and e["name"] == "SequentialExecutor::Execute")
+    starts = sorted(
+        e["ts"]
+        for e in events
+        if e.get("cat") == "Session" and e["name"] == "SequentialExecutor::Execute"
+    )
     rows = []
     for event in events:
         if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time") or not starts:
@@ -112,9 +118,15 @@ def _trace_rows(path, n_steps):
         inputs = [_shape(v) for v in args.get("input_type_shape", [])]
         outputs = [_shape(v) for v in args.get("output_type_shape", [])]
         op_type = args["op_name"]
-        rows.append({"step": run * n_steps // len(starts), "name": op_type,
-                     "family": ort_family(op_type, event["name"]), "us": float(event["dur"]),
-                     "flops": ort_flops(op_type, inputs, outputs)})
+        rows.append(
+            {
+                "step": run * n_steps // len(starts),
+                "name": op_type,
+                "family": ort_family(op_type, event["name"]),
+                "us": float(event["dur"]),
+                "flops": ort_flops(op_type, inputs, outputs),
+            }
+        )
     return rows
 
 
@@ -137,15 +149,19 @@ def profile_ort(optimizer, X, y, warmup=WARMUP):
     >>> sorted(kernels["step"].unique().tolist()), "matrix products" in set(kernels["family"])
     ([1, 2, 3, 4], True)
     """
-    estimator = clone(optimizer).set_params(max_iter=1, warm_start=False, verbose=0,
-                                            validation_every=0)
+    estimator = clone(optimizer).set_params(
+        max_iter=1, warm_start=False, verbose=0, validation_every=0
+    )
     with tempfile.TemporaryDirectory(prefix="ort_profile_") as folder:
         with profiling_sessions(folder):
             estimator.fit(X, y)
             n_steps = estimator.t_
             del estimator  # a session writes its trace when it ends
-        rows = [row for path in sorted(glob.glob(os.path.join(folder, "*.json")))
-                for row in _trace_rows(path, n_steps)]
+        rows = [
+            row
+            for path in sorted(glob.glob(os.path.join(folder, "*.json")))
+            for row in _trace_rows(path, n_steps)
+        ]
     kernels = pd.DataFrame(rows, columns=["step", "name", "family", "us", "flops"])
     return kernels[kernels["step"] >= warmup].reset_index(drop=True)
 
@@ -159,9 +175,11 @@ def ort_peak_gflops(threads, n=2048, repeat=10):
     True
     """
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["a", "b"], ["c"])], "peak",
+        [helper.make_node("MatMul", ["a", "b"], ["c"])],
+        "peak",
         [helper.make_tensor_value_info(name, TensorProto.FLOAT, [n, n]) for name in "ab"],
-        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [n, n])])
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [n, n])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=8)
     session = make_session(model, n_threads=threads, label="peak")
     rng = np.random.default_rng(0)
@@ -172,7 +190,7 @@ def ort_peak_gflops(threads, n=2048, repeat=10):
         start = time.perf_counter()
         session.run(None, feeds)
         best = min(best, time.perf_counter() - start)
-    return 2 * n ** 3 / best / 1e9
+    return 2 * n**3 / best / 1e9
 
 
 def peaks(threads, before=None):
@@ -209,6 +227,7 @@ def cases(sizes, steps, only=()):
     ...  for name, _, _, X, _, task, batch in cases(["small"], 2, ["token"])]
     [('token_classifier_small', (128, 32), 'classification', 64)]
     """
+
     def kept(name):
         return not only or any(word.lower() in name.lower() for word in only)
 
@@ -251,8 +270,9 @@ def compare(case, threads, steps, rounds):
     profiled = slice(0, batch * (WARMUP + steps))
     ort_kernels = profile_ort(optimizer, X[profiled], y[profiled])
     time.sleep(PAUSE_S)
-    torch_kernels = profile_torch(make_module(), X[:batch], y[:batch], task, threads, steps, WARMUP,
-                                  lr)
+    torch_kernels = profile_torch(
+        make_module(), X[:batch], y[:batch], task, threads, steps, WARMUP, lr
+    )
     step_us = {"ORT": None, "torch": torch_kernels.attrs["step_us"]}
     timing = []
     if rounds:
@@ -260,28 +280,39 @@ def compare(case, threads, steps, rounds):
         timed = int(np.clip(EPOCH_US / profiled_us, TIMED_STEPS, MAX_TIMED_STEPS))
         repeat = -(-batch * timed // len(X))  # the batches again, for as many steps
         data = [np.concatenate([a] * repeat)[: batch * timed] for a in (X, y)]
-        fits = {ORT_STEP: step_fits(onx, *data, batch, threads, loss=LOSSES[task][0], lr=lr)[WHOLE],
-                TORCH_STEP: torch_fit(make_module, *data, task, learning_rate=lr, batch_size=batch)}
+        fits = {
+            ORT_STEP: step_fits(onx, *data, batch, threads, loss=LOSSES[task][0], lr=lr)[WHOLE],
+            TORCH_STEP: torch_fit(make_module, *data, task, learning_rate=lr, batch_size=batch),
+        }
         with torch_threads(threads):
             estimates, busy = ab_rounds(fits, timed, rounds=rounds, repeats=1, e2=4, max_busy=1.0)
         timing = ab_rows(estimates, TORCH_STEP, model=name, threads=threads, busy=busy_note(busy))
         for side, key in (("ORT", ORT_STEP), ("torch", TORCH_STEP)):  # the least disturbed round
             finite = [v for v in estimates[key] if not math.isnan(v)]
             step_us[side] = min(finite) if finite else step_us[side]
-    tables = {side: family_table(kernels, step_us[side])
-              for side, kernels in (("ORT", ort_kernels), ("torch", torch_kernels))}
+    tables = {
+        side: family_table(kernels, step_us[side])
+        for side, kernels in (("ORT", ort_kernels), ("torch", torch_kernels))
+    }
     return timing, tables
 
 
 def _entry(model, tables, family):
     """``(ORT - torch µs, text)`` of one family of one model; None under :data:`NOTABLE_SHARE`."""
     ort, torch_ = (tables[side].get(family, (0.0, 0))[0] for side in ("ORT", "torch"))
-    shares = [100 * us / max(sum(u for u, _ in tables[side].values()), 1e-9)
-              for us, side in ((ort, "ORT"), (torch_, "torch"))]
+    shares = [
+        100 * us / max(sum(u for u, _ in tables[side].values()), 1e-9)
+        for us, side in ((ort, "ORT"), (torch_, "torch"))
+    ]
     if max(shares) < NOTABLE_SHARE or max(ort, torch_) < 1:
         return None
-    ratio = ("torch has none" if torch_ < 1 else "onnxruntime has none" if ort < 1
-             else f"{ort / torch_:.2f}x")
+    ratio = (
+        "torch has none"
+        if torch_ < 1
+        else "onnxruntime has none"
+        if ort < 1
+        else f"{ort / torch_:.2f}x"
+    )
     return ort - torch_, f"{model} ({ratio}, {ort - torch_:+.0f} µs/step)"
 
 
@@ -303,12 +334,15 @@ def conclusions(results):
     """
     lines = []
     for family in FAMILIES:
-        entries = sorted(filter(None, (_entry(m, t, family) for m, t in results.items())),
-                         key=lambda e: -abs(e[0]))
-        parts = [f"onnxruntime {word} in " + ", ".join(text for gap, text in entries if keep(gap))
-                 for word, keep in (("slower", lambda gap: gap > 0),
-                                    ("faster", lambda gap: gap <= 0))
-                 if any(keep(gap) for gap, _ in entries)]
+        entries = sorted(
+            filter(None, (_entry(m, t, family) for m, t in results.items())),
+            key=lambda e: -abs(e[0]),
+        )
+        parts = [
+            f"onnxruntime {word} in " + ", ".join(text for gap, text in entries if keep(gap))
+            for word, keep in (("slower", lambda gap: gap > 0), ("faster", lambda gap: gap <= 0))
+            if any(keep(gap) for gap, _ in entries)
+        ]
         if parts:
             lines.append(f"- **{family}**: " + "; ".join(parts))
     return "\n".join(lines)
@@ -345,13 +379,20 @@ def _intro(argv, load, seconds, args):
         "does: one family on both sides; "
         "their GFLOP/s count both gradients (only the weight's for a first layer). ORT/torch "
         "above 1: onnxruntime slower. `busy`: how busy other jobs kept the processors before each "
-        f"round (each model first waits up to {QUIET_WAIT_S} s for them to fall under 10%).")
+        f"round (each model first waits up to {QUIET_WAIT_S} s for them to fall under 10%)."
+    )
 
 
 def _step_line(timing):
     line = "; ".join(f"{row['variant']} {row['µs/step']} µs ({row['range']})" for row in timing)
-    ratio = next((f"; ratio ORT/torch {row['ratio']} ({row['ratio range']})" for row in timing
-                  if row["variant"] == ORT_STEP), "")
+    ratio = next(
+        (
+            f"; ratio ORT/torch {row['ratio']} ({row['ratio range']})"
+            for row in timing
+            if row["variant"] == ORT_STEP
+        ),
+        "",
+    )
     return f"Step, timed without profilers: {line or 'not timed'}{ratio}."
 
 
@@ -369,22 +410,31 @@ def main(argv=None):
             compared.append((case[0], *compare(case, threads, args.steps, args.rounds)))
             print(case[0], label, _step_line(compared[-1][1]), flush=True)
         peak = peaks(threads, before=first)
-        sections.append(f"### {label}\n\nA 2048 x 2048 float32 matrix product (the best of before "
-                        f"and after the models): onnxruntime {peak['ORT']:.0f} GFLOP/s, torch "
-                        f"{peak['torch']:.0f} GFLOP/s; the percentages are of {peak['peak']:.0f}.")
+        sections.append(
+            f"### {label}\n\nA 2048 x 2048 float32 matrix product (the best of before "
+            f"and after the models): onnxruntime {peak['ORT']:.0f} GFLOP/s, torch "
+            f"{peak['torch']:.0f} GFLOP/s; the percentages are of {peak['peak']:.0f}."
+        )
         for name, timing, tables in compared:
             results[f"{name}, {label}"] = tables
             timing_rows += timing
             rows = side_by_side(tables["ORT"], tables["torch"], peak["peak"])
-            sections.append(f"#### {name}, {label}\n\n{_step_line(timing)}\n\n"
-                            + markdown(rows, COLUMNS))
+            sections.append(
+                f"#### {name}, {label}\n\n{_step_line(timing)}\n\n" + markdown(rows, COLUMNS)
+            )
     steps_table = markdown(timing_rows, list(timing_rows[0])) if timing_rows else "Not timed."
-    text = "\n\n".join([
-        "## onnxruntime against torch, kernel by kernel",
-        _intro(argv, load, time.perf_counter() - started, args), *sections,
-        "### Where onnxruntime loses, family by family",
-        f"Families above {NOTABLE_SHARE:g}% of either step, the largest differences first.",
-        conclusions(results), "### Whole steps, interleaved", steps_table])
+    text = "\n\n".join(
+        [
+            "## onnxruntime against torch, kernel by kernel",
+            _intro(argv, load, time.perf_counter() - started, args),
+            *sections,
+            "### Where onnxruntime loses, family by family",
+            f"Families above {NOTABLE_SHARE:g}% of either step, the largest differences first.",
+            conclusions(results),
+            "### Whole steps, interleaved",
+            steps_table,
+        ]
+    )
     write_section(args.output, "torch-side", text)
 
 

@@ -4,6 +4,7 @@ The kernel survey and the A/B scripts of this folder each write their own
 section of the same file (:func:`write_section`), so that running one
 leaves what the others measured.
 """
+
 import os
 
 from benchmarks.records import (
@@ -92,7 +93,7 @@ def write_section(path, name, text, title="# Kernel survey", machine=None):
         begin, end = f"<!-- {section}: begin -->", f"<!-- {section}: end -->"
         block = machine_block(machine) if body is None else f"{begin}\n{body}\n{end}"
         if begin in new and end in new:
-            new = new[: new.index(begin)] + block + new[new.index(end) + len(end):]
+            new = new[: new.index(begin)] + block + new[new.index(end) + len(end) :]
         elif body is None:  # the machine, right under the title
             head, _, rest = new.partition("\n")
             new = f"{head}\n\n{block}\n\n{rest.lstrip()}"

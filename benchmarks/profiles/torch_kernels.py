@@ -10,6 +10,7 @@ product, the machine's peak for the GFLOP/s of the tables. Both leave
 torch's thread count as they found it. Run by
 ``benchmarks/profiles/kernels_side_by_side.py``.
 """
+
 import contextlib
 import time
 
@@ -21,8 +22,10 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from benchmarks.profiles.kernel_families import torch_family, torch_flops
 
 #: The loss of each task, as the onnxruntime optimizers compute it.
-TORCH_LOSSES = {"classification": torch.nn.functional.cross_entropy,
-                "regression": torch.nn.functional.mse_loss}
+TORCH_LOSSES = {
+    "classification": torch.nn.functional.cross_entropy,
+    "regression": torch.nn.functional.mse_loss,
+}
 #: Name of the record function around each profiled step.
 STEP = "train_step"
 
@@ -138,9 +141,15 @@ def profile_torch(module, X, y, task, threads, steps=10, warmup=3, lr=1e-3):
         if family is None:
             continue
         arguments = getattr(event, "concrete_inputs", None) or [None] * len(event.input_shapes)
-        rows.append({"step": int(np.searchsorted(starts, event.time_range.start, side="right")) - 1,
-                     "name": event.name, "family": family, "us": event.self_cpu_time_total,
-                     "flops": torch_flops(event.name, event.input_shapes, arguments)})
+        rows.append(
+            {
+                "step": int(np.searchsorted(starts, event.time_range.start, side="right")) - 1,
+                "name": event.name,
+                "family": family,
+                "us": event.self_cpu_time_total,
+                "flops": torch_flops(event.name, event.input_shapes, arguments),
+            }
+        )
     kernels = pd.DataFrame(rows, columns=["step", "name", "family", "us", "flops"])
     kernels.attrs["step_us"] = float(np.median(walls)) * 1e6
     return kernels
@@ -162,4 +171,4 @@ def torch_peak_gflops(threads, n=2048, repeat=10):
             start = time.perf_counter()
             torch.mm(a, b)
             best = min(best, time.perf_counter() - start)
-    return 2 * n ** 3 / best / 1e9
+    return 2 * n**3 / best / 1e9

@@ -6,6 +6,7 @@ same zoo model's fit in turn (:mod:`benchmarks.profiles.ab_timing`), with
 each variant's own copy of the model: the training caches key on a model's
 content, so the variants never share a session.
 """
+
 import onnx
 
 from benchmarks.profiles.ab_timing import ab_rounds, ab_rows, busy_note, step_fits
@@ -57,9 +58,12 @@ def zoo_variant_rows(models, variants, baseline, threads, rounds, repeats, lr=1e
             fits.update({(api, variant): fit for api, fit in fitted.items()})
         estimates, busy = ab_rounds(fits, steps, rounds=rounds, repeats=repeats, e2=e2)
         for api in dict.fromkeys(api for api, _ in fits):
-            per_variant = {variant: values for (a, variant), values in estimates.items() if a == api}
-            rows += ab_rows(per_variant, baseline, model=name, threads=threads, API=api,
-                            busy=busy_note(busy))
+            per_variant = {
+                variant: values for (a, variant), values in estimates.items() if a == api
+            }
+            rows += ab_rows(
+                per_variant, baseline, model=name, threads=threads, API=api, busy=busy_note(busy)
+            )
             if verbose:
-                print(markdown(rows[-len(variants):], list(rows[-1])), flush=True)
+                print(markdown(rows[-len(variants) :], list(rows[-1])), flush=True)
     return rows

@@ -2,6 +2,7 @@
 
 A Sphinx extension of this project's docs (``extensions`` in ``docs/conf.py``).
 """
+
 import os
 import posixpath
 import re
@@ -62,11 +63,20 @@ class NotebookDownload(SphinxTransform):
             return
         filename = os.path.basename(str(source))
         link = addnodes.download_reference(
-            "", "", nodes.literal(filename, filename), reftarget=filename,
-            refdoc=self.env.docname, refexplicit=True, refdomain="", reftype="download",
+            "",
+            "",
+            nodes.literal(filename, filename),
+            reftarget=filename,
+            refdoc=self.env.docname,
+            refexplicit=True,
+            refdomain="",
+            reftype="download",
         )
         paragraph = nodes.paragraph(
-            "", "", nodes.Text("Download this notebook: "), link,
+            "",
+            "",
+            nodes.Text("Download this notebook: "),
+            link,
             nodes.Text(" (without outputs; run it with the project's kernel)."),
             classes=["notebook-download"],
         )
@@ -86,21 +96,32 @@ def repo_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     """
     path = text.strip()
     named = re.fullmatch(r"(?P<label>.+?)\s*<(?P<path>[^<>]+)>", path)
-    path, label = (named["path"], nodes.Text(named["label"])) if named else (path, nodes.literal(path, path))
+    path, label = (
+        (named["path"], nodes.Text(named["label"])) if named else (path, nodes.literal(path, path))
+    )
     if REPOSITORY_URL:
         url = f"{REPOSITORY_URL}/blob/{REPOSITORY_BRANCH}/{path}"
         return [nodes.reference(rawtext, "", label, refuri=url)], []
     env = inliner.document.settings.env
     target = posixpath.relpath(posixpath.join("..", path), posixpath.dirname(env.docname) or ".")
     link = addnodes.download_reference(
-        rawtext, "", label, reftarget=target, refdoc=env.docname, refexplicit=True,
-        refdomain="", reftype="download",
+        rawtext,
+        "",
+        label,
+        reftarget=target,
+        refdoc=env.docname,
+        refexplicit=True,
+        refdomain="",
+        reftype="download",
     )
     return [link], []
 
 
 #: Files of the results that are pages of the site, by their path in the repository.
-RESULT_PAGES = {"results/reference/summary.md": "benchmarks", "results/reference/details.md": "benchmark_details"}
+RESULT_PAGES = {
+    "results/reference/summary.md": "benchmarks",
+    "results/reference/details.md": "benchmark_details",
+}
 _LINK = re.compile(r"(?<!!)\[(?P<label>[^\]]+)\]\((?P<target>[^)\s]+)\)")
 
 
@@ -117,7 +138,9 @@ def _link_result_files(app, relative_path, parent_docname, content):
         target = match["target"]
         if "://" in target or target.startswith("#"):
             return match.group(0)
-        path = os.path.relpath(os.path.normpath(os.path.join(folder, target)), ROOT).replace(os.sep, "/")
+        path = os.path.relpath(os.path.normpath(os.path.join(folder, target)), ROOT).replace(
+            os.sep, "/"
+        )
         label = match["label"].strip("`")
         if path in RESULT_PAGES:
             return f"{{doc}}`{label} <{RESULT_PAGES[path]}>`"

@@ -47,6 +47,7 @@ MobileNetV2 (``benchmarks/profiles/kernels_side_by_side.py``).
 within float32 rounding of 1 of each other (``softplus(-30)`` is ``9e-14``
 in torch, 0 here), and the gradient, ``sigmoid(x)``, is exact.
 """
+
 import json
 
 import numpy as np

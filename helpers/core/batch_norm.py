@@ -40,6 +40,7 @@ run to the next, both APIs, one and two threads: ``(x - mean) * (scale / std)
 / std`` (torch's CPU kernel) 0.91 to 1.04, then 0.96 to 0.98. Neither gain
 stands above the spread of the shared machine: neither was kept.
 """
+
 from onnx import TensorProto, helper, numpy_helper
 
 from .graph_nodes import (
@@ -76,7 +77,9 @@ def running_statistic_names(model):
     names = []
     for node in model.graph.node:
         if is_onnx_op(node, "BatchNormalization"):
-            names.extend(name for name in node.input[3:5] if name in initializers and name not in names)
+            names.extend(
+                name for name in node.input[3:5] if name in initializers and name not in names
+            )
     return names
 
 
@@ -109,8 +112,12 @@ def _decompose(node, rank, opset, index, counter):
     nodes = [
         constant_node(f"{tag}__epsilon", epsilon),
         constant_node(f"{tag}__channel_shape", broadcast, TensorProto.INT64),
-        helper.make_node("Reshape", [scale, f"{tag}__channel_shape"], [f"{tag}__scale"], name=f"{tag}__scale"),
-        helper.make_node("Reshape", [bias, f"{tag}__channel_shape"], [f"{tag}__bias"], name=f"{tag}__bias"),
+        helper.make_node(
+            "Reshape", [scale, f"{tag}__channel_shape"], [f"{tag}__scale"], name=f"{tag}__scale"
+        ),
+        helper.make_node(
+            "Reshape", [bias, f"{tag}__channel_shape"], [f"{tag}__bias"], name=f"{tag}__bias"
+        ),
     ]
     layer = None
     if training:
@@ -119,12 +126,18 @@ def _decompose(node, rank, opset, index, counter):
         nodes += reduce_mean(x, mean, axes, opset, f"{tag}__reduce_mean")
         nodes += [
             helper.make_node("Sub", [x, mean], [f"{tag}__centered"], name=f"{tag}__centered"),
-            helper.make_node("Mul", [f"{tag}__centered"] * 2, [f"{tag}__squares"], name=f"{tag}__squares"),
+            helper.make_node(
+                "Mul", [f"{tag}__centered"] * 2, [f"{tag}__squares"], name=f"{tag}__squares"
+            ),
         ]
         nodes += reduce_mean(f"{tag}__squares", var, axes, opset, f"{tag}__reduce_var")
         layer = BatchNormLayer(
-            running_mean, running_var, 1.0 - float(node_attribute(node, "momentum", 0.9)),
-            f"{tag}__batch_mean", f"{tag}__batch_var", counter,
+            running_mean,
+            running_var,
+            1.0 - float(node_attribute(node, "momentum", 0.9)),
+            f"{tag}__batch_mean",
+            f"{tag}__batch_var",
+            counter,
         )
         nodes += _batch_statistics(x, scale, mean, var, layer, tag)
     else:
@@ -135,10 +148,22 @@ def _decompose(node, rank, opset, index, counter):
             helper.make_node("Sub", [x, mean], [f"{tag}__centered"], name=f"{tag}__centered"),
         ]
     nodes += [
-        helper.make_node("Add", [var, f"{tag}__epsilon"], [f"{tag}__var_eps"], name=f"{tag}__var_eps"),
+        helper.make_node(
+            "Add", [var, f"{tag}__epsilon"], [f"{tag}__var_eps"], name=f"{tag}__var_eps"
+        ),
         helper.make_node("Sqrt", [f"{tag}__var_eps"], [f"{tag}__std"], name=f"{tag}__std"),
-        helper.make_node("Div", [f"{tag}__centered", f"{tag}__std"], [f"{tag}__normalized"], name=f"{tag}__normalized"),
-        helper.make_node("Mul", [f"{tag}__normalized", f"{tag}__scale"], [f"{tag}__scaled"], name=f"{tag}__scaled"),
+        helper.make_node(
+            "Div",
+            [f"{tag}__centered", f"{tag}__std"],
+            [f"{tag}__normalized"],
+            name=f"{tag}__normalized",
+        ),
+        helper.make_node(
+            "Mul",
+            [f"{tag}__normalized", f"{tag}__scale"],
+            [f"{tag}__scaled"],
+            name=f"{tag}__scaled",
+        ),
         helper.make_node("Add", [f"{tag}__scaled", f"{tag}__bias"], [y], name=f"{tag}__output"),
     ]
     return nodes, layer
@@ -153,15 +178,36 @@ def _batch_statistics(x, scale, mean, var, layer, tag):
     return [
         constant_node(f"{tag}__flat", [-1], TensorProto.INT64),
         constant_node(f"{tag}__one", 1.0),
-        helper.make_node("Reshape", [mean, f"{tag}__flat"], [layer.mean_output], name=layer.mean_output),
+        helper.make_node(
+            "Reshape", [mean, f"{tag}__flat"], [layer.mean_output], name=layer.mean_output
+        ),
         helper.make_node("Size", [x], [f"{tag}__size"], name=f"{tag}__size"),
         helper.make_node("Size", [scale], [f"{tag}__channels"], name=f"{tag}__channels"),
-        helper.make_node("Div", [f"{tag}__size", f"{tag}__channels"], [f"{tag}__count_int"], name=f"{tag}__count_int"),
-        helper.make_node("Cast", [f"{tag}__count_int"], [f"{tag}__count"], name=f"{tag}__count", to=TensorProto.FLOAT),
-        helper.make_node("Sub", [f"{tag}__count", f"{tag}__one"], [f"{tag}__count_1"], name=f"{tag}__count_1"),
-        helper.make_node("Div", [f"{tag}__count", f"{tag}__count_1"], [f"{tag}__bessel"], name=f"{tag}__bessel"),
-        helper.make_node("Reshape", [var, f"{tag}__flat"], [f"{tag}__var_flat"], name=f"{tag}__var_flat"),
-        helper.make_node("Mul", [f"{tag}__var_flat", f"{tag}__bessel"], [layer.var_output], name=layer.var_output),
+        helper.make_node(
+            "Div",
+            [f"{tag}__size", f"{tag}__channels"],
+            [f"{tag}__count_int"],
+            name=f"{tag}__count_int",
+        ),
+        helper.make_node(
+            "Cast",
+            [f"{tag}__count_int"],
+            [f"{tag}__count"],
+            name=f"{tag}__count",
+            to=TensorProto.FLOAT,
+        ),
+        helper.make_node(
+            "Sub", [f"{tag}__count", f"{tag}__one"], [f"{tag}__count_1"], name=f"{tag}__count_1"
+        ),
+        helper.make_node(
+            "Div", [f"{tag}__count", f"{tag}__count_1"], [f"{tag}__bessel"], name=f"{tag}__bessel"
+        ),
+        helper.make_node(
+            "Reshape", [var, f"{tag}__flat"], [f"{tag}__var_flat"], name=f"{tag}__var_flat"
+        ),
+        helper.make_node(
+            "Mul", [f"{tag}__var_flat", f"{tag}__bessel"], [layer.var_output], name=layer.var_output
+        ),
     ]
 
 
@@ -233,4 +279,3 @@ def decompose_batch_norm(model):
         layer.counter: cumulative[layer.running_mean]["count"] for layer in layers if layer.counter
     }
     return copy, RunningStatistics(layers, initial, counts)
-

@@ -5,6 +5,7 @@ GPU, the data is copied to the device once per ``fit``; each epoch sends only
 the permutation (indices) and each batch is gathered there by a small ONNX
 graph, so the rows never travel back and forth.
 """
+
 import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
@@ -59,7 +60,9 @@ class Batch:
         """The arrays as OrtValues, made once (no copy: views of the batch's rows)."""
         if self._ortvalues is None:
             self._ortvalues = [
-                value if isinstance(value, onnxruntime.OrtValue) else onnxruntime.OrtValue.ortvalue_from_numpy(value)
+                value
+                if isinstance(value, onnxruntime.OrtValue)
+                else onnxruntime.OrtValue.ortvalue_from_numpy(value)
                 for value in self.arrays
             ]
         return self._ortvalues
@@ -112,8 +115,11 @@ class Batches:
             self._buffers = [np.empty_like(a) for a in self._data]
         if batch_size not in self._batches:
             self._batches[batch_size] = [
-                Batch(start, min(start + batch_size, self.n_rows),
-                      [b[start:start + batch_size] for b in self._buffers])
+                Batch(
+                    start,
+                    min(start + batch_size, self.n_rows),
+                    [b[start : start + batch_size] for b in self._buffers],
+                )
                 for start in range(0, self.n_rows, batch_size)
             ]
         return self._batches[batch_size]
@@ -145,7 +151,9 @@ class Batches:
             if first_row == 0:
                 yield from batches
                 return
-            for start in range(first_row, self.n_rows, batch_size):  # a resumed epoch: batches of its own
+            for start in range(
+                first_row, self.n_rows, batch_size
+            ):  # a resumed epoch: batches of its own
                 end = min(start + batch_size, self.n_rows)
                 yield Batch(start, end, [b[start:end] for b in self._buffers])
             return

@@ -8,6 +8,7 @@ those rows, and the optimizers call :func:`class_labels_as_one_hot` when their
 loss is a softmax cross-entropy, so that ``fit(X, labels)`` works as it does
 in scikit-learn.
 """
+
 import numpy as np
 
 
@@ -34,11 +35,15 @@ def one_hot(y, n_classes=None):
     """
     y = np.asarray(y)
     if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
-        raise ValueError(f"y must be a 1-D array of class indices, got dtype {y.dtype} and shape {y.shape}.")
+        raise ValueError(
+            f"y must be a 1-D array of class indices, got dtype {y.dtype} and shape {y.shape}."
+        )
     if n_classes is None:
         n_classes = int(y.max()) + 1
     if y.size and (y.min() < 0 or y.max() >= n_classes):
-        raise ValueError(f"Class indices must be in [0, {n_classes - 1}], got {y.min()} to {y.max()}.")
+        raise ValueError(
+            f"Class indices must be in [0, {n_classes - 1}], got {y.min()} to {y.max()}."
+        )
     encoded = np.zeros((y.size, n_classes), dtype=np.float32)
     encoded[np.arange(y.size), y] = 1.0
     return encoded

@@ -61,6 +61,7 @@ The rewrite is a training detail, under ``fast_gradients``, applied by
 channels and the spatial sizes of a convolution's input are known; other
 grouped convolutions are left as they are.
 """
+
 import itertools
 
 from onnx import TensorProto, helper
@@ -91,12 +92,18 @@ class _Conv:
         self.node, self.layout, self.rank = node, layout, len(w_shape) - 2
         self.channels, self.out_channels, self.sizes = x_shape[1], w_shape[0], x_shape[2:]
         self.kernel, self.strides, self.dilations, self.pads = window_attributes(
-            node, self.rank, w_shape[2:])
+            node, self.rank, w_shape[2:]
+        )
         self.outputs = [
             (size + before + after - dilation * (k - 1) - 1) // stride + 1
             for size, before, after, k, stride, dilation in zip(
-                self.sizes, self.pads[: self.rank], self.pads[self.rank:], self.kernel,
-                self.strides, self.dilations)
+                self.sizes,
+                self.pads[: self.rank],
+                self.pads[self.rank :],
+                self.kernel,
+                self.strides,
+                self.dilations,
+            )
         ]
         self.tag = f"{CONV_PREFIX}{index}__{node.name or node.output[0]}"
         self.nodes = []
@@ -135,14 +142,18 @@ def _windows(conv):
     for offset in itertools.product(*(range(k) for k in conv.kernel)):
         starts = [o * d for o, d in zip(offset, conv.dilations)]
         ends = [s + (n - 1) * t + 1 for s, n, t in zip(starts, conv.outputs, conv.strides)]
-        padded = [n + b + a for n, b, a in zip(conv.sizes, conv.pads, conv.pads[conv.rank:])]
+        padded = [n + b + a for n, b, a in zip(conv.sizes, conv.pads, conv.pads[conv.rank :])]
         if starts == [0] * conv.rank and ends == padded and conv.strides == [1] * conv.rank:
             windows.append(x)
             continue
         name = "_".join(map(str, offset))
-        inputs = [x, conv.constant(f"starts_{name}", starts), conv.constant(f"ends_{name}", ends),
-                  conv.constant(f"axes_{name}", conv.spatial_axes),
-                  conv.constant(f"steps_{name}", conv.strides)]
+        inputs = [
+            x,
+            conv.constant(f"starts_{name}", starts),
+            conv.constant(f"ends_{name}", ends),
+            conv.constant(f"axes_{name}", conv.spatial_axes),
+            conv.constant(f"steps_{name}", conv.strides),
+        ]
         windows.append(conv.add("Slice", inputs, f"window_{name}"))
     return windows
 
@@ -161,8 +172,11 @@ def _dense(conv, windows):
     w = conv.add("Transpose", [w], "w_t", perm=[0, *spatial, 1])
     w = conv.add("Reshape", [w, conv.constant("w_shape", [conv.out_channels, taps])], "w_rows")
     product = conv.add("MatMul", [w, cols], "product_flat")
-    return conv.add("Reshape", [product, conv.constant(
-        "y_shape", [0, conv.out_channels, *conv.outputs])], "product")
+    return conv.add(
+        "Reshape",
+        [product, conv.constant("y_shape", [0, conv.out_channels, *conv.outputs])],
+        "product",
+    )
 
 
 def _depthwise(conv, windows):
@@ -181,10 +195,13 @@ def _depthwise(conv, windows):
         split = helper.make_node("Split", [w], tap_names, name=f"{conv.tag}__split", axis=0)
         conv.nodes.append(split)
         squeeze = conv.constant("tap_shape", shape[1:])
-        tap_names = [conv.add("Reshape", [t, squeeze], f"tap_shaped_{i}")
-                     for i, t in enumerate(tap_names)]
-    products = [conv.add("Mul", [x, t], f"tap_product_{i}")
-                for i, (x, t) in enumerate(zip(windows, tap_names))]
+        tap_names = [
+            conv.add("Reshape", [t, squeeze], f"tap_shaped_{i}") for i, t in enumerate(tap_names)
+        ]
+    products = [
+        conv.add("Mul", [x, t], f"tap_product_{i}")
+        for i, (x, t) in enumerate(zip(windows, tap_names))
+    ]
     total = products[0]  # a chain of Add: the gradient builder has none for Sum
     for i, product in enumerate(products[1:], 1):
         total = conv.add("Add", [total, product], f"partial_{i}")

@@ -21,6 +21,7 @@ Examples
 >>> minimum_driver_text()
 'a driver for CUDA 11.0 or later (Linux 450.80.02 or later)'
 """
+
 import ctypes
 import os
 import sys
@@ -53,7 +54,12 @@ CUDA_PACKAGES = (
 #: The libraries ``libonnxruntime_providers_cuda.so`` links by name (``readelf -d``):
 #: the ones a system CUDA 11.8 must provide; the others are opened by these.
 PROVIDER_LIBRARIES = (
-    "libcudart.so.11.0", "libcublasLt.so.11", "libcublas.so.11", "libcufft.so.10", "libcurand.so.10", "libcudnn.so.8",
+    "libcudart.so.11.0",
+    "libcublasLt.so.11",
+    "libcublas.so.11",
+    "libcufft.so.10",
+    "libcurand.so.10",
+    "libcudnn.so.8",
 )
 #: The lowest CUDA version (``cuDriverGetVersion``: 1000 x major + 10 x minor)
 #: a driver must support to run CUDA 11.8 code (CUDA's minor-version compatibility).
@@ -124,7 +130,11 @@ def find_cuda_libraries(search_path=None):
     found, missing = {}, {}
     for package, folder, libraries in CUDA_PACKAGES:
         for library in libraries:
-            paths = [f / folder / "lib" / library for f in folders if (f / folder / "lib" / library).is_file()]
+            paths = [
+                f / folder / "lib" / library
+                for f in folders
+                if (f / folder / "lib" / library).is_file()
+            ]
             if paths:
                 found[library] = str(paths[0])
             else:
@@ -238,9 +248,21 @@ def missing_cuda_libraries(search_path=None, by_name=None):
     by_name = by_name or loadable_by_name
     found, missing = find_cuda_libraries(search_path)
     if uses_system_cuda():
-        missing = {**missing, **{name: package for package, _, names in CUDA_PACKAGES for name in names if name in found}}
+        missing = {
+            **missing,
+            **{
+                name: package
+                for package, _, names in CUDA_PACKAGES
+                for name in names
+                if name in found
+            },
+        }
     # cuDNN opens its parts and nvrtc itself, after libcudnn.so.8: only the provider's direct needs are checked
-    return {name: package for name, package in missing.items() if name in PROVIDER_LIBRARIES and not by_name(name)}
+    return {
+        name: package
+        for name, package in missing.items()
+        if name in PROVIDER_LIBRARIES and not by_name(name)
+    }
 
 
 def load_errors(loaded):
@@ -252,7 +274,11 @@ def load_errors(loaded):
     ...              "libcudnn.so.8": "error: libz.so.1: cannot open shared object file"})
     {'libcudnn.so.8': 'libz.so.1: cannot open shared object file'}
     """
-    return {name: value[len("error: "):] for name, value in loaded.items() if value.startswith("error: ")}
+    return {
+        name: value[len("error: ") :]
+        for name, value in loaded.items()
+        if value.startswith("error: ")
+    }
 
 
 def provider_load_error(loader=None):
@@ -277,7 +303,10 @@ def provider_load_error(loader=None):
     import onnxruntime  # noqa: PLC0415  (this module is also used before onnxruntime is imported)
 
     folder = Path(onnxruntime.__file__).parent / "capi"
-    shared, provider = folder / "libonnxruntime_providers_shared.so", folder / "libonnxruntime_providers_cuda.so"
+    shared, provider = (
+        folder / "libonnxruntime_providers_shared.so",
+        folder / "libonnxruntime_providers_cuda.so",
+    )
     if not provider.is_file():
         return None
     loader = loader or _load_global

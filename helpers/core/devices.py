@@ -4,6 +4,7 @@ The GPU package of onnxruntime-training lists ``CUDAExecutionProvider`` even
 on a machine without a GPU, so the provider list proves nothing: a small
 model is run on the GPU before ``'auto'`` chooses it.
 """
+
 import platform
 import re
 import sys
@@ -20,7 +21,12 @@ from . import cuda_libraries
 from .sessions import make_session
 
 #: Every package that provides the import name ``onnxruntime``; only one may be installed.
-RUNTIME_PACKAGES = ("onnxruntime-training", "onnxruntime-training-cpu", "onnxruntime", "onnxruntime-gpu")
+RUNTIME_PACKAGES = (
+    "onnxruntime-training",
+    "onnxruntime-training-cpu",
+    "onnxruntime",
+    "onnxruntime-gpu",
+)
 #: The GPU package and its CUDA version.
 GPU_PACKAGE = "onnxruntime-training==1.19.2"
 
@@ -132,7 +138,11 @@ def gpu_setup_problem():
         return (
             f"the CUDA library {library} of its pip package cannot be loaded ({message}); "
             "reinstall the GPU variant (make clean && make setup GPU=1)"
-            + (", and install the system library it names" if "cannot open shared object" in message else "")
+            + (
+                ", and install the system library it names"
+                if "cannot open shared object" in message
+                else ""
+            )
         )
     missing = cuda_libraries.missing_cuda_libraries()
     if missing:
@@ -172,9 +182,13 @@ def cuda_problem(index=0):
         if "CUDAExecutionProvider" not in sess.get_providers():
             reason = cuda_libraries.provider_load_error()
             return "onnxruntime's CUDA provider could not start" + (
-                f": {reason}" if reason else " (onnxruntime fell back to the CPU without saying why)"
+                f": {reason}"
+                if reason
+                else " (onnxruntime fell back to the CPU without saying why)"
             )
-        x = onnxruntime.OrtValue.ortvalue_from_numpy(np.array([1.0, 2.0], dtype=np.float32), "cuda", index)
+        x = onnxruntime.OrtValue.ortvalue_from_numpy(
+            np.array([1.0, 2.0], dtype=np.float32), "cuda", index
+        )
         y = sess.run_with_ortvalues(["y"], {"x": x})[0].numpy()
     except Exception as exc:  # any failure means: not usable
         return f"running a model on cuda:{index} failed: {str(exc).splitlines()[0]}"

@@ -9,12 +9,12 @@ left on device``; :func:`full_disk_explained` turns it (and Python's own
 full, and how much the files need and how much is free. The writers remove
 what they wrote half-way: nothing half-written is used afterwards.
 """
+
 import errno
 import os
 import shutil
 import tempfile
 from contextlib import contextmanager
-
 
 #: Where to write instead, when the temporary folder is full.
 TEMPORARY_FOLDER = (

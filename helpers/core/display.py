@@ -5,6 +5,7 @@ text (kilobytes for a real network, seconds to render as HTML after every
 notebook cell ending in ``.fit(...)``). :class:`ModelSummaryRepr` shows
 :func:`~helpers.core.onnx_graph.describe_model` in its place.
 """
+
 from sklearn.base import BaseEstimator
 
 from .onnx_graph import describe_model

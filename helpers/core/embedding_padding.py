@@ -12,6 +12,7 @@ table multiplied by a constant mask, one for every row but the padding one
 zero), and a gradient of zero for the padding row, exactly as torch's. The
 inference model keeps its plain ``Gather``.
 """
+
 import json
 
 import numpy as np

@@ -4,6 +4,7 @@ Reading a loss waits for its step to finish; reading them together lets the
 device run ahead. A NaN or infinite loss still stops training within
 :data:`LOSSES_READ_TOGETHER` steps, and the error says where it happened.
 """
+
 import math
 
 #: Steps whose losses stay on the device before they are read together.

@@ -5,6 +5,7 @@ input checks, shuffled minibatches (one permutation per epoch), the
 progress bar, the divergence check, validation losses, warm starts and
 pickling. Subclasses build the runtime objects and run one training step.
 """
+
 import warnings
 
 import numpy as np
@@ -15,19 +16,27 @@ from tqdm.auto import tqdm
 
 from .batches import Batches
 from .devices import resolve_device
+from .display import ModelSummaryRepr
 from .epoch_losses import EpochLosses, TrainingDivergedError
 from .feature_names import check_feature_names, check_validation_names, feature_names
-from .learning_rates import resolve_learning_rate
-from .display import ModelSummaryRepr
 from .inference_mode import inference_graph
+from .learning_rates import resolve_learning_rate
 from .onnx_graph import get_train_initializer
-from .parameters import check_shared_parameters, check_warm_start, training_settings, validation_period
-from .runtime import check_model_inputs, check_model_ir_version, check_model_opset, check_onnx_compatible
+from .parameters import (
+    check_shared_parameters,
+    check_warm_start,
+    training_settings,
+    validation_period,
+)
+from .runtime import (
+    check_model_inputs,
+    check_model_ir_version,
+    check_model_opset,
+    check_onnx_compatible,
+)
 from .trained_model import PREDICTION_SESSIONS, TrainedModelMixin
 from .training_loop import EpochStart, check_finite_outputs, check_finite_state, deferred_interrupt
 from .validation import InputSpec, check_features, check_sample_weight, check_targets
-
-
 
 
 class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
@@ -238,7 +247,9 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
             self._settings = settings
         else:
             check_warm_start(self._settings, settings)
-            if getattr(self, "_runtime", None) is None:  # unpickled: rebuild the runtime from what the pickle kept
+            if (
+                getattr(self, "_runtime", None) is None
+            ):  # unpickled: rebuild the runtime from what the pickle kept
                 self._rebuild_runtime()
         PREDICTION_SESSIONS.drop(self)
         self._set_input_attributes(X, getattr(self, "feature_names_in_", None) if warm else names)
@@ -285,7 +296,9 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         if partial is not None:
             warnings.warn(
                 f"The interrupted epoch ({partial[1]} of {len(partial[0])} rows) cannot resume on {n} rows: "
-                "a new epoch starts.", RuntimeWarning, stacklevel=3,
+                "a new epoch starts.",
+                RuntimeWarning,
+                stacklevel=3,
             )
         return self._rng.permutation(n), 0, 0.0
 
@@ -311,13 +324,17 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
                     interrupt.check()
             except TrainingDivergedError:
                 raise
-            except BaseException:  # interrupted: record exactly how far the epoch went, to finish it later
+            except (
+                BaseException
+            ):  # interrupted: record exactly how far the epoch went, to finish it later
                 self._partial_epoch = (order, trained, done + losses.total())
                 raise
             total = done + losses.total()
-            check_finite_state(self._runtime.get_weights(), self._runtime.statistics.get(), self.n_iter_ + 1)
+            check_finite_state(
+                self._runtime.get_weights(), self._runtime.statistics.get(), self.n_iter_ + 1
+            )
             if data is not None:
-                rows = order[batch.start:batch.end]
+                rows = order[batch.start : batch.end]
                 loss, outputs = self._loss_and_outputs(*(array[rows] for array in data))
                 check_finite_outputs(loss, outputs, (batch.start, batch.end), self.n_iter_ + 1)
         except TrainingDivergedError as error:

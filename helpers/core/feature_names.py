@@ -10,6 +10,7 @@ messages are scikit-learn's own (:func:`sklearn.utils.validation.validate_data`)
 Inputs without column names (arrays of any rank: images, sequences) are not
 concerned.
 """
+
 import warnings
 
 from sklearn.base import BaseEstimator
@@ -85,7 +86,9 @@ def check_validation_names(names, X_val):
     if names is not None and val_names is None:
         warnings.warn(
             "X_val does not have valid feature names, but X has: its columns are taken to be "
-            "those of X, in their order.", UserWarning, stacklevel=3,
+            "those of X, in their order.",
+            UserWarning,
+            stacklevel=3,
         )
     elif names is None and val_names is not None:
         message = "X_val has feature names, but X has none: they are not checked."

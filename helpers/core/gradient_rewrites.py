@@ -93,6 +93,7 @@ removes them: the gradient graph of a 500-500-1 network goes from 40 nodes
 to 17. The optimizers feed those inputs with batches of the same rows, so
 the declaration is true by construction.
 """
+
 from onnx import TensorProto, helper
 
 from .convolution_rewrites import convolutions_as_products
@@ -151,7 +152,11 @@ def _gather_as_gather_nd(node, index):
 def _gathers_rows(node, types):
     """Whether ``node`` is a ``Gather`` of rows (axis 0) of a float table by int64 ids."""
     axis = node_attribute(node, "axis", 0)
-    return axis == 0 and types.get(node.input[0]) in _TABLE_TYPES and types.get(node.input[1]) == TensorProto.INT64
+    return (
+        axis == 0
+        and types.get(node.input[0]) in _TABLE_TYPES
+        and types.get(node.input[1]) == TensorProto.INT64
+    )
 
 
 def _replacement(node, types, opset, index):
@@ -252,7 +257,13 @@ def rewrite_for_training(model, batch_inputs=()):
     return rewritten
 
 
-_ROLES = {"zero": "Constant", "one": "Constant", "greater": "Greater", "where": "Where", "mul": "Mul"}
+_ROLES = {
+    "zero": "Constant",
+    "one": "Constant",
+    "greater": "Greater",
+    "where": "Where",
+    "mul": "Mul",
+}
 
 
 def _rewrite_role(node):

@@ -7,6 +7,7 @@ of its nodes replaced: each rewrite finds nodes of the standard ONNX domain,
 reads their attributes, adds constant nodes and returns a copy of the model
 with its new list of nodes.
 """
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -56,7 +57,9 @@ def constant_node(name, values, elem_type=TensorProto.FLOAT):
     ('Constant', ['axes'], [0, 2])
     """
     array = np.asarray(values, dtype=helper.tensor_dtype_to_np_dtype(elem_type))
-    return helper.make_node("Constant", [], [name], name=name, value=numpy_helper.from_array(array, name))
+    return helper.make_node(
+        "Constant", [], [name], name=name, value=numpy_helper.from_array(array, name)
+    )
 
 
 def copy_with_nodes(model, nodes):

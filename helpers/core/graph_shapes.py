@@ -4,6 +4,7 @@ The graph rewrites need them: a ``Relu`` is rewritten only for float inputs,
 a ``BatchNormalization`` needs the rank of its input, an ``AveragePool`` the
 number of channels of its input.
 """
+
 import numpy as np
 import onnx
 
@@ -28,7 +29,8 @@ def _without_large_values(model):
     skeleton.graph.initializer.extend(i for i in graph.initializer if i.name not in names)
     skeleton.graph.input.extend(
         onnx.helper.make_tensor_value_info(i.name, i.data_type, list(i.dims))
-        for i in large if i.name not in inputs
+        for i in large
+        if i.name not in inputs
     )
     return skeleton
 
@@ -136,7 +138,8 @@ def with_inferred_shapes(model):
         return model
     declared = {v.name for v in [*model.graph.input, *model.graph.value_info]}
     found = [
-        v for v in [*inferred.graph.value_info, *inferred.graph.output]
+        v
+        for v in [*inferred.graph.value_info, *inferred.graph.output]
         if v.name not in declared and _fixed_dims(v) > plain.get(v.name, -1)
     ]
     if not found:

@@ -8,6 +8,7 @@ operators, and stops at the ``Reshape`` that ``nn.Unflatten`` exports
 functions compute them: constants with onnx's reference evaluator, sizes by
 running the nodes that compute a value on zeros.
 """
+
 import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
@@ -42,7 +43,10 @@ def constant_value(model, name):
     if name not in produced or needed - set(initializers):
         return None  # a graph input is needed
     graph = helper.make_graph(
-        nodes, "constant", [], [helper.make_tensor_value_info(name, TensorProto.UNDEFINED, None)],
+        nodes,
+        "constant",
+        [],
+        [helper.make_tensor_value_info(name, TensorProto.UNDEFINED, None)],
         initializer=[initializers[i] for i in needed],
     )
     evaluator = ReferenceEvaluator(helper.make_model(graph, opset_imports=model.opset_import))
@@ -78,16 +82,18 @@ def shapes_of_a_run(model, names):
     run = copy_with_nodes(model, nodes)
     del run.graph.input[:], run.graph.output[:]
     run.graph.input.extend(inputs)
-    run.graph.output.extend(helper.make_tensor_value_info(v, TensorProto.FLOAT, None)
-                            for v in names)
+    run.graph.output.extend(
+        helper.make_tensor_value_info(v, TensorProto.FLOAT, None) for v in names
+    )
     options = onnxruntime.SessionOptions()  # not profiled, and not given the users' threads
     options.log_severity_level = ERROR_SEVERITY
     types = [helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type) for i in inputs]
     try:
         session = make_session(run, options=options)
         runs = [
-            session.run(names, {i.name: np.zeros([rows, *d[1:]], t)
-                                for i, d, t in zip(inputs, dims, types)})
+            session.run(
+                names, {i.name: np.zeros([rows, *d[1:]], t) for i, d, t in zip(inputs, dims, types)}
+            )
             for rows in (1, 2)
         ]
     except Exception:  # noqa: BLE001 - what the runtime cannot run keeps what shape inference found
@@ -116,8 +122,11 @@ def shapes_with_a_run(model, names):
     ([None, 2, None], [None, 2, 8])
     """
     shapes = value_shapes(model)
-    unknown = [name for name in dict.fromkeys(names)
-               if shapes.get(name) is None or None in shapes[name][1:]]
+    unknown = [
+        name
+        for name in dict.fromkeys(names)
+        if shapes.get(name) is None or None in shapes[name][1:]
+    ]
     if unknown:
         shapes.update(shapes_of_a_run(model, unknown))
     return shapes

@@ -5,6 +5,7 @@ A torch module exported for training keeps its layers in training mode:
 batch's statistics. Predictions, exported models and the evaluation models
 of the training artifacts need them in inference mode.
 """
+
 import onnx
 
 from .batch_norm import batch_norm_in_training_mode
@@ -55,7 +56,9 @@ def inference_graph(onx):
         return onx
     model = onnx.ModelProto()
     model.CopyFrom(onx)
-    used = {name for node in model.graph.node for name in node.input} | {o.name for o in model.graph.output}
+    used = {name for node in model.graph.node for name in node.input} | {
+        o.name for o in model.graph.output
+    }
     for node in model.graph.node:
         if not _in_training_mode(node):
             continue
@@ -67,7 +70,9 @@ def inference_graph(onx):
         elif len(node.output) > 1 and node.output[1] in used:
             del node.input[2:]
         else:
-            node.CopyFrom(onnx.helper.make_node("Identity", [node.input[0]], [node.output[0]], name=node.name))
+            node.CopyFrom(
+                onnx.helper.make_node("Identity", [node.input[0]], [node.output[0]], name=node.name)
+            )
     return model
 
 

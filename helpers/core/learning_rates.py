@@ -17,12 +17,13 @@ together. :func:`resolve_learning_rate` turns either form into a schedule
 and an update rule (:mod:`helpers.core.update_rules`), the one place where
 they are checked.
 """
+
 import math
 import numbers
 
 from .configurable import Configurable
-from .validation import check_finite_number
 from .update_rules import MomentumRule, NesterovRule, SGDRule, WeightUpdater, make_update_rule
+from .validation import check_finite_number
 
 #: The schedule names, scikit-learn's.
 SCHEDULES = ("constant", "invscaling", "optimal")
@@ -40,7 +41,9 @@ def check_schedule(schedule, eta0, power_t, alpha=None):
     ValueError: Unknown learning-rate schedule 'adaptive', expected one of ('constant', 'invscaling', 'optimal').
     """
     if schedule not in SCHEDULES:
-        raise ValueError(f"Unknown learning-rate schedule {schedule!r}, expected one of {SCHEDULES}.")
+        raise ValueError(
+            f"Unknown learning-rate schedule {schedule!r}, expected one of {SCHEDULES}."
+        )
     for name, value in (("eta0", eta0), ("power_t", power_t), ("alpha", alpha)):
         if isinstance(value, numbers.Real):  # other types are refused below
             check_finite_number(name, value)
@@ -319,7 +322,11 @@ def resolve_learning_rate(
         # each parameter left at its default, or saying what the object says: nothing is ignored silently
         given = {
             "solver": (solver, "sgd", own.name),
-            "learning_rate_schedule": (learning_rate_schedule, "constant", learning_rate.learning_rate),
+            "learning_rate_schedule": (
+                learning_rate_schedule,
+                "constant",
+                learning_rate.learning_rate,
+            ),
             "power_t": (power_t, 0.25, learning_rate.power_t),
             "alpha": (alpha, 0.0001, learning_rate.alpha),
             "momentum": (momentum, 0.9, own.get_params().get("momentum")),
@@ -327,7 +334,9 @@ def resolve_learning_rate(
             "eps": (eps, 1e-8, None),
             "weight_decay": (weight_decay, 0.0, None),
         }
-        contradicting = [f"{k}={v!r}" for k, (v, default, theirs) in given.items() if v not in (default, theirs)]
+        contradicting = [
+            f"{k}={v!r}" for k, (v, default, theirs) in given.items() if v not in (default, theirs)
+        ]
         if contradicting:
             raise ValueError(
                 f"learning_rate={learning_rate!r} brings its own schedule and update rule "

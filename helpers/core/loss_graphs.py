@@ -23,6 +23,7 @@ the mean over every element, as torch's losses reduce by default:
 whole-training API); :mod:`helpers.forward_backward.losses` builds a loss
 and its gradient from them (the forward/backward API).
 """
+
 import numpy as np
 from onnx import helper, numpy_helper
 
@@ -95,7 +96,6 @@ class GraphAppender:
         if axes_as_input:
             return self.node(op_type, [x, self.const(axes, np.int64, "axes")], keepdims=keepdims)
         return self.node(op_type, [x], axes=list(axes), keepdims=keepdims)
-
 
 
 #: Other spellings of the loss names (onnxcustom's, scikit-learn's), to the one name:

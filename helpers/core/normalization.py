@@ -26,6 +26,7 @@ instance_norm training for unknown batch size"), and with a fixed one it
 writes a ``BatchNormalization`` with five outputs, which the ONNX checker
 refuses.
 """
+
 import numpy as np
 import onnx
 import onnxruntime

@@ -4,6 +4,7 @@ Losses, penalties and learning rates of the forward/backward API are such
 graphs: their inputs and outputs stay on the device (CPU or GPU) as
 :class:`onnxruntime.OrtValue`, so a training step never copies to the host.
 """
+
 import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
@@ -55,7 +56,9 @@ def to_ortvalue(value, device):
     if isinstance(value, onnxruntime.OrtValue):
         return value
     array = np.asarray(value)
-    array = np.ascontiguousarray(array, dtype=array.dtype if array.dtype in (np.int64, np.int32) else np.float32)
+    array = np.ascontiguousarray(
+        array, dtype=array.dtype if array.dtype in (np.int64, np.int32) else np.float32
+    )
     return onnxruntime.OrtValue.ortvalue_from_numpy(array, device.type, device.index)
 
 
@@ -103,7 +106,9 @@ class OnnxFunction:
         # The outputs belong to the caller, unlike those of an IOBinding,
         # which change with the binding's next run.
         feeds = {
-            name: (v if isinstance(v, onnxruntime.OrtValue) else to_ortvalue(v, self.device))._ortvalue
+            name: (
+                v if isinstance(v, onnxruntime.OrtValue) else to_ortvalue(v, self.device)
+            )._ortvalue
             for name, v in zip(self.input_names, inputs)
         }
         result = self._sess._sess.run_with_ort_values(feeds, self.output_names, None)

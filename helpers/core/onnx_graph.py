@@ -1,4 +1,5 @@
 """Read and rewrite the weights (initializers) of an ONNX graph."""
+
 import onnx
 from onnx import TensorProto, numpy_helper
 
@@ -255,7 +256,9 @@ def with_outputs(onx, names):
         return onx
     model = onnx.ModelProto()
     model.CopyFrom(onx)
-    model.graph.output.extend(onnx.helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in names)
+    model.graph.output.extend(
+        onnx.helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in names
+    )
     return model
 
 
@@ -337,6 +340,7 @@ def describe_model(onx):
     >>> describe_model(mlp_onnx(3, hidden=(4,)))
     'ONNX model X[N,3] -> variable[N,1], 4 float weights (21 values)'
     """
+
     def tensors(values):
         shown = []
         for value in values:

@@ -21,6 +21,7 @@ with one exception below, but not always their gradient:
 
 The poolings are in :mod:`helpers.core.pooling`.
 """
+
 import numpy as np
 import onnx
 import onnxruntime
@@ -45,7 +46,9 @@ _FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16)
 
 #: numpy's name of each non-constant mode of ``Pad``, and torch's.
 _PAD_MODES = {
-    "reflect": ("reflect", "reflect"), "edge": ("edge", "replicate"), "wrap": ("wrap", "circular"),
+    "reflect": ("reflect", "reflect"),
+    "edge": ("edge", "replicate"),
+    "wrap": ("wrap", "circular"),
 }
 
 
@@ -204,7 +207,8 @@ def explicit_pads(model):
     (None, [0, 1])
     """
     padded = [
-        n for n in model.graph.node
+        n
+        for n in model.graph.node
         if is_onnx_op(n, *_AUTO_PADDED)
         and _text(node_attribute(n, "auto_pad", "NOTSET")) != "NOTSET"
     ]
@@ -271,7 +275,10 @@ def static_value(model, name):
         pending.extend(producers[value].input)
     nodes = [n for n in model.graph.node if n in needed]
     graph = helper.make_graph(
-        nodes, "static", [], [helper.make_empty_tensor_value_info(name)],
+        nodes,
+        "static",
+        [],
+        [helper.make_empty_tensor_value_info(name)],
         [initializers[i] for n in nodes for i in n.input if i in initializers],
     )
     try:
@@ -284,7 +291,7 @@ def static_value(model, name):
 def _gather_indices(mode, size, before, after):
     """The indices along an axis of ``size`` elements that ``Pad`` in ``mode`` reads."""
     indices = np.pad(np.arange(size), (max(before, 0), max(after, 0)), mode=_PAD_MODES[mode][0])
-    return indices[max(-before, 0):len(indices) - max(-after, 0)]
+    return indices[max(-before, 0) : len(indices) - max(-after, 0)]
 
 
 def _padded_axes(model, node, rank):
@@ -299,7 +306,7 @@ def _padded_axes(model, node, rank):
         return None
     axes = [int(a) % rank for a in axes]
     widths = [int(w) for w in widths]
-    return [(a, b, e) for a, b, e in zip(axes, widths[:len(axes)], widths[len(axes):]) if b or e]
+    return [(a, b, e) for a, b, e in zip(axes, widths[: len(axes)], widths[len(axes) :]) if b or e]
 
 
 def _pad_as_gathers(node, padded, shape, index):

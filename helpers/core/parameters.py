@@ -7,6 +7,7 @@ one description in both APIs; :func:`check_shared_parameters` checks them
 with one error message each (the learning-rate parameters are checked by
 :func:`helpers.core.learning_rates.resolve_learning_rate`).
 """
+
 import numbers
 
 import onnx
@@ -161,14 +162,18 @@ def check_shared_parameters(optimizer):
         )
     check_n_threads(optimizer.n_threads)
     if optimizer.on_divergence not in ON_DIVERGENCE:
-        raise ValueError(f"on_divergence must be one of {ON_DIVERGENCE}, got {optimizer.on_divergence!r}.")
+        raise ValueError(
+            f"on_divergence must be one of {ON_DIVERGENCE}, got {optimizer.on_divergence!r}."
+        )
     if not isinstance(optimizer.fast_gradients, bool):
         raise TypeError(f"fast_gradients must be True or False, got {optimizer.fast_gradients!r}.")
     check_positive_int("max_iter", optimizer.max_iter)
     check_positive_int("batch_size", optimizer.batch_size)
     _check_finite_parameters(optimizer)
     every = optimizer.validation_every
-    if every is not None and not (isinstance(every, numbers.Real) and not isinstance(every, bool) and every >= 0):
+    if every is not None and not (
+        isinstance(every, numbers.Real) and not isinstance(every, bool) and every >= 0
+    ):
         raise ValueError(
             "validation_every must be a fraction of max_iter below 1, a number "
             f"of epochs >= 1, or 0 for never; got {every!r}."
@@ -239,7 +244,11 @@ def check_warm_start(before, now):
     ...
     ValueError: warm_start=True continues the training already started, but update rule changed from SGDRule() to AdamWRule(). Set warm_start=False to train anew with the new settings, or set them back.
     """
-    changed = [f"{key} changed from {before[key]} to {now[key]}" for key in now if before.get(key) != now[key]]
+    changed = [
+        f"{key} changed from {before[key]} to {now[key]}"
+        for key in now
+        if before.get(key) != now[key]
+    ]
     if changed:
         raise ValueError(
             f"warm_start=True continues the training already started, but {'; '.join(changed)}. "

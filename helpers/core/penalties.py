@@ -20,6 +20,7 @@ updates. scikit-learn's ``MLPRegressor(alpha=a)`` divides its penalty by the
 batch size instead: with its loss halved (``0.5 * mean squared error``),
 ``l2 = a / batch_size`` and half its learning rate give the same updates.
 """
+
 import numbers
 
 import numpy as np
@@ -63,7 +64,11 @@ class BaseLearningPenalty(Configurable):
         nodes, inputs, outputs, terms = [], [], [("penalty", [])], []
 
         def const(name, value):
-            nodes.append(helper.make_node("Constant", [], [name], value=helper.make_tensor(name, 1, [], [value])))
+            nodes.append(
+                helper.make_node(
+                    "Constant", [], [name], value=helper.make_tensor(name, 1, [], [value])
+                )
+            )
             return name
 
         for i, name in enumerate(names):

@@ -15,6 +15,7 @@ cannot train ``AveragePool``:
   of a floating point exception. The training graph writes the same
   average as a depthwise ``Conv`` (:func:`average_pools_as_convolutions`).
 """
+
 import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
@@ -81,8 +82,13 @@ def _max_pool_with_end_pads(node, starts, ends, kernel, elem_type):
     return [
         constant_node(f"{tag}__pads", extra, TensorProto.INT64),
         constant_node(f"{tag}__lowest", lowest, elem_type or TensorProto.FLOAT),
-        helper.make_node("Pad", [node.input[0], f"{tag}__pads", f"{tag}__lowest"], [pool.input[0]],
-                         name=f"{tag}__pad", mode="constant"),
+        helper.make_node(
+            "Pad",
+            [node.input[0], f"{tag}__pads", f"{tag}__lowest"],
+            [pool.input[0]],
+            name=f"{tag}__pad",
+            mode="constant",
+        ),
         pool,
     ]
 
@@ -154,7 +160,8 @@ def pools_as_torch_computes_them(model):
     (None, [0, 0, 0, 0])
     """
     pools = [
-        n for n in model.graph.node
+        n
+        for n in model.graph.node
         if is_onnx_op(n, "MaxPool", "AveragePool") and node_attribute(n, "ceil_mode", 0)
     ]
     if not pools:

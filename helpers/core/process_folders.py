@@ -16,6 +16,7 @@ when the process ends, whichever way it ends:
   makes a folder: both remove the folders of processes that no longer run
   (:func:`remove_stale_folders`).
 """
+
 import atexit
 import os
 import shutil
@@ -71,7 +72,7 @@ def remove_stale_folders(prefix=ROOT_PREFIX, directory=None):
     directory = directory or tempfile.gettempdir()
     removed = []
     for name in os.listdir(directory):
-        pid = name[len(prefix):].split("_", 1)[0] if name.startswith(prefix) else ""
+        pid = name[len(prefix) :].split("_", 1)[0] if name.startswith(prefix) else ""
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             path = os.path.join(directory, name)
             shutil.rmtree(path, ignore_errors=True)

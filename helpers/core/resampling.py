@@ -25,6 +25,7 @@ operators that have one; the model a user exports keeps the original node.
   Other modes (``cubic``), other coordinate modes, factors that are not
   integers and, for ``linear``, inputs of unknown size are refused by name.
 """
+
 import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
@@ -76,11 +77,15 @@ def _spread(data, factors, output, tag, fill):
     split = [1] * (2 + 2 * len(factors))
     split[3::2] = factors
     if fill == "zeros":
-        filling = [_ints(f"{tag}__pads", [0] * len(split) + [f - 1 for f in split]),
-                   _node("Pad", [f"{tag}__split", f"{tag}__pads"], f"{tag}__filled")]
+        filling = [
+            _ints(f"{tag}__pads", [0] * len(split) + [f - 1 for f in split]),
+            _node("Pad", [f"{tag}__split", f"{tag}__pads"], f"{tag}__filled"),
+        ]
     else:
-        filling = [_ints(f"{tag}__repeats", split),
-                   _node("Expand", [f"{tag}__split", f"{tag}__repeats"], f"{tag}__filled")]
+        filling = [
+            _ints(f"{tag}__repeats", split),
+            _node("Expand", [f"{tag}__split", f"{tag}__repeats"], f"{tag}__filled"),
+        ]
     return [
         _ints(f"{tag}__axes", list(range(3, len(split), 2))),
         _node("Unsqueeze", [data, f"{tag}__axes"], f"{tag}__split"),
@@ -112,8 +117,9 @@ def _convolution_weights(weights, shape, group, output, tag):
         flipped = output if axis == len(shape) - 1 else f"{tag}__flip{axis - 1}"
         nodes += [
             _ints(f"{tag}__reversed{axis}", list(range(size - 1, -1, -1))),
-            _node("Gather", [f"{tag}__flip{axis - 2}", f"{tag}__reversed{axis}"], flipped,
-                  axis=axis),
+            _node(
+                "Gather", [f"{tag}__flip{axis - 2}", f"{tag}__reversed{axis}"], flipped, axis=axis
+            ),
         ]
     return nodes
 
@@ -155,15 +161,25 @@ def _transposed_convolution(node, weight_shape, index):
             _ints(f"{tag}__crop_starts", [max(0, -b) for b in begins]),
             _ints(f"{tag}__crop_ends", [e if e < 0 else np.iinfo(np.int64).max for e in ends]),
             _ints(f"{tag}__crop_axes", list(range(2, 2 + rank))),
-            _node("Slice", [x, *(f"{tag}__crop_{part}" for part in ("starts", "ends", "axes"))],
-                  f"{tag}__cropped"),
+            _node(
+                "Slice",
+                [x, *(f"{tag}__crop_{part}" for part in ("starts", "ends", "axes"))],
+                f"{tag}__cropped",
+            ),
         ]
         x = f"{tag}__cropped"
     conv_pads = [max(0, b) for b in begins] + [max(0, e) for e in ends]
     return nodes + [
-        helper.make_node("Conv", [x, f"{tag}__weights", *node.input[2:]], [node.output[0]],
-                         name=node.name or tag, group=group, kernel_shape=kernel,
-                         dilations=dilations, pads=conv_pads),
+        helper.make_node(
+            "Conv",
+            [x, f"{tag}__weights", *node.input[2:]],
+            [node.output[0]],
+            name=node.name or tag,
+            group=group,
+            kernel_shape=kernel,
+            dilations=dilations,
+            pads=conv_pads,
+        ),
     ]
 
 
@@ -250,11 +266,15 @@ def _interpolation(x, output, sizes, factors, align_corners, tag):
         matrix = interpolation_matrix(sizes[axis - 2], factors[axis - 2], align_corners)
         result = output if axis == 2 else f"{step}__result"
         if axis == rank - 1:
-            nodes += [constant_node(f"{step}__matrix", matrix.T),
-                      _node("MatMul", [x, f"{step}__matrix"], result)]
+            nodes += [
+                constant_node(f"{step}__matrix", matrix.T),
+                _node("MatMul", [x, f"{step}__matrix"], result),
+            ]
         elif axis == rank - 2:
-            nodes += [constant_node(f"{step}__matrix", matrix),
-                      _node("MatMul", [f"{step}__matrix", x], result)]
+            nodes += [
+                constant_node(f"{step}__matrix", matrix),
+                _node("MatMul", [f"{step}__matrix", x], result),
+            ]
         else:  # moved next to the last axis, and back
             perm = list(range(rank))
             perm[axis], perm[rank - 2] = rank - 2, axis
@@ -282,8 +302,10 @@ def _resize_mode_problem(node, opset):
     if mode == "cubic":
         return "mode='cubic' (torch: mode='bicubic')"
     if mode == "nearest" and (coordinates, rounding) != ("asymmetric", "floor"):
-        return f"mode='nearest', coordinate_transformation_mode={coordinates!r} and " \
+        return (
+            f"mode='nearest', coordinate_transformation_mode={coordinates!r} and "
             f"nearest_mode={rounding!r}"
+        )
     if mode == "linear" and coordinates not in _LINEAR_COORDINATES:
         return f"mode='linear' and coordinate_transformation_mode={coordinates!r}"
     if node_attribute(node, "axes", None) is not None:

@@ -15,6 +15,7 @@ such layers and their counters in the model's metadata
 :class:`RunningStatistics` keeps the counters beside the statistics
 (pickles, checkpoints and warm fits continue them).
 """
+
 import json
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ import numpy as np
 #: Metadata key of the layers with a cumulative average (torch's ``momentum=None``): JSON,
 #: running mean's initializer name to ``{"counter": name, "count": batches seen}``.
 CUMULATIVE_METADATA_KEY = "helpers.batch_norm.cumulative"
+
 
 @dataclass(frozen=True)
 class BatchNormLayer:
@@ -144,7 +146,8 @@ class RunningStatistics:
             running_mean = self.values[layer.running_mean]
             running_var = self.values[layer.running_var]
             layer.blend(
-                running_mean, running_var,
+                running_mean,
+                running_var,
                 np.asarray(mean, dtype=np.float32).reshape(running_mean.shape),
                 np.asarray(var, dtype=np.float32).reshape(running_var.shape),
                 self.counts.get(layer.counter),

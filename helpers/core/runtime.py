@@ -5,6 +5,7 @@ refuses models stamped with an IR version above 10, which is what onnx 1.18 and
 later write. These functions turn that, and a few other traps, into clear
 errors, and keep the C++ info lines of the runtime out of the user's output.
 """
+
 import contextlib
 import os
 import re
@@ -15,9 +16,8 @@ from functools import lru_cache
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
-
 import onnxruntime
+from onnx import TensorProto, helper
 
 from .sessions import ERROR_SEVERITY, make_session, without_unfaithful_fusions
 
@@ -71,7 +71,9 @@ def untrainable_operators(model, message):
     ['Round']
     """
     found = set(re.findall(r"\b([A-Z][A-Za-z0-9]*)Grad\b", message))
-    found |= set(re.findall(r"gradient[^.]*?\b(?:op|operator)\s*:?\s*'?([A-Z][A-Za-z0-9]*)", message, re.I))
+    found |= set(
+        re.findall(r"gradient[^.]*?\b(?:op|operator)\s*:?\s*'?([A-Z][A-Za-z0-9]*)", message, re.I)
+    )
     found |= set(re.findall(r"has not been registered:\s*([A-Z][A-Za-z0-9]*)", message))
     types = {node.op_type for node in model.graph.node}
     return sorted(found & types)
@@ -374,7 +376,9 @@ def check_model_inputs(model):
     for value in [*inputs, *model.graph.output]:
         elem_type = value.type.tensor_type.elem_type
         is_input = any(value is i for i in inputs)
-        if elem_type == TensorProto.FLOAT or (is_input and elem_type in (TensorProto.INT64, TensorProto.INT32)):
+        if elem_type == TensorProto.FLOAT or (
+            is_input and elem_type in (TensorProto.INT64, TensorProto.INT32)
+        ):
             continue
         name = TensorProto.DataType.Name(elem_type).lower()
         fix = (
@@ -383,7 +387,9 @@ def check_model_inputs(model):
             else "Give the model a float32 input, or an int64 input of ids (cast inside the graph if it needs another type)."
         )
         kind = "input" if is_input else "output"
-        raise TypeError(f"The model's {kind} {value.name!r} is {name}: the optimizers train float32 models. {fix}")
+        raise TypeError(
+            f"The model's {kind} {value.name!r} is {name}: the optimizers train float32 models. {fix}"
+        )
 
 
 def main_opset(model):

@@ -9,6 +9,7 @@ fusions that change what a model computes (:data:`UNFAITHFUL_FUSIONS`).
 The training sessions of onnxruntime's own classes (``Module``,
 ``TrainingAgent``) take their options from :func:`session_options`.
 """
+
 import contextlib
 import itertools
 import numbers
@@ -231,7 +232,9 @@ def providers(device=None, cpu_fallback=True):
     return cuda + (["CPUExecutionProvider"] if cpu_fallback else [])
 
 
-def make_session(model, device=None, n_threads=None, label="session", options=None, cpu_fallback=True, spin=True):
+def make_session(
+    model, device=None, n_threads=None, label="session", options=None, cpu_fallback=True, spin=True
+):
     """Make an ``onnxruntime.InferenceSession`` the way the whole project does.
 
     Parameters

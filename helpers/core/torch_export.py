@@ -5,6 +5,7 @@ Both training APIs start from a forward-only ONNX model: ``generate_artifacts``
 :class:`helpers.OrtTorchModule`. :func:`export_for_training` exports one from
 a torch module with the settings training needs.
 """
+
 import contextlib
 import io
 import json
@@ -132,7 +133,9 @@ def export_for_training(
     with buffers_kept(module) as buffers, exact, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation", category=UserWarning)
+        warnings.filterwarnings(
+            "ignore", message="ONNX Preprocess - Removing mutation", category=UserWarning
+        )
         _export_layers(
             module,
             tuple(example_input),
@@ -147,7 +150,9 @@ def export_for_training(
     hardtanh_marks_to_metadata(model)
     for initializer in model.graph.initializer:
         if initializer.name in buffers:
-            initializer.CopyFrom(numpy_helper.from_array(buffers[initializer.name].cpu().numpy(), initializer.name))
+            initializer.CopyFrom(
+                numpy_helper.from_array(buffers[initializer.name].cpu().numpy(), initializer.name)
+            )
     _record_cumulative_averages(module, model)
     _record_padding_rows(module, model)
     check_model_ir_version(model)
@@ -368,7 +373,8 @@ def export_errors_named(module):
         running.pop()
 
     hooks = [
-        hook for layer in names
+        hook
+        for layer in names
         for hook in (layer.register_forward_pre_hook(enter), layer.register_forward_hook(leave))
     ]
     try:

@@ -6,6 +6,7 @@ same ``Clip`` as ``clamp``, whose gradient differs at the bounds.
 :func:`exact_activation_exports` puts exact rules in place while
 :func:`helpers.core.torch_export.export_for_training` runs.
 """
+
 import contextlib
 import json
 import threading

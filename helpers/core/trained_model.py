@@ -5,17 +5,19 @@
 session a fit left (``_runtime``) or, once unpickled, the arrays a pickle
 kept instead.
 """
+
 import os
 import threading
 import weakref
 
 import numpy as np
 
-from .running_statistics import statistic_initializers
-from .onnx_graph import replace_initializers
 from .feature_names import check_feature_names
+from .onnx_graph import replace_initializers
+from .running_statistics import statistic_initializers
 from .sessions import make_session
 from .validation import check_features
+
 
 class PredictionSessions:
     """The prediction session of each fitted optimizer, made by the first ``predict`` after the weights changed.
@@ -139,7 +141,9 @@ class TrainedModelMixin:
         self._check_is_fitted()
         current = self.get_state()
         if set(state) != set(current):
-            raise ValueError(f"set_state expects the weights {sorted(current)}, got {sorted(state)}.")
+            raise ValueError(
+                f"set_state expects the weights {sorted(current)}, got {sorted(state)}."
+            )
         new = {}
         for name, value in state.items():
             value = np.asarray(value, dtype=np.float32)
@@ -189,7 +193,10 @@ class TrainedModelMixin:
         check_feature_names(self, X)
         X = check_features(X, self._input_spec)
         sess = PREDICTION_SESSIONS.get(
-            self, lambda: make_session(self.get_trained_onnx(), n_threads=self.n_threads, label="predict")
+            self,
+            lambda: make_session(
+                self.get_trained_onnx(), n_threads=self.n_threads, label="predict"
+            ),
         )
         pred = sess.run([self._prediction_name()], {sess.get_inputs()[0].name: X})[0]
         if self._y_ndim == 1 and pred.ndim == 2 and pred.shape[1] == 1:

@@ -26,6 +26,7 @@ Threads and processes:
   How every process's folder is removed when it ends, pool workers and
   killed processes included: :mod:`helpers.core.process_folders`.
 """
+
 import hashlib
 import os
 import shutil
@@ -38,7 +39,10 @@ import onnx
 
 # ROOT_PREFIX and remove_stale_folders: re-exported, where callers found them before
 from .process_folders import (  # noqa: F401
-    ROOT_PREFIX, artifact_root, forget_parent_folder, remove_stale_folders,
+    ROOT_PREFIX,
+    artifact_root,
+    forget_parent_folder,
+    remove_stale_folders,
 )
 
 
@@ -209,7 +213,9 @@ def _remove_folder(folder):
 
 
 def _has_artifacts(folder):
-    return os.path.isfile(os.path.join(folder, "checkpoint")) and os.path.isfile(os.path.join(folder, "training_model.onnx"))
+    return os.path.isfile(os.path.join(folder, "checkpoint")) and os.path.isfile(
+        os.path.join(folder, "training_model.onnx")
+    )
 
 
 #: Training artifacts of the whole-training API: key -> folder.

@@ -33,6 +33,7 @@ inference is never rewritten.
   mask, max pooling before ``Relu``, a named batch dimension), when
   ``fast_gradients`` is on.
 """
+
 from collections import namedtuple
 
 import onnxruntime
@@ -99,7 +100,8 @@ def with_layer_norm_statistics(model):
     [3]
     """
     incomplete = [
-        n for n in model.graph.node
+        n
+        for n in model.graph.node
         if is_onnx_op(n, "LayerNormalization") and not (len(n.output) == 3 and all(n.output))
     ]
     if not incomplete:

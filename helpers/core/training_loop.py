@@ -11,6 +11,7 @@
 * :func:`check_finite_outputs`: the outputs of the model a fit ends with, on
   the last batch it trained on (finite weights can still overflow them).
 """
+
 import signal
 import threading
 
@@ -48,7 +49,10 @@ class deferred_interrupt:  # noqa: N801 - used as a context manager, named like 
         self.requested = True
 
     def __enter__(self):
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
             self._previous = signal.signal(signal.SIGINT, self._record)
         return self
 

@@ -23,6 +23,7 @@ Each rule is a short subclass of :class:`BaseUpdateRule` that writes its
 nodes for one weight; :class:`WeightUpdater` compiles them for a list of
 weights and updates them in place.
 """
+
 import math
 
 import numpy as np
@@ -184,8 +185,14 @@ class AdamWRule(BaseUpdateRule):
         if not (0 <= beta1 < 1 and 0 <= beta2 < 1):
             raise ValueError(f"betas must be in [0, 1), got {betas!r}.")
         if not eps > 0 or not weight_decay >= 0:
-            raise ValueError(f"eps must be > 0 and weight_decay >= 0, got {eps!r}, {weight_decay!r}.")
-        self.betas, self.eps, self.weight_decay = (float(beta1), float(beta2)), float(eps), float(weight_decay)
+            raise ValueError(
+                f"eps must be > 0 and weight_decay >= 0, got {eps!r}, {weight_decay!r}."
+            )
+        self.betas, self.eps, self.weight_decay = (
+            (float(beta1), float(beta2)),
+            float(eps),
+            float(weight_decay),
+        )
 
     def get_params(self, deep=True):
         return {"betas": self.betas, "eps": self.eps, "weight_decay": self.weight_decay}

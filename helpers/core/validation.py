@@ -3,6 +3,7 @@
 The runtime itself reports a wrong dtype or shape with a C++ message, and
 silently trains on NaN. These checks name the problem and the fix instead.
 """
+
 import math
 import numbers
 
@@ -77,7 +78,11 @@ def check_finite_number(name, value):
 
 
 #: numpy types of the model inputs the optimizers feed: float32 features, integer ids.
-INPUT_DTYPES = {TensorProto.FLOAT: np.float32, TensorProto.INT64: np.int64, TensorProto.INT32: np.int32}
+INPUT_DTYPES = {
+    TensorProto.FLOAT: np.float32,
+    TensorProto.INT64: np.int64,
+    TensorProto.INT32: np.int32,
+}
 
 
 class InputSpec:
@@ -119,19 +124,32 @@ class InputSpec:
         ranges = {
             node.input[0]: int(initializers[node.input[0]].dims[0])
             for node in model.graph.node
-            if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == info.name
-            and node.input[0] in initializers and not any(a.name == "axis" and a.i for a in node.attribute)
+            if node.op_type == "Gather"
+            and len(node.input) > 1
+            and node.input[1] == info.name
+            and node.input[0] in initializers
+            and not any(a.name == "axis" and a.i for a in node.attribute)
         }
-        return cls(info.name, dims, INPUT_DTYPES.get(info.type.tensor_type.elem_type, np.float32), ranges)
+        return cls(
+            info.name, dims, INPUT_DTYPES.get(info.type.tensor_type.elem_type, np.float32), ranges
+        )
 
     @property
     def is_tabular(self):
         """True for rows of float features, the input scikit-learn's conventions describe."""
-        return self.dtype == np.float32 and self.sample_shape is not None and len(self.sample_shape) == 1
+        return (
+            self.dtype == np.float32
+            and self.sample_shape is not None
+            and len(self.sample_shape) == 1
+        )
 
     def describe(self):
         """The input as ``name[N, 1, 28, 28] (float32)``."""
-        dims = "?" if self.sample_shape is None else ", ".join("N" if d is None else str(d) for d in [None, *self.sample_shape])
+        dims = (
+            "?"
+            if self.sample_shape is None
+            else ", ".join("N" if d is None else str(d) for d in [None, *self.sample_shape])
+        )
         return f"{self.name}[{dims}] ({np.dtype(self.dtype).name})"
 
 
@@ -168,9 +186,15 @@ def _check_shape(X, spec, name):
             raise ValueError(f"{name} must be an array with one sample per row, got a scalar.")
         return
     expected = tuple("any" if d is None else d for d in spec.sample_shape)
-    if X.ndim != len(expected) + 1 or any(d is not None and d != got for d, got in zip(spec.sample_shape, X.shape[1:])):
+    if X.ndim != len(expected) + 1 or any(
+        d is not None and d != got for d, got in zip(spec.sample_shape, X.shape[1:])
+    ):
         hint = ""
-        if None not in spec.sample_shape and X.ndim >= 1 and X.size == X.shape[0] * int(np.prod(spec.sample_shape)):
+        if (
+            None not in spec.sample_shape
+            and X.ndim >= 1
+            and X.size == X.shape[0] * int(np.prod(spec.sample_shape))
+        ):
             dims = ", ".join(str(d) for d in spec.sample_shape)
             hint = f" Reshape it: {name}.reshape(-1, {dims})."
         raise ValueError(
@@ -290,7 +314,12 @@ def check_targets(y, n_samples, label_shape, class_labels=False, names=("X", "y"
     if y.ndim != rank or mismatch:
         expected = ["N" if d is None else d for d in label_shape]
         hint = ""
-        if isinstance(width, int) and width > 1 and y.shape[1:] == (1,) and np.all(y == np.round(y)):
+        if (
+            isinstance(width, int)
+            and width > 1
+            and y.shape[1:] == (1,)
+            and np.all(y == np.round(y))
+        ):
             hint = (
                 f" {y_name} looks like class labels: a model with {width} scores per sample trains "
                 f"on one-hot targets, helpers.teaching.datasets.one_hot(y, {width}), or on class "

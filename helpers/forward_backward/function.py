@@ -7,6 +7,7 @@ loss gradient, the weight update and any regularization come from outside
 (:mod:`helpers.forward_backward.losses`, :mod:`helpers.core.learning_rates`,
 :mod:`helpers.core.penalties`, or torch).
 """
+
 import onnx
 import onnxruntime
 from onnxruntime.capi import _pybind_state as C
@@ -144,8 +145,16 @@ class OrtGradientForwardBackward:
         self.fast_gradients = fast_gradients
         self.spin = spin
         key = content_key(
-            onnx_model, self.weights_to_train, self.input_names, self.output_names, str(self.device),
-            resolved_threads(n_threads), fast_gradients, self.input_names_require_grad, spin, onnxruntime.__version__,
+            onnx_model,
+            self.weights_to_train,
+            self.input_names,
+            self.output_names,
+            str(self.device),
+            resolved_threads(n_threads),
+            fast_gradients,
+            self.input_names_require_grad,
+            spin,
+            onnxruntime.__version__,
         )
         # sessions that write profiles are never shared through the cache
         built = self._build() if is_profiling() else GRADIENT_GRAPHS.get_or_build(key, self._build)
@@ -167,7 +176,9 @@ class OrtGradientForwardBackward:
         config.initializer_names_to_train = self.weights_to_train
         config.input_names_require_grad = self.input_names_require_grad
         config.build_gradient_graph = True
-        config.loglevel = C.Severity.ERROR  # the builder logs with its own level, not the default logger's
+        config.loglevel = (
+            C.Severity.ERROR
+        )  # the builder logs with its own level, not the default logger's
         # one user input holds one row per sample: its first dimension is the batch
         batch_inputs = self.input_names if len(self.input_names) == 1 else ()
         graph = training_graph(self.onnx_model, batch_inputs, self.fast_gradients)
@@ -193,7 +204,9 @@ class OrtGradientForwardBackward:
         # feed position -> position in (inputs + weights_to_train)
         given = self.input_names + self.weights_to_train
         ort_device = self.device.ort_device()
-        train_sess = make_session(gradient_model, self.device, self.n_threads, "model", spin=self.spin)
+        train_sess = make_session(
+            gradient_model, self.device, self.n_threads, "model", spin=self.spin
+        )
         n_fw = len(info.user_output_names) + len(info.frontier_node_arg_map)
         agent = C.TrainingAgent(
             train_sess._sess,
@@ -212,18 +225,24 @@ class OrtGradientForwardBackward:
             "feed_names_": feed_names,
             "grad_names_": grad_names,
             "_grad_positions": [grad_names.index(grad_of[w]) for w in self.weights_to_train]
-            + [grad_names.index(info.user_input_grad_names[name]) for name in self.input_names_require_grad],
+            + [
+                grad_names.index(info.user_input_grad_names[name])
+                for name in self.input_names_require_grad
+            ],
             "_feed_order": [given.index(name) for name in feed_names],
             # the YieldOp takes no gradient for outputs that depend on no weight (batch statistics
             # of a batch normalization applied to the inputs): the backward feeds the others only
             "_differentiable_outputs": [
-                i for i in range(len(info.user_output_names))
+                i
+                for i in range(len(info.user_output_names))
                 if i not in set(info.output_grad_indices_non_differentiable)
             ],
             "_train_sess": train_sess,
             "_agent": agent,
             "eval_model_": eval_model,
-            "_eval_sess": make_session(eval_model, self.device, self.n_threads, "predict", spin=self.spin),
+            "_eval_sess": make_session(
+                eval_model, self.device, self.n_threads, "predict", spin=self.spin
+            ),
             "statistics": graph.statistics,
         }
 

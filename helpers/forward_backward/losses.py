@@ -10,14 +10,15 @@ therefore ``w_i * dloss_ij / (N * k)`` (``w_i * dloss_ij / N`` for the
 cross-entropy): it already carries the 1/N of the mean, and the learning
 rate needs no rescaling with the batch size.
 """
+
 import numpy as np
 import onnx
 from onnx import helper
 
 from ..core.configurable import Configurable
+from ..core.loss_graphs import LOSS_ALIASES, GraphAppender, canonical_loss_name, per_sample_loss
 from ..core.onnx_function import IR_VERSION, OnnxFunction, make_model, to_ortvalue
 from ..core.validation import check_finite_number
-from ..core.loss_graphs import LOSS_ALIASES, GraphAppender, canonical_loss_name, per_sample_loss
 
 _LABEL, _PRED, _WEIGHT = "label", "prediction", "weight"
 
@@ -93,8 +94,10 @@ class BaseLearningLoss(Configurable):
             else:
                 app.node("ReduceMean", [per_sample], output="loss", keepdims=0)
                 # the number of values the loss is the mean of: every element, or every row
-                count = app.node("Size", [_PRED]) if self.averages_outputs else app.node(
-                    "Shape", [_PRED], start=0, end=1
+                count = (
+                    app.node("Size", [_PRED])
+                    if self.averages_outputs
+                    else app.node("Shape", [_PRED], start=0, end=1)
                 )
                 n = app.node("Cast", [count], to=onnx.TensorProto.FLOAT)
                 if weighted:

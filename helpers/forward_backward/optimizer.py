@@ -7,6 +7,7 @@ passes with :class:`helpers.OrtGradientForwardBackward`; the loss gradient
 (:mod:`helpers.core.update_rules`) run as ONNX graphs on the training device
 (:class:`~helpers.forward_backward.session.ForwardBackwardSession`).
 """
+
 import numpy as np
 
 from ..core.devices import Device
@@ -22,39 +23,39 @@ from .session import ForwardBackwardSession
 class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
     """Train an ONNX model (no loss inside) with explicit loss, penalty and update.
 
-    Parameters
-    ----------
-    model_onnx : onnx.ModelProto
-        The model to train, with one input (the features) and one output.
-{shared_parameters}
-    learning_loss : str or BaseLearningLoss
-        ``'squared_error'``, ``'absolute_error'``, ``'elastic'``, ``'log'``
-        (:data:`helpers.core.loss_graphs.LOSSES`, with their aliases such
-        as ``'square_error'``) or an object (:class:`helpers.SquareLearningLoss`...).
-        ``'log'`` takes raw scores (logits): its probability function is
-        part of the loss.
-    learning_penalty : None, str, dict or BaseLearningPenalty
-        None, ``'elastic'``, a dict ``{weight: {'l1': a, 'l2': b}}`` as
-        :func:`helpers.add_loss_output` takes, or an object
-        (:class:`helpers.ElasticLearningPenalty`).
+        Parameters
+        ----------
+        model_onnx : onnx.ModelProto
+            The model to train, with one input (the features) and one output.
+    {shared_parameters}
+        learning_loss : str or BaseLearningLoss
+            ``'squared_error'``, ``'absolute_error'``, ``'elastic'``, ``'log'``
+            (:data:`helpers.core.loss_graphs.LOSSES`, with their aliases such
+            as ``'square_error'``) or an object (:class:`helpers.SquareLearningLoss`...).
+            ``'log'`` takes raw scores (logits): its probability function is
+            part of the loss.
+        learning_penalty : None, str, dict or BaseLearningPenalty
+            None, ``'elastic'``, a dict ``{weight: {'l1': a, 'l2': b}}`` as
+            :func:`helpers.add_loss_output` takes, or an object
+            (:class:`helpers.ElasticLearningPenalty`).
 
-    Attributes
-    ----------
-{shared_attributes}
-    learning_loss_, learning_penalty_ : objects
-        The loss and penalty of the last ``fit`` (copies of those given).
+        Attributes
+        ----------
+    {shared_attributes}
+        learning_loss_, learning_penalty_ : objects
+            The loss and penalty of the last ``fit`` (copies of those given).
 
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from helpers import OrtGradientForwardBackwardOptimizer
-    >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> X = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
-    >>> y = X.sum(axis=1, keepdims=True)
-    >>> opt = OrtGradientForwardBackwardOptimizer(mlp_onnx(3, hidden=(8,)), max_iter=20, learning_rate=0.05,
-    ...                                           solver="adamw", batch_size=16, random_state=0).fit(X, y)
-    >>> bool(opt.train_losses_[-1] < opt.train_losses_[0])
-    True
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from helpers import OrtGradientForwardBackwardOptimizer
+        >>> from helpers.teaching.model_factories import mlp_onnx
+        >>> X = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
+        >>> y = X.sum(axis=1, keepdims=True)
+        >>> opt = OrtGradientForwardBackwardOptimizer(mlp_onnx(3, hidden=(8,)), max_iter=20, learning_rate=0.05,
+        ...                                           solver="adamw", batch_size=16, random_state=0).fit(X, y)
+        >>> bool(opt.train_losses_[-1] < opt.train_losses_[0])
+        True
     """
 
     def __init__(
@@ -84,9 +85,27 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         learning_penalty=None,
     ):
         super().__init__(
-            model_onnx, weights_to_train, max_iter, batch_size, learning_rate, learning_rate_schedule,
-            power_t, alpha, solver, momentum, betas, eps, weight_decay, device, warm_start, verbose,
-            validation_every, random_state, n_threads, fast_gradients, on_divergence,
+            model_onnx,
+            weights_to_train,
+            max_iter,
+            batch_size,
+            learning_rate,
+            learning_rate_schedule,
+            power_t,
+            alpha,
+            solver,
+            momentum,
+            betas,
+            eps,
+            weight_decay,
+            device,
+            warm_start,
+            verbose,
+            validation_every,
+            random_state,
+            n_threads,
+            fast_gradients,
+            on_divergence,
         )
         self.learning_loss = learning_loss
         self.learning_penalty = learning_penalty
@@ -121,7 +140,12 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
 
     def _start_training(self, weights):
         self._runtime = ForwardBackwardSession(
-            self.model_onnx, weights, self.update_rule_, self.device_, self.n_threads, self.fast_gradients
+            self.model_onnx,
+            weights,
+            self.update_rule_,
+            self.device_,
+            self.n_threads,
+            self.fast_gradients,
         )
 
     def _train_step(self, batch, t):

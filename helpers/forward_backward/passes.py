@@ -8,6 +8,7 @@ stay alive as long as the runtime reads them.
 to its caller instead of keeping it: threads sharing one function pair each
 backward with its own forward.
 """
+
 import numpy as np
 import onnxruntime
 from onnxruntime.capi import _pybind_state as C
@@ -69,7 +70,9 @@ class OrtGradientForwardBackwardFunction:
         """A zero gradient of ``shape`` on the device, made once."""
         key = tuple(shape)
         if key not in self._zero_gradients:
-            self._zero_gradients[key] = to_ortvalue(np.zeros(key, dtype=np.float32), self.parent.device)
+            self._zero_gradients[key] = to_ortvalue(
+                np.zeros(key, dtype=np.float32), self.parent.device
+            )
         return self._zero_gradients[key]
 
     def _feeds(self, inputs, training):
@@ -81,7 +84,9 @@ class OrtGradientForwardBackwardFunction:
         elif not training:
             expected += len(statistics)
         if len(inputs) != expected:
-            also = f" then the running statistics {statistics}" if statistics and not training else ""
+            also = (
+                f" then the running statistics {statistics}" if statistics and not training else ""
+            )
             raise ValueError(
                 f"forward expects {expected} values: the inputs {parent.input_names} "
                 f"then the weights {parent.weights_to_train}{also}; got {len(inputs)}."
@@ -203,13 +208,17 @@ class OrtGradientForwardBackwardFunction:
             ``parent.input_names_require_grad``.
         """
         if state is None and not self.states_:
-            raise RuntimeError("backward needs a training forward first: call forward(inputs, training=True).")
+            raise RuntimeError(
+                "backward needs a training forward first: call forward(inputs, training=True)."
+            )
         parent = self.parent
         taken = state is not None
         state, _, _, outputs = state if taken else self.states_[-1]
         n_outputs = len(outputs) - len(parent.statistics.output_names)
         if len(grad_outputs) != n_outputs:
-            raise ValueError(f"backward expects {n_outputs} output gradients, got {len(grad_outputs)}.")
+            raise ValueError(
+                f"backward expects {n_outputs} output gradients, got {len(grad_outputs)}."
+            )
         gradients = {}
         keep = []
         for i, grad in enumerate(grad_outputs):
@@ -230,7 +239,9 @@ class OrtGradientForwardBackwardFunction:
                 )
             gradients[i] = value
         feeds = C.OrtValueVector()
-        for i in parent._differentiable_outputs:  # batch statistics: no gradient flows back through them
+        for i in (
+            parent._differentiable_outputs
+        ):  # batch statistics: no gradient flows back through them
             zeros = self._zeros(outputs[i].shape())._ortvalue if i >= n_outputs else None
             feeds.push_back(gradients[i] if i < n_outputs else zeros)
         if not taken:

@@ -1,4 +1,5 @@
 """The objects of one fit of the forward/backward API."""
+
 import numpy as np
 
 from ..core.onnx_function import to_ortvalue
@@ -52,7 +53,9 @@ class ForwardBackwardSession:
         )
         self.function = self.fb.new_instance()
         self.device = self.fb.device
-        self.weights = [to_ortvalue(np.array(weights[n], dtype=np.float32), self.device) for n in self.names]
+        self.weights = [
+            to_ortvalue(np.array(weights[n], dtype=np.float32), self.device) for n in self.names
+        ]
         self.updater = WeightUpdater(rule, [w.shape() for w in self.weights], self.device)
         self.statistics = self.fb.statistics.copy()  # the function may be shared by other fits
 
@@ -95,6 +98,8 @@ class ForwardBackwardSession:
             self.statistics.update([value.numpy() for value in batch_statistics])
         value, gradient = loss.loss_gradient(self.device, y, output, w)
         gradients = self.function.backward([gradient])
-        gradients, penalty_value = penalty.update_gradients(self.device, self.weights, gradients, self.names)
+        gradients, penalty_value = penalty.update_gradients(
+            self.device, self.weights, gradients, self.names
+        )
         self.updater.update(self.weights, gradients, learning_rate, t)
         return value, penalty_value

@@ -25,14 +25,20 @@ Examples
 >>> weights[-1].grad  # the last intercept: one per row
 tensor([2.])
 """
-import numpy as np
+
 import onnxruntime
 import torch
 from onnxruntime.capi import _pybind_state as C
 from torch.utils import dlpack
 
 #: ONNX element types and the torch dtypes that feed them.
-_TORCH_DTYPES = {1: torch.float32, 6: torch.int32, 7: torch.int64, 10: torch.float16, 11: torch.float64}
+_TORCH_DTYPES = {
+    1: torch.float32,
+    6: torch.int32,
+    7: torch.int64,
+    10: torch.float16,
+    11: torch.float64,
+}
 
 
 def torch_device_of(device):
@@ -45,7 +51,9 @@ def torch_device_of(device):
     (device(type='cpu'), device(type='cuda', index=1))
     """
     if device not in _TORCH_DEVICES:
-        _TORCH_DEVICES[device] = torch.device("cpu") if device.type == "cpu" else torch.device("cuda", device.index)
+        _TORCH_DEVICES[device] = (
+            torch.device("cpu") if device.type == "cpu" else torch.device("cuda", device.index)
+        )
     return _TORCH_DEVICES[device]
 
 
@@ -168,7 +176,9 @@ class OrtAutogradFunction(torch.autograd.Function):
         device = fn.parent.device
         names = fn.parent.input_names + fn.parent.weights_to_train
         given = set(fn.parent.input_names_require_grad)
-        for name, needed in zip(fn.parent.input_names[:n_inputs], ctx.needs_input_grad[2:2 + n_inputs]):
+        for name, needed in zip(
+            fn.parent.input_names[:n_inputs], ctx.needs_input_grad[2 : 2 + n_inputs]
+        ):
             if needed and name not in given:
                 raise ValueError(
                     f"Input {name!r} requires a gradient, but the function was built without it: "
@@ -194,7 +204,9 @@ class OrtAutogradFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grad_outputs):
         """Run onnxruntime's backward pass of ``ctx``'s forward; return the gradients autograd asks for."""
-        if torch.is_grad_enabled():  # create_graph=True: torch would differentiate these gradients again
+        if (
+            torch.is_grad_enabled()
+        ):  # create_graph=True: torch would differentiate these gradients again
             raise RuntimeError(
                 "onnxruntime's backward pass cannot be differentiated: create_graph=True (double backward, "
                 "a gradient penalty, Hessian-vector products) is not available through OrtAutogradFunction "
@@ -210,11 +222,16 @@ class OrtAutogradFunction(torch.autograd.Function):
         device = fn.parent.device
         n_outputs = len(grad_outputs) - len(fn.parent.statistics.output_names)
         grads = fn.backward(
-            [to_ortvalue(g, device, f"the gradient of output {i}") for i, g in enumerate(grad_outputs[:n_outputs])],
+            [
+                to_ortvalue(g, device, f"the gradient of output {i}")
+                for i, g in enumerate(grad_outputs[:n_outputs])
+            ],
             state=state,
         )
         n_weights = len(fn.parent.weights_to_train)
         weight_grads = [to_tensor(g) for g in grads[:n_weights]]
-        input_grads = dict(zip(fn.parent.input_names_require_grad, (to_tensor(g) for g in grads[n_weights:])))
+        input_grads = dict(
+            zip(fn.parent.input_names_require_grad, (to_tensor(g) for g in grads[n_weights:]))
+        )
         inputs = [input_grads.get(name) for name in fn.parent.input_names[: ctx.n_inputs]]
         return (None, None, *inputs, *weight_grads)

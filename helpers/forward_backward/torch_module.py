@@ -8,14 +8,15 @@ through :class:`~helpers.forward_backward.torch_function.OrtAutogradFunction`,
 its backward pass. Any torch loss, optimizer and scheduler work on it as on
 the module itself.
 """
+
 import threading
 
 import onnx
 import torch
 from onnx import numpy_helper
 
-from ..core.devices import resolve_device
 from ..core.batch_norm import running_statistic_names
+from ..core.devices import resolve_device
 from ..core.inference_mode import inference_graph
 from ..core.onnx_graph import replace_initializers, static_dims
 from ..core.torch_export import buffers_kept, export_for_training
@@ -109,24 +110,44 @@ class OrtTorchModule(torch.nn.Module):
             onx = module
             self.module = None
             frozen = set(running_statistic_names(onx))  # no buffer to update them in: constants
-            floats = [i for i in onx.graph.initializer if i.data_type == onnx.TensorProto.FLOAT and i.name not in frozen]
+            floats = [
+                i
+                for i in onx.graph.initializer
+                if i.data_type == onnx.TensorProto.FLOAT and i.name not in frozen
+            ]
             if not floats:
-                raise ValueError("The ONNX model has no float initializer: there is nothing to train.")
+                raise ValueError(
+                    "The ONNX model has no float initializer: there is nothing to train."
+                )
             self.weights = torch.nn.ParameterDict(
-                {_key(i.name): torch.nn.Parameter(torch.from_numpy(numpy_helper.to_array(i).copy())) for i in floats}
+                {
+                    _key(i.name): torch.nn.Parameter(
+                        torch.from_numpy(numpy_helper.to_array(i).copy())
+                    )
+                    for i in floats
+                }
             )
             self.weight_names = [i.name for i in floats]
         elif isinstance(module, torch.nn.Module):
             if example_input is None:
-                raise ValueError("example_input is needed to export a torch module: a batch of inputs of the right shape.")
+                raise ValueError(
+                    "example_input is needed to export a torch module: a batch of inputs of the right shape."
+                )
             example = _as_tuple(example_input)
-            with buffers_kept(module):  # a forward in training mode would update BatchNorm's statistics
+            with buffers_kept(
+                module
+            ):  # a forward in training mode would update BatchNorm's statistics
                 outputs = _as_tuple(module(*example))
                 n_outputs, used = len(outputs), _used_parameters(module, outputs)
             onx = export_for_training(
-                module, example,
-                input_names=[f"input{i}" for i in range(len(example))] if len(example) > 1 else ["input"],
-                output_names=[f"output{i}" for i in range(n_outputs)] if n_outputs > 1 else ["output"],
+                module,
+                example,
+                input_names=[f"input{i}" for i in range(len(example))]
+                if len(example) > 1
+                else ["input"],
+                output_names=[f"output{i}" for i in range(n_outputs)]
+                if n_outputs > 1
+                else ["output"],
             )
             self.module = module
             self.weights = None
@@ -141,7 +162,9 @@ class OrtTorchModule(torch.nn.Module):
                 )
             self.weight_names = names
         else:
-            raise TypeError(f"module must be a torch.nn.Module or an onnx.ModelProto, got {type(module).__name__}.")
+            raise TypeError(
+                f"module must be a torch.nn.Module or an onnx.ModelProto, got {type(module).__name__}."
+            )
         self.onnx_model = onx
         self.n_threads = n_threads
         self.fast_gradients = fast_gradients
@@ -207,11 +230,17 @@ class OrtTorchModule(torch.nn.Module):
         if self._functions.get(key, (None, None))[1] != versions:
             model = self.onnx_model
             if not training:  # eval mode: the running statistics are constants of the graph
-                values = {name: b.detach().cpu().numpy() for name, b in zip(self.statistic_names, statistics)}
+                values = {
+                    name: b.detach().cpu().numpy()
+                    for name, b in zip(self.statistic_names, statistics)
+                }
                 model = replace_initializers(inference_graph(model), values)
             function = OrtGradientForwardBackward(
-                model, self.weight_names,
-                device=device, n_threads=self.n_threads, fast_gradients=self.fast_gradients,
+                model,
+                self.weight_names,
+                device=device,
+                n_threads=self.n_threads,
+                fast_gradients=self.fast_gradients,
                 input_names_require_grad=list(input_names_require_grad),
                 spin=False,  # torch's threads work between two calls: spinning threads would take their cores
             ).new_instance()
@@ -227,7 +256,9 @@ class OrtTorchModule(torch.nn.Module):
         for tensor, info in zip(inputs, self._inputs):
             dims = static_dims(info)
             shape = ["N" if d is None else d for d in dims]
-            if tensor.dim() != len(dims) or any(d is not None and d != got for d, got in zip(dims, tensor.shape)):
+            if tensor.dim() != len(dims) or any(
+                d is not None and d != got for d, got in zip(dims, tensor.shape)
+            ):
                 raise ValueError(
                     f"Input {info.name!r} has shape {tuple(tensor.shape)}, but the ONNX model takes shape {shape} "
                     "(N: any size)."
@@ -249,9 +280,14 @@ class OrtTorchModule(torch.nn.Module):
             needs = [info.name for info, t in zip(self._inputs, inputs) if t.requires_grad]
             fn = self.function(device_name, needs, training=self.training)
             outputs = OrtAutogradFunction.apply(fn, len(inputs), *inputs, *weights)
-        elif self.training and statistics:  # torch's training mode normalizes with the batch, even without autograd
+        elif (
+            self.training and statistics
+        ):  # torch's training mode normalizes with the batch, even without autograd
             fn = self.function(device_name)
-            values = [to_ortvalue(t, fn.parent.device, repr(n)) for t, n in zip([*inputs, *weights], names)]
+            values = [
+                to_ortvalue(t, fn.parent.device, repr(n))
+                for t, n in zip([*inputs, *weights], names)
+            ]
             ort_outputs, _ = fn.training_forward(values)  # no backward will come: the state goes
             outputs = tuple(to_tensor(o).clone() for o in ort_outputs)
         else:
@@ -262,7 +298,10 @@ class OrtTorchModule(torch.nn.Module):
             ]
             outputs = tuple(to_tensor(o) for o in fn.forward(values, training=False))
         n_outputs = len(self.onnx_model.graph.output)
-        outputs, batch_statistics = outputs[:n_outputs], outputs[n_outputs:]  # a training forward adds them
+        outputs, batch_statistics = (
+            outputs[:n_outputs],
+            outputs[n_outputs:],
+        )  # a training forward adds them
         if batch_statistics and statistics:
             self._update_statistics(fn.parent.statistics, batch_statistics)
         return outputs[0] if len(outputs) == 1 else outputs
@@ -289,8 +328,16 @@ class OrtTorchModule(torch.nn.Module):
         >>> [i.name for i in ort_net.to_onnx().graph.initializer]
         ['weight', 'bias']
         """
-        values = {name: p.detach().cpu().numpy() for name, p in zip(self.weight_names, self._parameters_in_order())}
-        values.update({name: b.detach().cpu().numpy() for name, b in zip(self.statistic_names, self._statistics_in_order())})
+        values = {
+            name: p.detach().cpu().numpy()
+            for name, p in zip(self.weight_names, self._parameters_in_order())
+        }
+        values.update(
+            {
+                name: b.detach().cpu().numpy()
+                for name, b in zip(self.statistic_names, self._statistics_in_order())
+            }
+        )
         return replace_initializers(inference_graph(self.onnx_model), values)
 
 
@@ -329,7 +376,9 @@ def _used_parameters(module, outputs):
     outputs = [o for o in outputs if o.requires_grad]
     if not named or not outputs:
         return every
-    grads = torch.autograd.grad(outputs, [p for _, p in named], [torch.ones_like(o) for o in outputs], allow_unused=True)
+    grads = torch.autograd.grad(
+        outputs, [p for _, p in named], [torch.ones_like(o) for o in outputs], allow_unused=True
+    )
     return every - {name for (name, _), g in zip(named, grads) if g is None}
 
 

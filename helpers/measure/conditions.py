@@ -20,6 +20,7 @@ Examples
 >>> timing_caveat(spread=1.1)
 ''
 """
+
 import math
 import os
 import time
@@ -102,8 +103,12 @@ def machine_conditions(clock, threads):
     if not math.isnan(load) and extra > BUSY_EXTRA_LOAD * cores:
         busy = f"load average {load:.1f} on {cores} cores, this run used {threads} thread(s)"
     return {
-        "load_average": load, "cores": cores, "threads": threads,
-        "wall_s": time.time() - clock.wall, "cpu_s": time.process_time() - clock.cpu, "busy": busy,
+        "load_average": load,
+        "cores": cores,
+        "threads": threads,
+        "wall_s": time.time() - clock.wall,
+        "cpu_s": time.process_time() - clock.cpu,
+        "busy": busy,
     }
 
 

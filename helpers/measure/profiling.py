@@ -11,6 +11,7 @@ Profiling slows every kernel call by about a microsecond: shares are
 faithful for large kernels, and inflated for the many tiny ones of a small
 network. Compare configurations profiled the same way.
 """
+
 import glob
 import json
 import os
@@ -277,7 +278,10 @@ def step_products_model(opset=15):
         nodes,
         "step_products",
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("x", "w1", "w2", "g")],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("p", "grad_w1", "grad_w2")],
+        [
+            helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+            for n in ("p", "grad_w1", "grad_w2")
+        ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
@@ -311,7 +315,9 @@ class StepProducts:
         self.w2 = rng.standard_normal((hidden, 1)).astype(np.float32)
         self._rng = rng
         self._gradients = {}
-        self._session = make_session(step_products_model(), n_threads=n_threads, label="step_products")
+        self._session = make_session(
+            step_products_model(), n_threads=n_threads, label="step_products"
+        )
 
     def run(self, X):
         """Compute the five products for the batch ``X``."""

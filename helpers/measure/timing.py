@@ -6,6 +6,7 @@ gives the cost of one training step free of what a fit pays once (graphs,
 sessions, artifacts): the fit of more epochs minus the fit of fewer, over the
 extra steps.
 """
+
 import statistics
 import time
 
@@ -190,7 +191,9 @@ def interleaved_measure(functions, repeat=5, min_time=0.05):
     return {name: _summary(values, numbers[name]) for name, values in times.items()}
 
 
-def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.perf_counter, pause_s=0.2):
+def marginal_step_cost(
+    fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.perf_counter, pause_s=0.2
+):
     """The marginal cost of one training step: what each extra epoch costs, per step.
 
     Each fit is warmed up once (``fit(1)``), then ``repeats`` rounds time
@@ -252,7 +255,10 @@ def marginal_step_cost(fits, steps_per_epoch, e1=1, e2=4, repeats=3, clock=time.
                 fit(epochs)
                 times[name].append(clock() - start)
     extra_steps = (e2 - e1) * steps_per_epoch
-    return {name: _step_estimate(short[name], long[name], e1 * steps_per_epoch, extra_steps) for name in fits}
+    return {
+        name: _step_estimate(short[name], long[name], e1 * steps_per_epoch, extra_steps)
+        for name in fits
+    }
 
 
 def _step_estimate(short, long, short_steps, extra_steps):
@@ -262,11 +268,20 @@ def _step_estimate(short, long, short_steps, extra_steps):
     a, b = min(short), min(long)
     if b <= a:  # the machine's noise exceeded the extra epochs' work: no honest figure
         note = "not measurable: the longer fit was not slower than the shorter one (the machine's noise was larger)"
-        return {"step_s": float("nan"), "fixed_s": float("nan"), "steps_s": rounds, "spread": spread, "note": note}
+        return {
+            "step_s": float("nan"),
+            "fixed_s": float("nan"),
+            "steps_s": rounds,
+            "spread": spread,
+            "note": note,
+        }
     step = (b - a) / extra_steps
     fixed, note = a - short_steps * step, ""
     if fixed < 0:
-        fixed, note = float("nan"), "set-up not measurable: its estimate was negative (the machine's noise was larger)"
+        fixed, note = (
+            float("nan"),
+            "set-up not measurable: its estimate was negative (the machine's noise was larger)",
+        )
     return {"step_s": step, "fixed_s": fixed, "steps_s": rounds, "spread": spread, "note": note}
 
 

@@ -7,6 +7,7 @@ mistake the luck of one shuffle for a difference between the libraries.
 network once per seed and returns every run; :func:`summarize_runs` gives the
 mean and the spread of each library.
 """
+
 import time
 
 import pandas as pd
@@ -118,7 +119,12 @@ def train_side_by_side(
     for seed in seeds:
         t0 = time.perf_counter()
         network = continue_mlp_training(
-            start, data.X_train, data.y_train, max_iter=max_iter, random_state=seed, **sklearn_params
+            start,
+            data.X_train,
+            data.y_train,
+            max_iter=max_iter,
+            random_state=seed,
+            **sklearn_params,
         )
         t1 = time.perf_counter()
         optimizer = make_optimizer(random_state=seed)
@@ -180,7 +186,9 @@ def summarize_runs(scores, columns=None):
     return scores.groupby("library", sort=False)[columns].agg(["mean", "std"])
 
 
-def check_same_level(summary, column, rtol=0.0, atol=0.0, n_std=2.0, libraries=("scikit-learn", "onnxruntime")):
+def check_same_level(
+    summary, column, rtol=0.0, atol=0.0, n_std=2.0, libraries=("scikit-learn", "onnxruntime")
+):
     """Check that two libraries reach the same mean, up to the spread of their seeds.
 
     With a few seeds, the mean of each library is itself uncertain: two

@@ -4,6 +4,7 @@ ONNX graphs converted from scikit-learn run in float32, so the features and
 the regression targets are returned in that type, ready to feed the runtime;
 class labels are int64 indices (:func:`one_hot` encodes them).
 """
+
 import numpy as np
 from sklearn.datasets import load_diabetes, make_regression
 from sklearn.model_selection import train_test_split
@@ -57,6 +58,7 @@ def split_standardized(X, y, test_size=0.25, random_state=0, stratify=None, y_dt
         y_test=np.asarray(y_test).astype(y_dtype),
         scaler=scaler,
     )
+
 
 def make_synthetic_regression(
     n_samples=1000, n_features=10, n_informative=None, noise=0.0, bias=0.0, random_state=None

@@ -3,6 +3,7 @@
 They read the tables of :func:`helpers.measure.profiling.kernel_table` and,
 as :mod:`helpers.teaching.plotting`, draw on a matplotlib ``Axes`` and return it.
 """
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -35,7 +36,9 @@ def _short_session(session):
     return str(session).split(" (", 1)[0]
 
 
-def plot_kernel_times(table, ax=None, top=10, title=None, colors=None, figsize=(8, 4.5), library=None):
+def plot_kernel_times(
+    table, ax=None, top=10, title=None, colors=None, figsize=(8, 4.5), library=None
+):
     """Horizontal bars: the time of each kernel in a training step, one colour per session.
 
     Parameters
@@ -180,11 +183,19 @@ def plot_kernel_comparison(tables, ax=None, top=10, title=None, figsize=(8, 5)):
     styles = line_styles([str(label) for label in wide.columns])
     for i, label in enumerate(wide.columns):
         offset = (i - (len(tables) - 1) / 2) * height
-        ax.barh(positions + offset, wide[label].to_numpy(dtype=float), height, label=str(label),
-                **bar_style(styles[str(label)]))
+        ax.barh(
+            positions + offset,
+            wide[label].to_numpy(dtype=float),
+            height,
+            label=str(label),
+            **bar_style(styles[str(label)]),
+        )
     ax.set_yticks(positions)
     ax.set_yticklabels(
-        [op if op_types.count(op) == 1 else f"{op}, {_short_session(session)}" for session, op in wide.index]
+        [
+            op if op_types.count(op) == 1 else f"{op}, {_short_session(session)}"
+            for session, op in wide.index
+        ]
     )
     ax.set_ylim(len(wide) - 0.5, -0.5)
     ax.set_xlabel("µs per training step")

@@ -5,6 +5,7 @@ graph a converted ``MLPRegressor`` has (``MatMul``, ``Add``, an activation
 per hidden layer), with Glorot-uniform weights drawn from a seeded generator,
 for any size and in microseconds.
 """
+
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
@@ -61,7 +62,9 @@ def mlp_onnx(n_features, hidden=(50,), n_outputs=1, activation="relu", random_st
         last = i == len(widths) - 2
         nodes += [
             helper.make_node("MatMul", [current, f"coefficient{i}"], [f"matmul{i}"]),
-            helper.make_node("Add", [f"matmul{i}", f"intercept{i}"], ["variable" if last else f"linear{i}"]),
+            helper.make_node(
+                "Add", [f"matmul{i}", f"intercept{i}"], ["variable" if last else f"linear{i}"]
+            ),
         ]
         current = "variable" if last else f"linear{i}"
         if not last and ACTIVATIONS[activation]:

@@ -1,4 +1,5 @@
 """Small utilities the notebooks share: the device, the parameters, the claims they check."""
+
 import ast
 
 from ..core import devices
@@ -39,7 +40,9 @@ def use_device(device="auto"):
         if problem:
             print(f"This notebook runs on the CPU because no GPU is available: {problem}.")
         else:
-            print("A GPU is available, but device='cpu' was asked for: this notebook runs on the CPU.")
+            print(
+                "A GPU is available, but device='cpu' was asked for: this notebook runs on the CPU."
+            )
     return str(chosen)
 
 
@@ -84,7 +87,7 @@ def literal_parameter(name, value):
         except (ValueError, SyntaxError) as error:
             raise ValueError(
                 f"Parameter {name}={value!r} is not a Python value. Pass a tuple as "
-                f"-p {name} \"(8, 4)\" or -y \"{name}: [8, 4]\"."
+                f'-p {name} "(8, 4)" or -y "{name}: [8, 4]".'
             ) from error
     return tuple(value) if isinstance(value, list) else value
 
@@ -126,7 +129,9 @@ def layer_sizes_parameter(name, value):
         or not sizes
         or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes)
     ):
-        raise ValueError(f"Parameter {name}={sizes!r} must hold positive integers, for example (32,) or (16, 8).")
+        raise ValueError(
+            f"Parameter {name}={sizes!r} must hold positive integers, for example (32,) or (16, 8)."
+        )
     return sizes
 
 

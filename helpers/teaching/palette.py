@@ -17,6 +17,7 @@ Examples
 >>> shades("onnxruntime", 3)
 ['#114163', '#1d6ea7', '#62a0cb']
 """
+
 import numpy as np
 from matplotlib.colors import to_hex, to_rgb
 
@@ -101,7 +102,9 @@ def shades(label, n):
     rgb = np.array(to_rgb(base))
     colours = []
     for amount in np.linspace(-0.45, 0.3, n):  # light tints fade on white: less light than dark
-        mixed = rgb * (1 + amount) if amount < 0 else rgb + (1 - rgb) * amount  # towards black, or white
+        mixed = (
+            rgb * (1 + amount) if amount < 0 else rgb + (1 - rgb) * amount
+        )  # towards black, or white
         colours.append(to_hex(np.clip(mixed, 0, 1)))
     return colours
 
@@ -144,7 +147,10 @@ def line_styles(labels):
         seen = variants.setdefault(library, [])
         if label not in seen:
             seen.append(label)
-        styles[label] = {"color": COLORS[library], "linestyle": LINESTYLES[seen.index(label) % len(LINESTYLES)]}
+        styles[label] = {
+            "color": COLORS[library],
+            "linestyle": LINESTYLES[seen.index(label) % len(LINESTYLES)],
+        }
     if len(named) == 1:  # one library: its variants in shades of its colour
         (library,) = named
         tints = shades(library, len(variants[library]))

@@ -5,6 +5,7 @@ and cross a hundred times: on one plot, no line style keeps them apart.
 :func:`plot_loss_panels` gives each its own panel, in its colour, with the
 others drawn in grey behind it for comparison.
 """
+
 import math
 
 import matplotlib.pyplot as plt
@@ -75,8 +76,12 @@ def plot_loss_panels(
     ncols = min(ncols, len(curves))
     nrows = math.ceil(len(curves) / ncols)
     fig, grid = plt.subplots(
-        nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.6),
-        sharex=True, sharey=True, squeeze=False,
+        nrows,
+        ncols,
+        figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.6),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
     )
     points = {label: _as_curve(values) for label, values in curves.items()}
     axes = grid.ravel()
@@ -90,10 +95,12 @@ def plot_loss_panels(
         ax.grid(True, alpha=0.3)
         if logy:
             ax.set_yscale("log")
-    for ax in axes[len(curves):]:
+    for ax in axes[len(curves) :]:
         ax.remove()
     axes = axes[: len(curves)]
-    fig.supylabel(ylabel if ylabel is not None else loss_label(loss, baseline, logy))  # once, for every row
+    fig.supylabel(
+        ylabel if ylabel is not None else loss_label(loss, baseline, logy)
+    )  # once, for every row
     for index, ax in enumerate(axes):
         if index + ncols >= len(curves):  # the lowest panel of its column
             ax.set_xlabel(xlabel)

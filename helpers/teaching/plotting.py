@@ -4,11 +4,11 @@ Every function draws on a matplotlib ``Axes`` (a new figure when ``ax`` is
 None) and returns it, so that a notebook can add to the plot or put several
 plots side by side.
 """
+
 import matplotlib.pyplot as plt
 import numpy as np
 
 from .palette import line_styles
-
 
 #: Bars of the variants of one library: their line styles as hatches.
 _HATCHES = {"-": None, "--": "//", ":": "..", "-.": "xx"}
@@ -221,7 +221,9 @@ def plot_training_history(
     label = type(optimizer).__name__ if label is None else label
     ax = new_axes(ax, figsize)
     x, y = _as_curve(optimizer.train_losses_)
-    (line,) = ax.plot(x, _transform(y, baseline, logy), label=f"{label} train", **line_styles([label])[label])
+    (line,) = ax.plot(
+        x, _transform(y, baseline, logy), label=f"{label} train", **line_styles([label])[label]
+    )
     if len(optimizer.validation_losses_):
         x, y = _as_curve((optimizer.validation_epochs_, optimizer.validation_losses_))
         ax.plot(
@@ -276,8 +278,13 @@ def plot_coefficients(table, ax=None, title=None, ylabel="coefficient", figsize=
     styles = line_styles([str(column) for column in table.columns])
     for i, column in enumerate(table.columns):
         offset = (i - (n_models - 1) / 2) * width
-        ax.bar(positions + offset, table[column].to_numpy(dtype=float), width, label=str(column),
-               **bar_style(styles[str(column)]))
+        ax.bar(
+            positions + offset,
+            table[column].to_numpy(dtype=float),
+            width,
+            label=str(column),
+            **bar_style(styles[str(column)]),
+        )
     ax.set_xticks(positions)
     ax.set_xticklabels([str(i) for i in table.index], rotation=45 if n_rows > 8 else 0)
     ax.axhline(0, color="black", linewidth=0.8)

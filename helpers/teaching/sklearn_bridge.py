@@ -15,6 +15,7 @@ that model, and continue both trainings from there:
 :func:`mlp_update_parameters` gives the parameters that make our optimizers
 take the same steps.
 """
+
 import copy
 import warnings
 
@@ -128,7 +129,10 @@ def mlp_onnx_weights(mlp, onx=None):
     names = mlp_weight_names(mlp)
     values = []
     for coef, intercept in zip(mlp.coefs_, mlp.intercepts_):
-        values += [np.array(coef, dtype=np.float32), np.array(intercept, dtype=np.float32).reshape(1, -1)]
+        values += [
+            np.array(coef, dtype=np.float32),
+            np.array(intercept, dtype=np.float32).reshape(1, -1),
+        ]
     weights = dict(zip(names, values))
     if onx is not None:
         inits = {init.name: tuple(init.dims) for init in onx.graph.initializer}
@@ -272,10 +276,16 @@ def continue_mlp_training(mlp, X, y, max_iter, random_state=None, **params):
     """
     check_is_fitted(mlp, "coefs_")
     if mlp.solver not in ("sgd", "adam"):
-        raise ValueError(f"Only the stochastic solvers 'sgd' and 'adam' train by epochs, got {mlp.solver!r}.")
+        raise ValueError(
+            f"Only the stochastic solvers 'sgd' and 'adam' train by epochs, got {mlp.solver!r}."
+        )
     new = copy.deepcopy(mlp)
     settings = dict(
-        warm_start=True, max_iter=max_iter, n_iter_no_change=max_iter, early_stopping=False, **params
+        warm_start=True,
+        max_iter=max_iter,
+        n_iter_no_change=max_iter,
+        early_stopping=False,
+        **params,
     )
     if random_state is not None:
         settings["random_state"] = random_state
@@ -383,9 +393,13 @@ def mlp_update_parameters(mlp, **sklearn_params):
         result["solver"] = "adamw"
     elif params["solver"] == "sgd":
         plain = params["momentum"] == 0
-        result["solver"] = "sgd" if plain else ("nesterov" if params["nesterovs_momentum"] else "momentum")
+        result["solver"] = (
+            "sgd" if plain else ("nesterov" if params["nesterovs_momentum"] else "momentum")
+        )
     else:
-        raise ValueError(f"solver={params['solver']!r} has no minibatch equivalent: use 'sgd' or 'adam'.")
+        raise ValueError(
+            f"solver={params['solver']!r} has no minibatch equivalent: use 'sgd' or 'adam'."
+        )
     if not isinstance(params["batch_size"], str):
         result["batch_size"] = params["batch_size"]
     return result

@@ -4,6 +4,7 @@ A notebook keeps computing with its DataFrame as it is; only what it shows
 goes through :func:`format_table`, whose pandas ``Styler`` renders as HTML in
 Jupyter and on the documentation site, the underlying numbers untouched.
 """
+
 import math
 
 import numpy as np
@@ -52,7 +53,9 @@ def column_format(values, digits=4):
     if all(float(f"{v:.{digits}g}") == v for v in finite):
         return "{:g}"
     magnitudes = np.abs(finite[finite != 0])
-    largest = float(f"{magnitudes.max():.{digits}g}")  # 0.0099999998 (a float32 0.01) counts as 0.01
+    largest = float(
+        f"{magnitudes.max():.{digits}g}"
+    )  # 0.0099999998 (a float32 0.01) counts as 0.01
     if largest < 1e-3 or largest >= 10 ** (digits + 2):
         return f"{{:.{max(digits - 2, 1)}e}}"
     if largest / magnitudes.min() > 1e4:
@@ -84,17 +87,25 @@ def _mean_std_columns(table, digits, na_rep):
     if columns.nlevels != 2:
         return table
     names = list(dict.fromkeys(columns.get_level_values(0)))
-    if not all(sorted(columns[columns.get_level_values(0) == n].get_level_values(1)) == ["mean", "std"]
-               for n in names):
+    if not all(
+        sorted(columns[columns.get_level_values(0) == n].get_level_values(1)) == ["mean", "std"]
+        for n in names
+    ):
         return table
     shown = {}
     for name in names:
         mean, std = table[(name, "mean")], table[(name, "std")]
-        if not (pd.api.types.is_numeric_dtype(mean.dtype) and pd.api.types.is_numeric_dtype(std.dtype)):
+        if not (
+            pd.api.types.is_numeric_dtype(mean.dtype) and pd.api.types.is_numeric_dtype(std.dtype)
+        ):
             return table
         mean_format = column_format(mean, digits)
         shown[(name, "mean ± std")] = [
-            na_rep if pd.isna(m) else mean_format.format(m) if pd.isna(s) else f"{mean_format.format(m)} ± {s:.2g}"
+            na_rep
+            if pd.isna(m)
+            else mean_format.format(m)
+            if pd.isna(s)
+            else f"{mean_format.format(m)} ± {s:.2g}"
             for m, s in zip(mean, std)
         ]
     result = pd.DataFrame(shown, index=table.index)
@@ -190,8 +201,10 @@ def format_table(table, digits=4, index_name=None, units=None, caption=None, na_
             scales[label] = values.max() if full is None else full
     # one header row: the index's name in the corner, as the columns' (last) name; when
     # the columns of one level have a name too, both: "rows' name ↓ columns' name →"
-    one_row = table.index.nlevels == 1 and table.index.name is not None and (
-        table.columns.names[-1] is None or table.columns.nlevels == 1
+    one_row = (
+        table.index.nlevels == 1
+        and table.index.name is not None
+        and (table.columns.names[-1] is None or table.columns.nlevels == 1)
     )
     if one_row:
         table = table.copy() if not bars else table
@@ -206,7 +219,9 @@ def format_table(table, digits=4, index_name=None, units=None, caption=None, na_
     for level in range(table.index.nlevels):  # float index levels too: alpha=0.3, not 0.300000
         values = table.index.get_level_values(level)
         if pd.api.types.is_float_dtype(values.dtype):
-            styler = styler.format_index(column_format(values, digits), axis=0, level=level, na_rep=na_rep)
+            styler = styler.format_index(
+                column_format(values, digits), axis=0, level=level, na_rep=na_rep
+            )
     if caption:
         styler = styler.set_caption(caption)
     return styler

@@ -7,6 +7,7 @@ Both optimizers draw one permutation of the rows per epoch from
 ``solver='sgd'`` and ``'adamw'`` run), so that losses, weights and running
 statistics can be compared step by step.
 """
+
 import numpy as np
 import torch
 
@@ -17,8 +18,17 @@ TORCH_LOSSES = {
 }
 
 
-def torch_fit(module, X, y, loss="squared_error", batch_size=32, epochs=1, learning_rate=0.01,
-              solver="sgd", random_state=0):
+def torch_fit(
+    module,
+    X,
+    y,
+    loss="squared_error",
+    batch_size=32,
+    epochs=1,
+    learning_rate=0.01,
+    solver="sgd",
+    random_state=0,
+):
     """Train ``module`` in place as the optimizers would train its ONNX export.
 
     Parameters
@@ -72,7 +82,7 @@ def torch_fit(module, X, y, loss="squared_error", batch_size=32, epochs=1, learn
         order = torch.from_numpy(rng.permutation(len(Xt)))
         total = 0.0
         for start in range(0, len(Xt), batch_size):
-            rows = order[start:start + batch_size]
+            rows = order[start : start + batch_size]
             optimizer.zero_grad()
             value = TORCH_LOSSES[loss](module(Xt[rows]), yt[rows])
             value.backward()

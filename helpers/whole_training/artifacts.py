@@ -10,6 +10,7 @@ from :func:`helpers.add_loss_output` (what
 of ``onnxruntime.training.api``, and :func:`train_step` runs one step, so
 that the notebooks about training artifacts can stay about the artifacts.
 """
+
 import contextlib
 import io
 import logging
@@ -79,7 +80,10 @@ def artifact_paths(directory, prefix="", ort_format=False):
     'artifacts/eval_model.ort'
     """
     ext = "ort" if ort_format else "onnx"
-    paths = {kind: f"{prefix}{kind}.{ext}" for kind in ("training_model", "eval_model", "optimizer_model")}
+    paths = {
+        kind: f"{prefix}{kind}.{ext}"
+        for kind in ("training_model", "eval_model", "optimizer_model")
+    }
     paths["checkpoint"] = f"{prefix}checkpoint"
     paths["nominal_checkpoint"] = f"{prefix}nominal_checkpoint"
     return {kind: os.path.join(directory, name) for kind, name in paths.items()}
@@ -139,7 +143,11 @@ def load_training_artifacts(directory, prefix="", checkpoint=None, ort_format=Fa
             )
     state = CheckpointState.load_checkpoint(checkpoint)
     module = Module(
-        paths["training_model"], state, paths["eval_model"], device=device, session_options=session_options()
+        paths["training_model"],
+        state,
+        paths["eval_model"],
+        device=device,
+        session_options=session_options(),
     )
     optimizer = None
     if os.path.exists(paths["optimizer_model"]):
@@ -223,7 +231,9 @@ def list_artifacts(directory):
     )
 
 
-def generate_training_artifacts(onx_loss, weights_to_train, directory, solver="sgd", additional_output_names=(), **adamw):
+def generate_training_artifacts(
+    onx_loss, weights_to_train, directory, solver="sgd", additional_output_names=(), **adamw
+):
     """Write the training artifacts of a model whose only output is its loss.
 
     Parameters
@@ -258,9 +268,7 @@ def generate_training_artifacts(onx_loss, weights_to_train, directory, solver="s
     ['checkpoint', 'eval_model.onnx', 'optimizer_model.onnx', 'training_model.onnx']
     """
     frozen = [i.name for i in onx_loss.graph.initializer if i.name not in weights_to_train]
-    optimizer = (
-        onnxblock.optim.AdamW(**adamw) if solver == "adamw" else ort_artifacts.OptimType.SGD
-    )
+    optimizer = onnxblock.optim.AdamW(**adamw) if solver == "adamw" else ort_artifacts.OptimType.SGD
     quiet_runtime_logs()
     with _ONNXBLOCK_LOCK:  # onnxblock keeps the model being built in a global: one build at a time
         ort_artifacts.generate_artifacts(

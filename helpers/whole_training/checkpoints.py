@@ -18,6 +18,7 @@ estimator's model (the same weights with the same shapes, the same update
 rule): a damaged, foreign or missing checkpoint gives a
 :class:`CheckpointError` naming the file and the problem.
 """
+
 import base64
 import hashlib
 import io
@@ -143,8 +144,12 @@ def training_state(optimizer):
         rng=[name, keys.tolist(), pos, has_gauss, cached],
         update_state=[encode_array(v) for v in (updater.get_state() if updater else [])],
     )
-    partial = getattr(optimizer, "_partial_epoch", None)  # an interrupted epoch: its rows, how far it went
-    state["partial_epoch"] = None if partial is None else [encode_array(partial[0]), int(partial[1]), float(partial[2])]
+    partial = getattr(
+        optimizer, "_partial_epoch", None
+    )  # an interrupted epoch: its rows, how far it went
+    state["partial_epoch"] = (
+        None if partial is None else [encode_array(partial[0]), int(partial[1]), float(partial[2])]
+    )
     return json.dumps(state)
 
 
@@ -186,9 +191,15 @@ def read_checkpoint(path):
         raise CheckpointError(f"{path} is damaged or foreign: {problem}.")
     try:
         probe = CheckpointState.load_checkpoint(path)
-        properties = {CHECKPOINT_KEY: probe.properties[CHECKPOINT_KEY]} if CHECKPOINT_KEY in probe.properties else {}
+        properties = (
+            {CHECKPOINT_KEY: probe.properties[CHECKPOINT_KEY]}
+            if CHECKPOINT_KEY in probe.properties
+            else {}
+        )
         shapes = {name: tuple(p.data.shape) for name, p in probe.parameters}
-    except Exception as exc:  # the runtime raises its own types, or decoding errors, on a damaged file
+    except (
+        Exception
+    ) as exc:  # the runtime raises its own types, or decoding errors, on a damaged file
         raise CheckpointError(
             f"{path} is damaged or not a checkpoint: onnxruntime cannot read it ({type(exc).__name__}: "
             f"{str(exc).splitlines()[0][:120] if str(exc) else ''})."
@@ -227,7 +238,9 @@ def check_training_state(optimizer, state, shapes, path):
     ...
     helpers.whole_training.checkpoints.CheckpointError: train.ckpt was saved from another model: it has weight 'coefficient0' of shape (2, 6), this model's is (2, 3). Load it into an optimizer built on the model it was saved from.
     """
-    if state["weights_to_train_"] != optimizer.weights_to_train_ or state["update_rule"] != repr(optimizer.update_rule_):
+    if state["weights_to_train_"] != optimizer.weights_to_train_ or state["update_rule"] != repr(
+        optimizer.update_rule_
+    ):
         raise CheckpointError(
             f"{path} trained {state['weights_to_train_']} with {state['update_rule']}; this "
             f"optimizer trains {optimizer.weights_to_train_} with {optimizer.update_rule_!r}: build it "
@@ -236,7 +249,11 @@ def check_training_state(optimizer, state, shapes, path):
     expected = {name: value.shape for name, value in optimizer._initial_weights().items()}
     for name, shape in expected.items():
         if name not in shapes or tuple(shapes[name]) != tuple(shape):
-            saved = f"has no weight {name!r}" if name not in shapes else f"has weight {name!r} of shape {tuple(shapes[name])}"
+            saved = (
+                f"has no weight {name!r}"
+                if name not in shapes
+                else f"has weight {name!r} of shape {tuple(shapes[name])}"
+            )
             raise CheckpointError(
                 f"{path} was saved from another model: it {saved}, this model's is {tuple(shape)}. "
                 "Load it into an optimizer built on the model it was saved from."
@@ -268,4 +285,6 @@ def restore_training_state(optimizer, state):
         setattr(optimizer, key, state[key])
     optimizer._y_ndim = state["y_ndim"]
     partial = state.get("partial_epoch")
-    optimizer._partial_epoch = None if partial is None else (decode_array(partial[0]), partial[1], partial[2])
+    optimizer._partial_epoch = (
+        None if partial is None else (decode_array(partial[0]), partial[1], partial[2])
+    )

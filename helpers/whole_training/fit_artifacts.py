@@ -7,6 +7,7 @@ statistics of batch normalization as extra outputs) goes to
 the evaluation model a user keeps (``artifact_dir``) is the loss model in
 inference mode, not the training graph.
 """
+
 import os
 
 import onnx
@@ -68,7 +69,12 @@ def write_training_artifacts(graph, names, folder, solver, adamw):
     (1, 'batch')
     """
     generate_training_artifacts(
-        graph.model, names, folder, solver, additional_output_names=graph.statistics.output_names, **adamw
+        graph.model,
+        names,
+        folder,
+        solver,
+        additional_output_names=graph.statistics.output_names,
+        **adamw,
     )
 
 
@@ -106,7 +112,9 @@ def write_eval_model(folder, onx_loss):
     path = os.path.join(folder, "eval_model.onnx")
     generated = [i.name for i in onnx.load(path).graph.input]
     initializers = {i.name for i in onx_loss.graph.initializer}
-    evaluation = initializers_to_inputs(inference_graph(onx_loss), [n for n in generated if n in initializers])
+    evaluation = initializers_to_inputs(
+        inference_graph(onx_loss), [n for n in generated if n in initializers]
+    )
     if [i.name for i in evaluation.graph.input] != generated:
         raise RuntimeError(
             f"generate_artifacts wrote an evaluation model with inputs {generated}; the inference "

@@ -6,6 +6,7 @@ weighted per sample, plus a penalty on the weights
 (:mod:`helpers.core.penalties`):
 ``loss = mean_i(w_i * loss_i) + sum_W (l1 * sum|W| + l2 * sum W**2)``.
 """
+
 import json
 
 import onnx

@@ -7,13 +7,14 @@ on-device training API instead (:class:`~helpers.whole_training.session.WholeTra
 model and a checkpoint, and ``Module``/``Optimizer``/``CheckpointState``
 run them.
 """
+
 import warnings
 
 from ..core.disk_space import temporary_file
-from ..core.running_statistics import statistic_initializers
 from ..core.estimator import BaseOrtOptimizer
 from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs
 from ..core.parameters import document_parameters, training_settings
+from ..core.running_statistics import statistic_initializers
 from ..core.sessions import make_session
 from .checkpoints import (
     CHECKPOINT_KEY,
@@ -30,56 +31,56 @@ from .session import WholeTrainingSession
 class OrtGradientOptimizer(BaseOrtOptimizer):
     """Train an ONNX model whose graph computes its own loss.
 
-    The model is usually the output of :func:`helpers.add_loss_output`. Each
-    step runs the training model (forward and backward) in onnxruntime, then
-    updates the weights on the same device: ``'sgd'`` and ``'adamw'`` with
-    onnxruntime's optimizer model, ``'momentum'`` and ``'nesterov'`` with an
-    ONNX graph of this package (:mod:`helpers.core.update_rules`).
+        The model is usually the output of :func:`helpers.add_loss_output`. Each
+        step runs the training model (forward and backward) in onnxruntime, then
+        updates the weights on the same device: ``'sgd'`` and ``'adamw'`` with
+        onnxruntime's optimizer model, ``'momentum'`` and ``'nesterov'`` with an
+        ONNX graph of this package (:mod:`helpers.core.update_rules`).
 
-    Parameters
-    ----------
-    model_onnx : onnx.ModelProto
-        A model whose single output is a scalar loss, with inputs features,
-        label and optionally per-sample weights, in that order.
-{shared_parameters}
-    artifact_dir : str, optional
-        Folder where ``fit`` writes the training artifacts (training, eval
-        and optimizer models, initial checkpoint) and leaves them for
-        inspection; by default they come from a cache of the process.
-    checkpoint_path : str, optional
-        File where ``fit`` saves a checkpoint every ``checkpoint_every``
-        epochs (see :meth:`save_checkpoint`): an interrupted training can
-        resume from it with :meth:`load_checkpoint`.
-    checkpoint_every : int
-        Epochs between two checkpoints.
+        Parameters
+        ----------
+        model_onnx : onnx.ModelProto
+            A model whose single output is a scalar loss, with inputs features,
+            label and optionally per-sample weights, in that order.
+    {shared_parameters}
+        artifact_dir : str, optional
+            Folder where ``fit`` writes the training artifacts (training, eval
+            and optimizer models, initial checkpoint) and leaves them for
+            inspection; by default they come from a cache of the process.
+        checkpoint_path : str, optional
+            File where ``fit`` saves a checkpoint every ``checkpoint_every``
+            epochs (see :meth:`save_checkpoint`): an interrupted training can
+            resume from it with :meth:`load_checkpoint`.
+        checkpoint_every : int
+            Epochs between two checkpoints.
 
-    Attributes
-    ----------
-{shared_attributes}
+        Attributes
+        ----------
+    {shared_attributes}
 
-    Notes
-    -----
-    A pickled optimizer keeps its weights, its running statistics, its
-    update rule's state (momentum buffers; AdamW's moment estimates, which
-    live in onnxruntime's optimizer, travel as a checkpoint inside the
-    pickle) and its shuffling state, so ``warm_start`` continues after
-    unpickling exactly as the uninterrupted training. A checkpoint that
-    cannot be written during ``fit`` (a full disk) warns and keeps the
-    previous one; training goes on. A diverged epoch with
-    ``on_divergence='stop'`` puts back the weights of its start; AdamW's
-    moments, which onnxruntime cannot put back, restart from zero.
+        Notes
+        -----
+        A pickled optimizer keeps its weights, its running statistics, its
+        update rule's state (momentum buffers; AdamW's moment estimates, which
+        live in onnxruntime's optimizer, travel as a checkpoint inside the
+        pickle) and its shuffling state, so ``warm_start`` continues after
+        unpickling exactly as the uninterrupted training. A checkpoint that
+        cannot be written during ``fit`` (a full disk) warns and keeps the
+        previous one; training goes on. A diverged epoch with
+        ``on_divergence='stop'`` puts back the weights of its start; AdamW's
+        moments, which onnxruntime cannot put back, restart from zero.
 
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from helpers import OrtGradientOptimizer, add_loss_output
-    >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> X = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
-    >>> y = X.sum(axis=1, keepdims=True)
-    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(8,))), max_iter=20,
-    ...                            learning_rate=0.05, batch_size=16, random_state=0).fit(X, y)
-    >>> bool(opt.train_losses_[-1] < opt.train_losses_[0])
-    True
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from helpers import OrtGradientOptimizer, add_loss_output
+        >>> from helpers.teaching.model_factories import mlp_onnx
+        >>> X = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
+        >>> y = X.sum(axis=1, keepdims=True)
+        >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(8,))), max_iter=20,
+        ...                            learning_rate=0.05, batch_size=16, random_state=0).fit(X, y)
+        >>> bool(opt.train_losses_[-1] < opt.train_losses_[0])
+        True
     """
 
     _session_attributes = BaseOrtOptimizer._session_attributes + ("_scorer",)
@@ -112,9 +113,27 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         checkpoint_every=1,
     ):
         super().__init__(
-            model_onnx, weights_to_train, max_iter, batch_size, learning_rate, learning_rate_schedule,
-            power_t, alpha, solver, momentum, betas, eps, weight_decay, device, warm_start, verbose,
-            validation_every, random_state, n_threads, fast_gradients, on_divergence,
+            model_onnx,
+            weights_to_train,
+            max_iter,
+            batch_size,
+            learning_rate,
+            learning_rate_schedule,
+            power_t,
+            alpha,
+            solver,
+            momentum,
+            betas,
+            eps,
+            weight_decay,
+            device,
+            warm_start,
+            verbose,
+            validation_every,
+            random_state,
+            n_threads,
+            fast_gradients,
+            on_divergence,
         )
         self.artifact_dir = artifact_dir
         self.checkpoint_path = checkpoint_path
@@ -196,7 +215,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                     f"Could not write the checkpoint {self.checkpoint_path} after epoch {self.n_iter_} ({error}). "
                     "The previous checkpoint is kept and training goes on; the trained weights stay in this "
                     "estimator: save_checkpoint to another file, or pickle it.",
-                    RuntimeWarning, stacklevel=5,
+                    RuntimeWarning,
+                    stacklevel=5,
                 )
 
     def _after_divergence(self):
@@ -220,10 +240,16 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
     def __getstate__(self):
         state = super().__getstate__()
         runtime = self.__dict__.get("_runtime")
-        if runtime is not None and runtime.optimizer is not None and self.update_rule_.name == "adamw":
+        if (
+            runtime is not None
+            and runtime.optimizer is not None
+            and self.update_rule_.name == "adamw"
+        ):
             size = runtime.checkpoint_bytes()
             with temporary_file("the AdamW state a pickle carries", size) as path:
-                runtime.save(path, {})  # the moments; the rest of the training state is in the pickle itself
+                runtime.save(
+                    path, {}
+                )  # the moments; the rest of the training state is in the pickle itself
                 with open(path, "rb") as f:
                     state["_saved_checkpoint"] = f.read()
         return state
@@ -300,7 +326,9 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                 **record["score_kwargs"],
             )
             # the predictions too: the last batch of a fit checks them
-            scoring.graph.output.extend(v for v in scoring.graph.value_info if v.name == record["output_name"])
+            scoring.graph.output.extend(
+                v for v in scoring.graph.value_info if v.name == record["output_name"]
+            )
             statistics = list(statistic_initializers(self._current_statistics()))
             model = initializers_to_inputs(scoring, self.weights_to_train_ + statistics)
             self._scorer = make_session(model, n_threads=self.n_threads, label="score")

@@ -7,6 +7,7 @@ never decays. :func:`linear_lr_scheduler` passes them in the order the
 runtime really reads, and :func:`linear_learning_rate` gives the intended
 schedule to check it against.
 """
+
 from onnxruntime.training.api import LinearLRScheduler
 
 

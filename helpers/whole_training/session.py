@@ -1,4 +1,5 @@
 """The on-device training objects of one fit of the whole-training API."""
+
 import functools
 import os
 import tempfile
@@ -14,8 +15,8 @@ from ..core.runtime import explain_untrainable
 from ..core.sessions import session_options
 from ..core.training_cache import cached_artifact_folder, content_key
 from ..core.update_rules import WeightUpdater
-from .fit_artifacts import loss_training_graph, write_eval_model, write_training_artifacts
 from .checkpoints import append_checksum
+from .fit_artifacts import loss_training_graph, write_eval_model, write_training_artifacts
 
 #: The update rules run by onnxruntime's optimizer model; the others run as
 #: a :class:`~helpers.core.update_rules.WeightUpdater` graph.
@@ -77,7 +78,15 @@ class WholeTrainingSession:
     """
 
     def __init__(
-        self, onx_loss, weights, rule, device, n_threads=None, fast_gradients=True, artifact_dir=None, checkpoint=None
+        self,
+        onx_loss,
+        weights,
+        rule,
+        device,
+        n_threads=None,
+        fast_gradients=True,
+        artifact_dir=None,
+        checkpoint=None,
     ):
         names = list(weights)
         solver = rule.name if rule.name in RUNTIME_RULES else "sgd"
@@ -87,16 +96,24 @@ class WholeTrainingSession:
             artifact_dir or tempfile.gettempdir(),
             "the training artifacts",
             artifact_bytes(onx_loss),
-            f"{TEMPORARY_FOLDER}, or give artifact_dir= a folder with room" if artifact_dir is None
+            f"{TEMPORARY_FOLDER}, or give artifact_dir= a folder with room"
+            if artifact_dir is None
             else "give artifact_dir= another folder",
         )
         try:
             graph = loss_training_graph(onx_loss, fast_gradients)
-            write = functools.partial(write_training_artifacts, graph, names, solver=solver, adamw=adamw)
+            write = functools.partial(
+                write_training_artifacts, graph, names, solver=solver, adamw=adamw
+            )
             if artifact_dir is None:
                 key = content_key(
-                    onx_loss, names, solver, sorted(adamw.items()), fast_gradients,
-                    onnx.__version__, onnxruntime.__version__,
+                    onx_loss,
+                    names,
+                    solver,
+                    sorted(adamw.items()),
+                    fast_gradients,
+                    onnx.__version__,
+                    onnxruntime.__version__,
                 )
                 with disk, cached_artifact_folder(key, write) as folder:
                     self._load(folder, checkpoint, rule, device, n_threads)
@@ -119,7 +136,9 @@ class WholeTrainingSession:
         else:
             saved = {name: self.state.parameters[name].data for name in self.statistics.names}
             properties = self.state.properties
-            saved.update({name: properties[BATCH_COUNT_PROPERTY + name] for name in self.statistics.counts})
+            saved.update(
+                {name: properties[BATCH_COUNT_PROPERTY + name] for name in self.statistics.counts}
+            )
             self.statistics.set(saved)
         self.parameters = [self.state.parameters[name]._parameter for name in self.names]
         self._buffers = self._learning_rate = None
@@ -129,7 +148,9 @@ class WholeTrainingSession:
 
     def _load(self, folder, checkpoint, rule, device, n_threads):
         """Load the state, the training model and the optimizer model of ``folder`` (read at once, not later)."""
-        self.state = CheckpointState.load_checkpoint(checkpoint or os.path.join(folder, "checkpoint"))
+        self.state = CheckpointState.load_checkpoint(
+            checkpoint or os.path.join(folder, "checkpoint")
+        )
         self.module = Module(
             os.path.join(folder, "training_model.onnx"),
             self.state,
@@ -206,7 +227,9 @@ class WholeTrainingSession:
         fetches = C.OrtValueVector()
         self.module._model.train_step_with_ort_values(feeds, fetches)
         if self.statistics:
-            self.statistics.update([fetches[i].numpy() for i in range(1, 1 + len(self.statistics.output_names))])
+            self.statistics.update(
+                [fetches[i].numpy() for i in range(1, 1 + len(self.statistics.output_names))]
+            )
         if self.updater is None:
             if learning_rate != self._learning_rate:
                 self.optimizer.set_learning_rate(learning_rate)

@@ -1,4 +1,5 @@
 """``python -m model_fuzz``: see :mod:`model_fuzz.runner`."""
+
 import sys
 
 from .runner import main

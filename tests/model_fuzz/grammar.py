@@ -10,6 +10,7 @@ returns the module (its weights from ``torch.manual_seed(seed)``), the
 samples and the targets: a failure prints it, and running it rebuilds the
 model exactly.
 """
+
 import contextlib
 import copy
 import dataclasses
@@ -150,7 +151,9 @@ def _stem(rng, holder, inits):
         "tabular": lambda: (int(rng.integers(3, 17)),),
         "sequence": lambda: (int(rng.integers(1, 7)), int(rng.integers(6, 21))),
         "image": lambda: (
-            int(rng.integers(1, 5)), int(rng.integers(5, 13)), int(rng.integers(5, 13))
+            int(rng.integers(1, 5)),
+            int(rng.integers(5, 13)),
+            int(rng.integers(5, 13)),
         ),
     }[kind]()
     x = torch.randn(SMALLEST_BATCH, *shape, requires_grad=True)
@@ -232,8 +235,11 @@ def generate_model(seed):
     head = [f"nn.Linear({features}, {outputs})"]
     if rng.random() < 0.5:  # a hidden layer: an MLP head
         hidden = int(rng.integers(8, 33))
-        head = [f"nn.Linear({features}, {hidden})", pick(rng, HEAD_ACTIVATIONS),
-                f"nn.Linear({hidden}, {outputs})"]
+        head = [
+            f"nn.Linear({features}, {hidden})",
+            pick(rng, HEAD_ACTIVATIONS),
+            f"nn.Linear({hidden}, {outputs})",
+        ]
     for constructor in head:
         name = f"l{len(holder._modules)}"
         holder.add_module(name, eval(constructor, {"nn": nn}))
@@ -241,17 +247,28 @@ def generate_model(seed):
         lines.append(f"x = self.{name}(x)")
     n = int(rng.integers(16, 25))
     batch_size = pick(rng, [b for b in range(5, 11) if n % b == 0 or n % b >= SMALLEST_BATCH])
-    targets = (f"rng.integers(0, {outputs}, n)" if classify
-               else f"rng.standard_normal((n, {outputs})).astype(np.float32)")
+    targets = (
+        f"rng.integers(0, {outputs}, n)"
+        if classify
+        else f"rng.standard_normal((n, {outputs})).astype(np.float32)"
+    )
     source = _SOURCE.format(
         inits=textwrap.indent("\n".join(inits), " " * 8),
         lines=textwrap.indent("\n".join(lines), " " * 8),
-        seed=seed, n=n, samples=samples, targets=targets,
+        seed=seed,
+        n=n,
+        samples=samples,
+        targets=targets,
     )
     names = {type(m).__name__ for m in holder.modules()} - {"_Holder", "Sequential"}
     with one_thread():
-        return _steady(GeneratedModel(
-            seed=seed, source=source, loss="cross_entropy" if classify else "squared_error",
-            batch_size=batch_size, names=tuple(sorted(names | set(holder._modules))),
-            dropout=any(isinstance(m, nn.Dropout) for m in holder.modules()),
-        ))
+        return _steady(
+            GeneratedModel(
+                seed=seed,
+                source=source,
+                loss="cross_entropy" if classify else "squared_error",
+                batch_size=batch_size,
+                names=tuple(sorted(names | set(holder._modules))),
+                dropout=any(isinstance(m, nn.Dropout) for m in holder.modules()),
+            )
+        )

@@ -33,10 +33,23 @@ def _divisors(n):
 
 
 ACTIVATIONS = [
-    "nn.ReLU()", "nn.LeakyReLU(0.1)", "nn.GELU()", "nn.GELU(approximate='tanh')", "nn.SiLU()",
-    "nn.Tanh()", "nn.Sigmoid()", "nn.ELU()", "nn.ELU(alpha=0.5)", "nn.CELU(alpha=1.5)", "nn.SELU()",
-    "nn.Softplus()", "nn.Softplus(beta=2.0, threshold=5.0)", "nn.Mish()", "nn.Hardswish()",
-    "nn.Hardsigmoid()", "nn.ReLU6()",
+    "nn.ReLU()",
+    "nn.LeakyReLU(0.1)",
+    "nn.GELU()",
+    "nn.GELU(approximate='tanh')",
+    "nn.SiLU()",
+    "nn.Tanh()",
+    "nn.Sigmoid()",
+    "nn.ELU()",
+    "nn.ELU(alpha=0.5)",
+    "nn.CELU(alpha=1.5)",
+    "nn.SELU()",
+    "nn.Softplus()",
+    "nn.Softplus(beta=2.0, threshold=5.0)",
+    "nn.Mish()",
+    "nn.Hardswish()",
+    "nn.Hardsigmoid()",
+    "nn.ReLU6()",
 ]
 
 #: Convolutions' padding modes: zeros half the time, so that the others do not hide the rest.
@@ -68,7 +81,7 @@ def batch_norm(rng, shape):
 
 
 def layer_norm(rng, shape):
-    over = list(shape[-int(rng.integers(1, len(shape) + 1)):])
+    over = list(shape[-int(rng.integers(1, len(shape) + 1)) :])
     affine = _chance(rng, 0.75)
     bias = f", bias={_chance(rng, 0.75)}" if affine else ""
     return [f"nn.LayerNorm({over}, elementwise_affine={affine}{bias})"], _APPLY
@@ -211,24 +224,68 @@ def reduction(rng, shape):
     """A mean or a sum over one axis (or the image's two), or a flatten."""
     how = pick(rng, ["mean", "sum"])
     axis = int(rng.integers(1, len(shape) + 1))
-    return [], pick(rng, [
-        f"x = x.{how}(dim={axis})", "x = x.flatten(1)", f"x = x - x.{how}(dim=-1, keepdim=True)",
-        f"x = x.{how}(dim=(2, 3))" if len(shape) == 3 else "x = x.flatten(1)",
-    ])
+    return [], pick(
+        rng,
+        [
+            f"x = x.{how}(dim={axis})",
+            "x = x.flatten(1)",
+            f"x = x - x.{how}(dim=-1, keepdim=True)",
+            f"x = x.{how}(dim=(2, 3))" if len(shape) == 3 else "x = x.flatten(1)",
+        ],
+    )
 
 
 #: The blocks each kind of sample draws from, with their weights.
 BLOCKS = {
-    1: [(linear, 4), (activation, 4), (batch_norm, 2), (layer_norm, 2), (dropout, 1), (residual, 1),
-        (gate, 1), (concatenation, 1), (unflatten, 2)],
-    2: [(convolution, 4), (activation, 3), (batch_norm, 1), (layer_norm, 1), (group_norm, 1),
-        (instance_norm, 1), (max_pool, 1), (average_pool, 1), (adaptive_pool, 1), (upsample, 1),
-        (transposed_convolution, 1), (dropout, 1), (residual, 1), (gate, 1), (concatenation, 1),
-        (permutation, 1), (reduction, 2)],
-    3: [(convolution, 4), (activation, 3), (batch_norm, 1), (layer_norm, 1), (group_norm, 1),
-        (instance_norm, 1), (max_pool, 1), (average_pool, 1), (adaptive_pool, 1), (upsample, 1),
-        (transposed_convolution, 1), (dropout, 1), (residual, 1), (gate, 1), (concatenation, 1),
-        (permutation, 1), (reduction, 2)],
+    1: [
+        (linear, 4),
+        (activation, 4),
+        (batch_norm, 2),
+        (layer_norm, 2),
+        (dropout, 1),
+        (residual, 1),
+        (gate, 1),
+        (concatenation, 1),
+        (unflatten, 2),
+    ],
+    2: [
+        (convolution, 4),
+        (activation, 3),
+        (batch_norm, 1),
+        (layer_norm, 1),
+        (group_norm, 1),
+        (instance_norm, 1),
+        (max_pool, 1),
+        (average_pool, 1),
+        (adaptive_pool, 1),
+        (upsample, 1),
+        (transposed_convolution, 1),
+        (dropout, 1),
+        (residual, 1),
+        (gate, 1),
+        (concatenation, 1),
+        (permutation, 1),
+        (reduction, 2),
+    ],
+    3: [
+        (convolution, 4),
+        (activation, 3),
+        (batch_norm, 1),
+        (layer_norm, 1),
+        (group_norm, 1),
+        (instance_norm, 1),
+        (max_pool, 1),
+        (average_pool, 1),
+        (adaptive_pool, 1),
+        (upsample, 1),
+        (transposed_convolution, 1),
+        (dropout, 1),
+        (residual, 1),
+        (gate, 1),
+        (concatenation, 1),
+        (permutation, 1),
+        (reduction, 2),
+    ],
 }
 
 

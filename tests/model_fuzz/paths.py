@@ -34,6 +34,7 @@ one is compared by what dropout does: training gives finite losses, and the
 path's predictions (inference, nothing dropped) equal torch's eval-mode
 output with the weights and running statistics the path trained.
 """
+
 import copy
 import dataclasses
 import re
@@ -165,8 +166,13 @@ def _names_a_layer(message, model, module, X):
 def _optimizer(path, module, X, model):
     onx = export_for_training(module, torch.from_numpy(X[:2]))
     common = dict(
-        max_iter=OPTIMIZER_STEPS, batch_size=len(X), learning_rate=model.learning_rate,
-        solver="sgd", random_state=0, validation_every=0, n_threads=1,
+        max_iter=OPTIMIZER_STEPS,
+        batch_size=len(X),
+        learning_rate=model.learning_rate,
+        solver="sgd",
+        random_state=0,
+        validation_every=0,
+        n_threads=1,
     )
     if path == "whole":
         return OrtGradientOptimizer(add_loss_output(onx, score_name=model.loss), **common)

@@ -8,13 +8,14 @@ in a new child. ``python -m model_fuzz --seeds 0-499`` (``make fuzz``)
 runs the seeds on two workers, prints a table of outcomes per path and the
 failures, writes the report and exits 1 on any failure.
 """
+
 import collections
 import concurrent.futures
 import dataclasses
 import json
 import os
-import re
 import queue
+import re
 import subprocess
 import sys
 import tempfile
@@ -106,7 +107,10 @@ def run_tasks(tasks, time_limit=PATH_TIME_LIMIT, command=child_command):
     while remaining:
         with tempfile.TemporaryFile("w+") as errors:
             child = subprocess.Popen(
-                command(remaining), stdout=subprocess.PIPE, stderr=errors, text=True,
+                command(remaining),
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                text=True,
                 env=_child_environment(),
             )
             lines = queue.Queue()
@@ -190,18 +194,30 @@ def report(outcomes, models):
     failing = sorted({o.seed for o in failures})
     parts = [
         f"# Model fuzzer: {len({o.seed for o in outcomes})} seeds, "
-        f"{len(failures)} failures in {len(outcomes)} trainings", "",
-        summary_table(outcomes), "",
-        f"Failing seeds: {', '.join(map(str, failing)) or 'none'}", "",
-        "## Kinds of failure (seed/path)", "", *_by_signature(failures), "",
-        "## Refusals (seed/path)", "", *_by_signature([o for o in outcomes if o.kind == "refused"]),
-        "", "## Failures", "",
+        f"{len(failures)} failures in {len(outcomes)} trainings",
+        "",
+        summary_table(outcomes),
+        "",
+        f"Failing seeds: {', '.join(map(str, failing)) or 'none'}",
+        "",
+        "## Kinds of failure (seed/path)",
+        "",
+        *_by_signature(failures),
+        "",
+        "## Refusals (seed/path)",
+        "",
+        *_by_signature([o for o in outcomes if o.kind == "refused"]),
+        "",
+        "## Failures",
+        "",
     ]
     for seed in failing:
         model = models[seed]
         parts.append(f"### Seed {seed}  (rerun: make fuzz FUZZ_SEEDS={seed})")
-        parts.append(f"SGD, learning rate {model.learning_rate:g}, loss {model.loss}, "
-                     f"OrtTorchModule's minibatches of {model.batch_size}")
+        parts.append(
+            f"SGD, learning rate {model.learning_rate:g}, loss {model.loss}, "
+            f"OrtTorchModule's minibatches of {model.batch_size}"
+        )
         parts += [f"- {o.path}: {o.kind}: {o.detail}" for o in failures if o.seed == seed]
         parts += ["", "```python", model.source.rstrip(), "```", ""]
     return "\n".join(parts)
@@ -231,7 +247,7 @@ def main(argv=None):
         run_child([(int(seed), path) for seed, path in tasks])
         return 0
     seeds = parse_seeds(args.seeds)
-    chunks = [seeds[i:i + SEEDS_PER_CHILD] for i in range(0, len(seeds), SEEDS_PER_CHILD)]
+    chunks = [seeds[i : i + SEEDS_PER_CHILD] for i in range(0, len(seeds), SEEDS_PER_CHILD)]
     outcomes = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = [
@@ -252,7 +268,10 @@ def main(argv=None):
     failing = sorted({o.seed for o in outcomes if o.failed})
     text = report(outcomes, {seed: generate_model(seed) for seed in failing})
     path = args.report or os.path.join(
-        os.path.dirname(_TESTS), "results", "local", "fuzz",
+        os.path.dirname(_TESTS),
+        "results",
+        "local",
+        "fuzz",
         f"seeds-{args.seeds.replace(',', '_')}.md",
     )
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
