@@ -225,7 +225,7 @@ def test_make_picks_an_accepted_python():
     result = subprocess.run(
         ["make", "help", "GPU=0"], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    line = next(l for l in result.stdout.splitlines() if l.startswith("Variables:"))
+    line = next(x for x in result.stdout.splitlines() if x.startswith("Variables:"))
     assert "(Python 3.12 3.11 accepted)" in line
 
 
