@@ -36,7 +36,8 @@ def _text(value):
 
 
 def add_caveats(df):
-    """Return ``df`` with the columns ``spread`` (slowest repeat over fastest) and ``caveat`` (words, or ``''``).
+    """Return ``df`` with the columns ``spread`` (slowest repeat over fastest) and ``caveat``
+    (words, or ``''``).
 
     The caveat of a row says, in this order: what its measure said
     (``timing_note``: a step or set-up that could not be measured), noisy
@@ -95,7 +96,8 @@ def short_caveat(caveat):
 
 
 def with_caveat(phrase, caveat):
-    """``'2.0x faster'``, or ``'2.0x faster (noisy: repeats spread 3.1x)'``: the number and, beside it, why it is no finding.
+    """``'2.0x faster'``, or ``'2.0x faster (noisy: repeats spread 3.1x)'``: the number and, beside
+    it, why it is no finding.
 
     The reason is said in short (:func:`short_caveat`).
 

@@ -1,4 +1,5 @@
-"""A sweep's runs on dask: a ``LocalCluster`` of this machine (``--jobs N``) or a running cluster (``--scheduler``).
+"""A sweep's runs on dask: a ``LocalCluster`` of this machine (``--jobs N``) or a running cluster
+(``--scheduler``).
 
 Each run is a task: the notebook and its parameters travel to a worker,
 which executes it in a temporary folder of its machine and hands back the

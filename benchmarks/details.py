@@ -23,7 +23,8 @@ _MLP_SIZE = "MLP {n_features}-{hidden}-1, batch {batch_size}"
 
 
 def size_label(row):
-    """``'MLP 10-50-1, batch 100'`` or ``'linear 20 features, batch 1'`` for a row of the MLP benchmarks.
+    """``'MLP 10-50-1, batch 100'`` or ``'linear 20 features, batch 1'`` for a row of the MLP
+    benchmarks.
 
     Examples
     --------

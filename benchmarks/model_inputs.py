@@ -59,7 +59,8 @@ class InputSpec:
 
 
 def weighted_layers(module):
-    """The layers of ``module`` that hold weights of their own (no sub-layer), in the order it registers them.
+    """The layers of ``module`` that hold weights of their own (no sub-layer), in the order it
+    registers them.
 
     Examples
     --------
@@ -123,7 +124,8 @@ def _shape_from_layer(layer):
 
 
 def input_spec(module, input_shape=None, input_dtype=None):
-    """The input of ``module``: ``input_shape`` and ``input_dtype`` when given, else read from its first layer.
+    """The input of ``module``: ``input_shape`` and ``input_dtype`` when given, else read from its
+    first layer.
 
     ``nn.Linear(d, ...)`` first: rows of ``d`` float32 features.
     ``nn.Embedding(v, ...)`` first: int64 token ids below ``v``, sequences
@@ -180,7 +182,8 @@ Give input_shape, (channels, height, width), e.g. [1, 28, 28].
 
 
 def random_inputs(n_samples, spec, random_state=0):
-    """``n_samples`` random samples of ``spec``: standard normal floats, or token ids below its vocabulary.
+    """``n_samples`` random samples of ``spec``: standard normal floats, or token ids below its
+    vocabulary.
 
     Examples
     --------
@@ -225,7 +228,8 @@ def random_targets(X, task, n_outputs, random_state=0):
 
 
 def output_width(module, spec):
-    """How many values ``module`` returns per sample (the classes of a classifier), from two random samples.
+    """How many values ``module`` returns per sample (the classes of a classifier), from two random
+    samples.
 
     The module runs once in inference mode (``eval``), so that its buffers
     (``BatchNorm``'s running statistics) stay as they are.

@@ -1,8 +1,8 @@
 """Run the benchmark notebooks over a grid of parameters, then summarize.
 
-A sweep expands a grid (:func:`benchmarks.sweep_grid.load_grid`, :func:`~benchmarks.sweep_grid.expand`) into runs, one
-notebook executed by papermill with one set of parameters each, and sends
-them to an engine:
+A sweep expands a grid (:func:`benchmarks.sweep_grid.load_grid`,
+:func:`~benchmarks.sweep_grid.expand`) into runs, one notebook executed by papermill with one set of
+parameters each, and sends them to an engine:
 
 * sequential (the default): one run after the other in this process;
 * ``--jobs N``: a ``dask.distributed.LocalCluster`` of N one-thread worker
@@ -195,7 +195,8 @@ def parse_arguments(argv=None):
 
 
 def select_runs(runs, only, grid):
-    """The runs of the benchmarks named by ``--only``; an unknown name is refused with the valid ones.
+    """The runs of the benchmarks named by ``--only``; an unknown name is refused with the valid
+    ones.
 
     Examples
     --------

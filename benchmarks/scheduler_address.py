@@ -67,7 +67,8 @@ def parse_scheduler_address(text):
 
 
 def check_scheduler(address, timeout=5.0):
-    """Raise :class:`SchedulerAddressError` unless a dask scheduler answers at ``address`` (``tcp://HOST:PORT``).
+    """Raise :class:`SchedulerAddressError` unless a dask scheduler answers at ``address``
+    (``tcp://HOST:PORT``).
 
     A dask scheduler greets a new connection with its handshake; a web
     server (the dashboard) waits for a request and answers it with HTTP.

@@ -1,4 +1,5 @@
-"""How a training step scales with threads: both onnxruntime APIs against torch and the matrix products.
+"""How a training step scales with threads: both onnxruntime APIs against torch and the matrix
+products.
 
 For each network size (``D-H-1@B``: a ReLU MLP ``D -> H -> 1`` trained on
 batches of ``B`` rows with plain SGD) and each thread count, the script

@@ -1,4 +1,5 @@
-"""What ``bench_your_model.ipynb`` runs: a fit per framework of one torch model, and the rows of its record.
+"""What ``bench_your_model.ipynb`` runs: a fit per framework of one torch model, and the rows of its
+record.
 
 Every fit starts from the same weights and draws the same batches (one
 permutation per epoch from ``numpy.random.RandomState(random_state)``, as the
@@ -100,7 +101,8 @@ def torch_fit(
 
 
 def ort_fit(make, X, y, fresh=False):
-    """``fit(epochs)`` of an onnxruntime optimizer made by ``make()``; returns the last epoch's loss.
+    """``fit(epochs)`` of an onnxruntime optimizer made by ``make()``; returns the last epoch's
+    loss.
 
     With ``fresh``, the training caches are emptied first, so that every fit
     pays the set-up a first fit pays (artifacts, gradient graph, sessions):
@@ -129,7 +131,8 @@ def ort_fit(make, X, y, fresh=False):
 def ort_makers(
     onx, task, optimizer="sgd", learning_rate=0.05, batch_size=64, n_threads=None, random_state=0
 ):
-    """``make()``: a new optimizer of each onnxruntime API for the forward-only model ``onx``, by name.
+    """``make()``: a new optimizer of each onnxruntime API for the forward-only model ``onx``, by
+    name.
 
     The whole-training API trains ``add_loss_output(onx, score_name=...)``,
     the forward/backward API ``onx`` with ``learning_loss=...``: the
@@ -172,7 +175,8 @@ def ort_fits(
     random_state=0,
     fresh=False,
 ):
-    """``fit(epochs)`` of both onnxruntime APIs on the forward-only model ``onx``, by framework name.
+    """``fit(epochs)`` of both onnxruntime APIs on the forward-only model ``onx``, by framework
+    name.
 
     The optimizers of :func:`ort_makers`: a model the runtime cannot train
     fails at its first fit, in :func:`first_fits`. ``fresh``: see :func:`ort_fit`.
@@ -200,7 +204,8 @@ def failure_reason(exc, limit=300):
 
 
 def first_fits(fits, clock=time.perf_counter):
-    """Fit each framework for one epoch: those that ran, why the others failed, how long each first fit took.
+    """Fit each framework for one epoch: those that ran, why the others failed, how long each first
+    fit took.
 
     Any exception is a failure of that framework alone: the others still run.
 
@@ -253,7 +258,8 @@ def model_family(model_function, module):
 
 
 def compile_seconds(fit, first_s, clock=time.perf_counter):
-    """What ``torch.compile`` took: its first fit of one epoch (``first_s``) minus a fit of one epoch once compiled.
+    """What ``torch.compile`` took: its first fit of one epoch (``first_s``) minus a fit of one
+    epoch once compiled.
 
     NaN when the compiled fit was not faster than the first one (the machine's noise was larger).
 
@@ -289,7 +295,8 @@ def compile_note(compile_s):
 
 
 def step_sentence(name, step_s, caveats=None):
-    """How a step of ``name`` compares with torch eager and ``torch.compile``, in words, with the caveats of each ratio.
+    """How a step of ``name`` compares with torch eager and ``torch.compile``, in words, with the
+    caveats of each ratio.
 
     Parameters
     ----------
@@ -327,7 +334,8 @@ def step_sentence(name, step_s, caveats=None):
 
 
 def record_rows(common, costs, final, failed, curves, memory=None, compile_s=None, tolerance=1e-3):
-    """One row per framework: step time and ratio to torch eager, loss, time to loss, memory; or the failure.
+    """One row per framework: step time and ratio to torch eager, loss, time to loss, memory; or the
+    failure.
 
     Parameters
     ----------

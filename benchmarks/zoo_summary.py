@@ -1,4 +1,5 @@
-"""The model zoo in a sweep's summary: for which families onnxruntime trains a step faster, and where not.
+"""The model zoo in a sweep's summary: for which families onnxruntime trains a step faster, and
+where not.
 
 The ``your_model`` rows (``bench_your_model.ipynb``, run by the ``zoo_*``
 tables of ``grids/full.toml`` on :data:`benchmarks.example_models.ZOO`) give
@@ -45,15 +46,17 @@ def _zoo_rows(df):
 
 
 def zoo_ratios(df):
-    """Step time of each onnxruntime API over torch eager's and ``torch.compile``'s, per machine, model and threads.
+    """Step time of each onnxruntime API over torch eager's and ``torch.compile``'s, per machine,
+    model and threads.
 
     Only the ``your_model`` rows with plain SGD and a step time count.
 
     Returns
     -------
     pandas.DataFrame
-        Columns ``machine``, ``family``, ``label``, ``n_weights``, ``threads``, ``api``, ``peer``, ``ratio``
-        and ``caveat`` (why the ratio is no finding, or ``''``: :mod:`benchmarks.caveats`).
+        Columns ``machine``, ``family``, ``label``, ``n_weights``, ``threads``, ``api``, ``peer``,
+        ``ratio`` and ``caveat`` (why the ratio is no finding, or ``''``:
+        :mod:`benchmarks.caveats`).
 
     Examples
     --------
@@ -94,7 +97,8 @@ def zoo_ratios(df):
 
 
 def _verdicts(ratios, peer):
-    """Model label to 'faster', 'slower' or 'mixed': the faster API against ``peer``, at every thread count.
+    """Model label to 'faster', 'slower' or 'mixed': the faster API against ``peer``, at every
+    thread count.
 
     Only ratios without a caveat count (:mod:`benchmarks.caveats`).
     """
@@ -128,7 +132,8 @@ _VERDICT_WORDS = {
 
 
 def zoo_sentence(ratios, peer, families=None):
-    """The answer against ``peer``: the models where onnxruntime's faster API trains a step faster, and where slower.
+    """The answer against ``peer``: the models where onnxruntime's faster API trains a step faster,
+    and where slower.
 
     ``families`` (family to its model labels) names a family once when all
     its models share a verdict (default: the models of ``ratios``). ``''``
@@ -169,7 +174,8 @@ def _weights(n):
 
 
 def zoo_table(ratios, peer):
-    """Lines of a markdown table against ``peer``: a row per model and thread count, a column per API.
+    """Lines of a markdown table against ``peer``: a row per model and thread count, a column per
+    API.
 
     Examples
     --------

@@ -1,4 +1,5 @@
-"""What this machine can train on, in a few lines: ``python -m helpers.doctor`` (or ``make doctor``).
+"""What this machine can train on, in a few lines: ``python -m helpers.doctor`` (or ``make
+doctor``).
 
 It prints Python, the onnxruntime package (and any other one beside it), the
 providers, whether a small training step really runs on the CPU and on each
@@ -30,7 +31,8 @@ from .measure.conditions import usable_cores
 
 
 def training_step_problem(device):
-    """Run one epoch of each API on a tiny network on ``device``; the error, or None when both train.
+    """Run one epoch of each API on a tiny network on ``device``; the error, or None when both
+    train.
 
     Parameters
     ----------

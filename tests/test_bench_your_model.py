@@ -1,4 +1,5 @@
-"""bench_your_model on models written here: images, sequences, token ids, a 7-class classifier, an untrainable one.
+"""bench_your_model on models written here: images, sequences, token ids, a 7-class classifier, an
+untrainable one.
 
 The notebook imports the models of this module by name (``test_bench_your_model:image_cnn``):
 its kernel, and the processes measuring memory, run in this folder.

@@ -55,7 +55,8 @@ def _check_record(path, benchmark):
             {"torch eager", "ort whole-training", "ort forward-backward", "ort torch module"},
             {},
         ),
-        # AdamW in every framework, the forward/backward API and OrtTorchModule included, all comparable with torch
+        # AdamW in every framework, the forward/backward API and OrtTorchModule included, all
+        # comparable with torch
         (
             "bench_torch.ipynb",
             "torch",

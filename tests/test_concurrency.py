@@ -186,7 +186,8 @@ def test_folders_of_killed_processes_are_removed_at_the_next_start(tmp_path, mon
 
 
 def test_fits_write_nothing_on_stderr(tmp_path):
-    """The runtime's info and warning lines are silenced at their source (the gradient builders' log levels).
+    """The runtime's info and warning lines are silenced at their source (the gradient builders' log
+    levels).
 
     Only what the fits print counts: importing torch may warn on its own (the CUDA wheel of
     torch on a machine without CUDA says so once), which is torch's message, not a fit's.

@@ -138,7 +138,8 @@ def test_dropout_drops_in_training_only():
     x = torch.randn(20, 6)
     reference.eval()
     expected = reference(x).detach()
-    # training forwards draw masks (onnxruntime's first two happen to share theirs: three are compared)
+    # training forwards draw masks (onnxruntime's first two happen to share theirs: three are
+    # compared)
     masks = [ort(x).detach() for _ in range(3)]
     assert not all(torch.equal(masks[0], m) for m in masks[1:])
     assert not torch.allclose(masks[0], expected)

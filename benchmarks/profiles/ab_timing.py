@@ -36,7 +36,8 @@ BUSY_NOTE = (
 
 
 def parse_arguments(description, argv):
-    """The options of the A/B scripts, parsed; the runtime's logs and the warnings of short fits silenced.
+    """The options of the A/B scripts, parsed; the runtime's logs and the warnings of short fits
+    silenced.
 
     Examples
     --------
@@ -169,7 +170,8 @@ def busy_fraction(window_s=0.5):
 
 
 def wait_until_quiet(max_busy=0.1, timeout_s=120.0, window_s=0.5):
-    """Sleep until the other jobs keep the processors at most ``max_busy`` busy, or ``timeout_s`` passed.
+    """Sleep until the other jobs keep the processors at most ``max_busy`` busy, or ``timeout_s``
+    passed.
 
     Returns
     -------

@@ -1,4 +1,5 @@
-"""The ``Gather`` rewrite of ``fast_gradients``, side by side: training steps of the zoo's token classifiers.
+"""The ``Gather`` rewrite of ``fast_gradients``, side by side: training steps of the zoo's token
+classifiers.
 
 Run from the repository root::
 

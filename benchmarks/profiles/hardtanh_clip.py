@@ -1,4 +1,5 @@
-"""ReLU6 and Hardtanh under ``fast_gradients``, side by side: training steps of the zoo's MobileNetV2.
+"""ReLU6 and Hardtanh under ``fast_gradients``, side by side: training steps of the zoo's
+MobileNetV2.
 
 Run from the repository root::
 

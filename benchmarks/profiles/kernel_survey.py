@@ -308,7 +308,8 @@ def summarize(table):
 
 
 def configurations(size_name, threads, only=()):
-    """The configurations of one size: ``(label, API, optimizer, X, y)`` for each API that offers it.
+    """The configurations of one size: ``(label, API, optimizer, X, y)`` for each API that offers
+    it.
 
     Parameters
     ----------

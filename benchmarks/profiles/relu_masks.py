@@ -1,4 +1,5 @@
-"""Masks for Relu's gradient: which are exact, which kernels they run on one thread, what a step costs with each.
+"""Masks for Relu's gradient: which are exact, which kernels they run on one thread, what a step
+costs with each.
 
 Run from the repository root::
 
@@ -81,8 +82,9 @@ EDGES = np.array(
     ],
     dtype=np.float32,
 )
-#: The timed models: name to (MLP ``(features, hidden, batch, samples)`` or zoo ``(builder, steps per epoch)``,
-#: epochs of the long fit). ``pow`` is not timed on the CNNs: it doubles the steps of the MLPs already.
+#: The timed models: name to (MLP ``(features, hidden, batch, samples)`` or zoo ``(builder, steps
+#: per epoch)``, epochs of the long fit). ``pow`` is not timed on the CNNs: it doubles the steps of
+#: the MLPs already.
 PROBLEMS = {
     "MLP 500-500-1, batch 1000": ((500, 500, 1000, 8000), 6),
     "MLP 100-50-1, batch 100": ((100, 50, 100, 10000), 11),
@@ -199,7 +201,8 @@ def _describe(values, reference, x):
 
 
 def exactness(name):
-    """Where the candidate's values and gradients differ from ``Relu`` and ``ReluGrad`` on :data:`EDGES`.
+    """Where the candidate's values and gradients differ from ``Relu`` and ``ReluGrad`` on
+    :data:`EDGES`.
 
     The layer is ``Relu(X * w)`` with ``w = 1``; the gradients are those of
     ``X`` and ``w`` for an output gradient of 3.
@@ -265,7 +268,8 @@ def relu_layer(shape, opset=15):
 
 
 def kernel_times(name, shape=(1000, 500), runs=40):
-    """Median microseconds of each kernel of ``Relu`` written with the mask ``name``, at 1 and 2 threads.
+    """Median microseconds of each kernel of ``Relu`` written with the mask ``name``, at 1 and 2
+    threads.
 
     The forward graph alone (the gradient is one more product by the
     mask), on a fixed ``shape`` of standard normal floats, both thread

@@ -5,8 +5,8 @@ measurements (``benchmarks/profiles``); :func:`known_causes` lists the
 suspects of a survey with what is known of each.
 """
 
-#: What is known of the kernels found slow, from onnxruntime 1.19.2's CPU kernels and this project's measurements:
-#: by operator type, or by ``(session, operator type)`` where the session tells more.
+#: What is known of the kernels found slow, from onnxruntime 1.19.2's CPU kernels and this project's
+#: measurements: by operator type, or by ``(session, operator type)`` where the session tells more.
 KNOWN_CAUSES = {
     "ReluGrad": "single-threaded and slow; `fast_gradients` rewrites Relu as a mask (helpers.core.gradient_rewrites)",
     "Where": "the ReLU mask of `fast_gradients`; `Where` runs on one thread and no exact mask avoids a "

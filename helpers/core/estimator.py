@@ -303,7 +303,8 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         return self._rng.permutation(n), 0, 0.0
 
     def _run_epoch(self, batches, interrupt, data=None):
-        """Train one epoch; return the sum of the batch losses times their rows, None if it diverged and stopped.
+        """Train one epoch; return the sum of the batch losses times their rows, None if it diverged
+        and stopped.
 
         An interrupt takes effect between two steps: the estimator then keeps
         the weights of the steps done and records how far the epoch went

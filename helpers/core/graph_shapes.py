@@ -13,7 +13,8 @@ _LARGEST_VALUE_KEPT = 1024
 
 
 def _without_large_values(model):
-    """``model`` for shape inference: large initializers become typed inputs (no values to serialize).
+    """``model`` for shape inference: large initializers become typed inputs (no values to
+    serialize).
 
     Types and shapes are all inference needs of a weight; the values it
     propagates are shapes and indices, small integer tensors.
@@ -67,7 +68,8 @@ def value_types(model):
 
 
 def tensor_dims(value_info):
-    """The dimensions of a tensor's type: an int where fixed, None where not; None when its rank is unknown.
+    """The dimensions of a tensor's type: an int where fixed, None where not; None when its rank is
+    unknown.
 
     Examples
     --------

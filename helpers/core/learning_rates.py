@@ -1,4 +1,5 @@
-"""Learning rates: scikit-learn's schedules, and the learning-rate objects of the forward/backward API.
+"""Learning rates: scikit-learn's schedules, and the learning-rate objects of the forward/backward
+API.
 
 A schedule gives the learning rate of update ``t`` (from 1), with the names
 and formulas of scikit-learn's ``SGDRegressor``:
@@ -253,8 +254,9 @@ class LearningRateSGDNesterov(BaseLearningRate):
 
 
 #: Names accepted for ``learning_rate``: ``'SGD'``/``'sgd'``/``'LearningRateSGD'`` build a
-#: :class:`LearningRateSGD`; ``'Nesterov'``/``'nesterov'``/``'SGDNesterov'``/``'LearningRateSGDNesterov'``
-#: a :class:`LearningRateSGDNesterov`.
+#: :class:`LearningRateSGD`;
+#: ``'Nesterov'``/``'nesterov'``/``'SGDNesterov'``/``'LearningRateSGDNesterov'`` a
+#: :class:`LearningRateSGDNesterov`.
 LEARNING_RATE_ALIASES = {
     "SGD": LearningRateSGD,
     "sgd": LearningRateSGD,
@@ -319,7 +321,8 @@ def resolve_learning_rate(
         learning_rate = LEARNING_RATE_ALIASES[learning_rate]()
     if isinstance(learning_rate, BaseLearningRate):
         own = learning_rate.update_rule()
-        # each parameter left at its default, or saying what the object says: nothing is ignored silently
+        # each parameter left at its default, or saying what the object says: nothing is ignored
+        # silently
         given = {
             "solver": (solver, "sgd", own.name),
             "learning_rate_schedule": (

@@ -320,7 +320,8 @@ def select_outputs(onx, output_names):
 
 
 def static_dims(value_info):
-    """The dimensions of a tensor's type: an int where fixed, None where not; ``[]`` when its rank is unknown.
+    """The dimensions of a tensor's type: an int where fixed, None where not; ``[]`` when its rank
+    is unknown.
 
     Examples
     --------

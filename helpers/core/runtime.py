@@ -353,7 +353,8 @@ def check_model_opset(model):
 
 
 def check_model_inputs(model):
-    """Raise a clear error when the model's data inputs or outputs have a type the optimizers do not feed.
+    """Raise a clear error when the model's data inputs or outputs have a type the optimizers do not
+    feed.
 
     The optimizers feed float32 arrays, or integer arrays to an integer
     input (token ids, indices), and read float32 outputs; a model converted

@@ -20,7 +20,8 @@ from .validation import check_features
 
 
 class PredictionSessions:
-    """The prediction session of each fitted optimizer, made by the first ``predict`` after the weights changed.
+    """The prediction session of each fitted optimizer, made by the first ``predict`` after the
+    weights changed.
 
     The sessions live beside the estimators, not in their ``__dict__``
     (``predict`` changes nothing in the estimator), in a weak dictionary

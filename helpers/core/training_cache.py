@@ -242,7 +242,8 @@ os.register_at_fork(after_in_child=_forget_parent_state)
 
 @contextmanager
 def cached_artifact_folder(key, write):
-    """A folder holding the artifacts of ``key``, written by ``write(folder)`` once; leased while the block runs.
+    """A folder holding the artifacts of ``key``, written by ``write(folder)`` once; leased while
+    the block runs.
 
     A folder is only published once ``write`` has returned, under a name of
     its own: an error while writing leaves no half-written entry behind,

@@ -158,7 +158,8 @@ def _conv_in_two_dimensions(node, opset, index):
 
 
 def grouped_convolutions_in_two_dimensions(model):
-    """Return a copy of ``model`` whose grouped 1-D ``Conv`` nodes are 2-D convolutions over a height of one.
+    """Return a copy of ``model`` whose grouped 1-D ``Conv`` nodes are 2-D convolutions over a
+    height of one.
 
     The same products and sums, so the same values and gradients; the
     gradient kernel of a 2-D grouped convolution is right where the 1-D one

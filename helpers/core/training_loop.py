@@ -1,4 +1,5 @@
-"""What keeps a training consistent when it stops early: interrupts, divergence, the end of an epoch.
+"""What keeps a training consistent when it stops early: interrupts, divergence, the end of an
+epoch.
 
 * :class:`deferred_interrupt`: Ctrl-C (or a Jupyter kernel interrupt) during
   a fit takes effect between two training steps, never inside one, so that

@@ -236,7 +236,8 @@ class AdamWRule(BaseUpdateRule):
 
 
 #: The update rules, by the name the optimizers' ``solver`` takes: ``'sgd'`` :class:`SGDRule`,
-#: ``'momentum'`` :class:`MomentumRule`, ``'nesterov'`` :class:`NesterovRule`, ``'adamw'`` :class:`AdamWRule`.
+#: ``'momentum'`` :class:`MomentumRule`, ``'nesterov'`` :class:`NesterovRule`, ``'adamw'``
+#: :class:`AdamWRule`.
 UPDATE_RULES = {rule.name: rule for rule in (SGDRule, MomentumRule, NesterovRule, AdamWRule)}
 
 

@@ -376,9 +376,9 @@ class CrossEntropyLearningLoss(NegLogLearningLoss):
 
 
 #: The loss classes, by the names of :data:`helpers.core.loss_graphs.LOSSES`:
-#: ``'squared_error'`` :class:`SquareLearningLoss`, ``'absolute_error'`` :class:`AbsoluteLearningLoss`,
-#: ``'elastic'`` :class:`ElasticLearningLoss`, ``'log'`` :class:`NegLogLearningLoss`,
-#: ``'cross_entropy'`` :class:`CrossEntropyLearningLoss`.
+#: ``'squared_error'`` :class:`SquareLearningLoss`, ``'absolute_error'``
+#: :class:`AbsoluteLearningLoss`, ``'elastic'`` :class:`ElasticLearningLoss`, ``'log'``
+#: :class:`NegLogLearningLoss`, ``'cross_entropy'`` :class:`CrossEntropyLearningLoss`.
 LEARNING_LOSSES = {
     "squared_error": SquareLearningLoss,
     "absolute_error": AbsoluteLearningLoss,

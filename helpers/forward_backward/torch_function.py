@@ -1,4 +1,5 @@
-"""The forward/backward function as a ``torch.autograd.Function``: onnxruntime inside torch's autograd.
+"""The forward/backward function as a ``torch.autograd.Function``: onnxruntime inside torch's
+autograd.
 
 :class:`OrtAutogradFunction` runs the training forward of an
 :class:`~helpers.forward_backward.passes.OrtGradientForwardBackwardFunction`

@@ -199,7 +199,8 @@ class OrtTorchModule(torch.nn.Module):
         return [buffers[name] for name in self.statistic_names]
 
     def function(self, device, input_names_require_grad=(), training=True):
-        """The forward/backward function for ``device``, built once per device, input gradients and mode.
+        """The forward/backward function for ``device``, built once per device, input gradients and
+        mode.
 
         Parameters
         ----------
@@ -242,7 +243,8 @@ class OrtTorchModule(torch.nn.Module):
                 n_threads=self.n_threads,
                 fast_gradients=self.fast_gradients,
                 input_names_require_grad=list(input_names_require_grad),
-                spin=False,  # torch's threads work between two calls: spinning threads would take their cores
+                # torch's threads work between two calls: spinning threads would take their cores
+                spin=False,
             ).new_instance()
             self._functions[key] = (function, versions)
         return self._functions[key][0]

@@ -1,4 +1,5 @@
-"""Small multiples: one panel per loss curve, for curves that would hide one another on a single plot.
+"""Small multiples: one panel per loss curve, for curves that would hide one another on a single
+plot.
 
 Four jittery curves of one library share its colour (:mod:`~helpers.teaching.palette`)
 and cross a hundred times: on one plot, no line style keeps them apart.

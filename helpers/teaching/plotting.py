@@ -15,7 +15,8 @@ _HATCHES = {"-": None, "--": "//", ":": "..", "-.": "xx"}
 
 
 def bar_style(style):
-    """The keyword arguments of ``Axes.bar`` for a style of :func:`~helpers.teaching.palette.line_styles`.
+    """The keyword arguments of ``Axes.bar`` for a style of
+    :func:`~helpers.teaching.palette.line_styles`.
 
     The colour stays, the line style becomes a hatch; an empty style (a
     label naming no library) leaves matplotlib's colour cycle.

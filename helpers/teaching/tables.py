@@ -1,4 +1,5 @@
-"""Tables the notebooks display: numbers rounded column by column, units in the headers, a named index.
+"""Tables the notebooks display: numbers rounded column by column, units in the headers, a named
+index.
 
 A notebook keeps computing with its DataFrame as it is; only what it shows
 goes through :func:`format_table`, whose pandas ``Styler`` renders as HTML in

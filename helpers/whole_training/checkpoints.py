@@ -1,4 +1,5 @@
-"""The training state a checkpoint carries beside onnxruntime's own, and the checks before loading one.
+"""The training state a checkpoint carries beside onnxruntime's own, and the checks before loading
+one.
 
 onnxruntime's checkpoint holds the weights, the running statistics of batch
 normalization and its optimizer's state (AdamW's moments). The rest of a
@@ -213,7 +214,8 @@ def read_checkpoint(path):
 
 
 def check_training_state(optimizer, state, shapes, path):
-    """Raise a :class:`CheckpointError` when checkpoint ``path`` was saved by a training of another model or rule.
+    """Raise a :class:`CheckpointError` when checkpoint ``path`` was saved by a training of another
+    model or rule.
 
     Parameters
     ----------
@@ -261,7 +263,8 @@ def check_training_state(optimizer, state, shapes, path):
 
 
 def restore_training_state(optimizer, state):
-    """Put ``state`` (from :func:`read_checkpoint`) back into an optimizer rebuilt from the checkpoint.
+    """Put ``state`` (from :func:`read_checkpoint`) back into an optimizer rebuilt from the
+    checkpoint.
 
     Examples
     --------

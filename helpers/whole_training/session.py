@@ -169,7 +169,8 @@ class WholeTrainingSession:
             )
 
     def save(self, path, properties):
-        """Save weights, running statistics, optimizer state and ``properties`` (str values), atomically.
+        """Save weights, running statistics, optimizer state and ``properties`` (str values),
+        atomically.
 
         The file ends with its checksum
         (:func:`helpers.whole_training.checkpoints.append_checksum`). It is
