@@ -79,7 +79,8 @@ def _sigint_ignored():
 
 @contextlib.contextmanager
 def dask_client(jobs=None, scheduler=None, timeout="10s"):
-    """A client of a running cluster (``scheduler``, checked beforehand) or of a new ``LocalCluster`` of ``jobs`` workers."""
+    """A client of a running cluster (``scheduler``, checked beforehand) or of a new
+    ``LocalCluster`` of ``jobs`` workers."""
     import cloudpickle  # noqa: PLC0415
     from distributed import Client, LocalCluster  # noqa: PLC0415
 
@@ -202,7 +203,8 @@ def run_on_dask(sweep, client, stop_without_workers=None):
 
 
 def _collect(sweep, future, run):
-    """Store a finished task's outcome, then release it: a lost worker must not make dask compute it again."""
+    """Store a finished task's outcome, then release it: a lost worker must not make dask compute it
+    again."""
     try:
         outcome = future.result()
     except Exception as exc:  # noqa: BLE001  (KilledWorker: its worker was lost, too often)

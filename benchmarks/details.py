@@ -133,7 +133,8 @@ def _compact(group, benchmark):
 
 
 def _hoist_constants(view):
-    """The columns with one value in every row, said above the table instead: ``(view, sentence)``."""
+    """The columns with one value in every row, said above the table instead: ``(view,
+    sentence)``."""
     caveat = "caveat, or why not run"
     constant = [c for c in view.columns if c != caveat and view[c].astype(str).nunique() == 1]
     if len(view) < 2:

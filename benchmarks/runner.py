@@ -86,7 +86,8 @@ class Sweep:
             self._progress.close()
 
     def arguments(self, run):
-        """The arguments of :func:`~benchmarks.notebook_runs.run_notebook` for ``run``, the notebook read here."""
+        """The arguments of :func:`~benchmarks.notebook_runs.run_notebook` for ``run``, the notebook
+        read here."""
         with open(run["notebook"], encoding="utf-8") as f:
             source = f.read()
         return os.path.basename(run["notebook"]), source, run["parameters"], self.kernel_name
@@ -235,7 +236,8 @@ def _summary_or_keep(results, runs):
 
 
 def _connect(args):
-    """A dask client, or None with a message when the scheduler cannot be reached (the traceback with --debug)."""
+    """A dask client, or None with a message when the scheduler cannot be reached (the traceback
+    with --debug)."""
     try:
         address = parse_scheduler_address(args.scheduler) if args.scheduler else None
         if address:
@@ -247,7 +249,8 @@ def _connect(args):
 
 
 def _run(sweep, args):
-    """Run the sweep's runs with the engine the command line chose; False when the cluster is unreachable."""
+    """Run the sweep's runs with the engine the command line chose; False when the cluster is
+    unreachable."""
     if not sweep.todo:
         return True
     if not (args.scheduler or args.jobs > 1):

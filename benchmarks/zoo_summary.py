@@ -211,7 +211,8 @@ def zoo_table(ratios, peer):
 
 
 def _models(rows):
-    """``families`` (family to its model labels) and the labels no onnxruntime API has a step time for."""
+    """``families`` (family to its model labels) and the labels no onnxruntime API has a step time
+    for."""
     rows = rows.assign(label=[model_label(f, m) for f, m in zip(rows.family, rows.model)])
     families = {
         family: list(dict.fromkeys(group.label))

@@ -133,7 +133,8 @@ class Browser:
         return reply["result"].get("value")
 
     def screenshot(self, name, around=None):
-        """A picture of the window, or of the region ``around`` (x, y, width, height) of the page."""
+        """A picture of the window, or of the region ``around`` (x, y, width, height) of the
+        page."""
         shots = os.path.join(self.site, "_screenshots")
         os.makedirs(shots, exist_ok=True)
         region = {}
@@ -246,7 +247,8 @@ return r;
 
 
 def region_of(browser, condition):
-    """(x, y, width, height) of the first notebook cell for which the JS ``condition(cell)`` holds."""
+    """(x, y, width, height) of the first notebook cell for which the JS ``condition(cell)``
+    holds."""
     return browser.evaluate(
         f"(() => {{ const cell = [...document.querySelectorAll('article div.cell')].find({condition});"
         " if (!cell) return null; const r = cell.getBoundingClientRect();"

@@ -82,7 +82,8 @@ def test_page_renders(browser, page):
 @pytest.mark.parametrize("path", [PAGES["landing"][0], *EXECUTED, *API_PAGES])
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["1280px", "390px"])
 def test_page_fits_the_window(browser, path, size):
-    """No content wider than the window: long lines wrap, wide tables and figures scroll inside the page."""
+    """No content wider than the window: long lines wrap, wide tables and figures scroll inside the
+    page."""
     m = measure(browser, path, size)
     assert m["viewWidth"] == size[0]
     assert m["pageWidth"] <= m["viewWidth"], (
@@ -159,7 +160,8 @@ return {tables, images, downloads, h1: article.querySelectorAll('h1').length,
 
 @pytest.mark.parametrize("page", ["benchmarks.html", "benchmark_details.html"])
 def test_results_pages_a_reader_can_scan(browser, page):
-    """Compact tables (at most 8 columns, rows one or two lines tall), one title, full-width figures, CSVs linked."""
+    """Compact tables (at most 8 columns, rows one or two lines tall), one title, full-width
+    figures, CSVs linked."""
     browser.open(page, DESKTOP)
     browser.screenshot(f"results-{page[:-5]}-1280.png")
     m = browser.evaluate(_RESULTS_LAYOUT)
@@ -212,7 +214,8 @@ def test_notebook_pages_offer_their_notebook():
 
 
 def test_notebook_code_fits_the_page():
-    """The notebooks' own code, in code cells and in the prose's code blocks: 88 characters a line at most."""
+    """The notebooks' own code, in code cells and in the prose's code blocks: 88 characters a line
+    at most."""
     import nbformat
 
     long_lines = []

@@ -53,7 +53,8 @@ class TokenClassifier(nn.Module):
 
 
 class Rounded(nn.Module):
-    """``torch.round`` between two layers: torch trains it (a zero gradient), onnxruntime has no gradient for Round."""
+    """``torch.round`` between two layers: torch trains it (a zero gradient), onnxruntime has no
+    gradient for Round."""
 
     def __init__(self):
         super().__init__()

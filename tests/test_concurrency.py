@@ -1,4 +1,5 @@
-"""Fits in threads and in forked processes: same weights as one after the other, nothing lost, nothing deleted."""
+"""Fits in threads and in forked processes: same weights as one after the other, nothing lost,
+nothing deleted."""
 
 import multiprocessing
 import os
@@ -45,7 +46,8 @@ def _fit(api, hidden, learning_rate=0.05):
 
 
 def _run_in_threads(jobs):
-    """Run every job in a thread of its own, all at once; their results and the exceptions raised."""
+    """Run every job in a thread of its own, all at once; their results and the exceptions
+    raised."""
     results, errors = [None] * len(jobs), []
     start = threading.Barrier(len(jobs))
 
@@ -66,7 +68,8 @@ def _run_in_threads(jobs):
 
 @pytest.mark.parametrize("api", ["whole", "forward_backward"])
 def test_fits_in_threads_equal_fits_one_after_the_other(api, fresh_caches):
-    """Same and different models at once, starting from an empty cache: every fit succeeds with the sequential weights."""
+    """Same and different models at once, starting from an empty cache: every fit succeeds with the
+    sequential weights."""
     expected = {hidden: _fit(api, hidden) for hidden in MODELS}
     for _ in range(3):  # each round builds the cache entries again, in several threads at once
         training_cache.clear_training_caches()
@@ -101,7 +104,8 @@ def test_threaded_grid_search_equals_the_sequential_one(fresh_caches):
 
 
 def test_fits_leave_the_process_stderr_alone(fresh_caches, monkeypatch):
-    """No file descriptor swap: fd 2 and sys.stderr are the same after threaded fits and after a fit that raises."""
+    """No file descriptor swap: fd 2 and sys.stderr are the same after threaded fits and after a fit
+    that raises."""
     before, stream = os.fstat(2), sys.stderr
     swaps = []
     dup2 = os.dup2

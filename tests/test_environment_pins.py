@@ -196,7 +196,8 @@ def test_installed_packages_match_pins(base, cpu, gpu):
 
 
 def test_make_setup_refuses_a_python_without_wheels_and_says_how_to_get_one(tmp_path):
-    """The version check of `make setup`, with the accepted list narrowed to one the running Python is not."""
+    """The version check of `make setup`, with the accepted list narrowed to one the running Python
+    is not."""
     import subprocess
     import sys
 
@@ -230,7 +231,8 @@ def test_make_picks_an_accepted_python():
 
 
 def test_pyproject_accepts_the_pythons_make_accepts():
-    """pip refuses `pip install -e .` outside requires-python: it must hold every version make setup takes."""
+    """pip refuses `pip install -e .` outside requires-python: it must hold every version make setup
+    takes."""
     import re as _re
 
     makefile = (ROOT / "Makefile").read_text()

@@ -1,4 +1,5 @@
-"""More faults a user runs into: outputs that overflow, a full disk, temporary folders left by pools."""
+"""More faults a user runs into: outputs that overflow, a full disk, temporary folders left by
+pools."""
 
 import errno
 import os
@@ -42,7 +43,8 @@ def _optimizer(api, hidden=5, **params):
 
 @pytest.mark.parametrize("api", APIS)
 def test_a_last_update_whose_outputs_overflow_is_a_divergence(api):
-    """One step on features of 1e9: a finite loss, finite weights (about 1e17), yet infinite predictions."""
+    """One step on features of 1e9: a finite loss, finite weights (about 1e17), yet infinite
+    predictions."""
     huge = X * 1e9
     with pytest.raises(TrainingDivergedError, match="non-finite outputs on rows 0:40"):
         _optimizer(api, on_divergence="raise").fit(huge, Y)
@@ -204,7 +206,8 @@ if __name__ == "__main__":
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_no_artifact_folder_outlives_its_process(method, tmp_path):
-    """Pool workers ended by terminate() remove their folders; a killed child's goes at the parent's exit."""
+    """Pool workers ended by terminate() remove their folders; a killed child's goes at the parent's
+    exit."""
     script = tmp_path / "pool_fits.py"
     script.write_text(POOL_SCRIPT)
     temporary = tmp_path / "tmp"

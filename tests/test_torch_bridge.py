@@ -132,7 +132,8 @@ def dropout_net(seed=0):
 
 
 def test_dropout_drops_in_training_only():
-    """Training mode drops units; eval mode, no_grad and the exported model do not, as torch's module."""
+    """Training mode drops units; eval mode, no_grad and the exported model do not, as torch's
+    module."""
     reference = dropout_net()
     ort = OrtTorchModule(copy.deepcopy(reference), torch.zeros(3, 6))
     x = torch.randn(20, 6)

@@ -247,7 +247,8 @@ def profile_best_of(optimizer, X, y, repeat):
 
 
 def _gradient_kernels(table, top=3):
-    """The ``top`` gradient kernels (operator types ending in ``Grad``) of ``table`` with their shares."""
+    """The ``top`` gradient kernels (operator types ending in ``Grad``) of ``table`` with their
+    shares."""
     grads = (
         table[table["op_type"].str.endswith("Grad")].groupby("op_type")["share of step (%)"].sum()
     )

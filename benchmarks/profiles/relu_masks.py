@@ -337,7 +337,8 @@ def problem(spec):
 
 
 def _time_steps(threads, rounds, repeats, masks):
-    """Rows of :func:`ab_rows`: a training step with each of ``masks``, both APIs, every problem, at ``threads``."""
+    """Rows of :func:`ab_rows`: a training step with each of ``masks``, both APIs, every problem, at
+    ``threads``."""
     rows = []
     for name, (spec, e2) in PROBLEMS.items():
         model, X, y, loss, batch = problem(spec)

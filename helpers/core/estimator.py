@@ -289,7 +289,8 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         return 0 if self._partial_epoch is None else self._partial_epoch[1]
 
     def _epoch_order(self, n):
-        """The rows of the next epoch, the rows already trained and their loss (an interrupted epoch resumes)."""
+        """The rows of the next epoch, the rows already trained and their loss (an interrupted epoch
+        resumes)."""
         partial, self._partial_epoch = getattr(self, "_partial_epoch", None), None
         if partial is not None and len(partial[0]) == n:
             return partial
@@ -352,7 +353,8 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         """Called once the epoch start is restored: a subclass resets what it cannot restore."""
 
     def _rebuild_runtime(self):
-        """The training session of an unpickled estimator, from the weights and state the pickle kept."""
+        """The training session of an unpickled estimator, from the weights and state the pickle
+        kept."""
         self._start_training(self._saved_weights)
         self._restore_saved_state()
 

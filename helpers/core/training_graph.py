@@ -124,7 +124,8 @@ def _conv_groups(node):
 
 
 def _on_axis(op_type, data, output, axis, opset, tag):
-    """``Unsqueeze`` or ``Squeeze`` of ``data`` on ``axis``, in the form of ``opset`` (axes an input from 13)."""
+    """``Unsqueeze`` or ``Squeeze`` of ``data`` on ``axis``, in the form of ``opset`` (axes an input
+    from 13)."""
     if opset < 13:
         return [helper.make_node(op_type, [data], [output], name=tag, axes=[axis])]
     return [

@@ -104,7 +104,8 @@ class EpochStart:
         self.partial_epoch = getattr(optimizer, "_partial_epoch", None)
 
     def restore(self, optimizer):
-        """Put the weights, statistics, update buffers, counter, generator and interrupted epoch back."""
+        """Put the weights, statistics, update buffers, counter, generator and interrupted epoch
+        back."""
         runtime = optimizer._runtime
         runtime.set_weights(self.weights)
         runtime.statistics.set(self.statistics)

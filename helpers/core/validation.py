@@ -154,7 +154,8 @@ class InputSpec:
 
 
 def _as_ids(name, values, dtype):
-    """Return ``values`` as integers of ``dtype``: integer arrays, or floats that are whole numbers."""
+    """Return ``values`` as integers of ``dtype``: integer arrays, or floats that are whole
+    numbers."""
     array = np.asarray(values) if not hasattr(values, "nnz") else None
     if array is not None and array.dtype.kind in "iu":
         return np.ascontiguousarray(array, dtype=dtype)

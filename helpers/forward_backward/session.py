@@ -69,7 +69,8 @@ class ForwardBackwardSession:
             value.update_inplace(np.ascontiguousarray(weights[name], dtype=np.float32))
 
     def predict(self, X):
-        """The model's output for ``X`` with the current weights and running statistics (an OrtValue)."""
+        """The model's output for ``X`` with the current weights and running statistics (an
+        OrtValue)."""
         statistics = [self.statistics.values[name] for name in self.statistics.names]
         return self.function.forward([X, *self.weights, *statistics])[0]
 

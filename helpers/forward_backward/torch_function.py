@@ -173,7 +173,8 @@ class OrtAutogradFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, fn, n_inputs, *tensors):
-        """Run onnxruntime's training forward on ``tensors`` (the inputs, then the weights); keep its state in ``ctx``."""
+        """Run onnxruntime's training forward on ``tensors`` (the inputs, then the weights); keep
+        its state in ``ctx``."""
         device = fn.parent.device
         names = fn.parent.input_names + fn.parent.weights_to_train
         given = set(fn.parent.input_names_require_grad)
@@ -204,7 +205,8 @@ class OrtAutogradFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        """Run onnxruntime's backward pass of ``ctx``'s forward; return the gradients autograd asks for."""
+        """Run onnxruntime's backward pass of ``ctx``'s forward; return the gradients autograd asks
+        for."""
         if (
             torch.is_grad_enabled()
         ):  # create_graph=True: torch would differentiate these gradients again

@@ -185,14 +185,16 @@ class OrtTorchModule(torch.nn.Module):
         self._lock = threading.Lock()
 
     def _parameters_in_order(self):
-        """The parameters that feed ``weight_names``, looked up at each call (``load_state_dict(assign=True)`` replaces them)."""
+        """The parameters that feed ``weight_names``, looked up at each call
+        (``load_state_dict(assign=True)`` replaces them)."""
         if self.module is None:
             return [self.weights[_key(name)] for name in self.weight_names]
         parameters = dict(self.module.named_parameters())
         return [parameters[name] for name in self.weight_names]
 
     def _statistics_in_order(self):
-        """The buffers holding the running statistics of batch normalization, in ``statistic_names`` order."""
+        """The buffers holding the running statistics of batch normalization, in ``statistic_names``
+        order."""
         if not self.statistic_names:
             return []
         buffers = dict(self.module.named_buffers())
@@ -309,7 +311,8 @@ class OrtTorchModule(torch.nn.Module):
         return outputs[0] if len(outputs) == 1 else outputs
 
     def _update_statistics(self, statistics, batch_values):
-        """Blend a training forward's batch statistics into the module's buffers, as torch's BatchNorm does."""
+        """Blend a training forward's batch statistics into the module's buffers, as torch's
+        BatchNorm does."""
         buffers = dict(self.module.named_buffers())
         with self._lock, torch.no_grad():  # whole, even when threads share the module
             for layer, mean, var in zip(statistics.layers, batch_values[0::2], batch_values[1::2]):
@@ -344,7 +347,8 @@ class OrtTorchModule(torch.nn.Module):
 
 
 def _check_buffers(module, onx):
-    """Refuse buffers other than batch normalization's: their values would be frozen into the graph."""
+    """Refuse buffers other than batch normalization's: their values would be frozen into the
+    graph."""
     statistics = set(running_statistic_names(onx))
     counters = {_counter_name(name) for name in statistics}
     others = [name for name, _ in module.named_buffers() if name not in statistics | counters]
@@ -372,7 +376,8 @@ def _device_name(device):
 
 
 def _used_parameters(module, outputs):
-    """Names of the parameters ``outputs`` (of a forward of ``module``) may depend on (frozen ones included)."""
+    """Names of the parameters ``outputs`` (of a forward of ``module``) may depend on (frozen ones
+    included)."""
     every = {name for name, _ in module.named_parameters()}
     named = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
     outputs = [o for o in outputs if o.requires_grad]

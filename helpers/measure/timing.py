@@ -262,7 +262,8 @@ def marginal_step_cost(
 
 
 def _step_estimate(short, long, short_steps, extra_steps):
-    """The step and set-up estimates of one fit from its short and long times (see :func:`marginal_step_cost`)."""
+    """The step and set-up estimates of one fit from its short and long times (see
+    :func:`marginal_step_cost`)."""
     rounds = [(b - a) / extra_steps for a, b in zip(short, long)]
     spread = max(rounds) / min(rounds) if min(rounds) > 0 else float("inf")
     a, b = min(short), min(long)

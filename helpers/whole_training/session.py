@@ -147,7 +147,8 @@ class WholeTrainingSession:
         self.module.train()
 
     def _load(self, folder, checkpoint, rule, device, n_threads):
-        """Load the state, the training model and the optimizer model of ``folder`` (read at once, not later)."""
+        """Load the state, the training model and the optimizer model of ``folder`` (read at once,
+        not later)."""
         self.state = CheckpointState.load_checkpoint(
             checkpoint or os.path.join(folder, "checkpoint")
         )
@@ -199,7 +200,8 @@ class WholeTrainingSession:
                 os.remove(tmp)
 
     def checkpoint_bytes(self):
-        """About the size of a checkpoint: trained weights (thrice with AdamW's moments), statistics."""
+        """About the size of a checkpoint: trained weights (thrice with AdamW's moments),
+        statistics."""
         trained = sum(self.state.parameters[name].data.nbytes for name in self.names)
         statistics = sum(np.asarray(value).nbytes for value in self.statistics.values.values())
         return trained * (3 if self.adamw else 1) + statistics
