@@ -127,14 +127,15 @@ def check_workers(client):
     crowded = [address for address, info in workers.items() if info.get("nthreads", 1) > 1]
     if crowded:
         warnings.warn(
-            f"workers {crowded} run several tasks at once: their runs disturb each other's timings; "
-            "start workers with --nthreads 1.",
+            f"workers {crowded} run several tasks at once: their runs disturb each other's "
+            "timings; start workers with --nthreads 1.",
             stacklevel=2,
         )
     hosts = [info.get("host") for info in workers.values()]
     if len(hosts) != len(set(hosts)):
         warnings.warn(
-            "several workers share a machine: their runs share its cores and disturb each other's timings.",
+            "several workers share a machine: their runs share its cores and disturb each other's "
+            "timings.",
             stacklevel=2,
         )
     return workers
@@ -185,16 +186,17 @@ def run_on_dask(sweep, client, stop_without_workers=None):
             alone = time.monotonic() - alone_since
             if stop_without_workers is not None and alone >= stop_without_workers:
                 raise NoWorkerLeft(
-                    f"No dask worker for {alone:.0f} s at {client.scheduler.address}: {len(pending)} runs did not run."
+                    f"No dask worker for {alone:.0f} s at {client.scheduler.address}: "
+                    f"{len(pending)} runs did not run."
                 )
             if (
                 alone >= min(NO_WORKER_NOTICE_S, stop_without_workers or NO_WORKER_NOTICE_S)
                 and not said
             ):
                 tqdm.write(
-                    f"No dask worker is left at {client.scheduler.address}: {len(pending)} runs wait for one. "
-                    f"Start workers (dask worker {client.scheduler.address} --nthreads 1), or Ctrl-C to stop "
-                    "(complete runs are kept)."
+                    f"No dask worker is left at {client.scheduler.address}: {len(pending)} runs "
+                    f"wait for one. Start workers (dask worker {client.scheduler.address} "
+                    "--nthreads 1), or Ctrl-C to stop (complete runs are kept)."
                 )
                 said = True
     except (KeyboardInterrupt, NoWorkerLeft):

@@ -183,7 +183,8 @@ def details_text(df, csv_names=None, header=(), answers=()):
         "# Every measured configuration",
         "",
         *header,
-        "One table per benchmark, with the columns that answer; each table's CSV holds every column.",
+        "One table per benchmark, with the columns that answer; each table's CSV holds every "
+        "column.",
         "",
     ]
     if answers:

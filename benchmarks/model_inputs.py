@@ -102,7 +102,8 @@ def _shape_from_layer(layer):
         return (
             (DEFAULT_SEQUENCE_LENGTH,),
             "int64",
-            f"first layer {name}: sequences of {DEFAULT_SEQUENCE_LENGTH} token ids below {layer.num_embeddings}",
+            f"first layer {name}: sequences of {DEFAULT_SEQUENCE_LENGTH} token ids below "
+            f"{layer.num_embeddings}",
         )
     if isinstance(layer, nn.Linear):
         return (
@@ -114,8 +115,8 @@ def _shape_from_layer(layer):
         rank = len(layer.kernel_size)
         expected = _CONV_SHAPES.get(rank, "(channels, ...)").format(c=layer.in_channels)
         raise ValueError(
-            f"The first layer is {name}: it says its {layer.in_channels} input channels, not the size "
-            f"of a sample. Give input_shape, {expected}."
+            f"The first layer is {name}: it says its {layer.in_channels} input channels, not the "
+            f"size of a sample. Give input_shape, {expected}."
         )
     raise ValueError(
         f"The first layer is {name}: give input_shape (one sample, without the batch dimension) "
@@ -175,7 +176,8 @@ Give input_shape, (channels, height, width), e.g. [1, 28, 28].
         raise ValueError(f"input_dtype must be 'float32' or 'int64', got {dtype!r}.")
     if dtype == "int64" and embedding is None:
         raise ValueError(
-            "int64 inputs are token ids: the model has no nn.Embedding to say how many ids there are."
+            "int64 inputs are token ids: the model has no nn.Embedding to say how many ids there "
+            "are."
         )
     vocabulary = embedding.num_embeddings if dtype == "int64" else None
     return InputSpec(shape, dtype, vocabulary, source)

@@ -140,11 +140,12 @@ def parse_arguments(argv=None):
     """The command line of ``python -m benchmarks``."""
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
-        description="Run the benchmark notebooks over a grid, then write the summary of the grid's runs.",
+        description="Run the benchmark notebooks over a grid, then write the summary of the "
+        "grid's runs.",
         epilog=(
-            f"Sweeps go to {DEFAULT_RESULTS} (git ignores it). The committed reference is refreshed "
-            f"only with --results {REFERENCE_RESULTS} --grid full. Ctrl-C stops a sweep; the same "
-            "command resumes it."
+            f"Sweeps go to {DEFAULT_RESULTS} (git ignores it). The committed reference is "
+            f"refreshed only with --results {REFERENCE_RESULTS} --grid full. Ctrl-C stops a sweep; "
+            "the same command resumes it."
         ),
     )
     parser.add_argument("--grid", default="quick", help="quick (default), full, or a TOML file")
@@ -157,13 +158,14 @@ def parse_arguments(argv=None):
         "--jobs",
         type=int,
         default=1,
-        help="runs at once on this machine, on a dask LocalCluster (default 1: one after the other, no dask); "
-        "their timings are not comparable with runs made one at a time",
+        help="runs at once on this machine, on a dask LocalCluster (default 1: one after the "
+        "other, no dask); their timings are not comparable with runs made one at a time",
     )
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="send the runs to a running dask cluster: the tcp://HOST:PORT `dask scheduler` prints (port 8786)",
+        help="send the runs to a running dask cluster: the tcp://HOST:PORT `dask scheduler` "
+        "prints (port 8786)",
     )
     parser.add_argument(
         "--stop-without-workers",
@@ -277,8 +279,8 @@ def _run(sweep, args):
         if args.debug:
             traceback.print_exc()
         print(
-            f"error: the dask scheduler at {args.scheduler} stopped answering ({type(error).__name__}: "
-            f"{str(error).splitlines()[0][:150] if str(error) else ''}).",
+            f"error: the dask scheduler at {args.scheduler} stopped answering "
+            f"({type(error).__name__}: {str(error).splitlines()[0][:150] if str(error) else ''}).",
             file=sys.stderr,
         )
         return False
@@ -301,7 +303,8 @@ def main(argv=None):
             if args.jobs > 1:
                 warnings.warn(
                     f"--jobs {args.jobs}: parallel runs share the cores and disturb each other's "
-                    "timings: they are not comparable with runs made one at a time (the summary says so). "
+                    "timings: they are not comparable with runs made one at a time (the summary "
+                    "says so). "
                     "Use it for smoke tests, not for figures you will quote.",
                     stacklevel=1,
                 )

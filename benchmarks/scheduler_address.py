@@ -46,8 +46,8 @@ def parse_scheduler_address(text):
     text = text.strip()
     if re.match(r"^https?://", text):
         raise SchedulerAddressError(
-            f"--scheduler {text} is a web address (the dashboard?): the scheduler's is tcp://HOST:PORT, "
-            f"as `dask scheduler` prints it (port {SCHEDULER_PORT} by default)."
+            f"--scheduler {text} is a web address (the dashboard?): the scheduler's is "
+            f"tcp://HOST:PORT, as `dask scheduler` prints it (port {SCHEDULER_PORT} by default)."
         )
     match = _ADDRESS.match(text)
     if match is None:
@@ -114,10 +114,11 @@ def check_scheduler(address, timeout=5.0):
         ) from None
     if reply.startswith(b"HTTP/"):
         raise SchedulerAddressError(
-            f"{address} answers HTTP: that is a web server (dask's dashboard, port {DASHBOARD_PORT} by default), "
-            f"not the scheduler. Give the tcp:// address `dask scheduler` prints (port {SCHEDULER_PORT} by default)."
+            f"{address} answers HTTP: that is a web server (dask's dashboard, port "
+            f"{DASHBOARD_PORT} by default), not the scheduler. Give the tcp:// address `dask "
+            f"scheduler` prints (port {SCHEDULER_PORT} by default)."
         )
     raise SchedulerAddressError(
-        f"Something listens at {address} but does not answer as a dask scheduler. Give the tcp:// address "
-        "`dask scheduler` prints."
+        f"Something listens at {address} but does not answer as a dask scheduler. Give the tcp:// "
+        "address `dask scheduler` prints."
     )

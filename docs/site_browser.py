@@ -250,7 +250,8 @@ def region_of(browser, condition):
     """(x, y, width, height) of the first notebook cell for which the JS ``condition(cell)``
     holds."""
     return browser.evaluate(
-        f"(() => {{ const cell = [...document.querySelectorAll('article div.cell')].find({condition});"
+        "(() => "
+        f"{{ const cell = [...document.querySelectorAll('article div.cell')].find({condition});"
         " if (!cell) return null; const r = cell.getBoundingClientRect();"
         " return [0, r.top + scrollY - 10, innerWidth, Math.min(r.height + 20, 1000)]; })()"
     )

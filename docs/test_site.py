@@ -118,7 +118,8 @@ def test_landing_page_headline_figure_and_sidebar(browser):
     assert figures[0]["width"] >= 600, "the figure is shown smaller than the column"
     # short sidebar titles: each on one line, and the API reference above the fold
     assert m["apiLinkBottom"] is not None and m["apiLinkBottom"] <= DESKTOP[1], (
-        f"the sidebar's API reference link is at {m['apiLinkBottom']}px, below the fold of {DESKTOP[1]}px"
+        f"the sidebar's API reference link is at {m['apiLinkBottom']}px, below the fold of "
+        f"{DESKTOP[1]}px"
     )
     heights = [h for _, h in m["sidebarLinks"] if h]
     assert max(heights) - min(heights) < 8, f"a sidebar title wraps: {m['sidebarLinks']}"
@@ -176,7 +177,8 @@ def test_results_pages_a_reader_can_scan(browser, page):
             f"{image['src']} opens nothing"
         )
         assert image["shown"] >= min(image["natural"], image["column"]) - 2, (
-            f"{image['src']} is shown at {image['shown']:.0f}px of {image['natural']}px in a {image['column']:.0f}px column"
+            f"{image['src']} is shown at {image['shown']:.0f}px of {image['natural']}px in a "
+            f"{image['column']:.0f}px column"
         )
     for link in m["downloads"]:
         assert os.path.exists(os.path.join(SITE, link)), f"{link} is not on the site"

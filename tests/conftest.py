@@ -85,7 +85,8 @@ def sleep_grid():
     def write(path, seconds, threads=None):
         fixed = "" if threads is None else f"[sleep.fixed]\nthreads = {threads}\n"
         path.write_text(
-            f'[sleep]\nnotebook = "{notebook}"\n{fixed}[sleep.grid]\nseconds = {json.dumps(list(seconds))}\n'
+            f'[sleep]\nnotebook = "{notebook}"\n{fixed}[sleep.grid]\nseconds = '
+            f"{json.dumps(list(seconds))}\n"
         )
         return str(path)
 

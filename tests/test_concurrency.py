@@ -200,15 +200,15 @@ def test_fits_write_nothing_on_stderr(tmp_path):
 
     script = tmp_path / "fit.py"
     script.write_text(
-        "import numpy as np, torch\n"
-        "from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output\n"
-        "from helpers.core.torch_export import export_for_training\n"
-        "net = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Linear(6, 1))\n"
-        "X = np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32)\n"
-        "onx = export_for_training(net, torch.from_numpy(X[:2]))\n"
-        "import sys; sys.stderr.write('-- fits start --\\n'); sys.stderr.flush()\n"
-        "OrtGradientOptimizer(add_loss_output(onx), max_iter=1).fit(X, X[:, 0])\n"
-        "OrtGradientForwardBackwardOptimizer(onx, max_iter=1).fit(X, X[:, 0])\n"
+        "import numpy as np, torch\nfrom helpers import OrtGradientForwardBackwardOptimizer, "
+        "OrtGradientOptimizer, add_loss_output\nfrom helpers.core.torch_export import "
+        "export_for_training\nnet = torch.nn.Sequential(torch.nn.Linear(4, 6), "
+        "torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Linear(6, 1))\nX = "
+        "np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32)\nonx = "
+        "export_for_training(net, torch.from_numpy(X[:2]))\nimport sys; sys.stderr.write('-- fits "
+        "start --\\n'); sys.stderr.flush()\nOrtGradientOptimizer(add_loss_output(onx), "
+        "max_iter=1).fit(X, X[:, 0])\nOrtGradientForwardBackwardOptimizer(onx, max_iter=1).fit(X, "
+        "X[:, 0])\n"
     )
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120

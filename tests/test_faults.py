@@ -164,7 +164,8 @@ def test_a_foreign_or_missing_checkpoint_is_refused_before_loading(checkpoint, t
     wider = _optimizer("whole", hidden=8, solver="adamw", max_iter=1, warm_start=True)
     with pytest.raises(
         CheckpointError,
-        match=r"saved from another model: it has weight 'coefficient0' of shape \(4, 5\), this model's is \(4, 8\)",
+        match=r"saved from another model: it has weight 'coefficient0' of shape \(4, 5\), this "
+        r"model's is \(4, 8\)",
     ):
         wider.load_checkpoint(path)
     assert not hasattr(wider, "n_iter_")

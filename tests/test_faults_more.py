@@ -153,7 +153,8 @@ def test_a_full_disk_simulated(monkeypatch, tmp_path):
             f.write(b"half")
         raise RuntimeError(
             "/onnxruntime_src/orttraining/orttraining/python/orttraining_pybind_state.cc:928 ... "
-            "checkpoint.cc:231 ToFile Failed to save checkpoint to file: x. error:No space left on device errno:28"
+            "checkpoint.cc:231 ToFile Failed to save checkpoint to file: x. error:No space left "
+            "on device errno:28"
         )
 
     training_cache.clear_training_caches()

@@ -30,8 +30,8 @@ from helpers.measure.timing import marginal_step_cost
 WHOLE, FORWARD_BACKWARD = "whole-training", "forward/backward"
 #: What the ``busy`` column of the tables means.
 BUSY_NOTE = (
-    "`busy`: how busy other jobs kept the processors just before each round (each round waits up to two "
-    "minutes for them to fall under 10%)"
+    "`busy`: how busy other jobs kept the processors just before each round (each round waits up "
+    "to two minutes for them to fall under 10%)"
 )
 
 
@@ -73,8 +73,8 @@ def conditions(script, argv, load):
     """
     command = " ".join([".venv/bin/python", script, *argv])
     return (
-        f"Made by `{command}` on a machine with {os.cpu_count()} hardware threads (load average {load:.1f} "
-        f"-> {os.getloadavg()[0]:.1f} during the run: other jobs shared it)."
+        f"Made by `{command}` on a machine with {os.cpu_count()} hardware threads (load average "
+        f"{load:.1f} -> {os.getloadavg()[0]:.1f} during the run: other jobs shared it)."
     )
 
 

@@ -448,15 +448,16 @@ def main(argv=None):
     )
     products = ", ".join(sorted(MATRIX_PRODUCTS))
     intro = (
-        f"Made by `{command}` ({time.perf_counter() - started:.0f} s) on a machine with {os.cpu_count()} "
-        f"hardware threads, load average {load:.1f} -> {os.getloadavg()[0]:.1f} during the run (other jobs kept "
-        f"the processors {busy_note([min(busy), max(busy)]).replace(', ', ' to ')} busy before the "
-        "configurations, each waiting up to 30 s for under 10%), intra-op "
-        f"threads per session: {args.threads} ({sizes}); shares of the profiled step come from "
-        f"onnxruntime's profiler (each kernel's best time, profiled epochs: {args.repeat}). A suspect is a "
-        f"kernel other than a matrix product or a convolution ({products}) above {SUSPECT_SHARE:g}% of "
-        "the step. The profiler adds about a microsecond to each kernel call: shares of small networks "
-        "overstate their many tiny kernels."
+        f"Made by `{command}` ({time.perf_counter() - started:.0f} s) on a machine with "
+        f"{os.cpu_count()} hardware threads, load average {load:.1f} -> {os.getloadavg()[0]:.1f} "
+        "during the run (other jobs kept the processors "
+        f"{busy_note([min(busy), max(busy)]).replace(', ', ' to ')} busy before the "
+        "configurations, each waiting up to 30 s for under 10%), intra-op threads per session: "
+        f"{args.threads} ({sizes}); shares of the profiled step come from onnxruntime's profiler "
+        f"(each kernel's best time, profiled epochs: {args.repeat}). A suspect is a kernel other "
+        f"than a matrix product or a convolution ({products}) above {SUSPECT_SHARE:g}% of the "
+        "step. The profiler adds about a microsecond to each kernel call: shares of small "
+        "networks overstate their many tiny kernels."
     )
     write_section(
         args.output,

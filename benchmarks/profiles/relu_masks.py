@@ -380,16 +380,17 @@ def _report(exact, kernels, steps, made):
         [
             "## Masks for Relu's gradient",
             made,
-            "Exactness against `Relu` and `ReluGrad` on edge values (gradients of the input and of a weight):",
+            "Exactness against `Relu` and `ReluGrad` on edge values (gradients of the input and "
+            "of a weight):",
             markdown(exact, list(exact[0])),
-            "Kernels of `Relu` written with each mask, forward alone, 1000 x 500 floats, median of the runs "
-            "(a kernel on the thread pool takes about half the time with 2 threads on a quiet machine; `Mul` is the "
-            "product by the mask, and for `quantize` the scaling before the quantization too):",
+            "Kernels of `Relu` written with each mask, forward alone, 1000 x 500 floats, median "
+            "of the runs (a kernel on the thread pool takes about half the time with 2 threads on "
+            "a quiet machine; `Mul` is the product by the mask, and for `quantize` the scaling "
+            "before the quantization too):",
             markdown(kernel_rows, list(kernel_rows[0])),
-            "Training steps (plain SGD, squared error or softmax cross-entropy), marginal cost of a step, median over "
-            "the rounds of the best "
-            "of the repeats, with the range over the rounds; the ratio to `where` is taken within each round; "
-            f"{BUSY_NOTE}:",
+            "Training steps (plain SGD, squared error or softmax cross-entropy), marginal cost of "
+            "a step, median over the rounds of the best of the repeats, with the range over the "
+            f"rounds; the ratio to `where` is taken within each round; {BUSY_NOTE}:",
             markdown(steps, list(steps[0])),
         ]
     )

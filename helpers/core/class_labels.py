@@ -92,8 +92,8 @@ def class_labels_as_one_hot(y, n_classes):
     low, high = int(labels.min()), int(labels.max())
     if low < 0 or high >= n_classes:
         raise ValueError(
-            f"y holds class labels from {low} to {high}, but the model has {n_classes} scores per sample: "
-            f"labels must be class indices from 0 to {n_classes - 1} "
+            f"y holds class labels from {low} to {high}, but the model has {n_classes} scores per "
+            f"sample: labels must be class indices from 0 to {n_classes - 1} "
             "(sklearn.preprocessing.LabelEncoder makes them from any labels)."
         )
     return one_hot(labels, n_classes)

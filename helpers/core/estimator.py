@@ -296,8 +296,8 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
             return partial
         if partial is not None:
             warnings.warn(
-                f"The interrupted epoch ({partial[1]} of {len(partial[0])} rows) cannot resume on {n} rows: "
-                "a new epoch starts.",
+                f"The interrupted epoch ({partial[1]} of {len(partial[0])} rows) cannot resume on "
+                f"{n} rows: a new epoch starts.",
                 RuntimeWarning,
                 stacklevel=3,
             )

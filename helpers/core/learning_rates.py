@@ -343,12 +343,14 @@ def resolve_learning_rate(
         if contradicting:
             raise ValueError(
                 f"learning_rate={learning_rate!r} brings its own schedule and update rule "
-                f"({learning_rate.learning_rate!r}, {own!r}); {', '.join(contradicting)} contradict it. "
-                "Give a float learning_rate with these parameters, or the object alone."
+                f"({learning_rate.learning_rate!r}, {own!r}); {', '.join(contradicting)} "
+                "contradict it. Give a float learning_rate with these parameters, or the object "
+                "alone."
             )
         return learning_rate.fresh_copy(), own
     if isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real):
         raise TypeError(
-            f"learning_rate must be a float or a learning-rate object (LearningRateSGD...), got {learning_rate!r}."
+            "learning_rate must be a float or a learning-rate object (LearningRateSGD...), got "
+            f"{learning_rate!r}."
         )
     return LearningRateSchedule(learning_rate, alpha, power_t, learning_rate_schedule), rule

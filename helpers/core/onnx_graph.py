@@ -117,8 +117,8 @@ def check_weights_to_train(onx, weights_to_train):
             )
         if name in statistics:
             raise ValueError(
-                f"{name!r} is a running statistic of a BatchNormalization node: it is not trained but "
-                "updated from the batch statistics after each step. Trainable weights are "
+                f"{name!r} is a running statistic of a BatchNormalization node: it is not trained "
+                "but updated from the batch statistics after each step. Trainable weights are "
                 f"{list(trainable)}."
             )
         if name not in trainable:

@@ -100,8 +100,9 @@ def explain_untrainable(model, error):
     return UntrainableModelError(
         f"onnxruntime {onnxruntime.__version__} cannot train this model: no gradient for "
         f"{', '.join(operators)} on this device (node {', '.join(repr(n) for n in nodes)}). "
-        f"Replace {'it' if len(operators) == 1 else 'them'} in the model{' (' + '; '.join(hints) + ')' if hints else ''}, "
-        "or train only the weights after it (weights_to_train)."
+        f"Replace {'it' if len(operators) == 1 else 'them'} in the "
+        f"model{' (' + '; '.join(hints) + ')' if hints else ''}, or train only the weights after "
+        "it (weights_to_train)."
     )
 
 
@@ -111,10 +112,12 @@ _REPLACEMENTS = {
     "by an integer scale_factor (or to a multiple of a known input size), which the training graph "
     "rewrites; for another factor, such an upsampling followed by a pooling or a strided Conv",
     "ConvTranspose": "nn.ConvTranspose1d, 2d or 3d as torch exports it (opset 13 or later), which the "
-    "training graph rewrites as a Conv; or an upsampling (nn.Upsample(scale_factor=2)) followed by a Conv",
+    "training graph rewrites as a Conv; or an upsampling (nn.Upsample(scale_factor=2)) followed "
+    "by a Conv",
     "Round": "no rounding while training, or a straight-through estimator written in torch",
     "InstanceNormalization": "give the model's inputs a shape: the training graph writes it out where shape "
-    "inference tells its input's rank; torch's InstanceNorm trains with track_running_stats=False only",
+    "inference tells its input's rank; torch's InstanceNorm trains with track_running_stats=False "
+    "only",
 }
 
 
@@ -383,13 +386,16 @@ def check_model_inputs(model):
             continue
         name = TensorProto.DataType.Name(elem_type).lower()
         fix = (
-            "Convert the model from float32 data (skl2onnx: to_onnx(model, X[:1].astype(numpy.float32)))."
+            "Convert the model from float32 data (skl2onnx: to_onnx(model, "
+            "X[:1].astype(numpy.float32)))."
             if elem_type == TensorProto.DOUBLE
-            else "Give the model a float32 input, or an int64 input of ids (cast inside the graph if it needs another type)."
+            else "Give the model a float32 input, or an int64 input of ids (cast inside the "
+            "graph if it needs another type)."
         )
         kind = "input" if is_input else "output"
         raise TypeError(
-            f"The model's {kind} {value.name!r} is {name}: the optimizers train float32 models. {fix}"
+            f"The model's {kind} {value.name!r} is {name}: the optimizers train float32 models. "
+            f"{fix}"
         )
 
 

@@ -194,9 +194,10 @@ def grouped_convolutions_in_two_dimensions(model):
             nodes.extend(_conv_in_two_dimensions(node, opset, index))
         else:
             raise UntrainableModelError(
-                f"onnxruntime {onnxruntime.__version__} computes wrong gradients for the grouped convolution "
-                f"{node.name!r} (group={_conv_groups(node)}, kernel of rank {rank}): its CPU kernel handles "
-                "groups for 2-D kernels only. Use group=1, or a 2-D convolution."
+                f"onnxruntime {onnxruntime.__version__} computes wrong gradients for the grouped "
+                f"convolution {node.name!r} (group={_conv_groups(node)}, kernel of rank {rank}): "
+                "its CPU kernel handles groups for 2-D kernels only. Use group=1, or a 2-D "
+                "convolution."
             )
     return copy_with_nodes(model, nodes)
 

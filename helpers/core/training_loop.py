@@ -133,8 +133,9 @@ def check_finite_state(weights, statistics, epoch):
     for name, value in {**weights, **statistics}.items():
         if not np.isfinite(value).all():
             raise TrainingDivergedError(
-                f"The updates of epoch {epoch} left non-finite values in {name!r}: training diverged. "
-                "Try a smaller learning rate, or scale the features (sklearn.preprocessing.StandardScaler)."
+                f"The updates of epoch {epoch} left non-finite values in {name!r}: training "
+                "diverged. Try a smaller learning rate, or scale the features "
+                "(sklearn.preprocessing.StandardScaler)."
             )
 
 
@@ -172,8 +173,8 @@ def check_finite_outputs(loss, outputs, rows, epoch):
     else:
         return
     raise TrainingDivergedError(
-        f"The model trained by epoch {epoch} gives non-finite {what[0]} on rows {rows[0]}:{rows[1]} "
-        f"of the shuffled data, the last batch it trained on (its weights are finite, {what[1]} "
-        "float32): training diverged. Try a smaller learning rate, or scale the features "
-        "(sklearn.preprocessing.StandardScaler)."
+        f"The model trained by epoch {epoch} gives non-finite {what[0]} on rows "
+        f"{rows[0]}:{rows[1]} of the shuffled data, the last batch it trained on (its weights are "
+        f"finite, {what[1]} float32): training diverged. Try a smaller learning rate, or scale the "
+        "features (sklearn.preprocessing.StandardScaler)."
     )

@@ -396,7 +396,8 @@ class WeightUpdater:
         """Set the buffers from numpy arrays, in the order :meth:`get_state` gives."""
         if len(values) != len(self.states):
             raise ValueError(
-                f"{self.rule.name!r} keeps {len(self.states)} buffers for these weights, got {len(values)}."
+                f"{self.rule.name!r} keeps {len(self.states)} buffers for these weights, got "
+                f"{len(values)}."
             )
         for buffer, value in zip(self.states, values):
             value = np.ascontiguousarray(value, dtype=np.float32)

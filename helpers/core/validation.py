@@ -367,8 +367,8 @@ def check_sample_weight(sample_weight, n_samples):
         raise ValueError("sample_weight has negative values: weights must be >= 0.")
     if not w.any():
         raise ValueError(
-            "sample_weight is 0 for every sample: nothing would be learned and every loss would be 0. "
-            "Give some samples a positive weight."
+            "sample_weight is 0 for every sample: nothing would be learned and every loss would "
+            "be 0. Give some samples a positive weight."
         )
     return w
 

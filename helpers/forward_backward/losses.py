@@ -257,7 +257,8 @@ class ElasticLearningLoss(BaseLearningLoss):
         check_finite_number("l2_weight", l2_weight)
         if l1_weight < 0 or l2_weight < 0 or l1_weight + l2_weight == 0:
             raise ValueError(
-                f"l1_weight and l2_weight must be >= 0 and not both 0, got {l1_weight}, {l2_weight}."
+                f"l1_weight and l2_weight must be >= 0 and not both 0, got {l1_weight}, "
+                f"{l2_weight}."
             )
         self.l1_weight, self.l2_weight = float(l1_weight), float(l2_weight)
 
@@ -314,7 +315,8 @@ class NegLogLearningLoss(BaseLearningLoss):
         super().__init__()
         if probability_function not in ("sigmoid", "softmax"):
             raise ValueError(
-                f"probability_function must be 'sigmoid' or 'softmax', got {probability_function!r}."
+                "probability_function must be 'sigmoid' or 'softmax', got "
+                f"{probability_function!r}."
             )
         if not 0 < eps < 0.5:
             raise ValueError(f"eps must be in (0, 0.5), got {eps!r}.")

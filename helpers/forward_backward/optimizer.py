@@ -119,9 +119,9 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
             )
         if static_dims(self.model_onnx.graph.output[0]) == []:
             raise ValueError(
-                f"The model's output {outputs[0]!r} is a scalar, a loss: this optimizer trains the model "
-                "without its loss and computes the loss itself (learning_loss). Give it the model from "
-                "before add_loss_output, or train this one with OrtGradientOptimizer."
+                f"The model's output {outputs[0]!r} is a scalar, a loss: this optimizer trains the "
+                "model without its loss and computes the loss itself (learning_loss). Give it the "
+                "model from before add_loss_output, or train this one with OrtGradientOptimizer."
             )
         self.weights_to_train_ = check_weights_to_train(self.model_onnx, self.weights_to_train)
         # fresh copies: the objects cache compiled graphs for one fit

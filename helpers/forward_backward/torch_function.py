@@ -184,8 +184,8 @@ class OrtAutogradFunction(torch.autograd.Function):
             if needed and name not in given:
                 raise ValueError(
                     f"Input {name!r} requires a gradient, but the function was built without it: "
-                    f"OrtGradientForwardBackward(..., input_names_require_grad=[{name!r}, ...]) returns it "
-                    "(or detach the input)."
+                    f"OrtGradientForwardBackward(..., input_names_require_grad=[{name!r}, ...]) "
+                    "returns it (or detach the input)."
                 )
         values = [to_ortvalue(t, device, repr(name)) for t, name in zip(tensors, names)]
         # the forward's state goes to this context only: a forward of another
@@ -211,9 +211,10 @@ class OrtAutogradFunction(torch.autograd.Function):
             torch.is_grad_enabled()
         ):  # create_graph=True: torch would differentiate these gradients again
             raise RuntimeError(
-                "onnxruntime's backward pass cannot be differentiated: create_graph=True (double backward, "
-                "a gradient penalty, Hessian-vector products) is not available through OrtAutogradFunction "
-                "or OrtTorchModule. Compute such terms with the torch module itself."
+                "onnxruntime's backward pass cannot be differentiated: create_graph=True (double "
+                "backward, a gradient penalty, Hessian-vector products) is not available through "
+                "OrtAutogradFunction or OrtTorchModule. Compute such terms with the torch module "
+                "itself."
             )
         ctx.saved_tensors  # noqa: B018  (raises if a weight or input was modified in place)
         if ctx.ort_state is None:

@@ -131,7 +131,8 @@ class OrtTorchModule(torch.nn.Module):
         elif isinstance(module, torch.nn.Module):
             if example_input is None:
                 raise ValueError(
-                    "example_input is needed to export a torch module: a batch of inputs of the right shape."
+                    "example_input is needed to export a torch module: a batch of inputs of the "
+                    "right shape."
                 )
             example = _as_tuple(example_input)
             with buffers_kept(
@@ -157,13 +158,14 @@ class OrtTorchModule(torch.nn.Module):
             lost = [name for name in names if name not in initializers]
             if lost:
                 raise ValueError(
-                    f"The export renamed or folded the parameters {lost}: they are not initializers of "
-                    "the ONNX graph, so onnxruntime cannot train them."
+                    f"The export renamed or folded the parameters {lost}: they are not "
+                    "initializers of the ONNX graph, so onnxruntime cannot train them."
                 )
             self.weight_names = names
         else:
             raise TypeError(
-                f"module must be a torch.nn.Module or an onnx.ModelProto, got {type(module).__name__}."
+                "module must be a torch.nn.Module or an onnx.ModelProto, got "
+                f"{type(module).__name__}."
             )
         self.onnx_model = onx
         self.n_threads = n_threads
@@ -254,7 +256,8 @@ class OrtTorchModule(torch.nn.Module):
     def _check_inputs(self, inputs):
         if len(inputs) != len(self._inputs):
             raise ValueError(
-                f"The model takes {len(self._inputs)} input(s) {[i.name for i in self._inputs]}, got {len(inputs)}."
+                f"The model takes {len(self._inputs)} input(s) {[i.name for i in self._inputs]}, "
+                f"got {len(inputs)}."
             )
         check_input_dtypes(inputs, self._inputs)
         for tensor, info in zip(inputs, self._inputs):
@@ -264,8 +267,8 @@ class OrtTorchModule(torch.nn.Module):
                 d is not None and d != got for d, got in zip(dims, tensor.shape)
             ):
                 raise ValueError(
-                    f"Input {info.name!r} has shape {tuple(tensor.shape)}, but the ONNX model takes shape {shape} "
-                    "(N: any size)."
+                    f"Input {info.name!r} has shape {tuple(tensor.shape)}, but the ONNX model "
+                    f"takes shape {shape} (N: any size)."
                 )
 
     def forward(self, *inputs):
@@ -355,7 +358,8 @@ def _check_buffers(module, onx):
     if others:
         raise ValueError(
             f"The module has buffers {others}: their values would be frozen into the ONNX graph. "
-            "OrtTorchModule updates the running statistics of batch normalization and no other buffer."
+            "OrtTorchModule updates the running statistics of batch normalization and no other "
+            "buffer."
         )
 
 

@@ -134,7 +134,10 @@ def sharing(jobs, threads, cores=None):
     """
     cores = cores or usable_cores()
     if jobs > 1 and jobs * threads > cores:
-        return f"{jobs} runs at once, {threads} threads each, on {cores} cores: the runs shared the cores"
+        return (
+            f"{jobs} runs at once, {threads} threads each, on {cores} cores: the runs shared the "
+            "cores"
+        )
     return ""
 
 

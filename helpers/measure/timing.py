@@ -268,7 +268,10 @@ def _step_estimate(short, long, short_steps, extra_steps):
     spread = max(rounds) / min(rounds) if min(rounds) > 0 else float("inf")
     a, b = min(short), min(long)
     if b <= a:  # the machine's noise exceeded the extra epochs' work: no honest figure
-        note = "not measurable: the longer fit was not slower than the shorter one (the machine's noise was larger)"
+        note = (
+            "not measurable: the longer fit was not slower than the shorter one (the machine's "
+            "noise was larger)"
+        )
         return {
             "step_s": float("nan"),
             "fixed_s": float("nan"),

@@ -191,7 +191,8 @@ def check_claim(condition, claim, parameters):
     """
     if not condition:
         raise AssertionError(
-            f"Not shown with these parameters: {claim}. The claim needs enough training: raise {parameters}."
+            f"Not shown with these parameters: {claim}. The claim needs enough training: raise "
+            f"{parameters}."
         )
 
 

@@ -86,7 +86,10 @@ def checksum_problem(path):
         content = f.read()
     size = len(CHECKSUM_MARK) + 64
     if len(content) < size or content[-size:-64] != CHECKSUM_MARK:
-        return "it has no checksum: it was not written by OrtGradientOptimizer.save_checkpoint, or it was cut short"
+        return (
+            "it has no checksum: it was not written by OrtGradientOptimizer.save_checkpoint, or "
+            "it was cut short"
+        )
     if hashlib.sha256(content[:-size]).hexdigest().encode("ascii") != content[-64:]:
         return "its content does not match its checksum"
     return None
@@ -202,8 +205,8 @@ def read_checkpoint(path):
         Exception
     ) as exc:  # the runtime raises its own types, or decoding errors, on a damaged file
         raise CheckpointError(
-            f"{path} is damaged or not a checkpoint: onnxruntime cannot read it ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0][:120] if str(exc) else ''})."
+            f"{path} is damaged or not a checkpoint: onnxruntime cannot read it "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})."
         ) from None
     if CHECKPOINT_KEY not in properties:
         raise CheckpointError(f"{path} was not written by OrtGradientOptimizer.save_checkpoint.")
@@ -245,8 +248,8 @@ def check_training_state(optimizer, state, shapes, path):
     ):
         raise CheckpointError(
             f"{path} trained {state['weights_to_train_']} with {state['update_rule']}; this "
-            f"optimizer trains {optimizer.weights_to_train_} with {optimizer.update_rule_!r}: build it "
-            "with the parameters of the saved training."
+            f"optimizer trains {optimizer.weights_to_train_} with {optimizer.update_rule_!r}: "
+            "build it with the parameters of the saved training."
         )
     expected = {name: value.shape for name, value in optimizer._initial_weights().items()}
     for name, shape in expected.items():

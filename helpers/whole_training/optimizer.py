@@ -212,9 +212,10 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                 self.save_checkpoint(self.checkpoint_path)
             except OSError as error:  # a full disk, a folder gone: the training itself is fine
                 warnings.warn(
-                    f"Could not write the checkpoint {self.checkpoint_path} after epoch {self.n_iter_} ({error}). "
-                    "The previous checkpoint is kept and training goes on; the trained weights stay in this "
-                    "estimator: save_checkpoint to another file, or pickle it.",
+                    f"Could not write the checkpoint {self.checkpoint_path} after epoch "
+                    f"{self.n_iter_} ({error}). The previous checkpoint is kept and training goes "
+                    "on; the trained weights stay in this estimator: save_checkpoint to another "
+                    "file, or pickle it.",
                     RuntimeWarning,
                     stacklevel=5,
                 )
