@@ -46,8 +46,15 @@ def add_caveats(df):
 
     Examples
     --------
-    >>> rows = pd.DataFrame({"framework": ["a", "b"], "time_min_s": [1.0, 1.0], "time_max_s": [1.2, 3.1],
-    ...                      "shared": ["", ""], "busy": ["", ""]})
+    >>> rows = pd.DataFrame(
+    ...     {
+    ...         "framework": ["a", "b"],
+    ...         "time_min_s": [1.0, 1.0],
+    ...         "time_max_s": [1.2, 3.1],
+    ...         "shared": ["", ""],
+    ...         "busy": ["", ""],
+    ...     }
+    ... )
     >>> add_caveats(rows)[["spread", "caveat"]].to_numpy().tolist()
     [[1.2, ''], [3.1, 'noisy: repeats spread 3.1x']]
     """
@@ -68,7 +75,9 @@ def ratio_caveat(*caveats):
 
     Examples
     --------
-    >>> ratio_caveat("noisy: repeats spread 3.1x", "", "noisy: repeats spread 3.1x; busy machine: load 3")
+    >>> ratio_caveat(
+    ...     "noisy: repeats spread 3.1x", "", "noisy: repeats spread 3.1x; busy machine: load 3"
+    ... )
     'noisy: repeats spread 3.1x; busy machine: load 3'
     """
     parts = []

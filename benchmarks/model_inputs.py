@@ -65,7 +65,10 @@ def weighted_layers(module):
     Examples
     --------
     >>> from torch import nn
-    >>> [type(m).__name__ for m in weighted_layers(nn.Sequential(nn.Linear(4, 2), nn.ReLU(), nn.LayerNorm(2)))]
+    >>> [
+    ...     type(m).__name__
+    ...     for m in weighted_layers(nn.Sequential(nn.Linear(4, 2), nn.ReLU(), nn.LayerNorm(2)))
+    ... ]
     ['Linear', 'LayerNorm']
     """
     return (

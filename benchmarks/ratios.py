@@ -94,9 +94,16 @@ def framework_ratios(group, measure, pairs):
     Examples
     --------
     >>> import pandas as pd
-    >>> group = pd.DataFrame({"framework": ["torch eager", "ort whole-training"], "step_s": [2.0, 1.0],
-    ...                       "caveat": ["", "noisy: repeats spread 3.1x"]})
-    >>> framework_ratios(group, "step_s", [("ort whole-training", "torch eager"), ("ort whole-training", "x")])
+    >>> group = pd.DataFrame(
+    ...     {
+    ...         "framework": ["torch eager", "ort whole-training"],
+    ...         "step_s": [2.0, 1.0],
+    ...         "caveat": ["", "noisy: repeats spread 3.1x"],
+    ...     }
+    ... )
+    >>> framework_ratios(
+    ...     group, "step_s", [("ort whole-training", "torch eager"), ("ort whole-training", "x")]
+    ... )
     [('ort whole-training', 'torch eager', 0.5, 'noisy: repeats spread 3.1x')]
     """
     times = group.groupby("framework")[measure].median()

@@ -115,7 +115,8 @@ def ort_fit(make, X, y, fresh=False):
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> onx = mlp_onnx(2, hidden=(3,))
     >>> X, y = np.ones((8, 2), np.float32), np.zeros((8, 1), np.float32)
-    >>> ort_fit(lambda: OrtGradientOptimizer(add_loss_output(onx), batch_size=4), X, y, fresh=True)(2) >= 0
+    >>> make = lambda: OrtGradientOptimizer(add_loss_output(onx), batch_size=4)
+    >>> ort_fit(make, X, y, fresh=True)(2) >= 0
     True
     """
     from helpers.core.training_cache import clear_training_caches  # noqa: PLC0415
@@ -184,7 +185,14 @@ def ort_fits(
     Examples
     --------
     >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> sorted(ort_fits(mlp_onnx(2, hidden=(3,)), np.ones((8, 2), np.float32), np.zeros(8, np.int64), "regression"))
+    >>> sorted(
+    ...     ort_fits(
+    ...         mlp_onnx(2, hidden=(3,)),
+    ...         np.ones((8, 2), np.float32),
+    ...         np.zeros(8, np.int64),
+    ...         "regression",
+    ...     )
+    ... )
     ['ort forward-backward', 'ort whole-training']
     """
     makers = ort_makers(onx, task, optimizer, learning_rate, batch_size, n_threads, random_state)
@@ -246,7 +254,10 @@ def model_family(model_function, module):
     --------
     >>> model_family("benchmarks.example_models:image_cnn_small", None)
     'CNN on images'
-    >>> model_family("mine:net", torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 1)))
+    >>> model_family(
+    ...     "mine:net",
+    ...     torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 1)),
+    ... )
     'Linear'
     """
     from benchmarks.example_models import ZOO  # noqa: PLC0415
@@ -309,12 +320,17 @@ def step_sentence(name, step_s, caveats=None):
 
     Examples
     --------
-    >>> step_sentence("ort whole-training", {"ort whole-training": 1.0, "torch eager": 2.0, "torch.compile": 1.01})
+    >>> step_sentence(
+    ...     "ort whole-training",
+    ...     {"ort whole-training": 1.0, "torch eager": 2.0, "torch.compile": 1.01},
+    ... )
     'ort whole-training: a step is 2.0x faster than torch eager, as fast as torch.compile.'
     >>> step_sentence("ort whole-training", {"ort whole-training": 1.0, "torch eager": 165.6},
     ...               {"torch eager": "noisy: repeats spread 3.1x"})
     'ort whole-training: a step is 165.6x faster than torch eager (no finding: noisy: repeats spread 3.1x).'
-    >>> step_sentence("ort whole-training", {"ort whole-training": 1.0, "torch eager": float("nan")})[:41]
+    >>> step_sentence(
+    ...     "ort whole-training", {"ort whole-training": 1.0, "torch eager": float("nan")}
+    ... )[:41]
     'ort whole-training: no ratio, a step time'
     """
     caveats = caveats or {}

@@ -60,10 +60,19 @@ def zoo_ratios(df):
 
     Examples
     --------
-    >>> df = pd.DataFrame({"benchmark": "your_model", "machine": "m", "model": "x:cnn_small", "family": "CNN",
-    ...                    "optimizer": "sgd", "n_weights": 900, "threads": 2,
-    ...                    "framework": ["torch eager", "torch.compile", "ort whole-training"],
-    ...                    "time_per_update_s": [2.0, 1.0, 1.0]})
+    >>> df = pd.DataFrame(
+    ...     {
+    ...         "benchmark": "your_model",
+    ...         "machine": "m",
+    ...         "model": "x:cnn_small",
+    ...         "family": "CNN",
+    ...         "optimizer": "sgd",
+    ...         "n_weights": 900,
+    ...         "threads": 2,
+    ...         "framework": ["torch eager", "torch.compile", "ort whole-training"],
+    ...         "time_per_update_s": [2.0, 1.0, 1.0],
+    ...     }
+    ... )
     >>> zoo_ratios(df)[["label", "peer", "ratio"]].to_numpy().tolist()
     [['CNN (small)', 'torch eager', 0.5], ['CNN (small)', 'torch.compile', 1.0]]
     """
@@ -179,8 +188,17 @@ def zoo_table(ratios, peer):
 
     Examples
     --------
-    >>> ratios = pd.DataFrame({"family": "CNN", "label": "CNN (small)", "n_weights": 900, "threads": 2,
-    ...                        "api": "ort whole-training", "peer": ["torch eager", "torch.compile"], "ratio": [0.5, 1.0]})
+    >>> ratios = pd.DataFrame(
+    ...     {
+    ...         "family": "CNN",
+    ...         "label": "CNN (small)",
+    ...         "n_weights": 900,
+    ...         "threads": 2,
+    ...         "api": "ort whole-training",
+    ...         "peer": ["torch eager", "torch.compile"],
+    ...         "ratio": [0.5, 1.0],
+    ...     }
+    ... )
     >>> print("\\n".join(zoo_table(ratios, "torch eager")))
     | model | weights | threads | whole-training |
     | --- | --- | --- | --- |

@@ -216,7 +216,8 @@ def ab_rounds(fits, steps_per_epoch, rounds=3, repeats=2, e1=1, e2=4, max_busy=0
 
     Examples
     --------
-    >>> sleep = lambda epochs: time.sleep(0.01 * epochs)  # a 10 ms step: above a busy machine's noise
+    >>> # a 10 ms step: above a busy machine's noise
+    >>> sleep = lambda epochs: time.sleep(0.01 * epochs)
     >>> estimates, busy = ab_rounds({"sleep": sleep}, 1, rounds=2, repeats=1, max_busy=1.0)
     >>> len(estimates["sleep"]), 5000 < min(estimates["sleep"]) < 20000, len(busy)
     (2, True, 2)

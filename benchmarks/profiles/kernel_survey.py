@@ -278,10 +278,15 @@ def summarize(table):
 
     Examples
     --------
-    >>> table = pd.DataFrame({"session": ["model (forward + backward)"] * 3 + ["weight update"],
-    ...                       "op_type": ["Gemm", "GatherGrad", "(overhead)", "Sub"],
-    ...                       "calls per step": [2.0, 1.0, 1.0, 2.0], "µs per step": [50.0, 30.0, 15.0, 5.0],
-    ...                       "share of step (%)": [50.0, 30.0, 15.0, 5.0]})
+    >>> table = pd.DataFrame(
+    ...     {
+    ...         "session": ["model (forward + backward)"] * 3 + ["weight update"],
+    ...         "op_type": ["Gemm", "GatherGrad", "(overhead)", "Sub"],
+    ...         "calls per step": [2.0, 1.0, 1.0, 2.0],
+    ...         "µs per step": [50.0, 30.0, 15.0, 5.0],
+    ...         "share of step (%)": [50.0, 30.0, 15.0, 5.0],
+    ...     }
+    ... )
     >>> row = summarize(table)
     >>> row["top kernel"], row["gradient kernels (%)"], row["overhead (%)"], row["suspect"]
     ('Gemm (model)', 'GatherGrad 30.0', '15.0', 'GatherGrad 30.0% (1 × 30 µs)')

@@ -302,7 +302,10 @@ def provider_load_error(loader=None):
     --------
     >>> def refuse(path):
     ...     raise OSError("libcublasLt.so.11: cannot open shared object file")
-    >>> provider_load_error(refuse) in (None, "libcublasLt.so.11: cannot open shared object file")  # None: CPU package
+    >>> provider_load_error(refuse) in (
+    ...     None,
+    ...     "libcublasLt.so.11: cannot open shared object file",
+    ... )  # None: CPU package
     True
     """
     import onnxruntime  # noqa: PLC0415  (this module is also used before onnxruntime is imported)

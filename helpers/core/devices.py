@@ -171,7 +171,9 @@ def cuda_problem(index=0):
     Examples
     --------
     >>> problem = cuda_problem(0)
-    >>> problem is None or problem == gpu_setup_problem() or problem.startswith(("there is no GPU", "running a model"))
+    >>> problem is None or problem == gpu_setup_problem() or problem.startswith(
+    ...     ("there is no GPU", "running a model")
+    ... )
     True
     """
     problem = gpu_setup_problem()

@@ -122,9 +122,13 @@ def with_inferred_shapes(model):
     Examples
     --------
     >>> from onnx import TensorProto, helper
-    >>> nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Relu", ["x"], ["r"]),
-    ...          helper.make_node("Flatten", ["r"], ["f"]), helper.make_node("Reshape", ["f", "s"], ["y"]),
-    ...          helper.make_node("Tanh", ["y"], ["z"])]
+    >>> nodes = [
+    ...     helper.make_node("Shape", ["x"], ["s"]),
+    ...     helper.make_node("Relu", ["x"], ["r"]),
+    ...     helper.make_node("Flatten", ["r"], ["f"]),
+    ...     helper.make_node("Reshape", ["f", "s"], ["y"]),
+    ...     helper.make_node("Tanh", ["y"], ["z"]),
+    ... ]
     >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 2])
     >>> z = helper.make_tensor_value_info("z", TensorProto.FLOAT, None)
     >>> model = with_inferred_shapes(helper.make_model(helper.make_graph(nodes, "g", [x], [z])))

@@ -37,7 +37,10 @@ def get_train_initializer(onx):
     Examples
     --------
     >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> {name: value.shape for name, value in get_train_initializer(mlp_onnx(3, hidden=(4,))).items()}
+    >>> {
+    ...     name: value.shape
+    ...     for name, value in get_train_initializer(mlp_onnx(3, hidden=(4,))).items()
+    ... }
     {'coefficient0': (3, 4), 'intercept0': (4,), 'coefficient1': (4, 1), 'intercept1': (1,)}
     """
     statistics = set(running_statistic_names(onx))

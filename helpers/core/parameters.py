@@ -198,7 +198,11 @@ def validation_period(validation_every, max_iter):
 
     Examples
     --------
-    >>> validation_period(0.1, max_iter=50), validation_period(2, max_iter=50), validation_period(0, 50)
+    >>> (
+    ...     validation_period(0.1, max_iter=50),
+    ...     validation_period(2, max_iter=50),
+    ...     validation_period(0, 50),
+    ... )
     (5, 2, 0)
     """
     every = validation_every or 0

@@ -43,7 +43,9 @@ class UntrainableModelError(ValueError):
     Examples
     --------
     >>> from onnx import helper
-    >>> model = helper.make_model(helper.make_graph([helper.make_node("Resize", ["x"], ["y"])], "g", [], []))
+    >>> model = helper.make_model(
+    ...     helper.make_graph([helper.make_node("Resize", ["x"], ["y"])], "g", [], [])
+    ... )
     >>> error = explain_untrainable(model, RuntimeError("no implementation for ResizeGrad(1) node"))
     >>> isinstance(error, UntrainableModelError), str(error).split(". ")[0]
     (True, "onnxruntime 1.19.2 cannot train this model: no gradient for Resize on this device (node 'y')")
@@ -63,11 +65,19 @@ def untrainable_operators(model, message):
     Examples
     --------
     >>> from onnx import helper
-    >>> model = helper.make_model(helper.make_graph(
-    ...     [helper.make_node("Resize", ["x"], ["y"]), helper.make_node("Round", ["y"], ["z"])], "g", [], []))
+    >>> model = helper.make_model(
+    ...     helper.make_graph(
+    ...         [helper.make_node("Resize", ["x"], ["y"]), helper.make_node("Round", ["y"], ["z"])],
+    ...         "g",
+    ...         [],
+    ...         [],
+    ...     )
+    ... )
     >>> untrainable_operators(model, "Could not find an implementation for ResizeGrad(1) node")
     ['Resize']
-    >>> untrainable_operators(model, "The gradient builder has not been registered: Round for node /Round")
+    >>> untrainable_operators(
+    ...     model, "The gradient builder has not been registered: Round for node /Round"
+    ... )
     ['Round']
     """
     found = set(re.findall(r"\b([A-Z][A-Za-z0-9]*)Grad\b", message))
@@ -88,7 +98,9 @@ def explain_untrainable(model, error):
     Examples
     --------
     >>> from onnx import helper
-    >>> model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [], []))
+    >>> model = helper.make_model(
+    ...     helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [], [])
+    ... )
     >>> explain_untrainable(model, RuntimeError("out of memory")) is None  # not about a gradient
     True
     """
@@ -322,7 +334,9 @@ def check_model_ir_version(model):
     Examples
     --------
     >>> import onnx
-    >>> check_model_ir_version(onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []), ir_version=8))
+    >>> check_model_ir_version(
+    ...     onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []), ir_version=8)
+    ... )
     """
     accepted = max_ir_version()
     if model.ir_version > accepted:

@@ -96,7 +96,11 @@ def with_layer_norm_statistics(model):
     >>> model = export_for_training(net, torch.zeros(2, 3))
     >>> [len(n.output) for n in model.graph.node if n.op_type == "LayerNormalization"]
     [1]
-    >>> [len(n.output) for n in with_layer_norm_statistics(model).graph.node if n.op_type == "LayerNormalization"]
+    >>> [
+    ...     len(n.output)
+    ...     for n in with_layer_norm_statistics(model).graph.node
+    ...     if n.op_type == "LayerNormalization"
+    ... ]
     [3]
     """
     incomplete = [
@@ -176,7 +180,9 @@ def grouped_convolutions_in_two_dimensions(model):
     >>> import torch
     >>> from helpers.core.torch_export import export_for_training
     >>> net = torch.nn.Conv1d(4, 4, 3, groups=4)
-    >>> model = grouped_convolutions_in_two_dimensions(export_for_training(net, torch.zeros(1, 4, 8)))
+    >>> model = grouped_convolutions_in_two_dimensions(
+    ...     export_for_training(net, torch.zeros(1, 4, 8))
+    ... )
     >>> [n.op_type for n in model.graph.node if n.op_type != "Constant"]
     ['Unsqueeze', 'Unsqueeze', 'Conv', 'Squeeze']
     """
@@ -231,7 +237,10 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU(),
     ...                           torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
     >>> graph = training_graph(export_for_training(net, torch.zeros(2, 3)))
-    >>> sorted({n.op_type for n in graph.model.graph.node} & {"BatchNormalization", "Relu", "LayerNormalization"})
+    >>> sorted(
+    ...     {n.op_type for n in graph.model.graph.node}
+    ...     & {"BatchNormalization", "Relu", "LayerNormalization"}
+    ... )
     ['LayerNormalization']
     >>> graph.statistics.output_names[0].endswith("__batch_mean")
     True

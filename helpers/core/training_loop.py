@@ -86,7 +86,9 @@ class EpochStart:
     >>> from helpers import OrtGradientForwardBackwardOptimizer
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> X = np.ones((8, 3), dtype=np.float32)
-    >>> opt = OrtGradientForwardBackwardOptimizer(mlp_onnx(3, hidden=(4,)), max_iter=1, batch_size=4).fit(X, X[:, 0])
+    >>> opt = OrtGradientForwardBackwardOptimizer(
+    ...     mlp_onnx(3, hidden=(4,)), max_iter=1, batch_size=4
+    ... ).fit(X, X[:, 0])
     >>> start = EpochStart(opt)
     >>> opt.t_ = 99
     >>> start.restore(opt)

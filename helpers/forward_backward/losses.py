@@ -366,7 +366,12 @@ class CrossEntropyLearningLoss(NegLogLearningLoss):
     >>> round(float(value.numpy()), 4), gradient.numpy().tolist()  # log 2, softmax - one_hot
     (0.6931, [[-0.5, 0.5]])
     >>> wrong = np.array([[0.0, 40.0]], dtype=np.float32)  # p(class 0) = exp(-40)
-    >>> round(float(CrossEntropyLearningLoss().loss_gradient(Device("cpu"), labels, wrong)[0].numpy()), 3)
+    >>> round(
+    ...     float(
+    ...         CrossEntropyLearningLoss().loss_gradient(Device("cpu"), labels, wrong)[0].numpy()
+    ...     ),
+    ...     3,
+    ... )
     40.0
     """
 

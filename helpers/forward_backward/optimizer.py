@@ -52,8 +52,14 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         >>> from helpers.teaching.model_factories import mlp_onnx
         >>> X = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
         >>> y = X.sum(axis=1, keepdims=True)
-        >>> opt = OrtGradientForwardBackwardOptimizer(mlp_onnx(3, hidden=(8,)), max_iter=20, learning_rate=0.05,
-        ...                                           solver="adamw", batch_size=16, random_state=0).fit(X, y)
+        >>> opt = OrtGradientForwardBackwardOptimizer(
+        ...     mlp_onnx(3, hidden=(8,)),
+        ...     max_iter=20,
+        ...     learning_rate=0.05,
+        ...     solver="adamw",
+        ...     batch_size=16,
+        ...     random_state=0,
+        ... ).fit(X, y)
         >>> bool(opt.train_losses_[-1] < opt.train_losses_[0])
         True
     """

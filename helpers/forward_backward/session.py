@@ -41,7 +41,9 @@ class ForwardBackwardSession:
     >>> onx = mlp_onnx(3, hidden=(4,))
     >>> session = ForwardBackwardSession(onx, get_train_initializer(onx), SGDRule(), Device("cpu"))
     >>> X, y = np.ones((8, 3), dtype=np.float32), np.zeros((8, 1), dtype=np.float32)
-    >>> loss, penalty = session.train_step(X, y, None, SquareLearningLoss(), NoLearningPenalty(), 0.01, t=1)
+    >>> loss, penalty = session.train_step(
+    ...     X, y, None, SquareLearningLoss(), NoLearningPenalty(), 0.01, t=1
+    ... )
     >>> float(loss.numpy()) >= 0, penalty
     (True, 0.0)
     """

@@ -19,7 +19,9 @@ Examples
 >>> from helpers.teaching.model_factories import mlp_onnx
 >>> from onnx import numpy_helper
 >>> model = mlp_onnx(3, hidden=(4,))
->>> weights = [torch.tensor(numpy_helper.to_array(i), requires_grad=True) for i in model.graph.initializer]
+>>> weights = [
+...     torch.tensor(numpy_helper.to_array(i), requires_grad=True) for i in model.graph.initializer
+... ]
 >>> fn = OrtGradientForwardBackward(model).new_instance()
 >>> (prediction,) = OrtAutogradFunction.apply(fn, 1, torch.ones(2, 3), *weights)
 >>> prediction.sum().backward()
@@ -99,6 +101,7 @@ def to_tensor(value):
 
     Examples
     --------
+    >>> import numpy as np
     >>> value = onnxruntime.OrtValue.ortvalue_from_numpy(np.ones((2, 2), dtype=np.float32))
     >>> to_tensor(value)
     tensor([[1., 1.],
@@ -161,7 +164,10 @@ class OrtAutogradFunction(torch.autograd.Function):
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> from onnx import numpy_helper
     >>> model = mlp_onnx(2, hidden=(3,))
-    >>> weights = [torch.tensor(numpy_helper.to_array(i), requires_grad=True) for i in model.graph.initializer]
+    >>> weights = [
+    ...     torch.tensor(numpy_helper.to_array(i), requires_grad=True)
+    ...     for i in model.graph.initializer
+    ... ]
     >>> fn = OrtGradientForwardBackward(model).new_instance()
     >>> (first,) = OrtAutogradFunction.apply(fn, 1, torch.ones(4, 2), *weights)
     >>> (second,) = OrtAutogradFunction.apply(fn, 1, torch.ones(1, 2), *weights)

@@ -237,7 +237,12 @@ def marginal_step_cost(
     >>> def fit(epochs):
     ...     now[0] += 2.0 + epochs * 8 * 0.125
     >>> cost = marginal_step_cost({"fake": fit}, steps_per_epoch=8, clock=lambda: now[0], pause_s=0)
-    >>> cost["fake"]["step_s"], cost["fake"]["fixed_s"], cost["fake"]["spread"], cost["fake"]["note"]
+    >>> (
+    ...     cost["fake"]["step_s"],
+    ...     cost["fake"]["fixed_s"],
+    ...     cost["fake"]["spread"],
+    ...     cost["fake"]["note"],
+    ... )
     (0.125, 2.0, 1.0, '')
     """
     if not e2 > e1 >= 1:

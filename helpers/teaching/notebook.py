@@ -152,7 +152,10 @@ def require(condition, message):
     Examples
     --------
     >>> batch_size, n_train = 500, 300
-    >>> require(batch_size <= n_train, f"batch_size={batch_size} is larger than the {n_train} training rows")
+    >>> require(
+    ...     batch_size <= n_train,
+    ...     f"batch_size={batch_size} is larger than the {n_train} training rows",
+    ... )
     Traceback (most recent call last):
     ...
     ValueError: batch_size=500 is larger than the 300 training rows

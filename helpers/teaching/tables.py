@@ -165,7 +165,9 @@ def format_table(table, digits=4, index_name=None, units=None, caption=None, na_
     scikit-learn 0.123 100 0.01
     onnxruntime 1.500 200 0.1
     <BLANKLINE>
-    >>> penalties = pd.DataFrame({"R²": [0.21563, 0.37761]}, index=pd.Index([0.0, 0.3], name="alpha"))
+    >>> penalties = pd.DataFrame(
+    ...     {"R²": [0.21563, 0.37761]}, index=pd.Index([0.0, 0.3], name="alpha")
+    ... )
     >>> print(format_table(penalties).to_string())  # doctest: +NORMALIZE_WHITESPACE
     alpha R²
     0 0.2156

@@ -133,7 +133,9 @@ def training_state(optimizer):
     >>> from helpers import OrtGradientOptimizer, add_loss_output
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> X, y = np.ones((8, 2), dtype=np.float32), np.zeros(8, dtype=np.float32)
-    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
+    >>> opt = OrtGradientOptimizer(
+    ...     add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4
+    ... ).fit(X, y)
     >>> state = json.loads(training_state(opt))
     >>> state["n_iter_"], state["t_"], state["update_rule"]
     (2, 4, 'SGDRule()')
@@ -181,7 +183,9 @@ def read_checkpoint(path):
     >>> from helpers import OrtGradientOptimizer, add_loss_output
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> X, y = np.ones((8, 2), dtype=np.float32), np.zeros(8, dtype=np.float32)
-    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
+    >>> opt = OrtGradientOptimizer(
+    ...     add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4
+    ... ).fit(X, y)
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     opt.save_checkpoint(os.path.join(folder, "ckpt"))
     ...     state, shapes = read_checkpoint(os.path.join(folder, "ckpt"))
@@ -235,7 +239,9 @@ def check_training_state(optimizer, state, shapes, path):
     >>> from helpers import OrtGradientOptimizer, add_loss_output
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> X, y = np.ones((8, 2), dtype=np.float32), np.zeros(8, dtype=np.float32)
-    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
+    >>> opt = OrtGradientOptimizer(
+    ...     add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4
+    ... ).fit(X, y)
     >>> state = json.loads(training_state(opt))
     >>> shapes = {name: value.shape for name, value in opt.get_state().items()}
     >>> check_training_state(opt, state, {**shapes, "coefficient0": (2, 6)}, "train.ckpt")
@@ -275,7 +281,9 @@ def restore_training_state(optimizer, state):
     >>> from helpers import OrtGradientOptimizer, add_loss_output
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> X, y = np.ones((8, 2), dtype=np.float32), np.zeros(8, dtype=np.float32)
-    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
+    >>> opt = OrtGradientOptimizer(
+    ...     add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4
+    ... ).fit(X, y)
     >>> state = json.loads(training_state(opt))
     >>> opt.n_iter_ = 0
     >>> restore_training_state(opt, state)

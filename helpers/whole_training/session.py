@@ -70,9 +70,13 @@ class WholeTrainingSession:
     >>> from helpers.core.update_rules import SGDRule
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> onx = mlp_onnx(3, hidden=(4,))
-    >>> session = WholeTrainingSession(add_loss_output(onx), get_train_initializer(onx), SGDRule(), Device("cpu"))
+    >>> session = WholeTrainingSession(
+    ...     add_loss_output(onx), get_train_initializer(onx), SGDRule(), Device("cpu")
+    ... )
     >>> X, y = np.ones((8, 3), dtype=np.float32), np.zeros((8, 1), dtype=np.float32)
-    >>> loss = session.train_step([OrtValue.ortvalue_from_numpy(X), OrtValue.ortvalue_from_numpy(y)], 0.01, t=1)
+    >>> loss = session.train_step(
+    ...     [OrtValue.ortvalue_from_numpy(X), OrtValue.ortvalue_from_numpy(y)], 0.01, t=1
+    ... )
     >>> float(loss.numpy()) >= 0
     True
     """
