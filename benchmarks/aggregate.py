@@ -270,8 +270,11 @@ def shared_sentence(df):
     ...         ],
     ...     }
     ... )
-    >>> print(shared_sentence(df))
-    **1 of 2 runs shared the machine's cores with other runs** (2 runs at once, 2 threads each, on 2 cores: the runs shared the cores): their timings are not comparable with runs made one at a time. Their ratios are kept apart, under "runs that shared the cores", and no answer rests on them.
+    >>> print(shared_sentence(df))  # doctest: +NORMALIZE_WHITESPACE
+    **1 of 2 runs shared the machine's cores with other runs** (2 runs at once, 2 threads each, on 2
+    cores: the runs shared the cores): their timings are not comparable with runs made one at a
+    time. Their ratios are kept apart, under "runs that shared the cores", and no answer rests on
+    them.
     """
     if "shared" not in df:
         return ""

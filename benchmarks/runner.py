@@ -206,10 +206,11 @@ def select_runs(runs, only, grid):
     >>> runs = [{"benchmark": "torch"}, {"benchmark": "sklearn"}]
     >>> select_runs(runs, ["sklearn"], "quick")
     [{'benchmark': 'sklearn'}]
-    >>> select_runs(runs, ["sklern"], "quick")
+    >>> select_runs(runs, ["sklern"], "quick")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    SystemExit: error: --only sklern: no such benchmark in grid quick. Its benchmarks: sklearn, torch.
+    SystemExit: error: --only sklern: no such benchmark in grid quick. Its benchmarks: sklearn,
+    torch.
     """
     if not only:
         return runs

@@ -24,10 +24,12 @@ class SchedulerAddressError(ValueError):
 
     Examples
     --------
-    >>> parse_scheduler_address("http://localhost:8787")
+    >>> parse_scheduler_address("http://localhost:8787")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    benchmarks.scheduler_address.SchedulerAddressError: --scheduler http://localhost:8787 is a web address (the dashboard?): the scheduler's is tcp://HOST:PORT, as `dask scheduler` prints it (port 8786 by default).
+    benchmarks.scheduler_address.SchedulerAddressError: --scheduler http://localhost:8787 is a web
+    address (the dashboard?): the scheduler's is tcp://HOST:PORT, as `dask scheduler` prints it
+    (port 8786 by default).
     """
 
 
@@ -38,10 +40,11 @@ def parse_scheduler_address(text):
     --------
     >>> parse_scheduler_address("localhost:8786"), parse_scheduler_address("tcp://10.0.0.2:9000")
     ('tcp://localhost:8786', 'tcp://10.0.0.2:9000')
-    >>> parse_scheduler_address("127.0.0.1")
+    >>> parse_scheduler_address("127.0.0.1")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    benchmarks.scheduler_address.SchedulerAddressError: --scheduler 127.0.0.1 has no port: write tcp://127.0.0.1:8786 (8786 is dask's default).
+    benchmarks.scheduler_address.SchedulerAddressError: --scheduler 127.0.0.1 has no port: write
+    tcp://127.0.0.1:8786 (8786 is dask's default).
     """
     text = text.strip()
     if re.match(r"^https?://", text):

@@ -273,8 +273,9 @@ def ab_rows(estimates, baseline, **common):
     Examples
     --------
     >>> rows = ab_rows({"old": [10.0, 12.0, 11.0], "new": [8.0, 9.0, 9.9]}, "old", API="whole")
-    >>> rows[1]
-    {'API': 'whole', 'variant': 'new', 'µs/step': '9', 'range': '8-10', 'ratio': '0.80', 'ratio range': '0.75-0.90'}
+    >>> rows[1]  # doctest: +NORMALIZE_WHITESPACE
+    {'API': 'whole', 'variant': 'new', 'µs/step': '9', 'range': '8-10', 'ratio': '0.80',
+     'ratio range': '0.75-0.90'}
     """
     base = estimates[baseline]
     rows = []

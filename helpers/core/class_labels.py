@@ -75,10 +75,11 @@ def class_labels_as_one_hot(y, n_classes):
            [1., 0., 0.]], dtype=float32)
     >>> print(class_labels_as_one_hot([[0.2, 0.8]], n_classes=2))  # already one row per sample
     None
-    >>> class_labels_as_one_hot([0, 3], n_classes=3)
+    >>> class_labels_as_one_hot([0, 3], n_classes=3)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: y holds class labels from 0 to 3, but the model has 3 scores per sample: labels must be class indices from 0 to 2 (sklearn.preprocessing.LabelEncoder makes them from any labels).
+    ValueError: y holds class labels from 0 to 3, but the model has 3 scores per sample: labels must
+    be class indices from 0 to 2 (sklearn.preprocessing.LabelEncoder makes them from any labels).
     """
     labels = np.asarray(y)
     if labels.ndim == 2 and labels.shape[1] == 1 and n_classes > 1:

@@ -36,10 +36,11 @@ def check_schedule(schedule, eta0, power_t, alpha=None):
     Examples
     --------
     >>> check_schedule("invscaling", 0.01, 0.25)
-    >>> check_schedule("adaptive", 0.01, 0.25)
+    >>> check_schedule("adaptive", 0.01, 0.25)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: Unknown learning-rate schedule 'adaptive', expected one of ('constant', 'invscaling', 'optimal').
+    ValueError: Unknown learning-rate schedule 'adaptive', expected one of ('constant',
+    'invscaling', 'optimal').
     """
     if schedule not in SCHEDULES:
         raise ValueError(

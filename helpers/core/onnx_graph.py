@@ -81,10 +81,11 @@ def check_weights_to_train(onx, weights_to_train):
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> check_weights_to_train(mlp_onnx(3, hidden=(4,)), None)
     ['coefficient0', 'intercept0', 'coefficient1', 'intercept1']
-    >>> check_weights_to_train(mlp_onnx(3, hidden=(4,)), ["bias"])
+    >>> check_weights_to_train(mlp_onnx(3, hidden=(4,)), ["bias"])  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: Weight 'bias' is not an initializer of the model. Trainable ones are ['coefficient0', 'intercept0', 'coefficient1', 'intercept1'].
+    ValueError: Weight 'bias' is not an initializer of the model. Trainable ones are
+    ['coefficient0', 'intercept0', 'coefficient1', 'intercept1'].
     """
     trainable = get_train_initializer(onx)
     if not trainable:

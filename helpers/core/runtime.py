@@ -30,10 +30,12 @@ class RuntimeCompatibilityError(RuntimeError):
     >>> import onnx
     >>> model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []))
     >>> model.ir_version = 99
-    >>> check_model_ir_version(model)
+    >>> check_model_ir_version(model)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.core.runtime.RuntimeCompatibilityError: The model has IR version 99, but onnxruntime 1.19.2 accepts IR version 10 at most. Convert or save it with onnx==1.17.0, or set model.ir_version = 10 if its opsets allow it.
+    helpers.core.runtime.RuntimeCompatibilityError: The model has IR version 99, but onnxruntime
+    1.19.2 accepts IR version 10 at most. Convert or save it with onnx==1.17.0, or set
+    model.ir_version = 10 if its opsets allow it.
     """
 
 
@@ -354,10 +356,12 @@ def check_model_opset(model):
     Examples
     --------
     >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> check_model_opset(mlp_onnx(3, opset=99))
+    >>> check_model_opset(mlp_onnx(3, opset=99))  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.core.runtime.RuntimeCompatibilityError: The model imports opset 99 of the ONNX domain, but onnxruntime 1.19.2 runs opset 21 at most. Convert it again with target_opset=21 (skl2onnx: to_onnx(..., target_opset=21); torch: opset_version=21).
+    helpers.core.runtime.RuntimeCompatibilityError: The model imports opset 99 of the ONNX domain,
+    but onnxruntime 1.19.2 runs opset 21 at most. Convert it again with target_opset=21 (skl2onnx:
+    to_onnx(..., target_opset=21); torch: opset_version=21).
     """
     accepted, opset = max_opset(), main_opset(model)
     if opset > accepted:
@@ -384,10 +388,11 @@ def check_model_inputs(model):
     >>> graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
     ...     [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [None, 2])],
     ...     [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [None, 2])])
-    >>> check_model_inputs(helper.make_model(graph))
+    >>> check_model_inputs(helper.make_model(graph))  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    TypeError: The model's input 'x' is double: the optimizers train float32 models. Convert the model from float32 data (skl2onnx: to_onnx(model, X[:1].astype(numpy.float32))).
+    TypeError: The model's input 'x' is double: the optimizers train float32 models. Convert the
+    model from float32 data (skl2onnx: to_onnx(model, X[:1].astype(numpy.float32))).
     """
     initializers = {i.name for i in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in initializers]

@@ -117,10 +117,11 @@ def layer_sizes_parameter(name, value):
     (16, 8)
     >>> layer_sizes_parameter("hidden_layer_sizes", 32)
     (32,)
-    >>> layer_sizes_parameter("hidden_layer_sizes", "(0,)")
+    >>> layer_sizes_parameter("hidden_layer_sizes", "(0,)")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: Parameter hidden_layer_sizes=(0,) must hold positive integers, for example (32,) or (16, 8).
+    ValueError: Parameter hidden_layer_sizes=(0,) must hold positive integers, for example (32,) or
+    (16, 8).
     """
     sizes = literal_parameter(name, value)
     sizes = (sizes,) if isinstance(sizes, int) else sizes

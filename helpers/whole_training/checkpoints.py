@@ -79,8 +79,9 @@ def checksum_problem(path):
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile(delete=False) as f:
     ...     _ = f.write(b"checkpoint")
-    >>> checksum_problem(f.name)
-    'it has no checksum: it was not written by OrtGradientOptimizer.save_checkpoint, or it was cut short'
+    >>> checksum_problem(f.name)  # doctest: +NORMALIZE_WHITESPACE
+    'it has no checksum: it was not written by OrtGradientOptimizer.save_checkpoint, or it was cut
+    short'
     """
     with open(path, "rb") as f:
         content = f.read()
