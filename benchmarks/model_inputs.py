@@ -156,7 +156,8 @@ def input_spec(module, input_shape=None, input_dtype=None):
     Examples
     --------
     >>> from torch import nn
-    >>> input_spec(nn.Sequential(nn.Embedding(50, 8), nn.Flatten(), nn.Linear(8 * 32, 3))).vocabulary
+    >>> tokens = nn.Sequential(nn.Embedding(50, 8), nn.Flatten(), nn.Linear(8 * 32, 3))
+    >>> input_spec(tokens).vocabulary
     50
     >>> input_spec(nn.Linear(16, 1)).shape
     (16,)

@@ -78,10 +78,13 @@ def check_scheduler(address, timeout=5.0):
 
     Examples
     --------
-    >>> check_scheduler("tcp://127.0.0.1:9", timeout=1)  # the discard port: nothing listens
+    >>> # the discard port: nothing listens
+    >>> check_scheduler("tcp://127.0.0.1:9", timeout=1)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    benchmarks.scheduler_address.SchedulerAddressError: Nothing answers at tcp://127.0.0.1:9 (Connection refused). Start the scheduler there (dask scheduler --port 9), or give the address it prints.
+    benchmarks.scheduler_address.SchedulerAddressError: Nothing answers at tcp://127.0.0.1:9
+    (Connection refused). Start the scheduler there (dask scheduler --port 9), or give the address
+    it prints.
     """
     host, port = address.removeprefix("tcp://").rsplit(":", 1)
     host, port = host.strip("[]"), int(port)

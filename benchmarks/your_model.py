@@ -146,7 +146,11 @@ def ort_makers(
     >>> [type(make()).__name__ for name, make in sorted(makers.items())]
     ['OrtGradientForwardBackwardOptimizer', 'OrtGradientOptimizer']
     """
-    from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output  # noqa: PLC0415
+    from helpers import (  # noqa: PLC0415
+        OrtGradientForwardBackwardOptimizer,
+        OrtGradientOptimizer,
+        add_loss_output,
+    )
 
     loss = LOSSES[task][0]
     common = dict(
@@ -325,9 +329,13 @@ def step_sentence(name, step_s, caveats=None):
     ...     {"ort whole-training": 1.0, "torch eager": 2.0, "torch.compile": 1.01},
     ... )
     'ort whole-training: a step is 2.0x faster than torch eager, as fast as torch.compile.'
-    >>> step_sentence("ort whole-training", {"ort whole-training": 1.0, "torch eager": 165.6},
-    ...               {"torch eager": "noisy: repeats spread 3.1x"})
-    'ort whole-training: a step is 165.6x faster than torch eager (no finding: noisy: repeats spread 3.1x).'
+    >>> step_sentence(
+    ...     "ort whole-training",
+    ...     {"ort whole-training": 1.0, "torch eager": 165.6},
+    ...     {"torch eager": "noisy: repeats spread 3.1x"},
+    ... )  # doctest: +NORMALIZE_WHITESPACE
+    'ort whole-training: a step is 165.6x faster than torch eager (no finding: noisy: repeats
+    spread 3.1x).'
     >>> step_sentence(
     ...     "ort whole-training", {"ort whole-training": 1.0, "torch eager": float("nan")}
     ... )[:41]
@@ -381,10 +389,20 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
     Examples
     --------
     >>> import pandas as pd
-    >>> costs = {bm.TORCH: {"step_s": 0.002, "fixed_s": 0.01}, bm.ORT_WHOLE: {"step_s": 0.001, "fixed_s": 0.02}}
-    >>> curves = pd.DataFrame({"framework": [bm.TORCH, bm.ORT_WHOLE], "seconds": [0.1, 0.2], "loss": [1.0, 1.0]})
-    >>> rows = record_rows({"benchmark": "your_model", "batch_size": 32}, costs, {bm.TORCH: 1.0, bm.ORT_WHOLE: 1.0},
-    ...                    {bm.ORT_FORWARD_BACKWARD: "UntrainableModelError: Round"}, curves)
+    >>> costs = {
+    ...     bm.TORCH: {"step_s": 0.002, "fixed_s": 0.01},
+    ...     bm.ORT_WHOLE: {"step_s": 0.001, "fixed_s": 0.02},
+    ... }
+    >>> curves = pd.DataFrame(
+    ...     {"framework": [bm.TORCH, bm.ORT_WHOLE], "seconds": [0.1, 0.2], "loss": [1.0, 1.0]}
+    ... )
+    >>> rows = record_rows(
+    ...     {"benchmark": "your_model", "batch_size": 32},
+    ...     costs,
+    ...     {bm.TORCH: 1.0, bm.ORT_WHOLE: 1.0},
+    ...     {bm.ORT_FORWARD_BACKWARD: "UntrainableModelError: Round"},
+    ...     curves,
+    ... )
     >>> [(r["framework"], r.get("ratio_to_torch_eager"), r["comparable"], r["error"]) for r in rows]
     [('torch eager', 1.0, True, None), ('ort whole-training', 0.5, True, None), \
 ('ort forward-backward', None, None, 'UntrainableModelError: Round')]

@@ -48,8 +48,10 @@ def known_causes(rows):
 
     Examples
     --------
-    >>> print(known_causes([{"configuration": "zoo, x", "suspects": [("weight update", "Sub")]}]))
-    - `Sub` (weight update) in zoo, x: the update of the forward/backward API, proportional to the weights
+    >>> rows = [{"configuration": "zoo, x", "suspects": [("weight update", "Sub")]}]
+    >>> print(known_causes(rows))  # doctest: +NORMALIZE_WHITESPACE
+    - `Sub` (weight update) in zoo, x: the update of the forward/backward API, proportional to the
+      weights
     """
     seen = {}
     for row in rows:

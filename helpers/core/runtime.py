@@ -49,8 +49,10 @@ class UntrainableModelError(ValueError):
     ...     helper.make_graph([helper.make_node("Resize", ["x"], ["y"])], "g", [], [])
     ... )
     >>> error = explain_untrainable(model, RuntimeError("no implementation for ResizeGrad(1) node"))
-    >>> isinstance(error, UntrainableModelError), str(error).split(". ")[0]
-    (True, "onnxruntime 1.19.2 cannot train this model: no gradient for Resize on this device (node 'y')")
+    >>> isinstance(error, UntrainableModelError)
+    True
+    >>> str(error).split(". ")[0]
+    "onnxruntime 1.19.2 cannot train this model: no gradient for Resize on this device (node 'y')"
     >>> _REPLACEMENTS["Resize"] in str(error)
     True
     """
@@ -160,7 +162,8 @@ def quiet_runtime_logs():
     >>> _training_graph_utils.SessionOptions().log_severity_level == ERROR_SEVERITY
     True
     """
-    from onnxruntime.training.onnxblock import _training_graph_utils  # noqa: PLC0415 (imports torch)
+    # imported here: onnxblock imports torch
+    from onnxruntime.training.onnxblock import _training_graph_utils  # noqa: PLC0415
 
     onnxruntime.set_default_logger_severity(ERROR_SEVERITY)
     _training_graph_utils.SessionOptions = _quiet_session_options

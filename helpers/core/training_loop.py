@@ -127,10 +127,13 @@ def check_finite_state(weights, statistics, epoch):
     Examples
     --------
     >>> import numpy as np
-    >>> check_finite_state({"w": np.array([1.0, np.inf])}, {}, epoch=1)
+    >>> state = {"w": np.array([1.0, np.inf])}
+    >>> check_finite_state(state, {}, epoch=1)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.core.epoch_losses.TrainingDivergedError: The updates of epoch 1 left non-finite values in 'w': training diverged. Try a smaller learning rate, or scale the features (sklearn.preprocessing.StandardScaler).
+    helpers.core.epoch_losses.TrainingDivergedError: The updates of epoch 1 left non-finite values
+    in 'w': training diverged. Try a smaller learning rate, or scale the features
+    (sklearn.preprocessing.StandardScaler).
     """
     for name, value in {**weights, **statistics}.items():
         if not np.isfinite(value).all():

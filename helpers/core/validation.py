@@ -240,10 +240,12 @@ def check_features(X, spec=None, name="X"):
     Traceback (most recent call last):
     ...
     ValueError: X has 2 features, but the model expects 3.
-    >>> check_features(np.zeros((5, 64)), InputSpec("x", [1, 8, 8], np.float32))
+    >>> images = InputSpec("x", [1, 8, 8], np.float32)
+    >>> check_features(np.zeros((5, 64)), images)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: X has samples of shape (64,) (X: (5, 64)), but the model's input x[N, 1, 8, 8] (float32) takes samples of shape (1, 8, 8). Reshape it: X.reshape(-1, 1, 8, 8).
+    ValueError: X has samples of shape (64,) (X: (5, 64)), but the model's input x[N, 1, 8, 8]
+    (float32) takes samples of shape (1, 8, 8). Reshape it: X.reshape(-1, 1, 8, 8).
     >>> check_features([[3, 1], [0, 2]], InputSpec("ids", [2], np.int64, {"embedding": 4})).dtype
     dtype('int64')
     """

@@ -126,10 +126,12 @@ def check_input_dtypes(tensors, model_inputs):
     --------
     >>> from onnx import TensorProto, helper
     >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])
-    >>> check_input_dtypes([torch.ones(2, 3, dtype=torch.float64)], [x])
+    >>> doubles = torch.ones(2, 3, dtype=torch.float64)
+    >>> check_input_dtypes([doubles], [x])  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    TypeError: Input 'x' is torch.float64, but the ONNX model takes torch.float32: convert it with .to(torch.float32).
+    TypeError: Input 'x' is torch.float64, but the ONNX model takes torch.float32: convert it with
+    .to(torch.float32).
     """
     for tensor, info in zip(tensors, model_inputs):
         expected = _TORCH_DTYPES.get(info.type.tensor_type.elem_type)

@@ -34,20 +34,22 @@ _ONNXBLOCK_LOCK = ForkSafeLock()
 
 #: What :func:`load_training_artifacts` returns.
 TrainingArtifacts = namedtuple("TrainingArtifacts", ["state", "module", "optimizer"])
-TrainingArtifacts.__doc__ = """What :func:`load_training_artifacts` returns: ``(state, module, optimizer)``.
+TrainingArtifacts.__doc__ = """What :func:`load_training_artifacts` returns: ``(state, module,
+optimizer)``.
 
 Examples
 --------
 >>> import tempfile
 >>> from helpers import add_loss_output
 >>> from helpers.teaching.model_factories import mlp_onnx
+>>> onx = add_loss_output(mlp_onnx(3, hidden=(4,)))
 >>> with tempfile.TemporaryDirectory() as folder:
-...     generate_training_artifacts(add_loss_output(mlp_onnx(3, hidden=(4,))), ["intercept1"], folder)
+...     generate_training_artifacts(onx, ["intercept1"], folder)
 ...     artifacts = load_training_artifacts(folder)
 >>> artifacts._fields
 ('state', 'module', 'optimizer')
->>> type(artifacts.state).__name__, type(artifacts.module).__name__, type(artifacts.optimizer).__name__
-('CheckpointState', 'Module', 'Optimizer')
+>>> [type(part).__name__ for part in artifacts]
+['CheckpointState', 'Module', 'Optimizer']
 """
 
 

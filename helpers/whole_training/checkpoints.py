@@ -245,10 +245,13 @@ def check_training_state(optimizer, state, shapes, path):
     ... ).fit(X, y)
     >>> state = json.loads(training_state(opt))
     >>> shapes = {name: value.shape for name, value in opt.get_state().items()}
-    >>> check_training_state(opt, state, {**shapes, "coefficient0": (2, 6)}, "train.ckpt")
+    >>> other = {**shapes, "coefficient0": (2, 6)}
+    >>> check_training_state(opt, state, other, "train.ckpt")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.whole_training.checkpoints.CheckpointError: train.ckpt was saved from another model: it has weight 'coefficient0' of shape (2, 6), this model's is (2, 3). Load it into an optimizer built on the model it was saved from.
+    helpers.whole_training.checkpoints.CheckpointError: train.ckpt was saved from another model: it
+    has weight 'coefficient0' of shape (2, 6), this model's is (2, 3). Load it into an optimizer
+    built on the model it was saved from.
     """
     if state["weights_to_train_"] != optimizer.weights_to_train_ or state["update_rule"] != repr(
         optimizer.update_rule_
