@@ -150,16 +150,22 @@ def zoo_sentence(ratios, peer, families=None):
 
     Examples
     --------
-    >>> ratios = pd.DataFrame({"family": ["CNN"] * 4 + ["MLP"] * 2,
-    ...                        "label": ["CNN (small)"] * 2 + ["CNN (large)"] * 2 + ["MLP (small)"] * 2,
-    ...                        "threads": [2] * 6, "api": ["ort whole-training"] * 6,
-    ...                        "peer": ["torch eager", "torch.compile"] * 3, "ratio": [1.5, 1.0, 1.2, 1.3, 0.5, 0.9]})
+    >>> ratios = pd.DataFrame(
+    ...     {
+    ...         "family": ["CNN"] * 4 + ["MLP"] * 2,
+    ...         "label": ["CNN (small)"] * 2 + ["CNN (large)"] * 2 + ["MLP (small)"] * 2,
+    ...         "threads": [2] * 6,
+    ...         "api": ["ort whole-training"] * 6,
+    ...         "peer": ["torch eager", "torch.compile"] * 3,
+    ...         "ratio": [1.5, 1.0, 1.2, 1.3, 0.5, 0.9],
+    ...     }
+    ... )
     >>> print(zoo_sentence(ratios, "torch eager"))  # doctest: +NORMALIZE_WHITESPACE
     Against torch eager, onnxruntime's faster API trains a step faster for: MLP (small); slower for:
     CNN.
-    >>> print(zoo_sentence(ratios, "torch.compile"))
-    Against torch.compile, onnxruntime's faster API trains a step faster for: MLP (small); slower for: \
-CNN (large); within 5%, or faster at one thread count only, for: CNN (small).
+    >>> print(zoo_sentence(ratios, "torch.compile"))  # doctest: +NORMALIZE_WHITESPACE
+    Against torch.compile, onnxruntime's faster API trains a step faster for: MLP (small); slower
+    for: CNN (large); within 5%, or faster at one thread count only, for: CNN (small).
     """
     if families is None:
         families = {

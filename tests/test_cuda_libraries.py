@@ -215,7 +215,9 @@ def test_cause_library_that_fails_to_load(gpu_package):
         "load_cuda_libraries",
         lambda *a, **k: {
             "libcudart.so.11.0": "/x/libcudart.so.11.0",
-            "libcudnn_cnn_infer.so.8": "error: libz.so.1: cannot open shared object file: No such file",
+            "libcudnn_cnn_infer.so.8": (
+                "error: libz.so.1: cannot open shared object file: No such file"
+            ),
         },
     )
     problem = devices.gpu_setup_problem()

@@ -77,7 +77,8 @@ small = tempfile.gettempdir()
 X = np.random.default_rng(0).standard_normal((16, 30)).astype(np.float32)
 
 def optimizer(hidden, **params):
-    return OrtGradientOptimizer(add_loss_output(mlp_onnx(30, hidden=(hidden,))), max_iter=1, batch_size=8, **params)
+    onx = add_loss_output(mlp_onnx(30, hidden=(hidden,)))
+    return OrtGradientOptimizer(onx, max_iter=1, batch_size=8, **params)
 
 def expect_full(call, what):
     try:
@@ -85,7 +86,8 @@ def expect_full(call, what):
     except OSError as error:  # helpers.core.disk_space.DiskFullError
         assert error.errno == errno.ENOSPC and error.filename == small, error
         message = str(error)
-        assert f"The folder {small} is full" in message and f"writing {what} needs about" in message, message
+        assert f"The folder {small} is full" in message, message
+        assert f"writing {what} needs about" in message, message
         assert "onnxruntime_src" not in message, message
         return
     raise AssertionError(f"no OSError for {what}")
@@ -104,7 +106,8 @@ expect_full(lambda: pickle.dumps(fitted), "the AdamW state a pickle carries")
 # once there is room, the same fit builds its artifacts again and trains
 subprocess.run(["mount", "-o", "remount,size=4m", small], check=True)
 again = optimizer(600).fit(X, X[:, 0])
-assert np.isfinite(again.predict(X)).all() and len(training_cache.ARTIFACTS) == 2  # with the AdamW one
+# the artifacts of this fit and those of the AdamW one
+assert np.isfinite(again.predict(X)).all() and len(training_cache.ARTIFACTS) == 2
 print("ok")
 """
 
@@ -185,7 +188,8 @@ def folders():
 
 def fit(seed):
     X = np.random.default_rng(seed).standard_normal((16, 3)).astype(np.float32)
-    OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,))), max_iter=1, batch_size=8).fit(X, X[:, 0])
+    onx = add_loss_output(mlp_onnx(3, hidden=(4,)))
+    OrtGradientOptimizer(onx, max_iter=1, batch_size=8).fit(X, X[:, 0])
     return os.getpid()
 
 def fit_and_die(seed):

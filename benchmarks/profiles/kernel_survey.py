@@ -2,7 +2,8 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/profiles/kernel_survey.py [--threads 2] [--size small large] [--only zoo]
+    .venv/bin/python benchmarks/profiles/kernel_survey.py \\
+        [--threads 2] [--size small large] [--only zoo]
 
 For each configuration (model, loss, update rule) and each training API that
 offers it, one epoch is fitted ``--repeat`` times with onnxruntime's profiler

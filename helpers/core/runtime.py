@@ -124,16 +124,22 @@ def explain_untrainable(model, error):
 
 #: What to use instead of operators without a gradient.
 _REPLACEMENTS = {
-    "Resize": "nn.Upsample or F.interpolate with mode='nearest', 'linear', 'bilinear' or 'trilinear' "
-    "by an integer scale_factor (or to a multiple of a known input size), which the training graph "
-    "rewrites; for another factor, such an upsampling followed by a pooling or a strided Conv",
-    "ConvTranspose": "nn.ConvTranspose1d, 2d or 3d as torch exports it (opset 13 or later), which the "
-    "training graph rewrites as a Conv; or an upsampling (nn.Upsample(scale_factor=2)) followed "
-    "by a Conv",
+    "Resize": (
+        "nn.Upsample or F.interpolate with mode='nearest', 'linear', 'bilinear' or 'trilinear' by "
+        "an integer scale_factor (or to a multiple of a known input size), which the training "
+        "graph rewrites; for another factor, such an upsampling followed by a pooling or a strided "
+        "Conv"
+    ),
+    "ConvTranspose": (
+        "nn.ConvTranspose1d, 2d or 3d as torch exports it (opset 13 or later), which the training "
+        "graph rewrites as a Conv; or an upsampling (nn.Upsample(scale_factor=2)) followed by a "
+        "Conv"
+    ),
     "Round": "no rounding while training, or a straight-through estimator written in torch",
-    "InstanceNormalization": "give the model's inputs a shape: the training graph writes it out where shape "
-    "inference tells its input's rank; torch's InstanceNorm trains with track_running_stats=False "
-    "only",
+    "InstanceNormalization": (
+        "give the model's inputs a shape: the training graph writes it out where shape inference "
+        "tells its input's rank; torch's InstanceNorm trains with track_running_stats=False only"
+    ),
 }
 
 

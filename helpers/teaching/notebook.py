@@ -188,7 +188,9 @@ def check_claim(condition, claim, parameters):
 
     Examples
     --------
-    >>> check_claim(0.5 < 0.1, "the loss falls below 0.1", "max_iter")  # doctest: +NORMALIZE_WHITESPACE
+    >>> check_claim(
+    ...     0.5 < 0.1, "the loss falls below 0.1", "max_iter"
+    ... )  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
     AssertionError: Not shown with these parameters: the loss falls below 0.1. The claim needs
