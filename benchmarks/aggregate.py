@@ -241,7 +241,10 @@ def answer_sentences(ratios):
             )
             text += f" ({value_range(slower.ratio)})"
         else:
-            text += f"faster in {len(faster)} of {len(clean)} configurations ({value_range(1 / faster.ratio)})"
+            text += (
+                f"faster in {len(faster)} of {len(clean)} configurations "
+                f"({value_range(1 / faster.ratio)})"
+            )
             if not slower.empty:
                 where = "; ".join(sorted(set(slower["size"])))
                 text += f", slower in {len(slower)} ({value_range(slower.ratio)}: {where})"
@@ -258,9 +261,20 @@ def shared_sentence(df):
 
     Examples
     --------
-    >>> df = pd.DataFrame({"run": ["a", "b"], "shared": ["2 runs at once, 2 threads each, on 2 cores: the runs shared the cores", ""]})
-    >>> print(shared_sentence(df))
-    **1 of 2 runs shared the machine's cores with other runs** (2 runs at once, 2 threads each, on 2 cores: the runs shared the cores): their timings are not comparable with runs made one at a time. Their ratios are kept apart, under "runs that shared the cores", and no answer rests on them.
+    >>> df = pd.DataFrame(
+    ...     {
+    ...         "run": ["a", "b"],
+    ...         "shared": [
+    ...             "2 runs at once, 2 threads each, on 2 cores: the runs shared the cores",
+    ...             "",
+    ...         ],
+    ...     }
+    ... )
+    >>> print(shared_sentence(df))  # doctest: +NORMALIZE_WHITESPACE
+    **1 of 2 runs shared the machine's cores with other runs** (2 runs at once, 2 threads each, on 2
+    cores: the runs shared the cores): their timings are not comparable with runs made one at a
+    time. Their ratios are kept apart, under "runs that shared the cores", and no answer rests on
+    them.
     """
     if "shared" not in df:
         return ""
@@ -269,8 +283,10 @@ def shared_sentence(df):
     if shared.empty:
         return ""
     return (
-        f"**{len(shared)} of {len(runs)} runs shared the machine's cores with other runs** ({shared.iloc[0]}): "
-        "their timings are not comparable with runs made one at a time. Their ratios are kept apart, under "
+        f"**{len(shared)} of {len(runs)} runs shared the machine's cores with other runs** "
+        f"({shared.iloc[0]}): "
+        "their timings are not comparable with runs made one at a time. Their ratios are kept "
+        "apart, under "
         '"runs that shared the cores", and no answer rests on them.'
     )
 

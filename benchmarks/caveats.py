@@ -36,7 +36,8 @@ def _text(value):
 
 
 def add_caveats(df):
-    """Return ``df`` with the columns ``spread`` (slowest repeat over fastest) and ``caveat`` (words, or ``''``).
+    """Return ``df`` with the columns ``spread`` (slowest repeat over fastest) and ``caveat``
+    (words, or ``''``).
 
     The caveat of a row says, in this order: what its measure said
     (``timing_note``: a step or set-up that could not be measured), noisy
@@ -45,8 +46,15 @@ def add_caveats(df):
 
     Examples
     --------
-    >>> rows = pd.DataFrame({"framework": ["a", "b"], "time_min_s": [1.0, 1.0], "time_max_s": [1.2, 3.1],
-    ...                      "shared": ["", ""], "busy": ["", ""]})
+    >>> rows = pd.DataFrame(
+    ...     {
+    ...         "framework": ["a", "b"],
+    ...         "time_min_s": [1.0, 1.0],
+    ...         "time_max_s": [1.2, 3.1],
+    ...         "shared": ["", ""],
+    ...         "busy": ["", ""],
+    ...     }
+    ... )
     >>> add_caveats(rows)[["spread", "caveat"]].to_numpy().tolist()
     [[1.2, ''], [3.1, 'noisy: repeats spread 3.1x']]
     """
@@ -67,7 +75,9 @@ def ratio_caveat(*caveats):
 
     Examples
     --------
-    >>> ratio_caveat("noisy: repeats spread 3.1x", "", "noisy: repeats spread 3.1x; busy machine: load 3")
+    >>> ratio_caveat(
+    ...     "noisy: repeats spread 3.1x", "", "noisy: repeats spread 3.1x; busy machine: load 3"
+    ... )
     'noisy: repeats spread 3.1x; busy machine: load 3'
     """
     parts = []
@@ -95,7 +105,8 @@ def short_caveat(caveat):
 
 
 def with_caveat(phrase, caveat):
-    """``'2.0x faster'``, or ``'2.0x faster (noisy: repeats spread 3.1x)'``: the number and, beside it, why it is no finding.
+    """``'2.0x faster'``, or ``'2.0x faster (noisy: repeats spread 3.1x)'``: the number and, beside
+    it, why it is no finding.
 
     The reason is said in short (:func:`short_caveat`).
 

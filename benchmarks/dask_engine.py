@@ -1,4 +1,5 @@
-"""A sweep's runs on dask: a ``LocalCluster`` of this machine (``--jobs N``) or a running cluster (``--scheduler``).
+"""A sweep's runs on dask: a ``LocalCluster`` of this machine (``--jobs N``) or a running cluster
+(``--scheduler``).
 
 Each run is a task: the notebook and its parameters travel to a worker,
 which executes it in a temporary folder of its machine and hands back the
@@ -78,7 +79,8 @@ def _sigint_ignored():
 
 @contextlib.contextmanager
 def dask_client(jobs=None, scheduler=None, timeout="10s"):
-    """A client of a running cluster (``scheduler``, checked beforehand) or of a new ``LocalCluster`` of ``jobs`` workers."""
+    """A client of a running cluster (``scheduler``, checked beforehand) or of a new
+    ``LocalCluster`` of ``jobs`` workers."""
     import cloudpickle  # noqa: PLC0415
     from distributed import Client, LocalCluster  # noqa: PLC0415
 
@@ -125,14 +127,15 @@ def check_workers(client):
     crowded = [address for address, info in workers.items() if info.get("nthreads", 1) > 1]
     if crowded:
         warnings.warn(
-            f"workers {crowded} run several tasks at once: their runs disturb each other's timings; "
-            "start workers with --nthreads 1.",
+            f"workers {crowded} run several tasks at once: their runs disturb each other's "
+            "timings; start workers with --nthreads 1.",
             stacklevel=2,
         )
     hosts = [info.get("host") for info in workers.values()]
     if len(hosts) != len(set(hosts)):
         warnings.warn(
-            "several workers share a machine: their runs share its cores and disturb each other's timings.",
+            "several workers share a machine: their runs share its cores and disturb each other's "
+            "timings.",
             stacklevel=2,
         )
     return workers
@@ -183,16 +186,17 @@ def run_on_dask(sweep, client, stop_without_workers=None):
             alone = time.monotonic() - alone_since
             if stop_without_workers is not None and alone >= stop_without_workers:
                 raise NoWorkerLeft(
-                    f"No dask worker for {alone:.0f} s at {client.scheduler.address}: {len(pending)} runs did not run."
+                    f"No dask worker for {alone:.0f} s at {client.scheduler.address}: "
+                    f"{len(pending)} runs did not run."
                 )
             if (
                 alone >= min(NO_WORKER_NOTICE_S, stop_without_workers or NO_WORKER_NOTICE_S)
                 and not said
             ):
                 tqdm.write(
-                    f"No dask worker is left at {client.scheduler.address}: {len(pending)} runs wait for one. "
-                    f"Start workers (dask worker {client.scheduler.address} --nthreads 1), or Ctrl-C to stop "
-                    "(complete runs are kept)."
+                    f"No dask worker is left at {client.scheduler.address}: {len(pending)} runs "
+                    f"wait for one. Start workers (dask worker {client.scheduler.address} "
+                    "--nthreads 1), or Ctrl-C to stop (complete runs are kept)."
                 )
                 said = True
     except (KeyboardInterrupt, NoWorkerLeft):
@@ -201,7 +205,8 @@ def run_on_dask(sweep, client, stop_without_workers=None):
 
 
 def _collect(sweep, future, run):
-    """Store a finished task's outcome, then release it: a lost worker must not make dask compute it again."""
+    """Store a finished task's outcome, then release it: a lost worker must not make dask compute it
+    again."""
     try:
         outcome = future.result()
     except Exception as exc:  # noqa: BLE001  (KilledWorker: its worker was lost, too often)

@@ -23,7 +23,8 @@ _MLP_SIZE = "MLP {n_features}-{hidden}-1, batch {batch_size}"
 
 
 def size_label(row):
-    """``'MLP 10-50-1, batch 100'`` or ``'linear 20 features, batch 1'`` for a row of the MLP benchmarks.
+    """``'MLP 10-50-1, batch 100'`` or ``'linear 20 features, batch 1'`` for a row of the MLP
+    benchmarks.
 
     Examples
     --------
@@ -132,7 +133,8 @@ def _compact(group, benchmark):
 
 
 def _hoist_constants(view):
-    """The columns with one value in every row, said above the table instead: ``(view, sentence)``."""
+    """The columns with one value in every row, said above the table instead: ``(view,
+    sentence)``."""
     caveat = "caveat, or why not run"
     constant = [c for c in view.columns if c != caveat and view[c].astype(str).nunique() == 1]
     if len(view) < 2:
@@ -181,7 +183,8 @@ def details_text(df, csv_names=None, header=(), answers=()):
         "# Every measured configuration",
         "",
         *header,
-        "One table per benchmark, with the columns that answer; each table's CSV holds every column.",
+        "One table per benchmark, with the columns that answer; each table's CSV holds every "
+        "column.",
         "",
     ]
     if answers:

@@ -37,7 +37,8 @@ def tanh_regressor():
 
 
 def upsampling_model():
-    """A model onnxruntime cannot train: ``interpolate`` by 1.5 exports to a ``Resize``, which has no gradient.
+    """A model onnxruntime cannot train: ``interpolate`` by 1.5 exports to a ``Resize``, which has
+    no gradient.
 
     The training graph rewrites upsamplings by integer factors
     (:mod:`helpers.core.resampling`), not this one.
@@ -167,7 +168,8 @@ def _sequence_conv(channels):
 
 
 def sequence_conv_small():
-    """A 1-D CNN over sequences of 4 channels and 32 steps: two convolutions of 16 channels, average pooling.
+    """A 1-D CNN over sequences of 4 channels and 32 steps: two convolutions of 16 channels, average
+    pooling.
 
     Examples
     --------
@@ -220,7 +222,8 @@ def token_classifier_small():
 
 
 def token_classifier_large():
-    """The classifier of :func:`token_classifier_small` with a vocabulary of 20000 and embeddings of 128.
+    """The classifier of :func:`token_classifier_small` with a vocabulary of 20000 and embeddings of
+    128.
 
     Examples
     --------

@@ -59,12 +59,16 @@ class InputSpec:
 
 
 def weighted_layers(module):
-    """The layers of ``module`` that hold weights of their own (no sub-layer), in the order it registers them.
+    """The layers of ``module`` that hold weights of their own (no sub-layer), in the order it
+    registers them.
 
     Examples
     --------
     >>> from torch import nn
-    >>> [type(m).__name__ for m in weighted_layers(nn.Sequential(nn.Linear(4, 2), nn.ReLU(), nn.LayerNorm(2)))]
+    >>> [
+    ...     type(m).__name__
+    ...     for m in weighted_layers(nn.Sequential(nn.Linear(4, 2), nn.ReLU(), nn.LayerNorm(2)))
+    ... ]
     ['Linear', 'LayerNorm']
     """
     return (
@@ -101,7 +105,8 @@ def _shape_from_layer(layer):
         return (
             (DEFAULT_SEQUENCE_LENGTH,),
             "int64",
-            f"first layer {name}: sequences of {DEFAULT_SEQUENCE_LENGTH} token ids below {layer.num_embeddings}",
+            f"first layer {name}: sequences of {DEFAULT_SEQUENCE_LENGTH} token ids below "
+            f"{layer.num_embeddings}",
         )
     if isinstance(layer, nn.Linear):
         return (
@@ -113,8 +118,8 @@ def _shape_from_layer(layer):
         rank = len(layer.kernel_size)
         expected = _CONV_SHAPES.get(rank, "(channels, ...)").format(c=layer.in_channels)
         raise ValueError(
-            f"The first layer is {name}: it says its {layer.in_channels} input channels, not the size "
-            f"of a sample. Give input_shape, {expected}."
+            f"The first layer is {name}: it says its {layer.in_channels} input channels, not the "
+            f"size of a sample. Give input_shape, {expected}."
         )
     raise ValueError(
         f"The first layer is {name}: give input_shape (one sample, without the batch dimension) "
@@ -123,7 +128,8 @@ def _shape_from_layer(layer):
 
 
 def input_spec(module, input_shape=None, input_dtype=None):
-    """The input of ``module``: ``input_shape`` and ``input_dtype`` when given, else read from its first layer.
+    """The input of ``module``: ``input_shape`` and ``input_dtype`` when given, else read from its
+    first layer.
 
     ``nn.Linear(d, ...)`` first: rows of ``d`` float32 features.
     ``nn.Embedding(v, ...)`` first: int64 token ids below ``v``, sequences
@@ -150,7 +156,8 @@ def input_spec(module, input_shape=None, input_dtype=None):
     Examples
     --------
     >>> from torch import nn
-    >>> input_spec(nn.Sequential(nn.Embedding(50, 8), nn.Flatten(), nn.Linear(8 * 32, 3))).vocabulary
+    >>> tokens = nn.Sequential(nn.Embedding(50, 8), nn.Flatten(), nn.Linear(8 * 32, 3))
+    >>> input_spec(tokens).vocabulary
     50
     >>> input_spec(nn.Linear(16, 1)).shape
     (16,)
@@ -173,14 +180,16 @@ Give input_shape, (channels, height, width), e.g. [1, 28, 28].
         raise ValueError(f"input_dtype must be 'float32' or 'int64', got {dtype!r}.")
     if dtype == "int64" and embedding is None:
         raise ValueError(
-            "int64 inputs are token ids: the model has no nn.Embedding to say how many ids there are."
+            "int64 inputs are token ids: the model has no nn.Embedding to say how many ids there "
+            "are."
         )
     vocabulary = embedding.num_embeddings if dtype == "int64" else None
     return InputSpec(shape, dtype, vocabulary, source)
 
 
 def random_inputs(n_samples, spec, random_state=0):
-    """``n_samples`` random samples of ``spec``: standard normal floats, or token ids below its vocabulary.
+    """``n_samples`` random samples of ``spec``: standard normal floats, or token ids below its
+    vocabulary.
 
     Examples
     --------
@@ -225,7 +234,8 @@ def random_targets(X, task, n_outputs, random_state=0):
 
 
 def output_width(module, spec):
-    """How many values ``module`` returns per sample (the classes of a classifier), from two random samples.
+    """How many values ``module`` returns per sample (the classes of a classifier), from two random
+    samples.
 
     The module runs once in inference mode (``eval``), so that its buffers
     (``BatchNorm``'s running statistics) stay as they are.

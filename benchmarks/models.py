@@ -307,7 +307,8 @@ def mlp_layers(onx, weights=None):
     ops = {node.op_type for node in onx.graph.node}
     if ops - _ALLOWED_OPS:
         raise ValueError(
-            f"Only ReLU networks (MatMul, Add, Relu) are supported, the graph has {sorted(ops - _ALLOWED_OPS)}."
+            "Only ReLU networks (MatMul, Add, Relu) are supported, the graph has "
+            f"{sorted(ops - _ALLOWED_OPS)}."
         )
     values = dict(get_train_initializer(onx))
     if weights:

@@ -35,7 +35,8 @@ def _worker_info():
 
 
 def _stop_check(stop):
-    """A function telling whether the sweep was stopped: ``stop`` is None, an Event or a dask Event's name."""
+    """A function telling whether the sweep was stopped: ``stop`` is None, an Event or a dask
+    Event's name."""
     if stop is None:
         return lambda: False
     if isinstance(stop, str):

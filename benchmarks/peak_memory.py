@@ -76,7 +76,8 @@ def _module(model_function, n_features, hidden):
 
 
 def _onnx(model_function, n_features, hidden, example):
-    """The ONNX model the onnxruntime APIs train: the module exported (traced on ``example``), or the MLP built directly."""
+    """The ONNX model the onnxruntime APIs train: the module exported (traced on ``example``), or
+    the MLP built directly."""
     import warnings
 
     if not model_function:

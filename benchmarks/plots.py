@@ -98,7 +98,8 @@ def _bars(df, results, benchmark, measure, title):
         ax.set_xscale("log")
     ax.invert_yaxis()
     ax.set_xlabel(
-        f"{measure.replace('_s', '').replace('_', ' ')} (ms{', log scale' if ax.get_xscale() == 'log' else ''}; lower is better)"
+        f"{measure.replace('_s', '').replace('_', ' ')} "
+        f"(ms{', log scale' if ax.get_xscale() == 'log' else ''}; lower is better)"
     )
     ax.set_ylabel("")
     ax.set_title(title, fontsize=10)

@@ -15,7 +15,8 @@ SAME_WITHIN = 1.05
 
 
 def verdict(ratio):
-    """``'faster'``, ``'slower'`` or ``'same'``: a time ratio (the API's time over its peer's) in a word.
+    """``'faster'``, ``'slower'`` or ``'same'``: a time ratio (the API's time over its peer's) in a
+    word.
 
     Examples
     --------
@@ -83,7 +84,8 @@ def span_phrase(ratios):
 
 
 def framework_ratios(group, measure, pairs):
-    """``(api, peer, ratio, caveat)`` for each pair of ``pairs`` whose two frameworks both ran in ``group``.
+    """``(api, peer, ratio, caveat)`` for each pair of ``pairs`` whose two frameworks both ran in
+    ``group``.
 
     Each framework's time is the median of its rows' ``measure``; the
     ratio's caveat joins the caveats of both frameworks' rows
@@ -92,9 +94,16 @@ def framework_ratios(group, measure, pairs):
     Examples
     --------
     >>> import pandas as pd
-    >>> group = pd.DataFrame({"framework": ["torch eager", "ort whole-training"], "step_s": [2.0, 1.0],
-    ...                       "caveat": ["", "noisy: repeats spread 3.1x"]})
-    >>> framework_ratios(group, "step_s", [("ort whole-training", "torch eager"), ("ort whole-training", "x")])
+    >>> group = pd.DataFrame(
+    ...     {
+    ...         "framework": ["torch eager", "ort whole-training"],
+    ...         "step_s": [2.0, 1.0],
+    ...         "caveat": ["", "noisy: repeats spread 3.1x"],
+    ...     }
+    ... )
+    >>> framework_ratios(
+    ...     group, "step_s", [("ort whole-training", "torch eager"), ("ort whole-training", "x")]
+    ... )
     [('ort whole-training', 'torch eager', 0.5, 'noisy: repeats spread 3.1x')]
     """
     times = group.groupby("framework")[measure].median()

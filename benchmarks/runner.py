@@ -1,8 +1,8 @@
 """Run the benchmark notebooks over a grid of parameters, then summarize.
 
-A sweep expands a grid (:func:`benchmarks.sweep_grid.load_grid`, :func:`~benchmarks.sweep_grid.expand`) into runs, one
-notebook executed by papermill with one set of parameters each, and sends
-them to an engine:
+A sweep expands a grid (:func:`benchmarks.sweep_grid.load_grid`,
+:func:`~benchmarks.sweep_grid.expand`) into runs, one notebook executed by papermill with one set of
+parameters each, and sends them to an engine:
 
 * sequential (the default): one run after the other in this process;
 * ``--jobs N``: a ``dask.distributed.LocalCluster`` of N one-thread worker
@@ -86,7 +86,8 @@ class Sweep:
             self._progress.close()
 
     def arguments(self, run):
-        """The arguments of :func:`~benchmarks.notebook_runs.run_notebook` for ``run``, the notebook read here."""
+        """The arguments of :func:`~benchmarks.notebook_runs.run_notebook` for ``run``, the notebook
+        read here."""
         with open(run["notebook"], encoding="utf-8") as f:
             source = f.read()
         return os.path.basename(run["notebook"]), source, run["parameters"], self.kernel_name
@@ -139,11 +140,12 @@ def parse_arguments(argv=None):
     """The command line of ``python -m benchmarks``."""
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
-        description="Run the benchmark notebooks over a grid, then write the summary of the grid's runs.",
+        description="Run the benchmark notebooks over a grid, then write the summary of the "
+        "grid's runs.",
         epilog=(
-            f"Sweeps go to {DEFAULT_RESULTS} (git ignores it). The committed reference is refreshed "
-            f"only with --results {REFERENCE_RESULTS} --grid full. Ctrl-C stops a sweep; the same "
-            "command resumes it."
+            f"Sweeps go to {DEFAULT_RESULTS} (git ignores it). The committed reference is "
+            f"refreshed only with --results {REFERENCE_RESULTS} --grid full. Ctrl-C stops a sweep; "
+            "the same command resumes it."
         ),
     )
     parser.add_argument("--grid", default="quick", help="quick (default), full, or a TOML file")
@@ -156,13 +158,14 @@ def parse_arguments(argv=None):
         "--jobs",
         type=int,
         default=1,
-        help="runs at once on this machine, on a dask LocalCluster (default 1: one after the other, no dask); "
-        "their timings are not comparable with runs made one at a time",
+        help="runs at once on this machine, on a dask LocalCluster (default 1: one after the "
+        "other, no dask); their timings are not comparable with runs made one at a time",
     )
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="send the runs to a running dask cluster: the tcp://HOST:PORT `dask scheduler` prints (port 8786)",
+        help="send the runs to a running dask cluster: the tcp://HOST:PORT `dask scheduler` "
+        "prints (port 8786)",
     )
     parser.add_argument(
         "--stop-without-workers",
@@ -195,17 +198,19 @@ def parse_arguments(argv=None):
 
 
 def select_runs(runs, only, grid):
-    """The runs of the benchmarks named by ``--only``; an unknown name is refused with the valid ones.
+    """The runs of the benchmarks named by ``--only``; an unknown name is refused with the valid
+    ones.
 
     Examples
     --------
     >>> runs = [{"benchmark": "torch"}, {"benchmark": "sklearn"}]
     >>> select_runs(runs, ["sklearn"], "quick")
     [{'benchmark': 'sklearn'}]
-    >>> select_runs(runs, ["sklern"], "quick")
+    >>> select_runs(runs, ["sklern"], "quick")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    SystemExit: error: --only sklern: no such benchmark in grid quick. Its benchmarks: sklearn, torch.
+    SystemExit: error: --only sklern: no such benchmark in grid quick. Its benchmarks: sklearn,
+    torch.
     """
     if not only:
         return runs
@@ -234,7 +239,8 @@ def _summary_or_keep(results, runs):
 
 
 def _connect(args):
-    """A dask client, or None with a message when the scheduler cannot be reached (the traceback with --debug)."""
+    """A dask client, or None with a message when the scheduler cannot be reached (the traceback
+    with --debug)."""
     try:
         address = parse_scheduler_address(args.scheduler) if args.scheduler else None
         if address:
@@ -246,7 +252,8 @@ def _connect(args):
 
 
 def _run(sweep, args):
-    """Run the sweep's runs with the engine the command line chose; False when the cluster is unreachable."""
+    """Run the sweep's runs with the engine the command line chose; False when the cluster is
+    unreachable."""
     if not sweep.todo:
         return True
     if not (args.scheduler or args.jobs > 1):
@@ -273,8 +280,8 @@ def _run(sweep, args):
         if args.debug:
             traceback.print_exc()
         print(
-            f"error: the dask scheduler at {args.scheduler} stopped answering ({type(error).__name__}: "
-            f"{str(error).splitlines()[0][:150] if str(error) else ''}).",
+            f"error: the dask scheduler at {args.scheduler} stopped answering "
+            f"({type(error).__name__}: {str(error).splitlines()[0][:150] if str(error) else ''}).",
             file=sys.stderr,
         )
         return False
@@ -297,7 +304,8 @@ def main(argv=None):
             if args.jobs > 1:
                 warnings.warn(
                     f"--jobs {args.jobs}: parallel runs share the cores and disturb each other's "
-                    "timings: they are not comparable with runs made one at a time (the summary says so). "
+                    "timings: they are not comparable with runs made one at a time (the summary "
+                    "says so). "
                     "Use it for smoke tests, not for figures you will quote.",
                     stacklevel=1,
                 )

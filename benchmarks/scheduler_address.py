@@ -24,10 +24,12 @@ class SchedulerAddressError(ValueError):
 
     Examples
     --------
-    >>> parse_scheduler_address("http://localhost:8787")
+    >>> parse_scheduler_address("http://localhost:8787")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    benchmarks.scheduler_address.SchedulerAddressError: --scheduler http://localhost:8787 is a web address (the dashboard?): the scheduler's is tcp://HOST:PORT, as `dask scheduler` prints it (port 8786 by default).
+    benchmarks.scheduler_address.SchedulerAddressError: --scheduler http://localhost:8787 is a web
+    address (the dashboard?): the scheduler's is tcp://HOST:PORT, as `dask scheduler` prints it
+    (port 8786 by default).
     """
 
 
@@ -38,16 +40,17 @@ def parse_scheduler_address(text):
     --------
     >>> parse_scheduler_address("localhost:8786"), parse_scheduler_address("tcp://10.0.0.2:9000")
     ('tcp://localhost:8786', 'tcp://10.0.0.2:9000')
-    >>> parse_scheduler_address("127.0.0.1")
+    >>> parse_scheduler_address("127.0.0.1")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    benchmarks.scheduler_address.SchedulerAddressError: --scheduler 127.0.0.1 has no port: write tcp://127.0.0.1:8786 (8786 is dask's default).
+    benchmarks.scheduler_address.SchedulerAddressError: --scheduler 127.0.0.1 has no port: write
+    tcp://127.0.0.1:8786 (8786 is dask's default).
     """
     text = text.strip()
     if re.match(r"^https?://", text):
         raise SchedulerAddressError(
-            f"--scheduler {text} is a web address (the dashboard?): the scheduler's is tcp://HOST:PORT, "
-            f"as `dask scheduler` prints it (port {SCHEDULER_PORT} by default)."
+            f"--scheduler {text} is a web address (the dashboard?): the scheduler's is "
+            f"tcp://HOST:PORT, as `dask scheduler` prints it (port {SCHEDULER_PORT} by default)."
         )
     match = _ADDRESS.match(text)
     if match is None:
@@ -67,17 +70,21 @@ def parse_scheduler_address(text):
 
 
 def check_scheduler(address, timeout=5.0):
-    """Raise :class:`SchedulerAddressError` unless a dask scheduler answers at ``address`` (``tcp://HOST:PORT``).
+    """Raise :class:`SchedulerAddressError` unless a dask scheduler answers at ``address``
+    (``tcp://HOST:PORT``).
 
     A dask scheduler greets a new connection with its handshake; a web
     server (the dashboard) waits for a request and answers it with HTTP.
 
     Examples
     --------
-    >>> check_scheduler("tcp://127.0.0.1:9", timeout=1)  # the discard port: nothing listens
+    >>> # the discard port: nothing listens
+    >>> check_scheduler("tcp://127.0.0.1:9", timeout=1)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    benchmarks.scheduler_address.SchedulerAddressError: Nothing answers at tcp://127.0.0.1:9 (Connection refused). Start the scheduler there (dask scheduler --port 9), or give the address it prints.
+    benchmarks.scheduler_address.SchedulerAddressError: Nothing answers at tcp://127.0.0.1:9
+    (Connection refused). Start the scheduler there (dask scheduler --port 9), or give the address
+    it prints.
     """
     host, port = address.removeprefix("tcp://").rsplit(":", 1)
     host, port = host.strip("[]"), int(port)
@@ -113,10 +120,11 @@ def check_scheduler(address, timeout=5.0):
         ) from None
     if reply.startswith(b"HTTP/"):
         raise SchedulerAddressError(
-            f"{address} answers HTTP: that is a web server (dask's dashboard, port {DASHBOARD_PORT} by default), "
-            f"not the scheduler. Give the tcp:// address `dask scheduler` prints (port {SCHEDULER_PORT} by default)."
+            f"{address} answers HTTP: that is a web server (dask's dashboard, port "
+            f"{DASHBOARD_PORT} by default), not the scheduler. Give the tcp:// address `dask "
+            f"scheduler` prints (port {SCHEDULER_PORT} by default)."
         )
     raise SchedulerAddressError(
-        f"Something listens at {address} but does not answer as a dask scheduler. Give the tcp:// address "
-        "`dask scheduler` prints."
+        f"Something listens at {address} but does not answer as a dask scheduler. Give the tcp:// "
+        "address `dask scheduler` prints."
     )

@@ -88,7 +88,8 @@ REFIT_GOAL_MS = 5.0
 
 
 def _sklearn_fit(config, random_state=0):
-    """``fit(epochs)`` of ``MLPRegressor`` with the step of the ONNX runs (plain SGD, no penalty)."""
+    """``fit(epochs)`` of ``MLPRegressor`` with the step of the ONNX runs (plain SGD, no
+    penalty)."""
     from sklearn.neural_network import MLPRegressor  # noqa: PLC0415
 
     X, y = bm.random_regression(

@@ -68,7 +68,8 @@ def _check_ignored_when(name, ignored_when, path):
 
 
 def _matches(value, case):
-    """Whether a parameter's value is the TOML key ``case`` (keys are strings: 1 is '1', True 'true')."""
+    """Whether a parameter's value is the TOML key ``case`` (keys are strings: 1 is '1', True
+    'true')."""
     return case in (str(value), json.dumps(value))
 
 

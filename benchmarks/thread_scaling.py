@@ -1,4 +1,5 @@
-"""How a training step scales with threads: both onnxruntime APIs against torch and the matrix products.
+"""How a training step scales with threads: both onnxruntime APIs against torch and the matrix
+products.
 
 For each network size (``D-H-1@B``: a ReLU MLP ``D -> H -> 1`` trained on
 batches of ``B`` rows with plain SGD) and each thread count, the script
@@ -318,15 +319,16 @@ def markdown(df, epochs, repeats):
         "",
         *machine_lines(machine_info(), package_versions(), df.threads),
         "",
-        "How do both APIs scale with threads, against torch? (x: speed-up from the fewest to the most threads; "
-        "ratios to torch at the most threads, below 1 is faster than torch.)",
+        "How do both APIs scale with threads, against torch? (x: speed-up from the fewest to the "
+        "most threads; ratios to torch at the most threads, below 1 is faster than torch.)",
         "",
         *answer(df),
         "",
-        f"Milliseconds per step: the marginal cost of one step, (fit of {epochs[1]} epochs - fit of "
-        f"{epochs[0]}) / extra steps, best of {repeats} alternating repeats; ReLU MLP `D-H-1`, batches of "
-        "`B` rows, plain SGD, every framework on the row's threads. The two last columns are the step's "
-        "five matrix products alone, in onnxruntime's kernels (the runtime's bound) and in numpy.",
+        f"Milliseconds per step: the marginal cost of one step, (fit of {epochs[1]} epochs - fit "
+        f"of {epochs[0]}) / extra steps, best of {repeats} alternating repeats; ReLU MLP `D-H-1`, "
+        "batches of `B` rows, plain SGD, every framework on the row's threads. The two last "
+        "columns are the step's five matrix products alone, in onnxruntime's kernels (the "
+        "runtime's bound) and in numpy.",
         "",
         "| size | threads | " + " | ".join(columns) + " |",
         "| --- | --- | " + " | ".join("---" for _ in columns) + " |",
@@ -386,7 +388,8 @@ def main(argv=None):
     """Measure, then write the CSV, the markdown summary and the plot; see ``--help``."""
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.thread_scaling",
-        description="Marginal cost of a training step against the number of threads: both onnxruntime "
+        description="Marginal cost of a training step against the number of threads: both "
+        "onnxruntime "
         "APIs, torch eager, onnxruntime's matrix products (the bound) and numpy's.",
     )
     parser.add_argument(
@@ -411,7 +414,8 @@ def main(argv=None):
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="tiny sizes, 4 steps per epoch, epochs 1,2 and one repeat: checks the script, measures nothing",
+        help="tiny sizes, 4 steps per epoch, epochs 1,2 and one repeat: checks the script, "
+        "measures nothing",
     )
     args = parser.parse_args(argv)
     try:

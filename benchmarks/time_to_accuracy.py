@@ -366,10 +366,19 @@ def summary_lines(curves, targets=None):
 
     Examples
     --------
-    >>> curves = pd.DataFrame({"task": "digits MLP", "framework": [bm.TORCH, bm.ORT_WHOLE,
-    ...                        bm.ORT_FORWARD_BACKWARD], "epoch": 1, "seconds": [0.4, 0.2, 0.3],
-    ...                        "seconds_slowest": [0.5, 0.2, 0.4], "heldout_metric": "accuracy", "heldout_value": 0.96, "target": 0.95,
-    ...                        "threads": 2})
+    >>> curves = pd.DataFrame(
+    ...     {
+    ...         "task": "digits MLP",
+    ...         "framework": [bm.TORCH, bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD],
+    ...         "epoch": 1,
+    ...         "seconds": [0.4, 0.2, 0.3],
+    ...         "seconds_slowest": [0.5, 0.2, 0.4],
+    ...         "heldout_metric": "accuracy",
+    ...         "heldout_value": 0.96,
+    ...         "target": 0.95,
+    ...         "threads": 2,
+    ...     }
+    ... )
     >>> print("\\n".join(summary_lines(curves)))  # doctest: +NORMALIZE_WHITESPACE
     Time to a held-out target, set-up included (fresh fits, 2 threads): on the digits MLP
     (95% held-out accuracy), ort whole-training takes 0.20 s against torch eager's 0.40 s:

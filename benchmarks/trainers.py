@@ -107,7 +107,8 @@ class TorchTrainer:
         return torch_layers(self.model)
 
     def onnxruntime_passes(self, X):
-        """With ``wrap='ort'``: a call that runs onnxruntime's forward and backward passes alone on batch ``X``.
+        """With ``wrap='ort'``: a call that runs onnxruntime's forward and backward passes alone on
+        batch ``X``.
 
         No torch: the inputs and weights are wrapped once, the output
         gradient is fixed. The difference with :meth:`step` is what torch
@@ -374,7 +375,8 @@ class OrtStepProducts:
         if W2.shape[1] != 1:
             raise ValueError(f"OrtStepProducts expects one output, the network has {W2.shape[1]}.")
         self.products = StepProducts(W1.shape[0], W1.shape[1], n_threads=n_threads)
-        # the network's own weights: the values change no time, but the step is the step of this network
+        # the network's own weights: the values change no time, but the step is the step of this
+        # network
         self.products.w1 = np.ascontiguousarray(W1, dtype=np.float32)
         self.products.w2 = np.ascontiguousarray(W2, dtype=np.float32)
 

@@ -1,4 +1,5 @@
-"""What ``bench_your_model.ipynb`` runs: a fit per framework of one torch model, and the rows of its record.
+"""What ``bench_your_model.ipynb`` runs: a fit per framework of one torch model, and the rows of its
+record.
 
 Every fit starts from the same weights and draws the same batches (one
 permutation per epoch from ``numpy.random.RandomState(random_state)``, as the
@@ -100,7 +101,8 @@ def torch_fit(
 
 
 def ort_fit(make, X, y, fresh=False):
-    """``fit(epochs)`` of an onnxruntime optimizer made by ``make()``; returns the last epoch's loss.
+    """``fit(epochs)`` of an onnxruntime optimizer made by ``make()``; returns the last epoch's
+    loss.
 
     With ``fresh``, the training caches are emptied first, so that every fit
     pays the set-up a first fit pays (artifacts, gradient graph, sessions):
@@ -113,7 +115,8 @@ def ort_fit(make, X, y, fresh=False):
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> onx = mlp_onnx(2, hidden=(3,))
     >>> X, y = np.ones((8, 2), np.float32), np.zeros((8, 1), np.float32)
-    >>> ort_fit(lambda: OrtGradientOptimizer(add_loss_output(onx), batch_size=4), X, y, fresh=True)(2) >= 0
+    >>> make = lambda: OrtGradientOptimizer(add_loss_output(onx), batch_size=4)
+    >>> ort_fit(make, X, y, fresh=True)(2) >= 0
     True
     """
     from helpers.core.training_cache import clear_training_caches  # noqa: PLC0415
@@ -129,7 +132,8 @@ def ort_fit(make, X, y, fresh=False):
 def ort_makers(
     onx, task, optimizer="sgd", learning_rate=0.05, batch_size=64, n_threads=None, random_state=0
 ):
-    """``make()``: a new optimizer of each onnxruntime API for the forward-only model ``onx``, by name.
+    """``make()``: a new optimizer of each onnxruntime API for the forward-only model ``onx``, by
+    name.
 
     The whole-training API trains ``add_loss_output(onx, score_name=...)``,
     the forward/backward API ``onx`` with ``learning_loss=...``: the
@@ -142,7 +146,11 @@ def ort_makers(
     >>> [type(make()).__name__ for name, make in sorted(makers.items())]
     ['OrtGradientForwardBackwardOptimizer', 'OrtGradientOptimizer']
     """
-    from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output  # noqa: PLC0415
+    from helpers import (  # noqa: PLC0415
+        OrtGradientForwardBackwardOptimizer,
+        OrtGradientOptimizer,
+        add_loss_output,
+    )
 
     loss = LOSSES[task][0]
     common = dict(
@@ -172,7 +180,8 @@ def ort_fits(
     random_state=0,
     fresh=False,
 ):
-    """``fit(epochs)`` of both onnxruntime APIs on the forward-only model ``onx``, by framework name.
+    """``fit(epochs)`` of both onnxruntime APIs on the forward-only model ``onx``, by framework
+    name.
 
     The optimizers of :func:`ort_makers`: a model the runtime cannot train
     fails at its first fit, in :func:`first_fits`. ``fresh``: see :func:`ort_fit`.
@@ -180,7 +189,14 @@ def ort_fits(
     Examples
     --------
     >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> sorted(ort_fits(mlp_onnx(2, hidden=(3,)), np.ones((8, 2), np.float32), np.zeros(8, np.int64), "regression"))
+    >>> sorted(
+    ...     ort_fits(
+    ...         mlp_onnx(2, hidden=(3,)),
+    ...         np.ones((8, 2), np.float32),
+    ...         np.zeros(8, np.int64),
+    ...         "regression",
+    ...     )
+    ... )
     ['ort forward-backward', 'ort whole-training']
     """
     makers = ort_makers(onx, task, optimizer, learning_rate, batch_size, n_threads, random_state)
@@ -200,7 +216,8 @@ def failure_reason(exc, limit=300):
 
 
 def first_fits(fits, clock=time.perf_counter):
-    """Fit each framework for one epoch: those that ran, why the others failed, how long each first fit took.
+    """Fit each framework for one epoch: those that ran, why the others failed, how long each first
+    fit took.
 
     Any exception is a failure of that framework alone: the others still run.
 
@@ -241,7 +258,10 @@ def model_family(model_function, module):
     --------
     >>> model_family("benchmarks.example_models:image_cnn_small", None)
     'CNN on images'
-    >>> model_family("mine:net", torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 1)))
+    >>> model_family(
+    ...     "mine:net",
+    ...     torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 1)),
+    ... )
     'Linear'
     """
     from benchmarks.example_models import ZOO  # noqa: PLC0415
@@ -253,7 +273,8 @@ def model_family(model_function, module):
 
 
 def compile_seconds(fit, first_s, clock=time.perf_counter):
-    """What ``torch.compile`` took: its first fit of one epoch (``first_s``) minus a fit of one epoch once compiled.
+    """What ``torch.compile`` took: its first fit of one epoch (``first_s``) minus a fit of one
+    epoch once compiled.
 
     NaN when the compiled fit was not faster than the first one (the machine's noise was larger).
 
@@ -289,7 +310,8 @@ def compile_note(compile_s):
 
 
 def step_sentence(name, step_s, caveats=None):
-    """How a step of ``name`` compares with torch eager and ``torch.compile``, in words, with the caveats of each ratio.
+    """How a step of ``name`` compares with torch eager and ``torch.compile``, in words, with the
+    caveats of each ratio.
 
     Parameters
     ----------
@@ -302,12 +324,21 @@ def step_sentence(name, step_s, caveats=None):
 
     Examples
     --------
-    >>> step_sentence("ort whole-training", {"ort whole-training": 1.0, "torch eager": 2.0, "torch.compile": 1.01})
+    >>> step_sentence(
+    ...     "ort whole-training",
+    ...     {"ort whole-training": 1.0, "torch eager": 2.0, "torch.compile": 1.01},
+    ... )
     'ort whole-training: a step is 2.0x faster than torch eager, as fast as torch.compile.'
-    >>> step_sentence("ort whole-training", {"ort whole-training": 1.0, "torch eager": 165.6},
-    ...               {"torch eager": "noisy: repeats spread 3.1x"})
-    'ort whole-training: a step is 165.6x faster than torch eager (no finding: noisy: repeats spread 3.1x).'
-    >>> step_sentence("ort whole-training", {"ort whole-training": 1.0, "torch eager": float("nan")})[:41]
+    >>> step_sentence(
+    ...     "ort whole-training",
+    ...     {"ort whole-training": 1.0, "torch eager": 165.6},
+    ...     {"torch eager": "noisy: repeats spread 3.1x"},
+    ... )  # doctest: +NORMALIZE_WHITESPACE
+    'ort whole-training: a step is 165.6x faster than torch eager (no finding: noisy: repeats
+    spread 3.1x).'
+    >>> step_sentence(
+    ...     "ort whole-training", {"ort whole-training": 1.0, "torch eager": float("nan")}
+    ... )[:41]
     'ort whole-training: no ratio, a step time'
     """
     caveats = caveats or {}
@@ -327,7 +358,8 @@ def step_sentence(name, step_s, caveats=None):
 
 
 def record_rows(common, costs, final, failed, curves, memory=None, compile_s=None, tolerance=1e-3):
-    """One row per framework: step time and ratio to torch eager, loss, time to loss, memory; or the failure.
+    """One row per framework: step time and ratio to torch eager, loss, time to loss, memory; or the
+    failure.
 
     Parameters
     ----------
@@ -357,10 +389,20 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
     Examples
     --------
     >>> import pandas as pd
-    >>> costs = {bm.TORCH: {"step_s": 0.002, "fixed_s": 0.01}, bm.ORT_WHOLE: {"step_s": 0.001, "fixed_s": 0.02}}
-    >>> curves = pd.DataFrame({"framework": [bm.TORCH, bm.ORT_WHOLE], "seconds": [0.1, 0.2], "loss": [1.0, 1.0]})
-    >>> rows = record_rows({"benchmark": "your_model", "batch_size": 32}, costs, {bm.TORCH: 1.0, bm.ORT_WHOLE: 1.0},
-    ...                    {bm.ORT_FORWARD_BACKWARD: "UntrainableModelError: Round"}, curves)
+    >>> costs = {
+    ...     bm.TORCH: {"step_s": 0.002, "fixed_s": 0.01},
+    ...     bm.ORT_WHOLE: {"step_s": 0.001, "fixed_s": 0.02},
+    ... }
+    >>> curves = pd.DataFrame(
+    ...     {"framework": [bm.TORCH, bm.ORT_WHOLE], "seconds": [0.1, 0.2], "loss": [1.0, 1.0]}
+    ... )
+    >>> rows = record_rows(
+    ...     {"benchmark": "your_model", "batch_size": 32},
+    ...     costs,
+    ...     {bm.TORCH: 1.0, bm.ORT_WHOLE: 1.0},
+    ...     {bm.ORT_FORWARD_BACKWARD: "UntrainableModelError: Round"},
+    ...     curves,
+    ... )
     >>> [(r["framework"], r.get("ratio_to_torch_eager"), r["comparable"], r["error"]) for r in rows]
     [('torch eager', 1.0, True, None), ('ort whole-training', 0.5, True, None), \
 ('ort forward-backward', None, None, 'UntrainableModelError: Round')]

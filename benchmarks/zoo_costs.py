@@ -244,7 +244,8 @@ def costs_table(df):
 
 
 def zoo_costs_markdown(df):
-    """The answer in a sentence, then the table: markdown (the summary's glossary defines its terms).
+    """The answer in a sentence, then the table: markdown (the summary's glossary defines its
+    terms).
 
     Examples
     --------

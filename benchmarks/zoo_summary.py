@@ -1,4 +1,5 @@
-"""The model zoo in a sweep's summary: for which families onnxruntime trains a step faster, and where not.
+"""The model zoo in a sweep's summary: for which families onnxruntime trains a step faster, and
+where not.
 
 The ``your_model`` rows (``bench_your_model.ipynb``, run by the ``zoo_*``
 tables of ``grids/full.toml`` on :data:`benchmarks.example_models.ZOO`) give
@@ -45,22 +46,33 @@ def _zoo_rows(df):
 
 
 def zoo_ratios(df):
-    """Step time of each onnxruntime API over torch eager's and ``torch.compile``'s, per machine, model and threads.
+    """Step time of each onnxruntime API over torch eager's and ``torch.compile``'s, per machine,
+    model and threads.
 
     Only the ``your_model`` rows with plain SGD and a step time count.
 
     Returns
     -------
     pandas.DataFrame
-        Columns ``machine``, ``family``, ``label``, ``n_weights``, ``threads``, ``api``, ``peer``, ``ratio``
-        and ``caveat`` (why the ratio is no finding, or ``''``: :mod:`benchmarks.caveats`).
+        Columns ``machine``, ``family``, ``label``, ``n_weights``, ``threads``, ``api``, ``peer``,
+        ``ratio`` and ``caveat`` (why the ratio is no finding, or ``''``:
+        :mod:`benchmarks.caveats`).
 
     Examples
     --------
-    >>> df = pd.DataFrame({"benchmark": "your_model", "machine": "m", "model": "x:cnn_small", "family": "CNN",
-    ...                    "optimizer": "sgd", "n_weights": 900, "threads": 2,
-    ...                    "framework": ["torch eager", "torch.compile", "ort whole-training"],
-    ...                    "time_per_update_s": [2.0, 1.0, 1.0]})
+    >>> df = pd.DataFrame(
+    ...     {
+    ...         "benchmark": "your_model",
+    ...         "machine": "m",
+    ...         "model": "x:cnn_small",
+    ...         "family": "CNN",
+    ...         "optimizer": "sgd",
+    ...         "n_weights": 900,
+    ...         "threads": 2,
+    ...         "framework": ["torch eager", "torch.compile", "ort whole-training"],
+    ...         "time_per_update_s": [2.0, 1.0, 1.0],
+    ...     }
+    ... )
     >>> zoo_ratios(df)[["label", "peer", "ratio"]].to_numpy().tolist()
     [['CNN (small)', 'torch eager', 0.5], ['CNN (small)', 'torch.compile', 1.0]]
     """
@@ -94,7 +106,8 @@ def zoo_ratios(df):
 
 
 def _verdicts(ratios, peer):
-    """Model label to 'faster', 'slower' or 'mixed': the faster API against ``peer``, at every thread count.
+    """Model label to 'faster', 'slower' or 'mixed': the faster API against ``peer``, at every
+    thread count.
 
     Only ratios without a caveat count (:mod:`benchmarks.caveats`).
     """
@@ -128,7 +141,8 @@ _VERDICT_WORDS = {
 
 
 def zoo_sentence(ratios, peer, families=None):
-    """The answer against ``peer``: the models where onnxruntime's faster API trains a step faster, and where slower.
+    """The answer against ``peer``: the models where onnxruntime's faster API trains a step faster,
+    and where slower.
 
     ``families`` (family to its model labels) names a family once when all
     its models share a verdict (default: the models of ``ratios``). ``''``
@@ -136,15 +150,22 @@ def zoo_sentence(ratios, peer, families=None):
 
     Examples
     --------
-    >>> ratios = pd.DataFrame({"family": ["CNN"] * 4 + ["MLP"] * 2,
-    ...                        "label": ["CNN (small)"] * 2 + ["CNN (large)"] * 2 + ["MLP (small)"] * 2,
-    ...                        "threads": [2] * 6, "api": ["ort whole-training"] * 6,
-    ...                        "peer": ["torch eager", "torch.compile"] * 3, "ratio": [1.5, 1.0, 1.2, 1.3, 0.5, 0.9]})
-    >>> print(zoo_sentence(ratios, "torch eager"))
-    Against torch eager, onnxruntime's faster API trains a step faster for: MLP (small); slower for: CNN.
-    >>> print(zoo_sentence(ratios, "torch.compile"))
-    Against torch.compile, onnxruntime's faster API trains a step faster for: MLP (small); slower for: \
-CNN (large); within 5%, or faster at one thread count only, for: CNN (small).
+    >>> ratios = pd.DataFrame(
+    ...     {
+    ...         "family": ["CNN"] * 4 + ["MLP"] * 2,
+    ...         "label": ["CNN (small)"] * 2 + ["CNN (large)"] * 2 + ["MLP (small)"] * 2,
+    ...         "threads": [2] * 6,
+    ...         "api": ["ort whole-training"] * 6,
+    ...         "peer": ["torch eager", "torch.compile"] * 3,
+    ...         "ratio": [1.5, 1.0, 1.2, 1.3, 0.5, 0.9],
+    ...     }
+    ... )
+    >>> print(zoo_sentence(ratios, "torch eager"))  # doctest: +NORMALIZE_WHITESPACE
+    Against torch eager, onnxruntime's faster API trains a step faster for: MLP (small); slower for:
+    CNN.
+    >>> print(zoo_sentence(ratios, "torch.compile"))  # doctest: +NORMALIZE_WHITESPACE
+    Against torch.compile, onnxruntime's faster API trains a step faster for: MLP (small); slower
+    for: CNN (large); within 5%, or faster at one thread count only, for: CNN (small).
     """
     if families is None:
         families = {
@@ -169,12 +190,22 @@ def _weights(n):
 
 
 def zoo_table(ratios, peer):
-    """Lines of a markdown table against ``peer``: a row per model and thread count, a column per API.
+    """Lines of a markdown table against ``peer``: a row per model and thread count, a column per
+    API.
 
     Examples
     --------
-    >>> ratios = pd.DataFrame({"family": "CNN", "label": "CNN (small)", "n_weights": 900, "threads": 2,
-    ...                        "api": "ort whole-training", "peer": ["torch eager", "torch.compile"], "ratio": [0.5, 1.0]})
+    >>> ratios = pd.DataFrame(
+    ...     {
+    ...         "family": "CNN",
+    ...         "label": "CNN (small)",
+    ...         "n_weights": 900,
+    ...         "threads": 2,
+    ...         "api": "ort whole-training",
+    ...         "peer": ["torch eager", "torch.compile"],
+    ...         "ratio": [0.5, 1.0],
+    ...     }
+    ... )
     >>> print("\\n".join(zoo_table(ratios, "torch eager")))
     | model | weights | threads | whole-training |
     | --- | --- | --- | --- |
@@ -205,7 +236,8 @@ def zoo_table(ratios, peer):
 
 
 def _models(rows):
-    """``families`` (family to its model labels) and the labels no onnxruntime API has a step time for."""
+    """``families`` (family to its model labels) and the labels no onnxruntime API has a step time
+    for."""
     rows = rows.assign(label=[model_label(f, m) for f, m in zip(rows.family, rows.model)])
     families = {
         family: list(dict.fromkeys(group.label))

@@ -235,8 +235,8 @@ def _public_names_table():
         module = obj.__module__
         package = ".".join(module.split(".")[:2])
         rows.append(
-            f"- {{py:obj}}`{name} <{module}.{obj.__qualname__}>` "
-            f"({{doc}}`{package.split('.')[1]} <api/{package.split('.')[1]}>`): {_first_sentence(obj)}."
+            f"- {{py:obj}}`{name} <{module}.{obj.__qualname__}>` ({{doc}}`{package.split('.')[1]} "
+            f"<api/{package.split('.')[1]}>`): {_first_sentence(obj)}."
         )
     return "\n".join(rows)
 
@@ -255,8 +255,10 @@ def _api_answer(text, api):
     ``slower`` is ``'1.1x more for MLP 10-500-1, batch 1000'`` or ``''``.
     """
     match = re.search(
-        rf"The {api} API against torch(?: eager)?: faster in (?P<faster>\d+) of (?P<total>\d+) configurations "
-        r"\((?P<span>[\d.]+x(?: to [\d.]+x)?)\)(?:, slower in \d+ \((?P<slow>[\d.]+x(?: to [\d.]+x)?): "
+        rf"The {api} API against torch(?: eager)?: faster in (?P<faster>\d+) of (?P<total>\d+) "
+        r"configurations "
+        r"\((?P<span>[\d.]+x(?: to [\d.]+x)?)\)(?:, slower in \d+ \((?P<slow>[\d.]+x(?: to "
+        r"[\d.]+x)?): "
         r"(?P<where>[^)]*)\))?",
         text,
     )
@@ -300,9 +302,9 @@ def headline():
     which = f"MLPs ({sizes[0]} to {sizes[-1]})" if len(sizes) > 1 else "MLPs"
     threads = int(best.group("threads"))
     return (
-        f"On the project's {best.group('cores')}-core machine ({best.group('machine')}, "
-        f"{threads} thread{'s' if threads > 1 else ''}), a training step of the benchmark's "
-        f"{which} takes {_answer_phrase(whole, ' time** with the whole-training API than with torch eager')}, "
+        f"On the project's {best.group('cores')}-core machine ({best.group('machine')}, {threads} "
+        f"thread{'s' if threads > 1 else ''}), a training step of the benchmark's {which} takes "
+        f"{_answer_phrase(whole, ' time** with the whole-training API than with torch eager')}, "
         f"and {_answer_phrase(forward_backward, '** with the forward/backward API')} "
         f"({{doc}}`benchmark results <benchmarks>`)."
     )

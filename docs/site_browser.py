@@ -133,7 +133,8 @@ class Browser:
         return reply["result"].get("value")
 
     def screenshot(self, name, around=None):
-        """A picture of the window, or of the region ``around`` (x, y, width, height) of the page."""
+        """A picture of the window, or of the region ``around`` (x, y, width, height) of the
+        page."""
         shots = os.path.join(self.site, "_screenshots")
         os.makedirs(shots, exist_ok=True)
         region = {}
@@ -165,7 +166,10 @@ class Browser:
 # A function of the theme ('light' or 'dark'): measures the page's layout in that theme.
 _MEASURE = r"""(theme) => {
 function luminance(rgb) {
-  const c = rgb.map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+  const c = rgb.map(v => {
+    v /= 255;
+    return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+  });
   return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
 }
 function rgba(text) { const m = text.match(/[\d.]+/g); return m ? m.map(Number) : [0, 0, 0, 0]; }
@@ -214,14 +218,17 @@ r.tables = [...article.querySelectorAll('div.cell_output table')].map(t => {
   return {
     columns: Math.max(0, ...body.map(width)),
     headerRows: head.length,
-    emptyHeaderRows: head.filter(row => [...row.cells].slice(1).every(c => !c.textContent.trim())).length,
+    emptyHeaderRows: head.filter(
+      row => [...row.cells].slice(1).every(c => !c.textContent.trim())).length,
     minPadding: Math.min(...cells.map(c => parseFloat(getComputedStyle(c).paddingLeft))),
     misaligned: misaligned,
-    minContrast: Math.min(...text.map(c => contrast(rgba(getComputedStyle(c).color).slice(0, 3), background(c)))),
+    minContrast: Math.min(...text.map(
+      c => contrast(rgba(getComputedStyle(c).color).slice(0, 3), background(c)))),
     bars: bars.length,
     barsWithText: bars.filter(c => c.textContent.trim()).length,
     barContrast: Math.min(...bars.map(c => contrast(
-      rgba(getComputedStyle(c).backgroundImage.match(/rgba?\([^)]*\)/)[0]).slice(0, 3), background(c.parentElement)))),
+      rgba(getComputedStyle(c).backgroundImage.match(/rgba?\([^)]*\)/)[0]).slice(0, 3),
+      background(c.parentElement)))),
   };
 });
 r.images = [...article.querySelectorAll('img')].map(i => ({
@@ -230,13 +237,16 @@ r.images = [...article.querySelectorAll('img')].map(i => ({
   scale: i.naturalWidth ? i.getBoundingClientRect().width / i.naturalWidth : 0,
   width: i.getBoundingClientRect().width,
 }));
-const api = [...document.querySelectorAll('.sidebar-tree a')].find(a => a.textContent.trim() === 'API reference');
+const api = [...document.querySelectorAll('.sidebar-tree a')].find(
+  a => a.textContent.trim() === 'API reference');
 r.apiLinkBottom = api ? api.getBoundingClientRect().bottom : null;
-r.sidebarLinks = [...document.querySelectorAll('.sidebar-tree a')].map(a => [a.textContent.trim(), a.getBoundingClientRect().height]);
+r.sidebarLinks = [...document.querySelectorAll('.sidebar-tree a')].map(
+  a => [a.textContent.trim(), a.getBoundingClientRect().height]);
 r.downloads = [...article.querySelectorAll('a.download')].map(a => a.getAttribute('href'));
 const contents = article.querySelector('nav.contents');
 r.contents = contents ? {
-  visible: contents.getBoundingClientRect().height > 0 && getComputedStyle(contents).display !== 'none',
+  visible: contents.getBoundingClientRect().height > 0
+    && getComputedStyle(contents).display !== 'none',
   top: contents.getBoundingClientRect().top + window.scrollY,
   links: contents.querySelectorAll('a').length} : null;
 r.objects = article.querySelectorAll('dl.py > dt[id]').length;
@@ -246,9 +256,11 @@ return r;
 
 
 def region_of(browser, condition):
-    """(x, y, width, height) of the first notebook cell for which the JS ``condition(cell)`` holds."""
+    """(x, y, width, height) of the first notebook cell for which the JS ``condition(cell)``
+    holds."""
     return browser.evaluate(
-        f"(() => {{ const cell = [...document.querySelectorAll('article div.cell')].find({condition});"
+        "(() => "
+        f"{{ const cell = [...document.querySelectorAll('article div.cell')].find({condition});"
         " if (!cell) return null; const r = cell.getBoundingClientRect();"
         " return [0, r.top + scrollY - 10, innerWidth, Math.min(r.height + 20, 1000)]; })()"
     )

@@ -82,7 +82,8 @@ def test_page_renders(browser, page):
 @pytest.mark.parametrize("path", [PAGES["landing"][0], *EXECUTED, *API_PAGES])
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["1280px", "390px"])
 def test_page_fits_the_window(browser, path, size):
-    """No content wider than the window: long lines wrap, wide tables and figures scroll inside the page."""
+    """No content wider than the window: long lines wrap, wide tables and figures scroll inside the
+    page."""
     m = measure(browser, path, size)
     assert m["viewWidth"] == size[0]
     assert m["pageWidth"] <= m["viewWidth"], (
@@ -117,7 +118,8 @@ def test_landing_page_headline_figure_and_sidebar(browser):
     assert figures[0]["width"] >= 600, "the figure is shown smaller than the column"
     # short sidebar titles: each on one line, and the API reference above the fold
     assert m["apiLinkBottom"] is not None and m["apiLinkBottom"] <= DESKTOP[1], (
-        f"the sidebar's API reference link is at {m['apiLinkBottom']}px, below the fold of {DESKTOP[1]}px"
+        f"the sidebar's API reference link is at {m['apiLinkBottom']}px, below the fold of "
+        f"{DESKTOP[1]}px"
     )
     heights = [h for _, h in m["sidebarLinks"] if h]
     assert max(heights) - min(heights) < 8, f"a sidebar title wraps: {m['sidebarLinks']}"
@@ -159,7 +161,8 @@ return {tables, images, downloads, h1: article.querySelectorAll('h1').length,
 
 @pytest.mark.parametrize("page", ["benchmarks.html", "benchmark_details.html"])
 def test_results_pages_a_reader_can_scan(browser, page):
-    """Compact tables (at most 8 columns, rows one or two lines tall), one title, full-width figures, CSVs linked."""
+    """Compact tables (at most 8 columns, rows one or two lines tall), one title, full-width
+    figures, CSVs linked."""
     browser.open(page, DESKTOP)
     browser.screenshot(f"results-{page[:-5]}-1280.png")
     m = browser.evaluate(_RESULTS_LAYOUT)
@@ -174,7 +177,8 @@ def test_results_pages_a_reader_can_scan(browser, page):
             f"{image['src']} opens nothing"
         )
         assert image["shown"] >= min(image["natural"], image["column"]) - 2, (
-            f"{image['src']} is shown at {image['shown']:.0f}px of {image['natural']}px in a {image['column']:.0f}px column"
+            f"{image['src']} is shown at {image['shown']:.0f}px of {image['natural']}px in a "
+            f"{image['column']:.0f}px column"
         )
     for link in m["downloads"]:
         assert os.path.exists(os.path.join(SITE, link)), f"{link} is not on the site"
@@ -212,7 +216,8 @@ def test_notebook_pages_offer_their_notebook():
 
 
 def test_notebook_code_fits_the_page():
-    """The notebooks' own code, in code cells and in the prose's code blocks: 88 characters a line at most."""
+    """The notebooks' own code, in code cells and in the prose's code blocks: 88 characters a line
+    at most."""
     import nbformat
 
     long_lines = []

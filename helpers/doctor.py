@@ -1,4 +1,5 @@
-"""What this machine can train on, in a few lines: ``python -m helpers.doctor`` (or ``make doctor``).
+"""What this machine can train on, in a few lines: ``python -m helpers.doctor`` (or ``make
+doctor``).
 
 It prints Python, the onnxruntime package (and any other one beside it), the
 providers, whether a small training step really runs on the CPU and on each
@@ -30,7 +31,8 @@ from .measure.conditions import usable_cores
 
 
 def training_step_problem(device):
-    """Run one epoch of each API on a tiny network on ``device``; the error, or None when both train.
+    """Run one epoch of each API on a tiny network on ``device``; the error, or None when both
+    train.
 
     Parameters
     ----------
@@ -78,7 +80,10 @@ def _runtime_line():
     packages = devices.installed_runtime_packages()
     text = ", ".join(packages) or "none"
     if len(packages) > 1:
-        text += " (more than one: they overwrite each other's files; uninstall all of them and run make setup)"
+        text += (
+            " (more than one: they overwrite each other's files; uninstall all of them and run "
+            "make setup)"
+        )
     return f"{text}, version {onnxruntime.__version__}"
 
 
@@ -94,10 +99,16 @@ def _driver_line():
 def _cuda_libraries_line():
     if cuda_libraries.uses_system_cuda():
         missing = cuda_libraries.missing_cuda_libraries()
-        return f"system ({cuda_libraries.SOURCE_VARIABLE}=system); not found: {', '.join(missing) or 'none'}"
+        return (
+            f"system ({cuda_libraries.SOURCE_VARIABLE}=system); not found: "
+            f"{', '.join(missing) or 'none'}"
+        )
     found, missing = cuda_libraries.find_cuda_libraries()
     failed = cuda_libraries.load_errors(cuda_libraries.load_cuda_libraries())
-    text = f"{len(found) - len(failed)} of {len(found) + len(missing)} loaded from the nvidia-*-cu11 pip packages"
+    text = (
+        f"{len(found) - len(failed)} of {len(found) + len(missing)} loaded from the nvidia-*-cu11 "
+        "pip packages"
+    )
     if missing:
         text += f"; not installed: {', '.join(sorted(set(missing.values())))}"
     if failed:
@@ -124,7 +135,10 @@ def _torch_line():
     except ImportError as error:
         return f"not importable ({error})"
     if torch.cuda.is_available():
-        return f"{torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.device_count()} GPU(s): {torch.cuda.get_device_name(0)}"
+        return (
+            f"{torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.device_count()} GPU(s): "
+            f"{torch.cuda.get_device_name(0)}"
+        )
     return f"{torch.__version__}, CPU only"
 
 
@@ -229,8 +243,9 @@ def main(argv=None):
     """
     parser = argparse.ArgumentParser(
         prog="python -m helpers.doctor",
-        description="What this machine can train on: the onnxruntime package, a training step on the CPU and "
-        "on each GPU (or why not), the NVIDIA driver, the CUDA libraries, the threads and torch.",
+        description="What this machine can train on: the onnxruntime package, a training step on "
+        "the CPU and on each GPU (or why not), the NVIDIA driver, the CUDA libraries, the threads "
+        "and torch.",
     )
     parser.add_argument(
         "--variant",

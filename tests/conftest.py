@@ -73,7 +73,8 @@ def fresh_caches():
 
 @pytest.fixture(scope="session")
 def sleep_grid():
-    """Factory of grid files for the sweep command's tests, of the test-only notebook that sleeps then writes a record.
+    """Factory of grid files for the sweep command's tests, of the test-only notebook that sleeps
+    then writes a record.
 
     ``sleep_grid(path, seconds, threads=None)`` writes one run per value of
     ``seconds`` (each with ``threads`` threads when given) to ``path`` and
@@ -84,7 +85,8 @@ def sleep_grid():
     def write(path, seconds, threads=None):
         fixed = "" if threads is None else f"[sleep.fixed]\nthreads = {threads}\n"
         path.write_text(
-            f'[sleep]\nnotebook = "{notebook}"\n{fixed}[sleep.grid]\nseconds = {json.dumps(list(seconds))}\n'
+            f'[sleep]\nnotebook = "{notebook}"\n{fixed}[sleep.grid]\nseconds = '
+            f"{json.dumps(list(seconds))}\n"
         )
         return str(path)
 

@@ -116,7 +116,8 @@ def test_targets_come_from_step_targets_with_their_configuration(tmp_path):
 
 
 def test_every_file_the_pages_mention_is_a_link_to_a_file_that_exists(tmp_path):
-    """summary.md and details.md link the files they name (the docs site turns them into pages or downloads)."""
+    """summary.md and details.md link the files they name (the docs site turns them into pages or
+    downloads)."""
     results = tmp_path / "reference"
     _record(
         results, "torch-a", "m", _torch_rows(50, {"torch eager": 1.0, "ort whole-training": 0.5})
@@ -228,7 +229,8 @@ def _zoo_rows(model, family, n_weights, times, threads):
 
 
 def test_the_zoo_has_its_answer_and_table(tmp_path):
-    """onnxruntime wins on the MLP, loses on the CNN, does not train the sequence model (its rows are in the details)."""
+    """onnxruntime wins on the MLP, loses on the CNN, does not train the sequence model (its rows
+    are in the details)."""
     cnn = {
         "torch eager": 1.0,
         "torch.compile": 0.8,

@@ -79,7 +79,8 @@ def test_token_ids_train_and_are_checked_against_the_vocabulary(api, tokens):
     assert opt.predict(ids[:2]).shape == (2, 4)
     with pytest.raises(
         ValueError,
-        match=r"ids from 0 to 10, but .* indexes '0.weight', which has 10 rows: ids must be in 0..9",
+        match=r"ids from 0 to 10, but .* indexes '0.weight', which has 10 rows: ids must be in "
+        r"0..9",
     ):
         opt.predict(np.array([[0, 1, 2, 10]]))
     with pytest.raises(ValueError, match="not whole numbers"):

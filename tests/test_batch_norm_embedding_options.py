@@ -160,7 +160,8 @@ def test_batch_norm_without_running_statistics_matches_torch(affine, dims, api):
 
 @pytest.mark.parametrize("momentum", [None, 0.1])
 def test_a_batch_norm_alone_trains_in_ort_torch_module(momentum):
-    """Its counter is 'num_batches_tracked' (no prefix): it was taken for a foreign buffer and refused."""
+    """Its counter is 'num_batches_tracked' (no prefix): it was taken for a foreign buffer and
+    refused."""
     X = _regression((3,))[0]
     torch.manual_seed(0)
     module = nn.BatchNorm1d(3, momentum=momentum)

@@ -266,7 +266,8 @@ def test_marginal_step_cost_with_a_fake_clock():
 
 
 def test_marginal_step_cost_is_never_negative():
-    """A long fit timed faster than the short one (a noisy machine) gives NaN, not a negative step."""
+    """A long fit timed faster than the short one (a noisy machine) gives NaN, not a negative
+    step."""
     now = [0.0]
 
     def fit(epochs):
@@ -350,7 +351,8 @@ def test_timing_note():
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
 def test_layers_are_snapshots_and_adamw_agrees(mlp_and_onnx, optimizer):
-    """layers() does not change with later steps; both onnxruntime APIs take torch's AdamW steps alike."""
+    """layers() does not change with later steps; both onnxruntime APIs take torch's AdamW steps
+    alike."""
     _, onx = mlp_and_onnx
     rng = np.random.default_rng(0)
     X, y = (

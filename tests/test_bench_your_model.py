@@ -1,4 +1,5 @@
-"""bench_your_model on models written here: images, sequences, token ids, a 7-class classifier, an untrainable one.
+"""bench_your_model on models written here: images, sequences, token ids, a 7-class classifier, an
+untrainable one.
 
 The notebook imports the models of this module by name (``test_bench_your_model:image_cnn``):
 its kernel, and the processes measuring memory, run in this folder.
@@ -52,7 +53,8 @@ class TokenClassifier(nn.Module):
 
 
 class Rounded(nn.Module):
-    """``torch.round`` between two layers: torch trains it (a zero gradient), onnxruntime has no gradient for Round."""
+    """``torch.round`` between two layers: torch trains it (a zero gradient), onnxruntime has no
+    gradient for Round."""
 
     def __init__(self):
         super().__init__()

@@ -55,7 +55,8 @@ def _check_record(path, benchmark):
             {"torch eager", "ort whole-training", "ort forward-backward", "ort torch module"},
             {},
         ),
-        # AdamW in every framework, the forward/backward API and OrtTorchModule included, all comparable with torch
+        # AdamW in every framework, the forward/backward API and OrtTorchModule included, all
+        # comparable with torch
         (
             "bench_torch.ipynb",
             "torch",
@@ -237,7 +238,8 @@ def test_runner_on_a_local_cluster(tmp_path, monkeypatch, capsys):
 
 
 def test_runner_on_a_dask_cluster(tmp_path):
-    """--scheduler: the runs travel to workers that cannot import this checkout, records come back."""
+    """--scheduler: the runs travel to workers that cannot import this checkout, records come
+    back."""
     dask = os.path.join(os.path.dirname(sys.executable), "dask")
     elsewhere = tmp_path / "elsewhere"  # no benchmarks/ here, no shared folder with the client
     elsewhere.mkdir()
@@ -336,7 +338,8 @@ def _kernels_of(pid):
 
 @pytest.mark.parametrize("engine", [[], ["--jobs", "2"]], ids=["sequential", "local-cluster"])
 def test_ctrl_c_stops_a_sweep(tmp_path, engine, sleep_grid):
-    """One Ctrl-C (SIGINT to the whole process group, as a terminal sends it) stops the sweep at once."""
+    """One Ctrl-C (SIGINT to the whole process group, as a terminal sends it) stops the sweep at
+    once."""
     import psutil
 
     results = str(tmp_path / "results")
@@ -402,7 +405,8 @@ def test_runner_options():
 
 
 def test_summary_only_never_touches_the_reference(tmp_path):
-    """A fresh clone's `python -m benchmarks --summary-only` writes results/local, not the reference."""
+    """A fresh clone's `python -m benchmarks --summary-only` writes results/local, not the
+    reference."""
     reference = os.path.join(ROOT, "results", "reference")
     assert sorted(os.listdir(reference)) and os.path.isdir(os.path.join(reference, "records"))
     before = _tree_digest(reference)
@@ -557,7 +561,8 @@ def test_thread_scaling_quick(tmp_path):
 
 
 def test_thread_scaling_ratios_and_answer():
-    """Ratios compare frameworks at one size and thread count; the speed-up compares with one thread."""
+    """Ratios compare frameworks at one size and thread count; the speed-up compares with one
+    thread."""
     rows = []
     for threads, factor in ((1, 1.0), (2, 0.5)):
         for framework, ms in (

@@ -194,7 +194,8 @@ def test_mlp_update_parameters_refuses_what_has_no_equivalent():
 
 
 def test_mlp_update_parameters_reproduce_adam(data):
-    """Full batch: scikit-learn's adam and our adamw with the helper's parameters follow the same losses."""
+    """Full batch: scikit-learn's adam and our adamw with the helper's parameters follow the same
+    losses."""
     start = fit_first_epoch(
         MLPRegressor(
             hidden_layer_sizes=(4,),

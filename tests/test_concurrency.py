@@ -1,4 +1,5 @@
-"""Fits in threads and in forked processes: same weights as one after the other, nothing lost, nothing deleted."""
+"""Fits in threads and in forked processes: same weights as one after the other, nothing lost,
+nothing deleted."""
 
 import multiprocessing
 import os
@@ -45,7 +46,8 @@ def _fit(api, hidden, learning_rate=0.05):
 
 
 def _run_in_threads(jobs):
-    """Run every job in a thread of its own, all at once; their results and the exceptions raised."""
+    """Run every job in a thread of its own, all at once; their results and the exceptions
+    raised."""
     results, errors = [None] * len(jobs), []
     start = threading.Barrier(len(jobs))
 
@@ -66,7 +68,8 @@ def _run_in_threads(jobs):
 
 @pytest.mark.parametrize("api", ["whole", "forward_backward"])
 def test_fits_in_threads_equal_fits_one_after_the_other(api, fresh_caches):
-    """Same and different models at once, starting from an empty cache: every fit succeeds with the sequential weights."""
+    """Same and different models at once, starting from an empty cache: every fit succeeds with the
+    sequential weights."""
     expected = {hidden: _fit(api, hidden) for hidden in MODELS}
     for _ in range(3):  # each round builds the cache entries again, in several threads at once
         training_cache.clear_training_caches()
@@ -101,7 +104,8 @@ def test_threaded_grid_search_equals_the_sequential_one(fresh_caches):
 
 
 def test_fits_leave_the_process_stderr_alone(fresh_caches, monkeypatch):
-    """No file descriptor swap: fd 2 and sys.stderr are the same after threaded fits and after a fit that raises."""
+    """No file descriptor swap: fd 2 and sys.stderr are the same after threaded fits and after a fit
+    that raises."""
     before, stream = os.fstat(2), sys.stderr
     swaps = []
     dup2 = os.dup2
@@ -186,7 +190,8 @@ def test_folders_of_killed_processes_are_removed_at_the_next_start(tmp_path, mon
 
 
 def test_fits_write_nothing_on_stderr(tmp_path):
-    """The runtime's info and warning lines are silenced at their source (the gradient builders' log levels).
+    """The runtime's info and warning lines are silenced at their source (the gradient builders' log
+    levels).
 
     Only what the fits print counts: importing torch may warn on its own (the CUDA wheel of
     torch on a machine without CUDA says so once), which is torch's message, not a fit's.
@@ -195,15 +200,15 @@ def test_fits_write_nothing_on_stderr(tmp_path):
 
     script = tmp_path / "fit.py"
     script.write_text(
-        "import numpy as np, torch\n"
-        "from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output\n"
-        "from helpers.core.torch_export import export_for_training\n"
-        "net = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Linear(6, 1))\n"
-        "X = np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32)\n"
-        "onx = export_for_training(net, torch.from_numpy(X[:2]))\n"
-        "import sys; sys.stderr.write('-- fits start --\\n'); sys.stderr.flush()\n"
-        "OrtGradientOptimizer(add_loss_output(onx), max_iter=1).fit(X, X[:, 0])\n"
-        "OrtGradientForwardBackwardOptimizer(onx, max_iter=1).fit(X, X[:, 0])\n"
+        "import numpy as np, torch\nfrom helpers import OrtGradientForwardBackwardOptimizer, "
+        "OrtGradientOptimizer, add_loss_output\nfrom helpers.core.torch_export import "
+        "export_for_training\nnet = torch.nn.Sequential(torch.nn.Linear(4, 6), "
+        "torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Linear(6, 1))\nX = "
+        "np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32)\nonx = "
+        "export_for_training(net, torch.from_numpy(X[:2]))\nimport sys; sys.stderr.write('-- fits "
+        "start --\\n'); sys.stderr.flush()\nOrtGradientOptimizer(add_loss_output(onx), "
+        "max_iter=1).fit(X, X[:, 0])\nOrtGradientForwardBackwardOptimizer(onx, max_iter=1).fit(X, "
+        "X[:, 0])\n"
     )
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120

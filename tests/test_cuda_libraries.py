@@ -14,7 +14,8 @@ ALL_LIBRARIES = [library for _, _, libraries in CUDA_PACKAGES for library in lib
 
 
 def fake_site_packages(tmp_path, packages):
-    """A site-packages folder holding the libraries of ``packages`` as nvidia/<folder>/lib/<name> files."""
+    """A site-packages folder holding the libraries of ``packages`` as nvidia/<folder>/lib/<name>
+    files."""
     for package, folder, libraries in CUDA_PACKAGES:
         if package in packages:
             lib = tmp_path / "nvidia" / folder / "lib"
@@ -180,7 +181,8 @@ def test_real_loader_finds_system_libraries_by_name():
 
 
 def test_missing_libraries_with_pip_packages(tmp_path, monkeypatch):
-    """With the pip packages, only what no package holds is looked up by name; cuDNN's own needs are not checked."""
+    """With the pip packages, only what no package holds is looked up by name; cuDNN's own needs are
+    not checked."""
     monkeypatch.delenv(cuda_libraries.SOURCE_VARIABLE, raising=False)
     everything = {package for package, _, _ in CUDA_PACKAGES}
     asked = []
@@ -213,7 +215,9 @@ def test_cause_library_that_fails_to_load(gpu_package):
         "load_cuda_libraries",
         lambda *a, **k: {
             "libcudart.so.11.0": "/x/libcudart.so.11.0",
-            "libcudnn_cnn_infer.so.8": "error: libz.so.1: cannot open shared object file: No such file",
+            "libcudnn_cnn_infer.so.8": (
+                "error: libz.so.1: cannot open shared object file: No such file"
+            ),
         },
     )
     problem = devices.gpu_setup_problem()
@@ -234,7 +238,8 @@ def test_provider_load_error_gives_the_loaders_message(tmp_path, monkeypatch):
 
 
 def test_a_device_object_is_checked_like_a_name(monkeypatch):
-    """Device('cuda', 0) given directly goes through the same checks as 'cuda:0' (the provider must not load unchecked)."""
+    """Device('cuda', 0) given directly goes through the same checks as 'cuda:0' (the provider must
+    not load unchecked)."""
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
     devices.cuda_problem.cache_clear()
     try:

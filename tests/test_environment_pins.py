@@ -196,7 +196,8 @@ def test_installed_packages_match_pins(base, cpu, gpu):
 
 
 def test_make_setup_refuses_a_python_without_wheels_and_says_how_to_get_one(tmp_path):
-    """The version check of `make setup`, with the accepted list narrowed to one the running Python is not."""
+    """The version check of `make setup`, with the accepted list narrowed to one the running Python
+    is not."""
     import subprocess
     import sys
 
@@ -225,12 +226,13 @@ def test_make_picks_an_accepted_python():
     result = subprocess.run(
         ["make", "help", "GPU=0"], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    line = next(l for l in result.stdout.splitlines() if l.startswith("Variables:"))
+    line = next(x for x in result.stdout.splitlines() if x.startswith("Variables:"))
     assert "(Python 3.12 3.11 accepted)" in line
 
 
 def test_pyproject_accepts_the_pythons_make_accepts():
-    """pip refuses `pip install -e .` outside requires-python: it must hold every version make setup takes."""
+    """pip refuses `pip install -e .` outside requires-python: it must hold every version make setup
+    takes."""
     import re as _re
 
     makefile = (ROOT / "Makefile").read_text()

@@ -32,7 +32,8 @@ def _replay(X, y, coef, intercept, lr, batch_size, seed, epochs):
 
 @pytest.mark.parametrize("api", ["whole", "forward_backward"])
 def test_epoch_losses_are_the_means_of_the_step_losses(linear_onnx, linear_data, api):
-    """300 rows, batches of 7: 43 steps an epoch, 215 over 5 epochs (the losses are read every 64)."""
+    """300 rows, batches of 7: 43 steps an epoch, 215 over 5 epochs (the losses are read every
+    64)."""
     X, y = linear_data
     init = get_train_initializer(linear_onnx)
     expected = _replay(

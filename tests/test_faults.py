@@ -1,4 +1,5 @@
-"""Faults a user runs into: a last update that diverges, Ctrl-C in a warm fit, damaged checkpoints, pickles."""
+"""Faults a user runs into: a last update that diverges, Ctrl-C in a warm fit, damaged checkpoints,
+pickles."""
 
 import errno
 import os
@@ -40,7 +41,8 @@ def _optimizer(api, hidden=5, **params):
 
 @pytest.mark.parametrize("api", APIS)
 def test_the_last_update_of_a_fit_is_checked_for_divergence(api):
-    """One batch, one epoch: the update that makes the weights infinite is seen by no loss, yet it is caught."""
+    """One batch, one epoch: the update that makes the weights infinite is seen by no loss, yet it
+    is caught."""
     huge = X[:8] * 1e9  # a finite loss (about 1e18), then an update of about 1e25 * 1e18
     with pytest.raises(TrainingDivergedError, match="left non-finite values"):
         _optimizer(api, max_iter=1, batch_size=8, learning_rate=1e25).fit(huge, Y[:8])
@@ -87,7 +89,8 @@ def test_ctrl_c_in_a_warm_fit_records_how_far_it_went_and_resumes_exactly(api, s
 
 @pytest.mark.parametrize("api", APIS)
 def test_a_resumed_epoch_that_diverges_keeps_the_record_it_resumed(api, monkeypatch):
-    """Divergence puts the epoch's start back, the interrupted epoch's record included: a later fit still resumes it."""
+    """Divergence puts the epoch's start back, the interrupted epoch's record included: a later fit
+    still resumes it."""
     from helpers.core import estimator
 
     straight = _optimizer(api, max_iter=4).fit(X, Y)
@@ -138,7 +141,8 @@ def checkpoint(tmp_path):
 
 
 def test_a_damaged_checkpoint_is_named_and_leaves_the_estimator_alone(checkpoint, tmp_path):
-    """Any byte changed, in the weights, AdamW's moments or the training state, is refused by name."""
+    """Any byte changed, in the weights, AdamW's moments or the training state, is refused by
+    name."""
     path, _ = checkpoint
     content = open(path, "rb").read()
     target = tmp_path / "damaged.ckpt"
@@ -160,7 +164,8 @@ def test_a_foreign_or_missing_checkpoint_is_refused_before_loading(checkpoint, t
     wider = _optimizer("whole", hidden=8, solver="adamw", max_iter=1, warm_start=True)
     with pytest.raises(
         CheckpointError,
-        match=r"saved from another model: it has weight 'coefficient0' of shape \(4, 5\), this model's is \(4, 8\)",
+        match=r"saved from another model: it has weight 'coefficient0' of shape \(4, 5\), this "
+        r"model's is \(4, 8\)",
     ):
         wider.load_checkpoint(path)
     assert not hasattr(wider, "n_iter_")

@@ -1,4 +1,5 @@
-"""More faults a user runs into: outputs that overflow, a full disk, temporary folders left by pools."""
+"""More faults a user runs into: outputs that overflow, a full disk, temporary folders left by
+pools."""
 
 import errno
 import os
@@ -42,7 +43,8 @@ def _optimizer(api, hidden=5, **params):
 
 @pytest.mark.parametrize("api", APIS)
 def test_a_last_update_whose_outputs_overflow_is_a_divergence(api):
-    """One step on features of 1e9: a finite loss, finite weights (about 1e17), yet infinite predictions."""
+    """One step on features of 1e9: a finite loss, finite weights (about 1e17), yet infinite
+    predictions."""
     huge = X * 1e9
     with pytest.raises(TrainingDivergedError, match="non-finite outputs on rows 0:40"):
         _optimizer(api, on_divergence="raise").fit(huge, Y)
@@ -75,7 +77,8 @@ small = tempfile.gettempdir()
 X = np.random.default_rng(0).standard_normal((16, 30)).astype(np.float32)
 
 def optimizer(hidden, **params):
-    return OrtGradientOptimizer(add_loss_output(mlp_onnx(30, hidden=(hidden,))), max_iter=1, batch_size=8, **params)
+    onx = add_loss_output(mlp_onnx(30, hidden=(hidden,)))
+    return OrtGradientOptimizer(onx, max_iter=1, batch_size=8, **params)
 
 def expect_full(call, what):
     try:
@@ -83,7 +86,8 @@ def expect_full(call, what):
     except OSError as error:  # helpers.core.disk_space.DiskFullError
         assert error.errno == errno.ENOSPC and error.filename == small, error
         message = str(error)
-        assert f"The folder {small} is full" in message and f"writing {what} needs about" in message, message
+        assert f"The folder {small} is full" in message, message
+        assert f"writing {what} needs about" in message, message
         assert "onnxruntime_src" not in message, message
         return
     raise AssertionError(f"no OSError for {what}")
@@ -102,7 +106,8 @@ expect_full(lambda: pickle.dumps(fitted), "the AdamW state a pickle carries")
 # once there is room, the same fit builds its artifacts again and trains
 subprocess.run(["mount", "-o", "remount,size=4m", small], check=True)
 again = optimizer(600).fit(X, X[:, 0])
-assert np.isfinite(again.predict(X)).all() and len(training_cache.ARTIFACTS) == 2  # with the AdamW one
+# the artifacts of this fit and those of the AdamW one
+assert np.isfinite(again.predict(X)).all() and len(training_cache.ARTIFACTS) == 2
 print("ok")
 """
 
@@ -151,7 +156,8 @@ def test_a_full_disk_simulated(monkeypatch, tmp_path):
             f.write(b"half")
         raise RuntimeError(
             "/onnxruntime_src/orttraining/orttraining/python/orttraining_pybind_state.cc:928 ... "
-            "checkpoint.cc:231 ToFile Failed to save checkpoint to file: x. error:No space left on device errno:28"
+            "checkpoint.cc:231 ToFile Failed to save checkpoint to file: x. error:No space left "
+            "on device errno:28"
         )
 
     training_cache.clear_training_caches()
@@ -182,7 +188,8 @@ def folders():
 
 def fit(seed):
     X = np.random.default_rng(seed).standard_normal((16, 3)).astype(np.float32)
-    OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,))), max_iter=1, batch_size=8).fit(X, X[:, 0])
+    onx = add_loss_output(mlp_onnx(3, hidden=(4,)))
+    OrtGradientOptimizer(onx, max_iter=1, batch_size=8).fit(X, X[:, 0])
     return os.getpid()
 
 def fit_and_die(seed):
@@ -204,7 +211,8 @@ if __name__ == "__main__":
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_no_artifact_folder_outlives_its_process(method, tmp_path):
-    """Pool workers ended by terminate() remove their folders; a killed child's goes at the parent's exit."""
+    """Pool workers ended by terminate() remove their folders; a killed child's goes at the parent's
+    exit."""
     script = tmp_path / "pool_fits.py"
     script.write_text(POOL_SCRIPT)
     temporary = tmp_path / "tmp"

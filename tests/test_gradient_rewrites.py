@@ -163,7 +163,8 @@ def test_forward_backward_weights_equal_with_and_without_rewrite(data):
 
 
 def test_named_batch_dimension_removes_runtime_shape_nodes():
-    """One named batch symbol: no BroadcastGradientArgs nor shape arithmetic in the gradient graph."""
+    """One named batch symbol: no BroadcastGradientArgs nor shape arithmetic in the gradient
+    graph."""
     model = mlp_onnx(6, hidden=(5,))
     plain = _ops(OrtGradientForwardBackward(model, fast_gradients=False).gradient_model_)
     fast = _ops(OrtGradientForwardBackward(model, fast_gradients=True).gradient_model_)

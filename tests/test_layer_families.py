@@ -198,7 +198,8 @@ def test_each_step_matches_torch(family, api):
     "family", ["batchnorm1d_sigmoid", "batchnorm2d_conv", "conv2d_avgpool_adaptive"]
 )
 def test_minibatches_and_running_statistics_match_torch(family, api):
-    """Minibatches of 10, 10 and 4 rows, three epochs: losses, weights, running statistics, predictions."""
+    """Minibatches of 10, 10 and 4 rows, three epochs: losses, weights, running statistics,
+    predictions."""
     module, X, y, n_classes = _data(family)
     onx = export_for_training(module, torch.from_numpy(X[:2]))
     torch_losses, trained = _torch_training(copy.deepcopy(module), X, y, n_classes, 10, 3)
@@ -247,7 +248,8 @@ def test_ort_torch_module_trains_as_torch(family):
 
 
 def test_dropout_trains_and_predicts_without_dropping():
-    """Random masks differ between torch and onnxruntime: dropout is checked by what it does, not step by step."""
+    """Random masks differ between torch and onnxruntime: dropout is checked by what it does, not
+    step by step."""
     torch.manual_seed(0)
     module = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 1))
     rng = np.random.default_rng(0)

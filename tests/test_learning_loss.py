@@ -136,7 +136,8 @@ def test_aliases_and_errors():
 
 
 def test_softmax_cross_entropy_value_equals_torch_for_confident_scores():
-    """The value is not clipped: a confidently wrong score costs what torch says (it was capped at -log(1e-5))."""
+    """The value is not clipped: a confidently wrong score costs what torch says (it was capped at
+    -log(1e-5))."""
     import torch
 
     from helpers import CrossEntropyLearningLoss, NegLogLearningLoss

@@ -1,4 +1,5 @@
-"""Learning rates: scikit-learn's schedules, the seeds' objects, and the one place both optimizers resolve them."""
+"""Learning rates: scikit-learn's schedules, the seeds' objects, and the one place both optimizers
+resolve them."""
 
 import numpy as np
 import pytest

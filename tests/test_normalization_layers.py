@@ -265,7 +265,8 @@ def test_residual_layer_norm_fits_and_predicts_without_writing_on_stderr(tmp_pat
 
 
 def test_instance_norm_with_running_statistics_is_refused_by_name():
-    """torch does not export it with a free batch size: the export and OrtTorchModule say so, naming it."""
+    """torch does not export it with a free batch size: the export and OrtTorchModule say so, naming
+    it."""
     module = Normalized(nn.InstanceNorm1d(4, affine=True, track_running_stats=True), (4, 5))
     X, _ = _data((4, 5))
     refusal = r"module 'norm' \(InstanceNorm1d\) .*track_running_stats=True.*GroupNorm\(C, C\)"

@@ -1,4 +1,5 @@
-"""Colours of one library's variants (shades), small multiples, and the library colours of the kernel charts."""
+"""Colours of one library's variants (shades), small multiples, and the library colours of the
+kernel charts."""
 
 import matplotlib
 

@@ -123,7 +123,8 @@ def test_coefficients_empty_table_raises():
 
 
 def kernel_table(rows):
-    """A kernel table as helpers.measure.profiling.kernel_table returns it (session, op_type, µs, share)."""
+    """A kernel table as helpers.measure.profiling.kernel_table returns it (session, op_type, µs,
+    share)."""
     table = pd.DataFrame(rows, columns=["session", "op_type", "µs per step"])
     table["share of step (%)"] = 100 * table["µs per step"] / table["µs per step"].sum()
     return table

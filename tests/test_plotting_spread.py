@@ -70,7 +70,8 @@ def test_errors():
 
 
 def test_same_library_same_colour_across_figures():
-    """A library keeps its colour in every figure; two rules of one library differ by their dashes."""
+    """A library keeps its colour in every figure; two rules of one library differ by their
+    dashes."""
     runs = [[1.0, 0.5], [1.0, 0.4]]
     ax1 = plot_loss_spread(
         {"scikit-learn, SGD": runs, "onnxruntime, SGD": runs, "onnxruntime, Nesterov": runs}

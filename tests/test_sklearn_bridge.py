@@ -166,7 +166,8 @@ def test_continue_refuses_lbfgs(regression_data):
 
 
 def test_regression_mapping_eta_half_and_l2_alpha_over_batch(regression_data):
-    """eta0 = lr / 2 and l2 = alpha / batch_size give MLPRegressor's updates (batches dividing n)."""
+    """eta0 = lr / 2 and l2 = alpha / batch_size give MLPRegressor's updates (batches dividing
+    n)."""
     X, y = regression_data
     lr, alpha, batch, epochs = 0.02, 0.5, X.shape[0], 8
     mlp = fit_first_epoch(

@@ -1,4 +1,5 @@
-"""The sweep command on input a user types: unknown names, bad scheduler addresses, lost workers, leftovers."""
+"""The sweep command on input a user types: unknown names, bad scheduler addresses, lost workers,
+leftovers."""
 
 import http.server
 import json
@@ -161,7 +162,8 @@ def test_folders_of_killed_runs_are_removed_by_the_next_run(tmp_path, sleep_grid
 
 
 def test_runs_on_shared_cores_are_said_first_in_the_summary(tmp_path, sleep_grid):
-    """--jobs 2 with runs of 2 threads on this machine: the summary's first lines say so; one at a time, not."""
+    """--jobs 2 with runs of 2 threads on this machine: the summary's first lines say so; one at a
+    time, not."""
     cores = os.cpu_count()
     grid = sleep_grid(tmp_path / "grid.toml", [0.0, 0.1], threads=cores)
     for jobs, shared in ((["--jobs", "2"], True), ([], False)):

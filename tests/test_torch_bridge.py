@@ -132,13 +132,15 @@ def dropout_net(seed=0):
 
 
 def test_dropout_drops_in_training_only():
-    """Training mode drops units; eval mode, no_grad and the exported model do not, as torch's module."""
+    """Training mode drops units; eval mode, no_grad and the exported model do not, as torch's
+    module."""
     reference = dropout_net()
     ort = OrtTorchModule(copy.deepcopy(reference), torch.zeros(3, 6))
     x = torch.randn(20, 6)
     reference.eval()
     expected = reference(x).detach()
-    # training forwards draw masks (onnxruntime's first two happen to share theirs: three are compared)
+    # training forwards draw masks (onnxruntime's first two happen to share theirs: three are
+    # compared)
     masks = [ort(x).detach() for _ in range(3)]
     assert not all(torch.equal(masks[0], m) for m in masks[1:])
     assert not torch.allclose(masks[0], expected)

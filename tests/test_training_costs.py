@@ -59,7 +59,8 @@ def test_an_operator_without_gradient_is_named_by_both_apis():
                 model_function="benchmarks.example_models:tanh_regressor",
                 input_shape=[16],
                 task="regression",
-                # 1024 rows, 3 epochs: 32 extra steps, so that the timed difference stands above the noise
+                # 1024 rows, 3 epochs: 32 extra steps, so that the timed difference stands above the
+                # noise
                 n_samples=1024,
                 epochs=3,
                 try_compile=False,

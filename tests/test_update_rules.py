@@ -73,7 +73,8 @@ def test_updater_matches_torch_step_by_step(solver):
 
 
 def test_momentum_is_not_scikit_learns_velocity_when_the_rate_changes():
-    """torch scales the whole buffer by the current rate; scikit-learn's velocity keeps the old rates."""
+    """torch scales the whole buffer by the current rate; scikit-learn's velocity keeps the old
+    rates."""
     weight = OrtValue.ortvalue_from_numpy(np.zeros(1, dtype=np.float32))
     grad = OrtValue.ortvalue_from_numpy(np.ones(1, dtype=np.float32))
     updater = WeightUpdater(make_update_rule("momentum", momentum=0.5), [(1,)])

@@ -1,4 +1,5 @@
-"""What a user gets wrong with the estimators, and what they should see (issue: a new user's mistakes)."""
+"""What a user gets wrong with the estimators, and what they should see (issue: a new user's
+mistakes)."""
 
 import numpy as np
 import pandas as pd
@@ -169,7 +170,8 @@ def test_a_float64_model_and_a_loss_model_given_to_forward_backward(data):
 
 
 def test_cross_entropy_on_logits_in_both_apis():
-    """add_loss_output(..., 'cross_entropy') trains a classifier's raw scores as the forward/backward API does."""
+    """add_loss_output(..., 'cross_entropy') trains a classifier's raw scores as the
+    forward/backward API does."""
     from helpers.teaching.datasets import one_hot
 
     rng = np.random.default_rng(0)
@@ -224,7 +226,8 @@ def test_cross_entropy_takes_class_indices(api):
 
 @pytest.mark.parametrize("api", APIS)
 def test_class_indices_with_a_regression_loss_are_refused(api):
-    """Only a softmax cross-entropy encodes class indices: squared error on 3 outputs refuses them."""
+    """Only a softmax cross-entropy encodes class indices: squared error on 3 outputs refuses
+    them."""
     X = np.random.default_rng(2).standard_normal((30, 4)).astype(np.float32)
     onx = mlp_onnx(4, hidden=(6,), n_outputs=3)
     opt = make(api, onx)

@@ -30,13 +30,14 @@ from helpers.measure.timing import marginal_step_cost
 WHOLE, FORWARD_BACKWARD = "whole-training", "forward/backward"
 #: What the ``busy`` column of the tables means.
 BUSY_NOTE = (
-    "`busy`: how busy other jobs kept the processors just before each round (each round waits up to two "
-    "minutes for them to fall under 10%)"
+    "`busy`: how busy other jobs kept the processors just before each round (each round waits up "
+    "to two minutes for them to fall under 10%)"
 )
 
 
 def parse_arguments(description, argv):
-    """The options of the A/B scripts, parsed; the runtime's logs and the warnings of short fits silenced.
+    """The options of the A/B scripts, parsed; the runtime's logs and the warnings of short fits
+    silenced.
 
     Examples
     --------
@@ -72,8 +73,8 @@ def conditions(script, argv, load):
     """
     command = " ".join([".venv/bin/python", script, *argv])
     return (
-        f"Made by `{command}` on a machine with {os.cpu_count()} hardware threads (load average {load:.1f} "
-        f"-> {os.getloadavg()[0]:.1f} during the run: other jobs shared it)."
+        f"Made by `{command}` on a machine with {os.cpu_count()} hardware threads (load average "
+        f"{load:.1f} -> {os.getloadavg()[0]:.1f} during the run: other jobs shared it)."
     )
 
 
@@ -169,7 +170,8 @@ def busy_fraction(window_s=0.5):
 
 
 def wait_until_quiet(max_busy=0.1, timeout_s=120.0, window_s=0.5):
-    """Sleep until the other jobs keep the processors at most ``max_busy`` busy, or ``timeout_s`` passed.
+    """Sleep until the other jobs keep the processors at most ``max_busy`` busy, or ``timeout_s``
+    passed.
 
     Returns
     -------
@@ -214,7 +216,8 @@ def ab_rounds(fits, steps_per_epoch, rounds=3, repeats=2, e1=1, e2=4, max_busy=0
 
     Examples
     --------
-    >>> sleep = lambda epochs: time.sleep(0.01 * epochs)  # a 10 ms step: above a busy machine's noise
+    >>> # a 10 ms step: above a busy machine's noise
+    >>> sleep = lambda epochs: time.sleep(0.01 * epochs)
     >>> estimates, busy = ab_rounds({"sleep": sleep}, 1, rounds=2, repeats=1, max_busy=1.0)
     >>> len(estimates["sleep"]), 5000 < min(estimates["sleep"]) < 20000, len(busy)
     (2, True, 2)
@@ -270,8 +273,9 @@ def ab_rows(estimates, baseline, **common):
     Examples
     --------
     >>> rows = ab_rows({"old": [10.0, 12.0, 11.0], "new": [8.0, 9.0, 9.9]}, "old", API="whole")
-    >>> rows[1]
-    {'API': 'whole', 'variant': 'new', 'µs/step': '9', 'range': '8-10', 'ratio': '0.80', 'ratio range': '0.75-0.90'}
+    >>> rows[1]  # doctest: +NORMALIZE_WHITESPACE
+    {'API': 'whole', 'variant': 'new', 'µs/step': '9', 'range': '8-10', 'ratio': '0.80',
+     'ratio range': '0.75-0.90'}
     """
     base = estimates[baseline]
     rows = []

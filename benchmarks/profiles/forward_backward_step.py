@@ -13,7 +13,12 @@ from onnxruntime import OrtValue
 from skl2onnx import to_onnx
 from sklearn.neural_network import MLPRegressor
 
-from helpers import *
+from helpers import (
+    LearningRateSGD,
+    OrtGradientForwardBackward,
+    SquareLearningLoss,
+    get_train_initializer,
+)
 from helpers.core.devices import Device
 from helpers.core.sessions import set_num_threads
 
@@ -44,7 +49,7 @@ def T(f, n=3000):
 
 
 out = fn.forward([X] + W, training=True)[0]
-l, g = loss.loss_gradient(d, y, out)
+_, g = loss.loss_gradient(d, y, out)
 grads = fn.backward([g])
 
 
@@ -68,10 +73,10 @@ print(f"update {T(lambda: lr.update_weights(W, grads, 1)):.1f} us")
 
 def step():
     o = fn.forward([X] + W, training=True)[0]
-    l, gg = loss.loss_gradient(d, y, o)
+    step_loss, gg = loss.loss_gradient(d, y, o)
     gr = fn.backward([gg])
     lr.update_weights(W, gr, 1)
-    float(l.numpy())
+    float(step_loss.numpy())
 
 
 print(f"whole step {T(step):.1f} us")

@@ -1,4 +1,5 @@
-"""The ``Gather`` rewrite of ``fast_gradients``, side by side: training steps of the zoo's token classifiers.
+"""The ``Gather`` rewrite of ``fast_gradients``, side by side: training steps of the zoo's token
+classifiers.
 
 Run from the repository root::
 
@@ -56,10 +57,12 @@ def main(argv=None):
         for row in zoo_variant_rows(MODELS, variants, "gather", threads, args.rounds, args.repeats)
     ]
     text = (
-        f"## The Gather rewrite\n\n{conditions('benchmarks/profiles/gather_rewrite.py', argv, load)} Marginal "
-        "cost of a training step of the zoo's token classifiers (batches of 64), median over the rounds of "
-        "the best of the repeats, with the range over the rounds; the ratio to `gather` (the rewrite off) is "
-        f"taken within each round; {BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}"
+        "## The Gather rewrite\n\n"
+        f"{conditions('benchmarks/profiles/gather_rewrite.py', argv, load)} Marginal "
+        "cost of a training step of the zoo's token classifiers (batches of 64), median over the "
+        "rounds of the best of the repeats, with the range over the rounds; the ratio to `gather` "
+        "(the rewrite off) is taken within each round; "
+        f"{BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}"
     )
     write_section(args.output, "gather-rewrite", text)
 

@@ -1,4 +1,5 @@
-"""ReLU6 and Hardtanh under ``fast_gradients``, side by side: training steps of the zoo's MobileNetV2.
+"""ReLU6 and Hardtanh under ``fast_gradients``, side by side: training steps of the zoo's
+MobileNetV2.
 
 Run from the repository root::
 
@@ -59,10 +60,10 @@ def main(argv=None):
     ]
     text = (
         f"## ReLU6 as a Clip\n\n{conditions('benchmarks/profiles/hardtanh_clip.py', argv, load)} "
-        "Marginal cost of a training step of the zoo's MobileNetV2-style networks (batches of 64), "
-        "median over the rounds of the best of the repeats, with the range over the rounds; the ratio "
-        f"to `where` (two `Where` per ReLU6) is taken within each round; {BUSY_NOTE}.\n\n"
-        f"{markdown(rows, list(rows[0]))}"
+        "Marginal cost of a training step of the zoo's MobileNetV2-style networks (batches of "
+        "64), median over the rounds of the best of the repeats, with the range over the rounds; "
+        "the ratio to `where` (two `Where` per ReLU6) is taken within each round; "
+        f"{BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}"
     )
     write_section(args.output, "hardtanh-clip", text)
 

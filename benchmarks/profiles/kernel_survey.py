@@ -2,7 +2,8 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/profiles/kernel_survey.py [--threads 2] [--size small large] [--only zoo]
+    .venv/bin/python benchmarks/profiles/kernel_survey.py \\
+        [--threads 2] [--size small large] [--only zoo]
 
 For each configuration (model, loss, update rule) and each training API that
 offers it, one epoch is fitted ``--repeat`` times with onnxruntime's profiler
@@ -247,7 +248,8 @@ def profile_best_of(optimizer, X, y, repeat):
 
 
 def _gradient_kernels(table, top=3):
-    """The ``top`` gradient kernels (operator types ending in ``Grad``) of ``table`` with their shares."""
+    """The ``top`` gradient kernels (operator types ending in ``Grad``) of ``table`` with their
+    shares."""
     grads = (
         table[table["op_type"].str.endswith("Grad")].groupby("op_type")["share of step (%)"].sum()
     )
@@ -277,10 +279,15 @@ def summarize(table):
 
     Examples
     --------
-    >>> table = pd.DataFrame({"session": ["model (forward + backward)"] * 3 + ["weight update"],
-    ...                       "op_type": ["Gemm", "GatherGrad", "(overhead)", "Sub"],
-    ...                       "calls per step": [2.0, 1.0, 1.0, 2.0], "µs per step": [50.0, 30.0, 15.0, 5.0],
-    ...                       "share of step (%)": [50.0, 30.0, 15.0, 5.0]})
+    >>> table = pd.DataFrame(
+    ...     {
+    ...         "session": ["model (forward + backward)"] * 3 + ["weight update"],
+    ...         "op_type": ["Gemm", "GatherGrad", "(overhead)", "Sub"],
+    ...         "calls per step": [2.0, 1.0, 1.0, 2.0],
+    ...         "µs per step": [50.0, 30.0, 15.0, 5.0],
+    ...         "share of step (%)": [50.0, 30.0, 15.0, 5.0],
+    ...     }
+    ... )
     >>> row = summarize(table)
     >>> row["top kernel"], row["gradient kernels (%)"], row["overhead (%)"], row["suspect"]
     ('Gemm (model)', 'GatherGrad 30.0', '15.0', 'GatherGrad 30.0% (1 × 30 µs)')
@@ -308,7 +315,8 @@ def summarize(table):
 
 
 def configurations(size_name, threads, only=()):
-    """The configurations of one size: ``(label, API, optimizer, X, y)`` for each API that offers it.
+    """The configurations of one size: ``(label, API, optimizer, X, y)`` for each API that offers
+    it.
 
     Parameters
     ----------
@@ -446,15 +454,16 @@ def main(argv=None):
     )
     products = ", ".join(sorted(MATRIX_PRODUCTS))
     intro = (
-        f"Made by `{command}` ({time.perf_counter() - started:.0f} s) on a machine with {os.cpu_count()} "
-        f"hardware threads, load average {load:.1f} -> {os.getloadavg()[0]:.1f} during the run (other jobs kept "
-        f"the processors {busy_note([min(busy), max(busy)]).replace(', ', ' to ')} busy before the "
-        "configurations, each waiting up to 30 s for under 10%), intra-op "
-        f"threads per session: {args.threads} ({sizes}); shares of the profiled step come from "
-        f"onnxruntime's profiler (each kernel's best time, profiled epochs: {args.repeat}). A suspect is a "
-        f"kernel other than a matrix product or a convolution ({products}) above {SUSPECT_SHARE:g}% of "
-        "the step. The profiler adds about a microsecond to each kernel call: shares of small networks "
-        "overstate their many tiny kernels."
+        f"Made by `{command}` ({time.perf_counter() - started:.0f} s) on a machine with "
+        f"{os.cpu_count()} hardware threads, load average {load:.1f} -> {os.getloadavg()[0]:.1f} "
+        "during the run (other jobs kept the processors "
+        f"{busy_note([min(busy), max(busy)]).replace(', ', ' to ')} busy before the "
+        "configurations, each waiting up to 30 s for under 10%), intra-op threads per session: "
+        f"{args.threads} ({sizes}); shares of the profiled step come from onnxruntime's profiler "
+        f"(each kernel's best time, profiled epochs: {args.repeat}). A suspect is a kernel other "
+        f"than a matrix product or a convolution ({products}) above {SUSPECT_SHARE:g}% of the "
+        "step. The profiler adds about a microsecond to each kernel call: shares of small "
+        "networks overstate their many tiny kernels."
     )
     write_section(
         args.output,

@@ -1,4 +1,5 @@
-"""Masks for Relu's gradient: which are exact, which kernels they run on one thread, what a step costs with each.
+"""Masks for Relu's gradient: which are exact, which kernels they run on one thread, what a step
+costs with each.
 
 Run from the repository root::
 
@@ -81,8 +82,9 @@ EDGES = np.array(
     ],
     dtype=np.float32,
 )
-#: The timed models: name to (MLP ``(features, hidden, batch, samples)`` or zoo ``(builder, steps per epoch)``,
-#: epochs of the long fit). ``pow`` is not timed on the CNNs: it doubles the steps of the MLPs already.
+#: The timed models: name to (MLP ``(features, hidden, batch, samples)`` or zoo ``(builder, steps
+#: per epoch)``, epochs of the long fit). ``pow`` is not timed on the CNNs: it doubles the steps of
+#: the MLPs already.
 PROBLEMS = {
     "MLP 500-500-1, batch 1000": ((500, 500, 1000, 8000), 6),
     "MLP 100-50-1, batch 100": ((100, 50, 100, 10000), 11),
@@ -199,7 +201,8 @@ def _describe(values, reference, x):
 
 
 def exactness(name):
-    """Where the candidate's values and gradients differ from ``Relu`` and ``ReluGrad`` on :data:`EDGES`.
+    """Where the candidate's values and gradients differ from ``Relu`` and ``ReluGrad`` on
+    :data:`EDGES`.
 
     The layer is ``Relu(X * w)`` with ``w = 1``; the gradients are those of
     ``X`` and ``w`` for an output gradient of 3.
@@ -265,7 +268,8 @@ def relu_layer(shape, opset=15):
 
 
 def kernel_times(name, shape=(1000, 500), runs=40):
-    """Median microseconds of each kernel of ``Relu`` written with the mask ``name``, at 1 and 2 threads.
+    """Median microseconds of each kernel of ``Relu`` written with the mask ``name``, at 1 and 2
+    threads.
 
     The forward graph alone (the gradient is one more product by the
     mask), on a fixed ``shape`` of standard normal floats, both thread
@@ -333,7 +337,8 @@ def problem(spec):
 
 
 def _time_steps(threads, rounds, repeats, masks):
-    """Rows of :func:`ab_rows`: a training step with each of ``masks``, both APIs, every problem, at ``threads``."""
+    """Rows of :func:`ab_rows`: a training step with each of ``masks``, both APIs, every problem, at
+    ``threads``."""
     rows = []
     for name, (spec, e2) in PROBLEMS.items():
         model, X, y, loss, batch = problem(spec)
@@ -375,16 +380,17 @@ def _report(exact, kernels, steps, made):
         [
             "## Masks for Relu's gradient",
             made,
-            "Exactness against `Relu` and `ReluGrad` on edge values (gradients of the input and of a weight):",
+            "Exactness against `Relu` and `ReluGrad` on edge values (gradients of the input and "
+            "of a weight):",
             markdown(exact, list(exact[0])),
-            "Kernels of `Relu` written with each mask, forward alone, 1000 x 500 floats, median of the runs "
-            "(a kernel on the thread pool takes about half the time with 2 threads on a quiet machine; `Mul` is the "
-            "product by the mask, and for `quantize` the scaling before the quantization too):",
+            "Kernels of `Relu` written with each mask, forward alone, 1000 x 500 floats, median "
+            "of the runs (a kernel on the thread pool takes about half the time with 2 threads on "
+            "a quiet machine; `Mul` is the product by the mask, and for `quantize` the scaling "
+            "before the quantization too):",
             markdown(kernel_rows, list(kernel_rows[0])),
-            "Training steps (plain SGD, squared error or softmax cross-entropy), marginal cost of a step, median over "
-            "the rounds of the best "
-            "of the repeats, with the range over the rounds; the ratio to `where` is taken within each round; "
-            f"{BUSY_NOTE}:",
+            "Training steps (plain SGD, squared error or softmax cross-entropy), marginal cost of "
+            "a step, median over the rounds of the best of the repeats, with the range over the "
+            f"rounds; the ratio to `where` is taken within each round; {BUSY_NOTE}:",
             markdown(steps, list(steps[0])),
         ]
     )

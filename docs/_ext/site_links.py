@@ -1,4 +1,5 @@
-"""The site's links: figures to their full size, notebooks to their download, files to the repository.
+"""The site's links: figures to their full size, notebooks to their download, files to the
+repository.
 
 A Sphinx extension of this project's docs (``extensions`` in ``docs/conf.py``).
 """

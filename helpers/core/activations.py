@@ -157,7 +157,8 @@ def _hardtanh(nodes, node):
 
 
 def _just_inside(bound, elem_type, direction):
-    """The value of ``elem_type`` next to ``bound`` towards ``direction`` (one unit in the last place)."""
+    """The value of ``elem_type`` next to ``bound`` towards ``direction`` (one unit in the last
+    place)."""
     dtype = helper.tensor_dtype_to_np_dtype(elem_type)
     return np.nextafter(np.asarray(bound, dtype=dtype), np.asarray(direction, dtype=dtype))
 
@@ -179,7 +180,8 @@ def _fast_hardtanh(nodes, node, low, high):
 
 
 def _scalar_bounds(model, node):
-    """The two bounds of the ``Clip`` ``node`` as floats, or None when one is missing or not constant."""
+    """The two bounds of the ``Clip`` ``node`` as floats, or None when one is missing or not
+    constant."""
     bounds = [constant_value(model, name) if name else None for name in list(node.input[1:3])]
     if len(bounds) != 2 or any(b is None or np.size(b) != 1 for b in bounds):
         return None

@@ -59,7 +59,8 @@ BATCH_NORM_PREFIX = "batch_norm__"
 
 
 def running_statistic_names(model):
-    """The initializers that hold running statistics of ``BatchNormalization`` nodes, in graph order.
+    """The initializers that hold running statistics of ``BatchNormalization`` nodes, in graph
+    order.
 
     They are not weights: the optimizers never train them (they are left
     out of the default ``weights_to_train``) and update them from the batch
@@ -84,7 +85,8 @@ def running_statistic_names(model):
 
 
 def batch_norm_in_training_mode(node):
-    """Whether the ``BatchNormalization`` ``node`` normalizes with the batch's statistics (torch's training mode).
+    """Whether the ``BatchNormalization`` ``node`` normalizes with the batch's statistics (torch's
+    training mode).
 
     It does when its ``training_mode`` attribute is set, or when it has
     more than one output (the statistics only training mode writes).
@@ -212,7 +214,8 @@ def _batch_statistics(x, scale, mean, var, layer, tag):
 
 
 def decompose_batch_norm(model):
-    """Return a copy of ``model`` whose ``BatchNormalization`` nodes train as in torch, and their statistics.
+    """Return a copy of ``model`` whose ``BatchNormalization`` nodes train as in torch, and their
+    statistics.
 
     Each node in training mode becomes the batch normalization of torch's
     training mode, written with primitives, and returns its batch mean and

@@ -75,10 +75,11 @@ def class_labels_as_one_hot(y, n_classes):
            [1., 0., 0.]], dtype=float32)
     >>> print(class_labels_as_one_hot([[0.2, 0.8]], n_classes=2))  # already one row per sample
     None
-    >>> class_labels_as_one_hot([0, 3], n_classes=3)
+    >>> class_labels_as_one_hot([0, 3], n_classes=3)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: y holds class labels from 0 to 3, but the model has 3 scores per sample: labels must be class indices from 0 to 2 (sklearn.preprocessing.LabelEncoder makes them from any labels).
+    ValueError: y holds class labels from 0 to 3, but the model has 3 scores per sample: labels must
+    be class indices from 0 to 2 (sklearn.preprocessing.LabelEncoder makes them from any labels).
     """
     labels = np.asarray(y)
     if labels.ndim == 2 and labels.shape[1] == 1 and n_classes > 1:
@@ -92,8 +93,8 @@ def class_labels_as_one_hot(y, n_classes):
     low, high = int(labels.min()), int(labels.max())
     if low < 0 or high >= n_classes:
         raise ValueError(
-            f"y holds class labels from {low} to {high}, but the model has {n_classes} scores per sample: "
-            f"labels must be class indices from 0 to {n_classes - 1} "
+            f"y holds class labels from {low} to {high}, but the model has {n_classes} scores per "
+            f"sample: labels must be class indices from 0 to {n_classes - 1} "
             "(sklearn.preprocessing.LabelEncoder makes them from any labels)."
         )
     return one_hot(labels, n_classes)

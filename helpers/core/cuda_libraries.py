@@ -143,7 +143,8 @@ def find_cuda_libraries(search_path=None):
 
 
 def load_cuda_libraries(search_path=None, loader=None):
-    """Load the pip packages' CUDA 11.8 and cuDNN 8 libraries, once per process, before the CUDA provider.
+    """Load the pip packages' CUDA 11.8 and cuDNN 8 libraries, once per process, before the CUDA
+    provider.
 
     Nothing happens when ``ORT_TRAINING_CUDA=system`` is set or when no
     library is found (a system CUDA 11.8 may then serve).
@@ -194,7 +195,8 @@ def _load_global(path):
 
 
 def loadable_by_name(library):
-    """Whether the system's loader finds ``library`` (already loaded, ``LD_LIBRARY_PATH``, ``ldconfig``).
+    """Whether the system's loader finds ``library`` (already loaded, ``LD_LIBRARY_PATH``,
+    ``ldconfig``).
 
     Examples
     --------
@@ -209,7 +211,8 @@ def loadable_by_name(library):
 
 
 def uses_system_cuda():
-    """Whether ``ORT_TRAINING_CUDA=system`` asks for a system CUDA 11.8 instead of the pip libraries.
+    """Whether ``ORT_TRAINING_CUDA=system`` asks for a system CUDA 11.8 instead of the pip
+    libraries.
 
     Examples
     --------
@@ -257,7 +260,8 @@ def missing_cuda_libraries(search_path=None, by_name=None):
                 if name in found
             },
         }
-    # cuDNN opens its parts and nvrtc itself, after libcudnn.so.8: only the provider's direct needs are checked
+    # cuDNN opens its parts and nvrtc itself, after libcudnn.so.8: only the provider's direct needs
+    # are checked
     return {
         name: package
         for name, package in missing.items()
@@ -266,7 +270,8 @@ def missing_cuda_libraries(search_path=None, by_name=None):
 
 
 def load_errors(loaded):
-    """The libraries of a :func:`load_cuda_libraries` result that failed to load, with the loader's message.
+    """The libraries of a :func:`load_cuda_libraries` result that failed to load, with the loader's
+    message.
 
     Examples
     --------
@@ -297,7 +302,10 @@ def provider_load_error(loader=None):
     --------
     >>> def refuse(path):
     ...     raise OSError("libcublasLt.so.11: cannot open shared object file")
-    >>> provider_load_error(refuse) in (None, "libcublasLt.so.11: cannot open shared object file")  # None: CPU package
+    >>> provider_load_error(refuse) in (
+    ...     None,
+    ...     "libcublasLt.so.11: cannot open shared object file",
+    ... )  # None: CPU package
     True
     """
     import onnxruntime  # noqa: PLC0415  (this module is also used before onnxruntime is imported)

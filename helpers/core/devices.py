@@ -112,16 +112,19 @@ def gpu_setup_problem():
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
         packages = ", ".join(installed_runtime_packages()) or "an onnxruntime package"
         return (
-            f"the installed onnxruntime is {packages} {onnxruntime.__version__}, which has no CUDA provider; "
-            f"the GPU variant installs {GPU_PACKAGE} instead: make setup GPU=1"
+            f"the installed onnxruntime is {packages} {onnxruntime.__version__}, which has no CUDA "
+            f"provider; the GPU variant installs {GPU_PACKAGE} instead: make setup GPU=1"
         )
     if sys.platform != "linux" or platform.machine() != "x86_64":
-        return f"the GPU package {GPU_PACKAGE} exists for Linux x86-64 only, not {sys.platform} {platform.machine()}"
+        return (
+            f"the GPU package {GPU_PACKAGE} exists for Linux x86-64 only, not {sys.platform} "
+            f"{platform.machine()}"
+        )
     version = cuda_libraries.driver_cuda_version()
     if version is None:
         return (
-            "no NVIDIA driver is installed (libcuda.so.1 cannot be loaded); install the NVIDIA driver for your GPU: "
-            f"CUDA 11.8 code needs {cuda_libraries.minimum_driver_text()}"
+            "no NVIDIA driver is installed (libcuda.so.1 cannot be loaded); install the NVIDIA "
+            f"driver for your GPU: CUDA 11.8 code needs {cuda_libraries.minimum_driver_text()}"
         )
     if version < cuda_libraries.MINIMUM_DRIVER_CUDA:
         major, minor = divmod(version // 10, 100)
@@ -148,9 +151,9 @@ def gpu_setup_problem():
     if missing:
         packages = " ".join(sorted(set(missing.values())))
         return (
-            f"the CUDA 11.8 libraries {', '.join(missing)} cannot be found; make setup GPU=1 installs them "
-            f"from requirements/gpu.txt (pip packages {packages}), or set ORT_TRAINING_CUDA=system with a "
-            "system CUDA 11.8 and cuDNN 8 on LD_LIBRARY_PATH"
+            f"the CUDA 11.8 libraries {', '.join(missing)} cannot be found; make setup GPU=1 "
+            f"installs them from requirements/gpu.txt (pip packages {packages}), or set "
+            "ORT_TRAINING_CUDA=system with a system CUDA 11.8 and cuDNN 8 on LD_LIBRARY_PATH"
         )
     return None
 
@@ -168,7 +171,9 @@ def cuda_problem(index=0):
     Examples
     --------
     >>> problem = cuda_problem(0)
-    >>> problem is None or problem == gpu_setup_problem() or problem.startswith(("there is no GPU", "running a model"))
+    >>> problem is None or problem == gpu_setup_problem() or problem.startswith(
+    ...     ("there is no GPU", "running a model")
+    ... )
     True
     """
     problem = gpu_setup_problem()

@@ -25,8 +25,10 @@ class ModelSummaryRepr:
     --------
     >>> from helpers import OrtGradientForwardBackwardOptimizer
     >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> OrtGradientForwardBackwardOptimizer(mlp_onnx(3, hidden=(4,)), max_iter=5)
-    OrtGradientForwardBackwardOptimizer(max_iter=5, model_onnx=ONNX model X[N,3] -> variable[N,1], 4 float weights (21 values))
+    >>> opt = OrtGradientForwardBackwardOptimizer(mlp_onnx(3, hidden=(4,)), max_iter=5)
+    >>> opt  # doctest: +NORMALIZE_WHITESPACE
+    OrtGradientForwardBackwardOptimizer(max_iter=5, model_onnx=ONNX model X[N,3] -> variable[N,1],
+    4 float weights (21 values))
     """
 
     def __repr__(self, N_CHAR_MAX=700):

@@ -18,10 +18,12 @@ class TrainingDivergedError(FloatingPointError):
     --------
     >>> losses = EpochLosses(float, epoch=3)
     >>> losses.add(float("nan"), 20, 30)
-    >>> losses.total()
+    >>> losses.total()  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.core.epoch_losses.TrainingDivergedError: The loss is nan at epoch 3, rows 20:30 of the shuffled data: training diverged. Try a smaller learning rate, or scale the features (sklearn.preprocessing.StandardScaler).
+    helpers.core.epoch_losses.TrainingDivergedError: The loss is nan at epoch 3, rows 20:30 of the
+    shuffled data: training diverged. Try a smaller learning rate, or scale the features
+    (sklearn.preprocessing.StandardScaler).
     """
 
 

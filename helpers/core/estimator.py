@@ -289,21 +289,23 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         return 0 if self._partial_epoch is None else self._partial_epoch[1]
 
     def _epoch_order(self, n):
-        """The rows of the next epoch, the rows already trained and their loss (an interrupted epoch resumes)."""
+        """The rows of the next epoch, the rows already trained and their loss (an interrupted epoch
+        resumes)."""
         partial, self._partial_epoch = getattr(self, "_partial_epoch", None), None
         if partial is not None and len(partial[0]) == n:
             return partial
         if partial is not None:
             warnings.warn(
-                f"The interrupted epoch ({partial[1]} of {len(partial[0])} rows) cannot resume on {n} rows: "
-                "a new epoch starts.",
+                f"The interrupted epoch ({partial[1]} of {len(partial[0])} rows) cannot resume on "
+                f"{n} rows: a new epoch starts.",
                 RuntimeWarning,
                 stacklevel=3,
             )
         return self._rng.permutation(n), 0, 0.0
 
     def _run_epoch(self, batches, interrupt, data=None):
-        """Train one epoch; return the sum of the batch losses times their rows, None if it diverged and stopped.
+        """Train one epoch; return the sum of the batch losses times their rows, None if it diverged
+        and stopped.
 
         An interrupt takes effect between two steps: the estimator then keeps
         the weights of the steps done and records how far the epoch went
@@ -351,7 +353,8 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         """Called once the epoch start is restored: a subclass resets what it cannot restore."""
 
     def _rebuild_runtime(self):
-        """The training session of an unpickled estimator, from the weights and state the pickle kept."""
+        """The training session of an unpickled estimator, from the weights and state the pickle
+        kept."""
         self._start_training(self._saved_weights)
         self._restore_saved_state()
 

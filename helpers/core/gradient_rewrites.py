@@ -138,7 +138,8 @@ def _relu_as_mask(node, elem_type, index):
 
 
 def _gather_as_gather_nd(node, index):
-    """The nodes computing ``Gather(table, ids)`` (axis 0) as ``GatherND(table, Unsqueeze(ids, -1))``."""
+    """The nodes computing ``Gather(table, ids)`` (axis 0) as ``GatherND(table, Unsqueeze(ids,
+    -1))``."""
     table, ids = node.input
     tag = f"{GATHER_PREFIX}{index}__{node.name or node.output[0]}"
     axes, rows = f"{tag}__axes", f"{tag}__rows"

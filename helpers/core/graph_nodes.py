@@ -1,4 +1,5 @@
-"""The pieces the graph rewrites share: which node is which operator, its attributes, constants, copies.
+"""The pieces the graph rewrites share: which node is which operator, its attributes, constants,
+copies.
 
 The training graph (:mod:`helpers.core.training_graph`,
 :mod:`helpers.core.batch_norm`, :mod:`helpers.core.gradient_rewrites`) and the
@@ -20,7 +21,8 @@ TRAINING_PREFIX = "training__"
 
 
 def is_onnx_op(node, *op_types):
-    """Whether ``node`` is one of ``op_types`` of the standard ONNX domain (any of its operators when none is given).
+    """Whether ``node`` is one of ``op_types`` of the standard ONNX domain (any of its operators
+    when none is given).
 
     Examples
     --------
@@ -33,7 +35,8 @@ def is_onnx_op(node, *op_types):
 
 
 def node_attribute(node, name, default=None):
-    """The value of the attribute ``name`` of ``node``, or ``default`` when the node does not set it.
+    """The value of the attribute ``name`` of ``node``, or ``default`` when the node does not set
+    it.
 
     Examples
     --------
@@ -63,7 +66,8 @@ def constant_node(name, values, elem_type=TensorProto.FLOAT):
 
 
 def copy_with_nodes(model, nodes):
-    """A copy of ``model`` whose graph holds ``nodes`` instead of its own (``model`` is left unchanged).
+    """A copy of ``model`` whose graph holds ``nodes`` instead of its own (``model`` is left
+    unchanged).
 
     Examples
     --------
@@ -123,7 +127,8 @@ def nodes_reaching(graph, targets):
 
 
 def depends_on_weights(model):
-    """The values of ``model``'s graph computed from a float initializer (which may need a gradient).
+    """The values of ``model``'s graph computed from a float initializer (which may need a
+    gradient).
 
     Examples
     --------

@@ -13,7 +13,8 @@ _LARGEST_VALUE_KEPT = 1024
 
 
 def _without_large_values(model):
-    """``model`` for shape inference: large initializers become typed inputs (no values to serialize).
+    """``model`` for shape inference: large initializers become typed inputs (no values to
+    serialize).
 
     Types and shapes are all inference needs of a weight; the values it
     propagates are shapes and indices, small integer tensors.
@@ -67,7 +68,8 @@ def value_types(model):
 
 
 def tensor_dims(value_info):
-    """The dimensions of a tensor's type: an int where fixed, None where not; None when its rank is unknown.
+    """The dimensions of a tensor's type: an int where fixed, None where not; None when its rank is
+    unknown.
 
     Examples
     --------
@@ -120,9 +122,13 @@ def with_inferred_shapes(model):
     Examples
     --------
     >>> from onnx import TensorProto, helper
-    >>> nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Relu", ["x"], ["r"]),
-    ...          helper.make_node("Flatten", ["r"], ["f"]), helper.make_node("Reshape", ["f", "s"], ["y"]),
-    ...          helper.make_node("Tanh", ["y"], ["z"])]
+    >>> nodes = [
+    ...     helper.make_node("Shape", ["x"], ["s"]),
+    ...     helper.make_node("Relu", ["x"], ["r"]),
+    ...     helper.make_node("Flatten", ["r"], ["f"]),
+    ...     helper.make_node("Reshape", ["f", "s"], ["y"]),
+    ...     helper.make_node("Tanh", ["y"], ["z"]),
+    ... ]
     >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 2])
     >>> z = helper.make_tensor_value_info("z", TensorProto.FLOAT, None)
     >>> model = with_inferred_shapes(helper.make_model(helper.make_graph(nodes, "g", [x], [z])))

@@ -77,7 +77,8 @@ def inference_graph(onx):
 
 
 def _in_training_mode(node):
-    """Whether ``node`` is a ``Dropout`` or ``BatchNormalization`` that behaves differently in training."""
+    """Whether ``node`` is a ``Dropout`` or ``BatchNormalization`` that behaves differently in
+    training."""
     if is_onnx_op(node, "Dropout"):
         return len(node.input) > 2 and bool(node.input[2])
     return is_onnx_op(node, "BatchNormalization") and batch_norm_in_training_mode(node)

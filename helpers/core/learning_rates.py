@@ -1,4 +1,5 @@
-"""Learning rates: scikit-learn's schedules, and the learning-rate objects of the forward/backward API.
+"""Learning rates: scikit-learn's schedules, and the learning-rate objects of the forward/backward
+API.
 
 A schedule gives the learning rate of update ``t`` (from 1), with the names
 and formulas of scikit-learn's ``SGDRegressor``:
@@ -35,10 +36,11 @@ def check_schedule(schedule, eta0, power_t, alpha=None):
     Examples
     --------
     >>> check_schedule("invscaling", 0.01, 0.25)
-    >>> check_schedule("adaptive", 0.01, 0.25)
+    >>> check_schedule("adaptive", 0.01, 0.25)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: Unknown learning-rate schedule 'adaptive', expected one of ('constant', 'invscaling', 'optimal').
+    ValueError: Unknown learning-rate schedule 'adaptive', expected one of ('constant',
+    'invscaling', 'optimal').
     """
     if schedule not in SCHEDULES:
         raise ValueError(
@@ -253,8 +255,9 @@ class LearningRateSGDNesterov(BaseLearningRate):
 
 
 #: Names accepted for ``learning_rate``: ``'SGD'``/``'sgd'``/``'LearningRateSGD'`` build a
-#: :class:`LearningRateSGD`; ``'Nesterov'``/``'nesterov'``/``'SGDNesterov'``/``'LearningRateSGDNesterov'``
-#: a :class:`LearningRateSGDNesterov`.
+#: :class:`LearningRateSGD`;
+#: ``'Nesterov'``/``'nesterov'``/``'SGDNesterov'``/``'LearningRateSGDNesterov'`` a
+#: :class:`LearningRateSGDNesterov`.
 LEARNING_RATE_ALIASES = {
     "SGD": LearningRateSGD,
     "sgd": LearningRateSGD,
@@ -319,7 +322,8 @@ def resolve_learning_rate(
         learning_rate = LEARNING_RATE_ALIASES[learning_rate]()
     if isinstance(learning_rate, BaseLearningRate):
         own = learning_rate.update_rule()
-        # each parameter left at its default, or saying what the object says: nothing is ignored silently
+        # each parameter left at its default, or saying what the object says: nothing is ignored
+        # silently
         given = {
             "solver": (solver, "sgd", own.name),
             "learning_rate_schedule": (
@@ -340,12 +344,14 @@ def resolve_learning_rate(
         if contradicting:
             raise ValueError(
                 f"learning_rate={learning_rate!r} brings its own schedule and update rule "
-                f"({learning_rate.learning_rate!r}, {own!r}); {', '.join(contradicting)} contradict it. "
-                "Give a float learning_rate with these parameters, or the object alone."
+                f"({learning_rate.learning_rate!r}, {own!r}); {', '.join(contradicting)} "
+                "contradict it. Give a float learning_rate with these parameters, or the object "
+                "alone."
             )
         return learning_rate.fresh_copy(), own
     if isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real):
         raise TypeError(
-            f"learning_rate must be a float or a learning-rate object (LearningRateSGD...), got {learning_rate!r}."
+            "learning_rate must be a float or a learning-rate object (LearningRateSGD...), got "
+            f"{learning_rate!r}."
         )
     return LearningRateSchedule(learning_rate, alpha, power_t, learning_rate_schedule), rule

@@ -52,7 +52,9 @@ class GraphAppender:
     Examples
     --------
     >>> from onnx import TensorProto, helper
-    >>> graph = helper.make_graph([], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])], [])
+    >>> graph = helper.make_graph(
+    ...     [], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])], []
+    ... )
     >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
     >>> app = GraphAppender(model, prefix="loss_")
     >>> app.node("Abs", ["x"])
@@ -165,8 +167,12 @@ def per_sample_loss(app, score_name, pred, label, rank, params):
     >>> import numpy as np
     >>> from onnx import TensorProto, helper
     >>> from helpers.core.sessions import make_session
-    >>> graph = helper.make_graph([], "loss", [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 2])
-    ...                                     for n in ("p", "y")], [])
+    >>> graph = helper.make_graph(
+    ...     [],
+    ...     "loss",
+    ...     [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 2]) for n in ("p", "y")],
+    ...     [],
+    ... )
     >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=8)
     >>> out = per_sample_loss(GraphAppender(model, "t_"), "squared_error", "p", "y", 2, {})
     >>> model.graph.output.extend([helper.make_tensor_value_info(out, TensorProto.FLOAT, ["N"])])

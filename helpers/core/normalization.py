@@ -182,7 +182,11 @@ def layer_norms_of_centered_inputs(model):
     >>> import torch
     >>> from helpers.core.torch_export import export_for_training
     >>> model = export_for_training(torch.nn.LayerNorm([2, 4]), torch.zeros(3, 2, 4))
-    >>> [n.op_type for n in layer_norms_of_centered_inputs(model).graph.node if n.op_type != "Constant"]
+    >>> [
+    ...     n.op_type
+    ...     for n in layer_norms_of_centered_inputs(model).graph.node
+    ...     if n.op_type != "Constant"
+    ... ]
     ['ReduceMean', 'Sub', 'LayerNormalization']
     """
     if not any(is_onnx_op(n, "LayerNormalization") for n in model.graph.node):

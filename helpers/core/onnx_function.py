@@ -21,7 +21,9 @@ def make_model(nodes, inputs, outputs, name):
     Examples
     --------
     >>> from onnx import helper
-    >>> model = make_model([helper.make_node("Neg", ["x"], ["y"])], [("x", None)], [("y", None)], "neg")
+    >>> model = make_model(
+    ...     [helper.make_node("Neg", ["x"], ["y"])], [("x", None)], [("y", None)], "neg"
+    ... )
     >>> [i.name for i in model.graph.input], model.ir_version
     (['x'], 8)
     """
@@ -79,7 +81,9 @@ class OnnxFunction:
     >>> import numpy as np
     >>> from onnx import helper
     >>> from helpers.core.devices import Device
-    >>> model = make_model([helper.make_node("Mul", ["x", "x"], ["y"])], [("x", [2])], [("y", [2])], "square")
+    >>> model = make_model(
+    ...     [helper.make_node("Mul", ["x", "x"], ["y"])], [("x", [2])], [("y", [2])], "square"
+    ... )
     >>> OnnxFunction(model, Device("cpu"))(np.array([2, 3], dtype=np.float32))[0].numpy()
     array([4., 9.], dtype=float32)
     """

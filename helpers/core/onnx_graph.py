@@ -37,7 +37,10 @@ def get_train_initializer(onx):
     Examples
     --------
     >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> {name: value.shape for name, value in get_train_initializer(mlp_onnx(3, hidden=(4,))).items()}
+    >>> {
+    ...     name: value.shape
+    ...     for name, value in get_train_initializer(mlp_onnx(3, hidden=(4,))).items()
+    ... }
     {'coefficient0': (3, 4), 'intercept0': (4,), 'coefficient1': (4, 1), 'intercept1': (1,)}
     """
     statistics = set(running_statistic_names(onx))
@@ -78,10 +81,11 @@ def check_weights_to_train(onx, weights_to_train):
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> check_weights_to_train(mlp_onnx(3, hidden=(4,)), None)
     ['coefficient0', 'intercept0', 'coefficient1', 'intercept1']
-    >>> check_weights_to_train(mlp_onnx(3, hidden=(4,)), ["bias"])
+    >>> check_weights_to_train(mlp_onnx(3, hidden=(4,)), ["bias"])  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: Weight 'bias' is not an initializer of the model. Trainable ones are ['coefficient0', 'intercept0', 'coefficient1', 'intercept1'].
+    ValueError: Weight 'bias' is not an initializer of the model. Trainable ones are
+    ['coefficient0', 'intercept0', 'coefficient1', 'intercept1'].
     """
     trainable = get_train_initializer(onx)
     if not trainable:
@@ -117,8 +121,8 @@ def check_weights_to_train(onx, weights_to_train):
             )
         if name in statistics:
             raise ValueError(
-                f"{name!r} is a running statistic of a BatchNormalization node: it is not trained but "
-                "updated from the batch statistics after each step. Trainable weights are "
+                f"{name!r} is a running statistic of a BatchNormalization node: it is not trained "
+                "but updated from the batch statistics after each step. Trainable weights are "
                 f"{list(trainable)}."
             )
         if name not in trainable:
@@ -320,7 +324,8 @@ def select_outputs(onx, output_names):
 
 
 def static_dims(value_info):
-    """The dimensions of a tensor's type: an int where fixed, None where not; ``[]`` when its rank is unknown.
+    """The dimensions of a tensor's type: an int where fixed, None where not; ``[]`` when its rank
+    is unknown.
 
     Examples
     --------

@@ -198,7 +198,11 @@ def validation_period(validation_every, max_iter):
 
     Examples
     --------
-    >>> validation_period(0.1, max_iter=50), validation_period(2, max_iter=50), validation_period(0, 50)
+    >>> (
+    ...     validation_period(0.1, max_iter=50),
+    ...     validation_period(2, max_iter=50),
+    ...     validation_period(0, 50),
+    ... )
     (5, 2, 0)
     """
     every = validation_every or 0
@@ -239,10 +243,13 @@ def check_warm_start(before, now):
 
     Examples
     --------
-    >>> check_warm_start({"update rule": "SGDRule()"}, {"update rule": "AdamWRule()"})
+    >>> before, now = {"update rule": "SGDRule()"}, {"update rule": "AdamWRule()"}
+    >>> check_warm_start(before, now)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: warm_start=True continues the training already started, but update rule changed from SGDRule() to AdamWRule(). Set warm_start=False to train anew with the new settings, or set them back.
+    ValueError: warm_start=True continues the training already started, but update rule changed
+    from SGDRule() to AdamWRule(). Set warm_start=False to train anew with the new settings, or set
+    them back.
     """
     changed = [
         f"{key} changed from {before[key]} to {now[key]}"

@@ -151,7 +151,9 @@ class ElasticLearningPenalty(BaseLearningPenalty):
 
     Examples
     --------
-    >>> ElasticLearningPenalty(l1=0.0, l2=0.01, weights=["coef"]).coefficients(["coef", "intercept"])
+    >>> ElasticLearningPenalty(l1=0.0, l2=0.01, weights=["coef"]).coefficients(
+    ...     ["coef", "intercept"]
+    ... )
     {'coef': {'l1': 0.0, 'l2': 0.01}}
     """
 

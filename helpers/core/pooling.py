@@ -60,7 +60,8 @@ def _ceil_matters(node, sizes):
 
 
 def _max_pool_with_end_pads(node, starts, ends, kernel, elem_type):
-    """``MaxPool`` ``node`` with ``ceil_mode=0``, the begin pads ``starts`` and the end pads ``ends``.
+    """``MaxPool`` ``node`` with ``ceil_mode=0``, the begin pads ``starts`` and the end pads
+    ``ends``.
 
     onnxruntime refuses pads as large as the kernel (``Pad should be smaller
     than kernel``), which torch's windows can need (``MaxPool2d(2, stride=3,

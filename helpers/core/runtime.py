@@ -30,10 +30,12 @@ class RuntimeCompatibilityError(RuntimeError):
     >>> import onnx
     >>> model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []))
     >>> model.ir_version = 99
-    >>> check_model_ir_version(model)
+    >>> check_model_ir_version(model)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.core.runtime.RuntimeCompatibilityError: The model has IR version 99, but onnxruntime 1.19.2 accepts IR version 10 at most. Convert or save it with onnx==1.17.0, or set model.ir_version = 10 if its opsets allow it.
+    helpers.core.runtime.RuntimeCompatibilityError: The model has IR version 99, but onnxruntime
+    1.19.2 accepts IR version 10 at most. Convert or save it with onnx==1.17.0, or set
+    model.ir_version = 10 if its opsets allow it.
     """
 
 
@@ -43,10 +45,14 @@ class UntrainableModelError(ValueError):
     Examples
     --------
     >>> from onnx import helper
-    >>> model = helper.make_model(helper.make_graph([helper.make_node("Resize", ["x"], ["y"])], "g", [], []))
+    >>> model = helper.make_model(
+    ...     helper.make_graph([helper.make_node("Resize", ["x"], ["y"])], "g", [], [])
+    ... )
     >>> error = explain_untrainable(model, RuntimeError("no implementation for ResizeGrad(1) node"))
-    >>> isinstance(error, UntrainableModelError), str(error).split(". ")[0]
-    (True, "onnxruntime 1.19.2 cannot train this model: no gradient for Resize on this device (node 'y')")
+    >>> isinstance(error, UntrainableModelError)
+    True
+    >>> str(error).split(". ")[0]
+    "onnxruntime 1.19.2 cannot train this model: no gradient for Resize on this device (node 'y')"
     >>> _REPLACEMENTS["Resize"] in str(error)
     True
     """
@@ -63,11 +69,19 @@ def untrainable_operators(model, message):
     Examples
     --------
     >>> from onnx import helper
-    >>> model = helper.make_model(helper.make_graph(
-    ...     [helper.make_node("Resize", ["x"], ["y"]), helper.make_node("Round", ["y"], ["z"])], "g", [], []))
+    >>> model = helper.make_model(
+    ...     helper.make_graph(
+    ...         [helper.make_node("Resize", ["x"], ["y"]), helper.make_node("Round", ["y"], ["z"])],
+    ...         "g",
+    ...         [],
+    ...         [],
+    ...     )
+    ... )
     >>> untrainable_operators(model, "Could not find an implementation for ResizeGrad(1) node")
     ['Resize']
-    >>> untrainable_operators(model, "The gradient builder has not been registered: Round for node /Round")
+    >>> untrainable_operators(
+    ...     model, "The gradient builder has not been registered: Round for node /Round"
+    ... )
     ['Round']
     """
     found = set(re.findall(r"\b([A-Z][A-Za-z0-9]*)Grad\b", message))
@@ -88,7 +102,9 @@ def explain_untrainable(model, error):
     Examples
     --------
     >>> from onnx import helper
-    >>> model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [], []))
+    >>> model = helper.make_model(
+    ...     helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [], [])
+    ... )
     >>> explain_untrainable(model, RuntimeError("out of memory")) is None  # not about a gradient
     True
     """
@@ -100,21 +116,30 @@ def explain_untrainable(model, error):
     return UntrainableModelError(
         f"onnxruntime {onnxruntime.__version__} cannot train this model: no gradient for "
         f"{', '.join(operators)} on this device (node {', '.join(repr(n) for n in nodes)}). "
-        f"Replace {'it' if len(operators) == 1 else 'them'} in the model{' (' + '; '.join(hints) + ')' if hints else ''}, "
-        "or train only the weights after it (weights_to_train)."
+        f"Replace {'it' if len(operators) == 1 else 'them'} in the "
+        f"model{' (' + '; '.join(hints) + ')' if hints else ''}, or train only the weights after "
+        "it (weights_to_train)."
     )
 
 
 #: What to use instead of operators without a gradient.
 _REPLACEMENTS = {
-    "Resize": "nn.Upsample or F.interpolate with mode='nearest', 'linear', 'bilinear' or 'trilinear' "
-    "by an integer scale_factor (or to a multiple of a known input size), which the training graph "
-    "rewrites; for another factor, such an upsampling followed by a pooling or a strided Conv",
-    "ConvTranspose": "nn.ConvTranspose1d, 2d or 3d as torch exports it (opset 13 or later), which the "
-    "training graph rewrites as a Conv; or an upsampling (nn.Upsample(scale_factor=2)) followed by a Conv",
+    "Resize": (
+        "nn.Upsample or F.interpolate with mode='nearest', 'linear', 'bilinear' or 'trilinear' by "
+        "an integer scale_factor (or to a multiple of a known input size), which the training "
+        "graph rewrites; for another factor, such an upsampling followed by a pooling or a strided "
+        "Conv"
+    ),
+    "ConvTranspose": (
+        "nn.ConvTranspose1d, 2d or 3d as torch exports it (opset 13 or later), which the training "
+        "graph rewrites as a Conv; or an upsampling (nn.Upsample(scale_factor=2)) followed by a "
+        "Conv"
+    ),
     "Round": "no rounding while training, or a straight-through estimator written in torch",
-    "InstanceNormalization": "give the model's inputs a shape: the training graph writes it out where shape "
-    "inference tells its input's rank; torch's InstanceNorm trains with track_running_stats=False only",
+    "InstanceNormalization": (
+        "give the model's inputs a shape: the training graph writes it out where shape inference "
+        "tells its input's rank; torch's InstanceNorm trains with track_running_stats=False only"
+    ),
 }
 
 
@@ -143,7 +168,8 @@ def quiet_runtime_logs():
     >>> _training_graph_utils.SessionOptions().log_severity_level == ERROR_SEVERITY
     True
     """
-    from onnxruntime.training.onnxblock import _training_graph_utils  # noqa: PLC0415 (imports torch)
+    # imported here: onnxblock imports torch
+    from onnxruntime.training.onnxblock import _training_graph_utils  # noqa: PLC0415
 
     onnxruntime.set_default_logger_severity(ERROR_SEVERITY)
     _training_graph_utils.SessionOptions = _quiet_session_options
@@ -319,7 +345,9 @@ def check_model_ir_version(model):
     Examples
     --------
     >>> import onnx
-    >>> check_model_ir_version(onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []), ir_version=8))
+    >>> check_model_ir_version(
+    ...     onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []), ir_version=8)
+    ... )
     """
     accepted = max_ir_version()
     if model.ir_version > accepted:
@@ -337,10 +365,12 @@ def check_model_opset(model):
     Examples
     --------
     >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> check_model_opset(mlp_onnx(3, opset=99))
+    >>> check_model_opset(mlp_onnx(3, opset=99))  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.core.runtime.RuntimeCompatibilityError: The model imports opset 99 of the ONNX domain, but onnxruntime 1.19.2 runs opset 21 at most. Convert it again with target_opset=21 (skl2onnx: to_onnx(..., target_opset=21); torch: opset_version=21).
+    helpers.core.runtime.RuntimeCompatibilityError: The model imports opset 99 of the ONNX domain,
+    but onnxruntime 1.19.2 runs opset 21 at most. Convert it again with target_opset=21 (skl2onnx:
+    to_onnx(..., target_opset=21); torch: opset_version=21).
     """
     accepted, opset = max_opset(), main_opset(model)
     if opset > accepted:
@@ -353,7 +383,8 @@ def check_model_opset(model):
 
 
 def check_model_inputs(model):
-    """Raise a clear error when the model's data inputs or outputs have a type the optimizers do not feed.
+    """Raise a clear error when the model's data inputs or outputs have a type the optimizers do not
+    feed.
 
     The optimizers feed float32 arrays, or integer arrays to an integer
     input (token ids, indices), and read float32 outputs; a model converted
@@ -366,10 +397,11 @@ def check_model_inputs(model):
     >>> graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
     ...     [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [None, 2])],
     ...     [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [None, 2])])
-    >>> check_model_inputs(helper.make_model(graph))
+    >>> check_model_inputs(helper.make_model(graph))  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    TypeError: The model's input 'x' is double: the optimizers train float32 models. Convert the model from float32 data (skl2onnx: to_onnx(model, X[:1].astype(numpy.float32))).
+    TypeError: The model's input 'x' is double: the optimizers train float32 models. Convert the
+    model from float32 data (skl2onnx: to_onnx(model, X[:1].astype(numpy.float32))).
     """
     initializers = {i.name for i in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in initializers]
@@ -382,13 +414,16 @@ def check_model_inputs(model):
             continue
         name = TensorProto.DataType.Name(elem_type).lower()
         fix = (
-            "Convert the model from float32 data (skl2onnx: to_onnx(model, X[:1].astype(numpy.float32)))."
+            "Convert the model from float32 data (skl2onnx: to_onnx(model, "
+            "X[:1].astype(numpy.float32)))."
             if elem_type == TensorProto.DOUBLE
-            else "Give the model a float32 input, or an int64 input of ids (cast inside the graph if it needs another type)."
+            else "Give the model a float32 input, or an int64 input of ids (cast inside the "
+            "graph if it needs another type)."
         )
         kind = "input" if is_input else "output"
         raise TypeError(
-            f"The model's {kind} {value.name!r} is {name}: the optimizers train float32 models. {fix}"
+            f"The model's {kind} {value.name!r} is {name}: the optimizers train float32 models. "
+            f"{fix}"
         )
 
 

@@ -194,7 +194,8 @@ def _record_cumulative_averages(module, model):
 
 @contextlib.contextmanager
 def buffers_kept(module):
-    """Put ``module``'s buffers back as they were when the block ends (a forward in training mode changes them).
+    """Put ``module``'s buffers back as they were when the block ends (a forward in training mode
+    changes them).
 
     Yields
     ------

@@ -20,7 +20,8 @@ from .validation import check_features
 
 
 class PredictionSessions:
-    """The prediction session of each fitted optimizer, made by the first ``predict`` after the weights changed.
+    """The prediction session of each fitted optimizer, made by the first ``predict`` after the
+    weights changed.
 
     The sessions live beside the estimators, not in their ``__dict__``
     (``predict`` changes nothing in the estimator), in a weak dictionary
@@ -237,7 +238,8 @@ class TrainedModelMixin:
         return state
 
     def _restore_saved_state(self):
-        """Put back the update rule's buffers and the running statistics a pickle kept, into a rebuilt session."""
+        """Put back the update rule's buffers and the running statistics a pickle kept, into a
+        rebuilt session."""
         saved = getattr(self, "_saved_update_state", [])
         if self._runtime.updater is not None and saved:
             self._runtime.updater.set_state(saved)

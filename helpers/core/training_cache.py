@@ -125,7 +125,8 @@ class ContentCache:
         return value
 
     def get_or_build(self, key, build):
-        """Return the value stored under ``key``, built by ``build()`` if missing (once, whatever the threads)."""
+        """Return the value stored under ``key``, built by ``build()`` if missing (once, whatever
+        the threads)."""
         while True:
             with self._lock:
                 value = self._lookup(key)
@@ -159,7 +160,8 @@ class ContentCache:
         self._evict(dropped)
 
     def _defer_leased(self, dropped):
-        """Keep the leased ones of ``dropped`` aside until released; return the others (lock held)."""
+        """Keep the leased ones of ``dropped`` aside until released; return the others (lock
+        held)."""
         free = []
         for key, value in dropped:
             (self._evicted if self._leases[key] else free).append((key, value))
@@ -230,7 +232,8 @@ _INHERITED = []
 
 
 def _forget_parent_state():
-    """In a forked child: start with empty caches and a folder of its own; leave the parent's alone."""
+    """In a forked child: start with empty caches and a folder of its own; leave the parent's
+    alone."""
     _INHERITED.append((dict(ARTIFACTS._entries), dict(GRADIENT_GRAPHS._entries)))
     ARTIFACTS.forget()
     GRADIENT_GRAPHS.forget()
@@ -242,7 +245,8 @@ os.register_at_fork(after_in_child=_forget_parent_state)
 
 @contextmanager
 def cached_artifact_folder(key, write):
-    """A folder holding the artifacts of ``key``, written by ``write(folder)`` once; leased while the block runs.
+    """A folder holding the artifacts of ``key``, written by ``write(folder)`` once; leased while
+    the block runs.
 
     A folder is only published once ``write`` has returned, under a name of
     its own: an error while writing leaves no half-written entry behind,

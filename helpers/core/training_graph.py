@@ -96,7 +96,11 @@ def with_layer_norm_statistics(model):
     >>> model = export_for_training(net, torch.zeros(2, 3))
     >>> [len(n.output) for n in model.graph.node if n.op_type == "LayerNormalization"]
     [1]
-    >>> [len(n.output) for n in with_layer_norm_statistics(model).graph.node if n.op_type == "LayerNormalization"]
+    >>> [
+    ...     len(n.output)
+    ...     for n in with_layer_norm_statistics(model).graph.node
+    ...     if n.op_type == "LayerNormalization"
+    ... ]
     [3]
     """
     incomplete = [
@@ -124,7 +128,8 @@ def _conv_groups(node):
 
 
 def _on_axis(op_type, data, output, axis, opset, tag):
-    """``Unsqueeze`` or ``Squeeze`` of ``data`` on ``axis``, in the form of ``opset`` (axes an input from 13)."""
+    """``Unsqueeze`` or ``Squeeze`` of ``data`` on ``axis``, in the form of ``opset`` (axes an input
+    from 13)."""
     if opset < 13:
         return [helper.make_node(op_type, [data], [output], name=tag, axes=[axis])]
     return [
@@ -158,7 +163,8 @@ def _conv_in_two_dimensions(node, opset, index):
 
 
 def grouped_convolutions_in_two_dimensions(model):
-    """Return a copy of ``model`` whose grouped 1-D ``Conv`` nodes are 2-D convolutions over a height of one.
+    """Return a copy of ``model`` whose grouped 1-D ``Conv`` nodes are 2-D convolutions over a
+    height of one.
 
     The same products and sums, so the same values and gradients; the
     gradient kernel of a 2-D grouped convolution is right where the 1-D one
@@ -174,7 +180,9 @@ def grouped_convolutions_in_two_dimensions(model):
     >>> import torch
     >>> from helpers.core.torch_export import export_for_training
     >>> net = torch.nn.Conv1d(4, 4, 3, groups=4)
-    >>> model = grouped_convolutions_in_two_dimensions(export_for_training(net, torch.zeros(1, 4, 8)))
+    >>> model = grouped_convolutions_in_two_dimensions(
+    ...     export_for_training(net, torch.zeros(1, 4, 8))
+    ... )
     >>> [n.op_type for n in model.graph.node if n.op_type != "Constant"]
     ['Unsqueeze', 'Unsqueeze', 'Conv', 'Squeeze']
     """
@@ -192,9 +200,10 @@ def grouped_convolutions_in_two_dimensions(model):
             nodes.extend(_conv_in_two_dimensions(node, opset, index))
         else:
             raise UntrainableModelError(
-                f"onnxruntime {onnxruntime.__version__} computes wrong gradients for the grouped convolution "
-                f"{node.name!r} (group={_conv_groups(node)}, kernel of rank {rank}): its CPU kernel handles "
-                "groups for 2-D kernels only. Use group=1, or a 2-D convolution."
+                f"onnxruntime {onnxruntime.__version__} computes wrong gradients for the grouped "
+                f"convolution {node.name!r} (group={_conv_groups(node)}, kernel of rank {rank}): "
+                "its CPU kernel handles groups for 2-D kernels only. Use group=1, or a 2-D "
+                "convolution."
             )
     return copy_with_nodes(model, nodes)
 
@@ -228,7 +237,10 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU(),
     ...                           torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
     >>> graph = training_graph(export_for_training(net, torch.zeros(2, 3)))
-    >>> sorted({n.op_type for n in graph.model.graph.node} & {"BatchNormalization", "Relu", "LayerNormalization"})
+    >>> sorted(
+    ...     {n.op_type for n in graph.model.graph.node}
+    ...     & {"BatchNormalization", "Relu", "LayerNormalization"}
+    ... )
     ['LayerNormalization']
     >>> graph.statistics.output_names[0].endswith("__batch_mean")
     True

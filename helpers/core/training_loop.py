@@ -1,4 +1,5 @@
-"""What keeps a training consistent when it stops early: interrupts, divergence, the end of an epoch.
+"""What keeps a training consistent when it stops early: interrupts, divergence, the end of an
+epoch.
 
 * :class:`deferred_interrupt`: Ctrl-C (or a Jupyter kernel interrupt) during
   a fit takes effect between two training steps, never inside one, so that
@@ -85,7 +86,9 @@ class EpochStart:
     >>> from helpers import OrtGradientForwardBackwardOptimizer
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> X = np.ones((8, 3), dtype=np.float32)
-    >>> opt = OrtGradientForwardBackwardOptimizer(mlp_onnx(3, hidden=(4,)), max_iter=1, batch_size=4).fit(X, X[:, 0])
+    >>> opt = OrtGradientForwardBackwardOptimizer(
+    ...     mlp_onnx(3, hidden=(4,)), max_iter=1, batch_size=4
+    ... ).fit(X, X[:, 0])
     >>> start = EpochStart(opt)
     >>> opt.t_ = 99
     >>> start.restore(opt)
@@ -103,7 +106,8 @@ class EpochStart:
         self.partial_epoch = getattr(optimizer, "_partial_epoch", None)
 
     def restore(self, optimizer):
-        """Put the weights, statistics, update buffers, counter, generator and interrupted epoch back."""
+        """Put the weights, statistics, update buffers, counter, generator and interrupted epoch
+        back."""
         runtime = optimizer._runtime
         runtime.set_weights(self.weights)
         runtime.statistics.set(self.statistics)
@@ -123,16 +127,20 @@ def check_finite_state(weights, statistics, epoch):
     Examples
     --------
     >>> import numpy as np
-    >>> check_finite_state({"w": np.array([1.0, np.inf])}, {}, epoch=1)
+    >>> state = {"w": np.array([1.0, np.inf])}
+    >>> check_finite_state(state, {}, epoch=1)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.core.epoch_losses.TrainingDivergedError: The updates of epoch 1 left non-finite values in 'w': training diverged. Try a smaller learning rate, or scale the features (sklearn.preprocessing.StandardScaler).
+    helpers.core.epoch_losses.TrainingDivergedError: The updates of epoch 1 left non-finite values
+    in 'w': training diverged. Try a smaller learning rate, or scale the features
+    (sklearn.preprocessing.StandardScaler).
     """
     for name, value in {**weights, **statistics}.items():
         if not np.isfinite(value).all():
             raise TrainingDivergedError(
-                f"The updates of epoch {epoch} left non-finite values in {name!r}: training diverged. "
-                "Try a smaller learning rate, or scale the features (sklearn.preprocessing.StandardScaler)."
+                f"The updates of epoch {epoch} left non-finite values in {name!r}: training "
+                "diverged. Try a smaller learning rate, or scale the features "
+                "(sklearn.preprocessing.StandardScaler)."
             )
 
 
@@ -170,8 +178,8 @@ def check_finite_outputs(loss, outputs, rows, epoch):
     else:
         return
     raise TrainingDivergedError(
-        f"The model trained by epoch {epoch} gives non-finite {what[0]} on rows {rows[0]}:{rows[1]} "
-        f"of the shuffled data, the last batch it trained on (its weights are finite, {what[1]} "
-        "float32): training diverged. Try a smaller learning rate, or scale the features "
-        "(sklearn.preprocessing.StandardScaler)."
+        f"The model trained by epoch {epoch} gives non-finite {what[0]} on rows "
+        f"{rows[0]}:{rows[1]} of the shuffled data, the last batch it trained on (its weights are "
+        f"finite, {what[1]} float32): training diverged. Try a smaller learning rate, or scale the "
+        "features (sklearn.preprocessing.StandardScaler)."
     )

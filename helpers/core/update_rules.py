@@ -236,7 +236,8 @@ class AdamWRule(BaseUpdateRule):
 
 
 #: The update rules, by the name the optimizers' ``solver`` takes: ``'sgd'`` :class:`SGDRule`,
-#: ``'momentum'`` :class:`MomentumRule`, ``'nesterov'`` :class:`NesterovRule`, ``'adamw'`` :class:`AdamWRule`.
+#: ``'momentum'`` :class:`MomentumRule`, ``'nesterov'`` :class:`NesterovRule`, ``'adamw'``
+#: :class:`AdamWRule`.
 UPDATE_RULES = {rule.name: rule for rule in (SGDRule, MomentumRule, NesterovRule, AdamWRule)}
 
 
@@ -395,7 +396,8 @@ class WeightUpdater:
         """Set the buffers from numpy arrays, in the order :meth:`get_state` gives."""
         if len(values) != len(self.states):
             raise ValueError(
-                f"{self.rule.name!r} keeps {len(self.states)} buffers for these weights, got {len(values)}."
+                f"{self.rule.name!r} keeps {len(self.states)} buffers for these weights, got "
+                f"{len(values)}."
             )
         for buffer, value in zip(self.states, values):
             value = np.ascontiguousarray(value, dtype=np.float32)

@@ -154,7 +154,8 @@ class InputSpec:
 
 
 def _as_ids(name, values, dtype):
-    """Return ``values`` as integers of ``dtype``: integer arrays, or floats that are whole numbers."""
+    """Return ``values`` as integers of ``dtype``: integer arrays, or floats that are whole
+    numbers."""
     array = np.asarray(values) if not hasattr(values, "nnz") else None
     if array is not None and array.dtype.kind in "iu":
         return np.ascontiguousarray(array, dtype=dtype)
@@ -239,10 +240,12 @@ def check_features(X, spec=None, name="X"):
     Traceback (most recent call last):
     ...
     ValueError: X has 2 features, but the model expects 3.
-    >>> check_features(np.zeros((5, 64)), InputSpec("x", [1, 8, 8], np.float32))
+    >>> images = InputSpec("x", [1, 8, 8], np.float32)
+    >>> check_features(np.zeros((5, 64)), images)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: X has samples of shape (64,) (X: (5, 64)), but the model's input x[N, 1, 8, 8] (float32) takes samples of shape (1, 8, 8). Reshape it: X.reshape(-1, 1, 8, 8).
+    ValueError: X has samples of shape (64,) (X: (5, 64)), but the model's input x[N, 1, 8, 8]
+    (float32) takes samples of shape (1, 8, 8). Reshape it: X.reshape(-1, 1, 8, 8).
     >>> check_features([[3, 1], [0, 2]], InputSpec("ids", [2], np.int64, {"embedding": 4})).dtype
     dtype('int64')
     """
@@ -366,8 +369,8 @@ def check_sample_weight(sample_weight, n_samples):
         raise ValueError("sample_weight has negative values: weights must be >= 0.")
     if not w.any():
         raise ValueError(
-            "sample_weight is 0 for every sample: nothing would be learned and every loss would be 0. "
-            "Give some samples a positive weight."
+            "sample_weight is 0 for every sample: nothing would be learned and every loss would "
+            "be 0. Give some samples a positive weight."
         )
     return w
 

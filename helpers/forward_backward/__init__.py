@@ -1,4 +1,5 @@
-"""The forward/backward API: onnxruntime runs a layer's forward and backward passes, the caller the rest.
+"""The forward/backward API: onnxruntime runs a layer's forward and backward passes, the caller the
+rest.
 
 * :mod:`~helpers.forward_backward.function`: the gradient graph and the
   ``TrainingAgent`` that runs it (:class:`helpers.OrtGradientForwardBackward`);

@@ -137,7 +137,8 @@ class OrtGradientForwardBackward:
         unknown = set(self.input_names_require_grad) - set(self.input_names)
         if unknown:
             raise ValueError(
-                f"input_names_require_grad names {sorted(unknown)}, which are not inputs; inputs are {self.input_names}."
+                f"input_names_require_grad names {sorted(unknown)}, which are not inputs; inputs "
+                f"are {self.input_names}."
             )
         self.device = resolve_device(device)
         check_n_threads(n_threads)

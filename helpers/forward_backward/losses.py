@@ -257,7 +257,8 @@ class ElasticLearningLoss(BaseLearningLoss):
         check_finite_number("l2_weight", l2_weight)
         if l1_weight < 0 or l2_weight < 0 or l1_weight + l2_weight == 0:
             raise ValueError(
-                f"l1_weight and l2_weight must be >= 0 and not both 0, got {l1_weight}, {l2_weight}."
+                f"l1_weight and l2_weight must be >= 0 and not both 0, got {l1_weight}, "
+                f"{l2_weight}."
             )
         self.l1_weight, self.l2_weight = float(l1_weight), float(l2_weight)
 
@@ -314,7 +315,8 @@ class NegLogLearningLoss(BaseLearningLoss):
         super().__init__()
         if probability_function not in ("sigmoid", "softmax"):
             raise ValueError(
-                f"probability_function must be 'sigmoid' or 'softmax', got {probability_function!r}."
+                "probability_function must be 'sigmoid' or 'softmax', got "
+                f"{probability_function!r}."
             )
         if not 0 < eps < 0.5:
             raise ValueError(f"eps must be in (0, 0.5), got {eps!r}.")
@@ -364,7 +366,12 @@ class CrossEntropyLearningLoss(NegLogLearningLoss):
     >>> round(float(value.numpy()), 4), gradient.numpy().tolist()  # log 2, softmax - one_hot
     (0.6931, [[-0.5, 0.5]])
     >>> wrong = np.array([[0.0, 40.0]], dtype=np.float32)  # p(class 0) = exp(-40)
-    >>> round(float(CrossEntropyLearningLoss().loss_gradient(Device("cpu"), labels, wrong)[0].numpy()), 3)
+    >>> round(
+    ...     float(
+    ...         CrossEntropyLearningLoss().loss_gradient(Device("cpu"), labels, wrong)[0].numpy()
+    ...     ),
+    ...     3,
+    ... )
     40.0
     """
 
@@ -376,9 +383,9 @@ class CrossEntropyLearningLoss(NegLogLearningLoss):
 
 
 #: The loss classes, by the names of :data:`helpers.core.loss_graphs.LOSSES`:
-#: ``'squared_error'`` :class:`SquareLearningLoss`, ``'absolute_error'`` :class:`AbsoluteLearningLoss`,
-#: ``'elastic'`` :class:`ElasticLearningLoss`, ``'log'`` :class:`NegLogLearningLoss`,
-#: ``'cross_entropy'`` :class:`CrossEntropyLearningLoss`.
+#: ``'squared_error'`` :class:`SquareLearningLoss`, ``'absolute_error'``
+#: :class:`AbsoluteLearningLoss`, ``'elastic'`` :class:`ElasticLearningLoss`, ``'log'``
+#: :class:`NegLogLearningLoss`, ``'cross_entropy'`` :class:`CrossEntropyLearningLoss`.
 LEARNING_LOSSES = {
     "squared_error": SquareLearningLoss,
     "absolute_error": AbsoluteLearningLoss,

@@ -23,39 +23,45 @@ from .session import ForwardBackwardSession
 class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
     """Train an ONNX model (no loss inside) with explicit loss, penalty and update.
 
-        Parameters
-        ----------
-        model_onnx : onnx.ModelProto
-            The model to train, with one input (the features) and one output.
+    Parameters
+    ----------
+    model_onnx : onnx.ModelProto
+        The model to train, with one input (the features) and one output.
     {shared_parameters}
-        learning_loss : str or BaseLearningLoss
-            ``'squared_error'``, ``'absolute_error'``, ``'elastic'``, ``'log'``
-            (:data:`helpers.core.loss_graphs.LOSSES`, with their aliases such
-            as ``'square_error'``) or an object (:class:`helpers.SquareLearningLoss`...).
-            ``'log'`` takes raw scores (logits): its probability function is
-            part of the loss.
-        learning_penalty : None, str, dict or BaseLearningPenalty
-            None, ``'elastic'``, a dict ``{weight: {'l1': a, 'l2': b}}`` as
-            :func:`helpers.add_loss_output` takes, or an object
-            (:class:`helpers.ElasticLearningPenalty`).
+    learning_loss : str or BaseLearningLoss
+        ``'squared_error'``, ``'absolute_error'``, ``'elastic'``, ``'log'``
+        (:data:`helpers.core.loss_graphs.LOSSES`, with their aliases such
+        as ``'square_error'``) or an object (:class:`helpers.SquareLearningLoss`...).
+        ``'log'`` takes raw scores (logits): its probability function is
+        part of the loss.
+    learning_penalty : None, str, dict or BaseLearningPenalty
+        None, ``'elastic'``, a dict ``{weight: {'l1': a, 'l2': b}}`` as
+        :func:`helpers.add_loss_output` takes, or an object
+        (:class:`helpers.ElasticLearningPenalty`).
 
-        Attributes
-        ----------
+    Attributes
+    ----------
     {shared_attributes}
-        learning_loss_, learning_penalty_ : objects
-            The loss and penalty of the last ``fit`` (copies of those given).
+    learning_loss_, learning_penalty_ : objects
+        The loss and penalty of the last ``fit`` (copies of those given).
 
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from helpers import OrtGradientForwardBackwardOptimizer
-        >>> from helpers.teaching.model_factories import mlp_onnx
-        >>> X = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
-        >>> y = X.sum(axis=1, keepdims=True)
-        >>> opt = OrtGradientForwardBackwardOptimizer(mlp_onnx(3, hidden=(8,)), max_iter=20, learning_rate=0.05,
-        ...                                           solver="adamw", batch_size=16, random_state=0).fit(X, y)
-        >>> bool(opt.train_losses_[-1] < opt.train_losses_[0])
-        True
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers import OrtGradientForwardBackwardOptimizer
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> X = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
+    >>> y = X.sum(axis=1, keepdims=True)
+    >>> opt = OrtGradientForwardBackwardOptimizer(
+    ...     mlp_onnx(3, hidden=(8,)),
+    ...     max_iter=20,
+    ...     learning_rate=0.05,
+    ...     solver="adamw",
+    ...     batch_size=16,
+    ...     random_state=0,
+    ... ).fit(X, y)
+    >>> bool(opt.train_losses_[-1] < opt.train_losses_[0])
+    True
     """
 
     def __init__(
@@ -119,9 +125,9 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
             )
         if static_dims(self.model_onnx.graph.output[0]) == []:
             raise ValueError(
-                f"The model's output {outputs[0]!r} is a scalar, a loss: this optimizer trains the model "
-                "without its loss and computes the loss itself (learning_loss). Give it the model from "
-                "before add_loss_output, or train this one with OrtGradientOptimizer."
+                f"The model's output {outputs[0]!r} is a scalar, a loss: this optimizer trains the "
+                "model without its loss and computes the loss itself (learning_loss). Give it the "
+                "model from before add_loss_output, or train this one with OrtGradientOptimizer."
             )
         self.weights_to_train_ = check_weights_to_train(self.model_onnx, self.weights_to_train)
         # fresh copies: the objects cache compiled graphs for one fit

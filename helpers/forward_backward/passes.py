@@ -1,4 +1,5 @@
-"""The forward and backward passes of one :class:`~helpers.forward_backward.function.OrtGradientForwardBackward`.
+"""The forward and backward passes of one
+:class:`~helpers.forward_backward.function.OrtGradientForwardBackward`.
 
 :class:`OrtGradientForwardBackwardFunction` runs the training agent the
 builder made: a training forward keeps its state until the matching
@@ -25,7 +26,8 @@ def _to_ortvalue(value, device):
 
 
 class OrtGradientForwardBackwardFunction:
-    """Forward and backward passes of one :class:`~helpers.forward_backward.function.OrtGradientForwardBackward`.
+    """Forward and backward passes of one
+    :class:`~helpers.forward_backward.function.OrtGradientForwardBackward`.
 
     Each training forward keeps its state until the matching backward; several
     may be in flight, and :meth:`backward` consumes the most recent one

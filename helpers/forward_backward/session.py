@@ -41,7 +41,9 @@ class ForwardBackwardSession:
     >>> onx = mlp_onnx(3, hidden=(4,))
     >>> session = ForwardBackwardSession(onx, get_train_initializer(onx), SGDRule(), Device("cpu"))
     >>> X, y = np.ones((8, 3), dtype=np.float32), np.zeros((8, 1), dtype=np.float32)
-    >>> loss, penalty = session.train_step(X, y, None, SquareLearningLoss(), NoLearningPenalty(), 0.01, t=1)
+    >>> loss, penalty = session.train_step(
+    ...     X, y, None, SquareLearningLoss(), NoLearningPenalty(), 0.01, t=1
+    ... )
     >>> float(loss.numpy()) >= 0, penalty
     (True, 0.0)
     """
@@ -69,7 +71,8 @@ class ForwardBackwardSession:
             value.update_inplace(np.ascontiguousarray(weights[name], dtype=np.float32))
 
     def predict(self, X):
-        """The model's output for ``X`` with the current weights and running statistics (an OrtValue)."""
+        """The model's output for ``X`` with the current weights and running statistics (an
+        OrtValue)."""
         statistics = [self.statistics.values[name] for name in self.statistics.names]
         return self.function.forward([X, *self.weights, *statistics])[0]
 

@@ -1,4 +1,5 @@
-"""The forward/backward function as a ``torch.autograd.Function``: onnxruntime inside torch's autograd.
+"""The forward/backward function as a ``torch.autograd.Function``: onnxruntime inside torch's
+autograd.
 
 :class:`OrtAutogradFunction` runs the training forward of an
 :class:`~helpers.forward_backward.passes.OrtGradientForwardBackwardFunction`
@@ -18,7 +19,9 @@ Examples
 >>> from helpers.teaching.model_factories import mlp_onnx
 >>> from onnx import numpy_helper
 >>> model = mlp_onnx(3, hidden=(4,))
->>> weights = [torch.tensor(numpy_helper.to_array(i), requires_grad=True) for i in model.graph.initializer]
+>>> weights = [
+...     torch.tensor(numpy_helper.to_array(i), requires_grad=True) for i in model.graph.initializer
+... ]
 >>> fn = OrtGradientForwardBackward(model).new_instance()
 >>> (prediction,) = OrtAutogradFunction.apply(fn, 1, torch.ones(2, 3), *weights)
 >>> prediction.sum().backward()
@@ -98,6 +101,7 @@ def to_tensor(value):
 
     Examples
     --------
+    >>> import numpy as np
     >>> value = onnxruntime.OrtValue.ortvalue_from_numpy(np.ones((2, 2), dtype=np.float32))
     >>> to_tensor(value)
     tensor([[1., 1.],
@@ -122,10 +126,12 @@ def check_input_dtypes(tensors, model_inputs):
     --------
     >>> from onnx import TensorProto, helper
     >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])
-    >>> check_input_dtypes([torch.ones(2, 3, dtype=torch.float64)], [x])
+    >>> doubles = torch.ones(2, 3, dtype=torch.float64)
+    >>> check_input_dtypes([doubles], [x])  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    TypeError: Input 'x' is torch.float64, but the ONNX model takes torch.float32: convert it with .to(torch.float32).
+    TypeError: Input 'x' is torch.float64, but the ONNX model takes torch.float32: convert it with
+    .to(torch.float32).
     """
     for tensor, info in zip(tensors, model_inputs):
         expected = _TORCH_DTYPES.get(info.type.tensor_type.elem_type)
@@ -160,7 +166,10 @@ class OrtAutogradFunction(torch.autograd.Function):
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> from onnx import numpy_helper
     >>> model = mlp_onnx(2, hidden=(3,))
-    >>> weights = [torch.tensor(numpy_helper.to_array(i), requires_grad=True) for i in model.graph.initializer]
+    >>> weights = [
+    ...     torch.tensor(numpy_helper.to_array(i), requires_grad=True)
+    ...     for i in model.graph.initializer
+    ... ]
     >>> fn = OrtGradientForwardBackward(model).new_instance()
     >>> (first,) = OrtAutogradFunction.apply(fn, 1, torch.ones(4, 2), *weights)
     >>> (second,) = OrtAutogradFunction.apply(fn, 1, torch.ones(1, 2), *weights)
@@ -172,7 +181,8 @@ class OrtAutogradFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, fn, n_inputs, *tensors):
-        """Run onnxruntime's training forward on ``tensors`` (the inputs, then the weights); keep its state in ``ctx``."""
+        """Run onnxruntime's training forward on ``tensors`` (the inputs, then the weights); keep
+        its state in ``ctx``."""
         device = fn.parent.device
         names = fn.parent.input_names + fn.parent.weights_to_train
         given = set(fn.parent.input_names_require_grad)
@@ -182,8 +192,8 @@ class OrtAutogradFunction(torch.autograd.Function):
             if needed and name not in given:
                 raise ValueError(
                     f"Input {name!r} requires a gradient, but the function was built without it: "
-                    f"OrtGradientForwardBackward(..., input_names_require_grad=[{name!r}, ...]) returns it "
-                    "(or detach the input)."
+                    f"OrtGradientForwardBackward(..., input_names_require_grad=[{name!r}, ...]) "
+                    "returns it (or detach the input)."
                 )
         values = [to_ortvalue(t, device, repr(name)) for t, name in zip(tensors, names)]
         # the forward's state goes to this context only: a forward of another
@@ -203,14 +213,16 @@ class OrtAutogradFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        """Run onnxruntime's backward pass of ``ctx``'s forward; return the gradients autograd asks for."""
+        """Run onnxruntime's backward pass of ``ctx``'s forward; return the gradients autograd asks
+        for."""
         if (
             torch.is_grad_enabled()
         ):  # create_graph=True: torch would differentiate these gradients again
             raise RuntimeError(
-                "onnxruntime's backward pass cannot be differentiated: create_graph=True (double backward, "
-                "a gradient penalty, Hessian-vector products) is not available through OrtAutogradFunction "
-                "or OrtTorchModule. Compute such terms with the torch module itself."
+                "onnxruntime's backward pass cannot be differentiated: create_graph=True (double "
+                "backward, a gradient penalty, Hessian-vector products) is not available through "
+                "OrtAutogradFunction or OrtTorchModule. Compute such terms with the torch module "
+                "itself."
             )
         ctx.saved_tensors  # noqa: B018  (raises if a weight or input was modified in place)
         if ctx.ort_state is None:

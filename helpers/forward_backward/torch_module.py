@@ -131,7 +131,8 @@ class OrtTorchModule(torch.nn.Module):
         elif isinstance(module, torch.nn.Module):
             if example_input is None:
                 raise ValueError(
-                    "example_input is needed to export a torch module: a batch of inputs of the right shape."
+                    "example_input is needed to export a torch module: a batch of inputs of the "
+                    "right shape."
                 )
             example = _as_tuple(example_input)
             with buffers_kept(
@@ -157,13 +158,14 @@ class OrtTorchModule(torch.nn.Module):
             lost = [name for name in names if name not in initializers]
             if lost:
                 raise ValueError(
-                    f"The export renamed or folded the parameters {lost}: they are not initializers of "
-                    "the ONNX graph, so onnxruntime cannot train them."
+                    f"The export renamed or folded the parameters {lost}: they are not "
+                    "initializers of the ONNX graph, so onnxruntime cannot train them."
                 )
             self.weight_names = names
         else:
             raise TypeError(
-                f"module must be a torch.nn.Module or an onnx.ModelProto, got {type(module).__name__}."
+                "module must be a torch.nn.Module or an onnx.ModelProto, got "
+                f"{type(module).__name__}."
             )
         self.onnx_model = onx
         self.n_threads = n_threads
@@ -185,21 +187,24 @@ class OrtTorchModule(torch.nn.Module):
         self._lock = threading.Lock()
 
     def _parameters_in_order(self):
-        """The parameters that feed ``weight_names``, looked up at each call (``load_state_dict(assign=True)`` replaces them)."""
+        """The parameters that feed ``weight_names``, looked up at each call
+        (``load_state_dict(assign=True)`` replaces them)."""
         if self.module is None:
             return [self.weights[_key(name)] for name in self.weight_names]
         parameters = dict(self.module.named_parameters())
         return [parameters[name] for name in self.weight_names]
 
     def _statistics_in_order(self):
-        """The buffers holding the running statistics of batch normalization, in ``statistic_names`` order."""
+        """The buffers holding the running statistics of batch normalization, in ``statistic_names``
+        order."""
         if not self.statistic_names:
             return []
         buffers = dict(self.module.named_buffers())
         return [buffers[name] for name in self.statistic_names]
 
     def function(self, device, input_names_require_grad=(), training=True):
-        """The forward/backward function for ``device``, built once per device, input gradients and mode.
+        """The forward/backward function for ``device``, built once per device, input gradients and
+        mode.
 
         Parameters
         ----------
@@ -242,7 +247,8 @@ class OrtTorchModule(torch.nn.Module):
                 n_threads=self.n_threads,
                 fast_gradients=self.fast_gradients,
                 input_names_require_grad=list(input_names_require_grad),
-                spin=False,  # torch's threads work between two calls: spinning threads would take their cores
+                # torch's threads work between two calls: spinning threads would take their cores
+                spin=False,
             ).new_instance()
             self._functions[key] = (function, versions)
         return self._functions[key][0]
@@ -250,7 +256,8 @@ class OrtTorchModule(torch.nn.Module):
     def _check_inputs(self, inputs):
         if len(inputs) != len(self._inputs):
             raise ValueError(
-                f"The model takes {len(self._inputs)} input(s) {[i.name for i in self._inputs]}, got {len(inputs)}."
+                f"The model takes {len(self._inputs)} input(s) {[i.name for i in self._inputs]}, "
+                f"got {len(inputs)}."
             )
         check_input_dtypes(inputs, self._inputs)
         for tensor, info in zip(inputs, self._inputs):
@@ -260,8 +267,8 @@ class OrtTorchModule(torch.nn.Module):
                 d is not None and d != got for d, got in zip(dims, tensor.shape)
             ):
                 raise ValueError(
-                    f"Input {info.name!r} has shape {tuple(tensor.shape)}, but the ONNX model takes shape {shape} "
-                    "(N: any size)."
+                    f"Input {info.name!r} has shape {tuple(tensor.shape)}, but the ONNX model "
+                    f"takes shape {shape} (N: any size)."
                 )
 
     def forward(self, *inputs):
@@ -307,7 +314,8 @@ class OrtTorchModule(torch.nn.Module):
         return outputs[0] if len(outputs) == 1 else outputs
 
     def _update_statistics(self, statistics, batch_values):
-        """Blend a training forward's batch statistics into the module's buffers, as torch's BatchNorm does."""
+        """Blend a training forward's batch statistics into the module's buffers, as torch's
+        BatchNorm does."""
         buffers = dict(self.module.named_buffers())
         with self._lock, torch.no_grad():  # whole, even when threads share the module
             for layer, mean, var in zip(statistics.layers, batch_values[0::2], batch_values[1::2]):
@@ -342,14 +350,16 @@ class OrtTorchModule(torch.nn.Module):
 
 
 def _check_buffers(module, onx):
-    """Refuse buffers other than batch normalization's: their values would be frozen into the graph."""
+    """Refuse buffers other than batch normalization's: their values would be frozen into the
+    graph."""
     statistics = set(running_statistic_names(onx))
     counters = {_counter_name(name) for name in statistics}
     others = [name for name, _ in module.named_buffers() if name not in statistics | counters]
     if others:
         raise ValueError(
             f"The module has buffers {others}: their values would be frozen into the ONNX graph. "
-            "OrtTorchModule updates the running statistics of batch normalization and no other buffer."
+            "OrtTorchModule updates the running statistics of batch normalization and no other "
+            "buffer."
         )
 
 
@@ -370,7 +380,8 @@ def _device_name(device):
 
 
 def _used_parameters(module, outputs):
-    """Names of the parameters ``outputs`` (of a forward of ``module``) may depend on (frozen ones included)."""
+    """Names of the parameters ``outputs`` (of a forward of ``module``) may depend on (frozen ones
+    included)."""
     every = {name for name, _ in module.named_parameters()}
     named = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
     outputs = [o for o in outputs if o.requires_grad]

@@ -15,7 +15,9 @@ Examples
 --------
 >>> timing_caveat(spread=3.1)
 'noisy: repeats spread 3.1x'
->>> timing_caveat(spread=1.1, conditions={"busy": "load average 3.2 on 2 cores, this run used 2 threads"})
+>>> timing_caveat(
+...     spread=1.1, conditions={"busy": "load average 3.2 on 2 cores, this run used 2 threads"}
+... )
 'busy machine: load average 3.2 on 2 cores, this run used 2 threads'
 >>> timing_caveat(spread=1.1)
 ''
@@ -134,7 +136,10 @@ def sharing(jobs, threads, cores=None):
     """
     cores = cores or usable_cores()
     if jobs > 1 and jobs * threads > cores:
-        return f"{jobs} runs at once, {threads} threads each, on {cores} cores: the runs shared the cores"
+        return (
+            f"{jobs} runs at once, {threads} threads each, on {cores} cores: the runs shared the "
+            "cores"
+        )
     return ""
 
 

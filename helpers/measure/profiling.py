@@ -117,7 +117,12 @@ def kernel_table(folder, n_steps):
     --------
     >>> import json, os, tempfile
     >>> events = [
-    ...     {"cat": "Node", "name": "MatMul_0_kernel_time", "args": {"op_name": "MatMul"}, "dur": 30},
+    ...     {
+    ...         "cat": "Node",
+    ...         "name": "MatMul_0_kernel_time",
+    ...         "args": {"op_name": "MatMul"},
+    ...         "dur": 30,
+    ...     },
     ...     {"cat": "Session", "name": "SequentialExecutor::Execute", "dur": 40},
     ... ]
     >>> with tempfile.TemporaryDirectory() as folder:

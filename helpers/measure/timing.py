@@ -237,7 +237,12 @@ def marginal_step_cost(
     >>> def fit(epochs):
     ...     now[0] += 2.0 + epochs * 8 * 0.125
     >>> cost = marginal_step_cost({"fake": fit}, steps_per_epoch=8, clock=lambda: now[0], pause_s=0)
-    >>> cost["fake"]["step_s"], cost["fake"]["fixed_s"], cost["fake"]["spread"], cost["fake"]["note"]
+    >>> (
+    ...     cost["fake"]["step_s"],
+    ...     cost["fake"]["fixed_s"],
+    ...     cost["fake"]["spread"],
+    ...     cost["fake"]["note"],
+    ... )
     (0.125, 2.0, 1.0, '')
     """
     if not e2 > e1 >= 1:
@@ -262,12 +267,16 @@ def marginal_step_cost(
 
 
 def _step_estimate(short, long, short_steps, extra_steps):
-    """The step and set-up estimates of one fit from its short and long times (see :func:`marginal_step_cost`)."""
+    """The step and set-up estimates of one fit from its short and long times (see
+    :func:`marginal_step_cost`)."""
     rounds = [(b - a) / extra_steps for a, b in zip(short, long)]
     spread = max(rounds) / min(rounds) if min(rounds) > 0 else float("inf")
     a, b = min(short), min(long)
     if b <= a:  # the machine's noise exceeded the extra epochs' work: no honest figure
-        note = "not measurable: the longer fit was not slower than the shorter one (the machine's noise was larger)"
+        note = (
+            "not measurable: the longer fit was not slower than the shorter one (the machine's "
+            "noise was larger)"
+        )
         return {
             "step_s": float("nan"),
             "fixed_s": float("nan"),

@@ -1,4 +1,5 @@
-"""What the notebooks use to teach: data sets, small models, plots, and side-by-side comparisons with scikit-learn.
+"""What the notebooks use to teach: data sets, small models, plots, and side-by-side comparisons
+with scikit-learn.
 
 * :mod:`~helpers.teaching.datasets` and :mod:`~helpers.teaching.model_factories`:
   standardized data sets and ONNX models built directly;

@@ -173,7 +173,8 @@ def plot_kernel_comparison(tables, ax=None, top=10, title=None, figsize=(8, 5)):
     import pandas as pd  # noqa: PLC0415 - pandas is only needed here
 
     wide = pd.DataFrame(times).fillna(0.0)
-    # an operator type found in several sessions (Mul in the model and in the update) is named with its session
+    # an operator type found in several sessions (Mul in the model and in the update) is named with
+    # its session
     op_types = [op for _, op in wide.index]
     order = wide.max(axis=1).sort_values(ascending=False, kind="stable").index[:top]
     wide = wide.loc[order]

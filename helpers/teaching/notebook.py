@@ -117,10 +117,11 @@ def layer_sizes_parameter(name, value):
     (16, 8)
     >>> layer_sizes_parameter("hidden_layer_sizes", 32)
     (32,)
-    >>> layer_sizes_parameter("hidden_layer_sizes", "(0,)")
+    >>> layer_sizes_parameter("hidden_layer_sizes", "(0,)")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: Parameter hidden_layer_sizes=(0,) must hold positive integers, for example (32,) or (16, 8).
+    ValueError: Parameter hidden_layer_sizes=(0,) must hold positive integers, for example (32,) or
+    (16, 8).
     """
     sizes = literal_parameter(name, value)
     sizes = (sizes,) if isinstance(sizes, int) else sizes
@@ -152,7 +153,10 @@ def require(condition, message):
     Examples
     --------
     >>> batch_size, n_train = 500, 300
-    >>> require(batch_size <= n_train, f"batch_size={batch_size} is larger than the {n_train} training rows")
+    >>> require(
+    ...     batch_size <= n_train,
+    ...     f"batch_size={batch_size} is larger than the {n_train} training rows",
+    ... )
     Traceback (most recent call last):
     ...
     ValueError: batch_size=500 is larger than the 300 training rows
@@ -184,14 +188,18 @@ def check_claim(condition, claim, parameters):
 
     Examples
     --------
-    >>> check_claim(0.5 < 0.1, "the loss falls below 0.1", "max_iter")
+    >>> check_claim(
+    ...     0.5 < 0.1, "the loss falls below 0.1", "max_iter"
+    ... )  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    AssertionError: Not shown with these parameters: the loss falls below 0.1. The claim needs enough training: raise max_iter.
+    AssertionError: Not shown with these parameters: the loss falls below 0.1. The claim needs
+    enough training: raise max_iter.
     """
     if not condition:
         raise AssertionError(
-            f"Not shown with these parameters: {claim}. The claim needs enough training: raise {parameters}."
+            f"Not shown with these parameters: {claim}. The claim needs enough training: raise "
+            f"{parameters}."
         )
 
 

@@ -10,7 +10,9 @@ colour as well, darkest first: its colour family still names the library.
 
 Examples
 --------
->>> line_styles(["scikit-learn, SGD", "onnxruntime, SGD", "onnxruntime, Nesterov"])["onnxruntime, Nesterov"]
+>>> line_styles(["scikit-learn, SGD", "onnxruntime, SGD", "onnxruntime, Nesterov"])[
+...     "onnxruntime, Nesterov"
+... ]
 {'color': 'tab:blue', 'linestyle': '--'}
 >>> color("torch eager"), color("my framework")
 ('tab:green', 'tab:brown')
@@ -48,7 +50,11 @@ def library_of(label):
 
     Examples
     --------
-    >>> library_of("onnxruntime, adamw"), library_of("onnxruntime matmul bound"), library_of("alpha=0")
+    >>> (
+    ...     library_of("onnxruntime, adamw"),
+    ...     library_of("onnxruntime matmul bound"),
+    ...     library_of("alpha=0"),
+    ... )
     ('onnxruntime', 'onnxruntime matmul bound', None)
     """
     names = [name for name in COLORS if label == name or label.startswith((f"{name},", f"{name} "))]

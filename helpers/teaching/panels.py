@@ -1,4 +1,5 @@
-"""Small multiples: one panel per loss curve, for curves that would hide one another on a single plot.
+"""Small multiples: one panel per loss curve, for curves that would hide one another on a single
+plot.
 
 Four jittery curves of one library share its colour (:mod:`~helpers.teaching.palette`)
 and cross a hundred times: on one plot, no line style keeps them apart.
@@ -59,8 +60,14 @@ def plot_loss_panels(
     --------
     >>> import matplotlib; matplotlib.use("Agg")
     >>> import matplotlib.pyplot as plt
-    >>> axes = plot_loss_panels({"onnxruntime, sgd": [4.0, 2.0, 1.0], "onnxruntime, adamw": [3.0, 1.0, 0.5],
-    ...                          "onnxruntime, nesterov": [5.0, 1.0, 0.2]}, title="Three rules")
+    >>> axes = plot_loss_panels(
+    ...     {
+    ...         "onnxruntime, sgd": [4.0, 2.0, 1.0],
+    ...         "onnxruntime, adamw": [3.0, 1.0, 0.5],
+    ...         "onnxruntime, nesterov": [5.0, 1.0, 0.2],
+    ...     },
+    ...     title="Three rules",
+    ... )
     >>> [ax.get_title() for ax in axes], len(axes[0].get_lines())
     (['onnxruntime, sgd', 'onnxruntime, adamw', 'onnxruntime, nesterov'], 3)
     >>> axes[0].get_lines()[-1].get_label(), axes[0].get_figure().get_suptitle()

@@ -15,7 +15,8 @@ _HATCHES = {"-": None, "--": "//", ":": "..", "-.": "xx"}
 
 
 def bar_style(style):
-    """The keyword arguments of ``Axes.bar`` for a style of :func:`~helpers.teaching.palette.line_styles`.
+    """The keyword arguments of ``Axes.bar`` for a style of
+    :func:`~helpers.teaching.palette.line_styles`.
 
     The colour stays, the line style becomes a hatch; an empty style (a
     label naming no library) leaves matplotlib's colour cycle.
@@ -209,8 +210,13 @@ def plot_training_history(
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> X = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
     >>> y = X.sum(axis=1, keepdims=True)
-    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,))), max_iter=4, batch_size=16,
-    ...                            validation_every=2, random_state=0).fit(X, y, X_val=X, y_val=y)
+    >>> opt = OrtGradientOptimizer(
+    ...     add_loss_output(mlp_onnx(3, hidden=(4,))),
+    ...     max_iter=4,
+    ...     batch_size=16,
+    ...     validation_every=2,
+    ...     random_state=0,
+    ... ).fit(X, y, X_val=X, y_val=y)
     >>> ax = plot_training_history(opt, label="onnxruntime", validation_name="test")
     >>> [line.get_label() for line in ax.get_lines()], ax.get_lines()[1].get_color()
     (['onnxruntime train', 'onnxruntime test'], 'tab:blue')
@@ -349,7 +355,10 @@ def plot_loss_spread(
     --------
     >>> import matplotlib; matplotlib.use("Agg")
     >>> import matplotlib.pyplot as plt
-    >>> groups = {"sgd": [[1.0, 0.5, 0.3], [1.0, 0.6, 0.4], [1.0, 0.4, 0.2]], "adam": [[1.0, 0.2, 0.1]]}
+    >>> groups = {
+    ...     "sgd": [[1.0, 0.5, 0.3], [1.0, 0.6, 0.4], [1.0, 0.4, 0.2]],
+    ...     "adam": [[1.0, 0.2, 0.1]],
+    ... }
     >>> ax = plot_loss_spread(groups)
     >>> [line.get_label() for line in ax.get_lines()], ax.get_lines()[0].get_ydata().tolist()
     (['sgd (median of 3)', 'adam'], [1.0, 0.5, 0.3])

@@ -51,7 +51,9 @@ def mlp_weight_names(mlp):
     >>> import numpy as np
     >>> from sklearn.neural_network import MLPRegressor
     >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
-    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(X, X.sum(axis=1))
+    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(
+    ...     X, X.sum(axis=1)
+    ... )
     >>> mlp_weight_names(mlp)
     ['coefficient', 'intercepts', 'coefficient1', 'intercepts1']
     """
@@ -85,7 +87,9 @@ def mlp_coefficient_names(mlp):
     >>> import numpy as np
     >>> from sklearn.neural_network import MLPRegressor
     >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
-    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(X, X.sum(axis=1))
+    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(
+    ...     X, X.sum(axis=1)
+    ... )
     >>> mlp_coefficient_names(mlp)
     ['coefficient', 'coefficient1']
     """
@@ -120,7 +124,9 @@ def mlp_onnx_weights(mlp, onx=None):
     >>> import numpy as np
     >>> from sklearn.neural_network import MLPRegressor
     >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
-    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(X, X.sum(axis=1))
+    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(
+    ...     X, X.sum(axis=1)
+    ... )
     >>> from skl2onnx import to_onnx
     >>> weights = mlp_onnx_weights(mlp, to_onnx(mlp, X[:1]))  # checked against the graph
     >>> {name: value.shape for name, value in weights.items()}
@@ -169,7 +175,9 @@ def onnx_weights_of(onx, names):
     >>> import numpy as np
     >>> from sklearn.neural_network import MLPRegressor
     >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
-    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(X, X.sum(axis=1))
+    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(
+    ...     X, X.sum(axis=1)
+    ... )
     >>> from skl2onnx import to_onnx
     >>> weights = onnx_weights_of(to_onnx(mlp, X[:1]), ["coefficient", "intercepts"])
     >>> {name: value.shape for name, value in weights.items()}
@@ -209,7 +217,9 @@ def mlp_with_weights(mlp, weights):
     >>> import numpy as np
     >>> from sklearn.neural_network import MLPRegressor
     >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
-    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(X, X.sum(axis=1))
+    >>> mlp = MLPRegressor(hidden_layer_sizes=(3,), max_iter=5, random_state=0).fit(
+    ...     X, X.sum(axis=1)
+    ... )
     >>> zeros = {name: np.zeros_like(w) for name, w in mlp_onnx_weights(mlp).items()}
     >>> mlp_with_weights(mlp, zeros).predict(X[:3])
     array([0., 0., 0.], dtype=float32)
@@ -370,7 +380,9 @@ def mlp_update_parameters(mlp, **sklearn_params):
     Examples
     --------
     >>> from sklearn.neural_network import MLPRegressor
-    >>> params = mlp_update_parameters(MLPRegressor(solver="sgd", learning_rate_init=0.01, batch_size=32))
+    >>> params = mlp_update_parameters(
+    ...     MLPRegressor(solver="sgd", learning_rate_init=0.01, batch_size=32)
+    ... )
     >>> params["learning_rate"], params["solver"], params["batch_size"]
     (0.005, 'nesterov', 32)
     """

@@ -1,4 +1,5 @@
-"""Tables the notebooks display: numbers rounded column by column, units in the headers, a named index.
+"""Tables the notebooks display: numbers rounded column by column, units in the headers, a named
+index.
 
 A notebook keeps computing with its DataFrame as it is; only what it shows
 goes through :func:`format_table`, whose pandas ``Styler`` renders as HTML in
@@ -164,7 +165,9 @@ def format_table(table, digits=4, index_name=None, units=None, caption=None, na_
     scikit-learn 0.123 100 0.01
     onnxruntime 1.500 200 0.1
     <BLANKLINE>
-    >>> penalties = pd.DataFrame({"R²": [0.21563, 0.37761]}, index=pd.Index([0.0, 0.3], name="alpha"))
+    >>> penalties = pd.DataFrame(
+    ...     {"R²": [0.21563, 0.37761]}, index=pd.Index([0.0, 0.3], name="alpha")
+    ... )
     >>> print(format_table(penalties).to_string())  # doctest: +NORMALIZE_WHITESPACE
     alpha R²
     0 0.2156

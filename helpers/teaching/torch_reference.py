@@ -63,7 +63,9 @@ def torch_fit(
     >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
     <torch._C.Generator object at ...>
     >>> X = np.random.default_rng(0).standard_normal((10, 3)).astype(np.float32)
-    >>> epoch_losses, step_losses = torch_fit(torch.nn.Linear(3, 1), X, X[:, :1], batch_size=4, epochs=2)
+    >>> epoch_losses, step_losses = torch_fit(
+    ...     torch.nn.Linear(3, 1), X, X[:, :1], batch_size=4, epochs=2
+    ... )
     >>> len(epoch_losses), len(step_losses)
     (2, 6)
     """

@@ -34,20 +34,22 @@ _ONNXBLOCK_LOCK = ForkSafeLock()
 
 #: What :func:`load_training_artifacts` returns.
 TrainingArtifacts = namedtuple("TrainingArtifacts", ["state", "module", "optimizer"])
-TrainingArtifacts.__doc__ = """What :func:`load_training_artifacts` returns: ``(state, module, optimizer)``.
+TrainingArtifacts.__doc__ = """What :func:`load_training_artifacts` returns: ``(state, module,
+optimizer)``.
 
 Examples
 --------
 >>> import tempfile
 >>> from helpers import add_loss_output
 >>> from helpers.teaching.model_factories import mlp_onnx
+>>> onx = add_loss_output(mlp_onnx(3, hidden=(4,)))
 >>> with tempfile.TemporaryDirectory() as folder:
-...     generate_training_artifacts(add_loss_output(mlp_onnx(3, hidden=(4,))), ["intercept1"], folder)
+...     generate_training_artifacts(onx, ["intercept1"], folder)
 ...     artifacts = load_training_artifacts(folder)
 >>> artifacts._fields
 ('state', 'module', 'optimizer')
->>> type(artifacts.state).__name__, type(artifacts.module).__name__, type(artifacts.optimizer).__name__
-('CheckpointState', 'Module', 'Optimizer')
+>>> [type(part).__name__ for part in artifacts]
+['CheckpointState', 'Module', 'Optimizer']
 """
 
 
@@ -126,7 +128,9 @@ def load_training_artifacts(directory, prefix="", checkpoint=None, ort_format=Fa
     >>> from helpers import add_loss_output
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     generate_training_artifacts(add_loss_output(mlp_onnx(3, hidden=(4,))), ["intercept1"], folder)
+    ...     generate_training_artifacts(
+    ...         add_loss_output(mlp_onnx(3, hidden=(4,))), ["intercept1"], folder
+    ...     )
     ...     state, module, optimizer = load_training_artifacts(folder)
     >>> module.input_names(), module.output_names()
     (['X', 'label'], ['loss'])
@@ -218,7 +222,9 @@ def list_artifacts(directory):
     >>> from helpers import add_loss_output
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     generate_training_artifacts(add_loss_output(mlp_onnx(3, hidden=(4,))), ["intercept1"], folder)
+    ...     generate_training_artifacts(
+    ...         add_loss_output(mlp_onnx(3, hidden=(4,))), ["intercept1"], folder
+    ...     )
     ...     table = list_artifacts(folder)
     >>> table["file"].tolist()
     ['checkpoint', 'eval_model.onnx', 'optimizer_model.onnx', 'training_model.onnx']
@@ -262,7 +268,9 @@ def generate_training_artifacts(
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)))
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     generate_training_artifacts(onx_loss, ["coefficient1", "intercept1"], folder, solver="adamw")
+    ...     generate_training_artifacts(
+    ...         onx_loss, ["coefficient1", "intercept1"], folder, solver="adamw"
+    ...     )
     ...     files = sorted(os.listdir(folder))
     >>> files
     ['checkpoint', 'eval_model.onnx', 'optimizer_model.onnx', 'training_model.onnx']

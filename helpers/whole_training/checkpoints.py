@@ -1,4 +1,5 @@
-"""The training state a checkpoint carries beside onnxruntime's own, and the checks before loading one.
+"""The training state a checkpoint carries beside onnxruntime's own, and the checks before loading
+one.
 
 onnxruntime's checkpoint holds the weights, the running statistics of batch
 normalization and its optimizer's state (AdamW's moments). The rest of a
@@ -78,14 +79,18 @@ def checksum_problem(path):
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile(delete=False) as f:
     ...     _ = f.write(b"checkpoint")
-    >>> checksum_problem(f.name)
-    'it has no checksum: it was not written by OrtGradientOptimizer.save_checkpoint, or it was cut short'
+    >>> checksum_problem(f.name)  # doctest: +NORMALIZE_WHITESPACE
+    'it has no checksum: it was not written by OrtGradientOptimizer.save_checkpoint, or it was cut
+    short'
     """
     with open(path, "rb") as f:
         content = f.read()
     size = len(CHECKSUM_MARK) + 64
     if len(content) < size or content[-size:-64] != CHECKSUM_MARK:
-        return "it has no checksum: it was not written by OrtGradientOptimizer.save_checkpoint, or it was cut short"
+        return (
+            "it has no checksum: it was not written by OrtGradientOptimizer.save_checkpoint, or "
+            "it was cut short"
+        )
     if hashlib.sha256(content[:-size]).hexdigest().encode("ascii") != content[-64:]:
         return "its content does not match its checksum"
     return None
@@ -129,7 +134,9 @@ def training_state(optimizer):
     >>> from helpers import OrtGradientOptimizer, add_loss_output
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> X, y = np.ones((8, 2), dtype=np.float32), np.zeros(8, dtype=np.float32)
-    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
+    >>> opt = OrtGradientOptimizer(
+    ...     add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4
+    ... ).fit(X, y)
     >>> state = json.loads(training_state(opt))
     >>> state["n_iter_"], state["t_"], state["update_rule"]
     (2, 4, 'SGDRule()')
@@ -177,7 +184,9 @@ def read_checkpoint(path):
     >>> from helpers import OrtGradientOptimizer, add_loss_output
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> X, y = np.ones((8, 2), dtype=np.float32), np.zeros(8, dtype=np.float32)
-    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
+    >>> opt = OrtGradientOptimizer(
+    ...     add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4
+    ... ).fit(X, y)
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     opt.save_checkpoint(os.path.join(folder, "ckpt"))
     ...     state, shapes = read_checkpoint(os.path.join(folder, "ckpt"))
@@ -201,8 +210,8 @@ def read_checkpoint(path):
         Exception
     ) as exc:  # the runtime raises its own types, or decoding errors, on a damaged file
         raise CheckpointError(
-            f"{path} is damaged or not a checkpoint: onnxruntime cannot read it ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0][:120] if str(exc) else ''})."
+            f"{path} is damaged or not a checkpoint: onnxruntime cannot read it "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})."
         ) from None
     if CHECKPOINT_KEY not in properties:
         raise CheckpointError(f"{path} was not written by OrtGradientOptimizer.save_checkpoint.")
@@ -213,7 +222,8 @@ def read_checkpoint(path):
 
 
 def check_training_state(optimizer, state, shapes, path):
-    """Raise a :class:`CheckpointError` when checkpoint ``path`` was saved by a training of another model or rule.
+    """Raise a :class:`CheckpointError` when checkpoint ``path`` was saved by a training of another
+    model or rule.
 
     Parameters
     ----------
@@ -230,21 +240,26 @@ def check_training_state(optimizer, state, shapes, path):
     >>> from helpers import OrtGradientOptimizer, add_loss_output
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> X, y = np.ones((8, 2), dtype=np.float32), np.zeros(8, dtype=np.float32)
-    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
+    >>> opt = OrtGradientOptimizer(
+    ...     add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4
+    ... ).fit(X, y)
     >>> state = json.loads(training_state(opt))
     >>> shapes = {name: value.shape for name, value in opt.get_state().items()}
-    >>> check_training_state(opt, state, {**shapes, "coefficient0": (2, 6)}, "train.ckpt")
+    >>> other = {**shapes, "coefficient0": (2, 6)}
+    >>> check_training_state(opt, state, other, "train.ckpt")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.whole_training.checkpoints.CheckpointError: train.ckpt was saved from another model: it has weight 'coefficient0' of shape (2, 6), this model's is (2, 3). Load it into an optimizer built on the model it was saved from.
+    helpers.whole_training.checkpoints.CheckpointError: train.ckpt was saved from another model: it
+    has weight 'coefficient0' of shape (2, 6), this model's is (2, 3). Load it into an optimizer
+    built on the model it was saved from.
     """
     if state["weights_to_train_"] != optimizer.weights_to_train_ or state["update_rule"] != repr(
         optimizer.update_rule_
     ):
         raise CheckpointError(
             f"{path} trained {state['weights_to_train_']} with {state['update_rule']}; this "
-            f"optimizer trains {optimizer.weights_to_train_} with {optimizer.update_rule_!r}: build it "
-            "with the parameters of the saved training."
+            f"optimizer trains {optimizer.weights_to_train_} with {optimizer.update_rule_!r}: "
+            "build it with the parameters of the saved training."
         )
     expected = {name: value.shape for name, value in optimizer._initial_weights().items()}
     for name, shape in expected.items():
@@ -261,7 +276,8 @@ def check_training_state(optimizer, state, shapes, path):
 
 
 def restore_training_state(optimizer, state):
-    """Put ``state`` (from :func:`read_checkpoint`) back into an optimizer rebuilt from the checkpoint.
+    """Put ``state`` (from :func:`read_checkpoint`) back into an optimizer rebuilt from the
+    checkpoint.
 
     Examples
     --------
@@ -269,7 +285,9 @@ def restore_training_state(optimizer, state):
     >>> from helpers import OrtGradientOptimizer, add_loss_output
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> X, y = np.ones((8, 2), dtype=np.float32), np.zeros(8, dtype=np.float32)
-    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4).fit(X, y)
+    >>> opt = OrtGradientOptimizer(
+    ...     add_loss_output(mlp_onnx(2, hidden=(3,))), max_iter=2, batch_size=4
+    ... ).fit(X, y)
     >>> state = json.loads(training_state(opt))
     >>> opt.n_iter_ = 0
     >>> restore_training_state(opt, state)

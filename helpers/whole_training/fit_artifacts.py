@@ -65,7 +65,10 @@ def write_training_artifacts(graph, names, folder, solver, adamw):
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     write_training_artifacts(graph, ["coefficient1", "intercept1"], folder, "sgd", {})
     ...     training_model = onnx.load(os.path.join(folder, "training_model.onnx"))
-    >>> count_rewrites(training_model), training_model.graph.input[0].type.tensor_type.shape.dim[0].dim_param
+    >>> (
+    ...     count_rewrites(training_model),
+    ...     training_model.graph.input[0].type.tensor_type.shape.dim[0].dim_param,
+    ... )
     (1, 'batch')
     """
     generate_training_artifacts(
@@ -103,10 +106,15 @@ def write_eval_model(folder, onx_loss):
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)))
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     write_training_artifacts(loss_training_graph(onx_loss), ["intercept1"], folder, "sgd", {})
+    ...     write_training_artifacts(
+    ...         loss_training_graph(onx_loss), ["intercept1"], folder, "sgd", {}
+    ...     )
     ...     write_eval_model(folder, onx_loss)
     ...     evaluation = onnx.load(os.path.join(folder, "eval_model.onnx"))
-    >>> "Relu" in [n.op_type for n in evaluation.graph.node], [i.name for i in evaluation.graph.input][:2]
+    >>> (
+    ...     "Relu" in [n.op_type for n in evaluation.graph.node],
+    ...     [i.name for i in evaluation.graph.input][:2],
+    ... )
     (True, ['X', 'label'])
     """
     path = os.path.join(folder, "eval_model.onnx")

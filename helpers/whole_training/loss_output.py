@@ -89,13 +89,12 @@ def add_loss_output(
         The model whose output is the prediction; left unchanged.
     score_name : {'squared_error', 'absolute_error', 'elastic', 'log', 'cross_entropy'}
         The loss (:data:`helpers.core.loss_graphs.LOSSES`; the aliases
-        ``'square_error'``, ``'neglog'``, ``'log_loss'`` are accepted). ``log`` is the binary log loss: the output holds the
-        probability of the positive class, of shape ``(N,)`` or ``(N, 1)``
-        (pick a column first if the model returns both classes), and labels
-        are 0 or 1. ``cross_entropy`` is the softmax cross-entropy of a
-        classifier's raw scores, of shape ``(N, n_classes)``: the label input
-        takes one-hot rows, and :class:`helpers.OrtGradientOptimizer` also
-        takes one class index per sample in ``fit`` and encodes it.
+        ``'square_error'``, ``'neglog'``, ``'log_loss'`` are accepted). ``log`` is the binary log
+        loss: the output holds the probability of the positive class, of shape ``(N,)`` or ``(N,
+        1)`` (pick a column first if the model returns both classes), and labels are 0 or 1.
+        ``cross_entropy`` is the softmax cross-entropy of a classifier's raw scores, of shape ``(N,
+        n_classes)``: the label input takes one-hot rows, and :class:`helpers.OrtGradientOptimizer`
+        also takes one class index per sample in ``fit`` and encodes it.
     loss_name : str
         Name of the loss output.
     label_name : str

@@ -31,56 +31,56 @@ from .session import WholeTrainingSession
 class OrtGradientOptimizer(BaseOrtOptimizer):
     """Train an ONNX model whose graph computes its own loss.
 
-        The model is usually the output of :func:`helpers.add_loss_output`. Each
-        step runs the training model (forward and backward) in onnxruntime, then
-        updates the weights on the same device: ``'sgd'`` and ``'adamw'`` with
-        onnxruntime's optimizer model, ``'momentum'`` and ``'nesterov'`` with an
-        ONNX graph of this package (:mod:`helpers.core.update_rules`).
+    The model is usually the output of :func:`helpers.add_loss_output`. Each
+    step runs the training model (forward and backward) in onnxruntime, then
+    updates the weights on the same device: ``'sgd'`` and ``'adamw'`` with
+    onnxruntime's optimizer model, ``'momentum'`` and ``'nesterov'`` with an
+    ONNX graph of this package (:mod:`helpers.core.update_rules`).
 
-        Parameters
-        ----------
-        model_onnx : onnx.ModelProto
-            A model whose single output is a scalar loss, with inputs features,
-            label and optionally per-sample weights, in that order.
+    Parameters
+    ----------
+    model_onnx : onnx.ModelProto
+        A model whose single output is a scalar loss, with inputs features,
+        label and optionally per-sample weights, in that order.
     {shared_parameters}
-        artifact_dir : str, optional
-            Folder where ``fit`` writes the training artifacts (training, eval
-            and optimizer models, initial checkpoint) and leaves them for
-            inspection; by default they come from a cache of the process.
-        checkpoint_path : str, optional
-            File where ``fit`` saves a checkpoint every ``checkpoint_every``
-            epochs (see :meth:`save_checkpoint`): an interrupted training can
-            resume from it with :meth:`load_checkpoint`.
-        checkpoint_every : int
-            Epochs between two checkpoints.
+    artifact_dir : str, optional
+        Folder where ``fit`` writes the training artifacts (training, eval
+        and optimizer models, initial checkpoint) and leaves them for
+        inspection; by default they come from a cache of the process.
+    checkpoint_path : str, optional
+        File where ``fit`` saves a checkpoint every ``checkpoint_every``
+        epochs (see :meth:`save_checkpoint`): an interrupted training can
+        resume from it with :meth:`load_checkpoint`.
+    checkpoint_every : int
+        Epochs between two checkpoints.
 
-        Attributes
-        ----------
+    Attributes
+    ----------
     {shared_attributes}
 
-        Notes
-        -----
-        A pickled optimizer keeps its weights, its running statistics, its
-        update rule's state (momentum buffers; AdamW's moment estimates, which
-        live in onnxruntime's optimizer, travel as a checkpoint inside the
-        pickle) and its shuffling state, so ``warm_start`` continues after
-        unpickling exactly as the uninterrupted training. A checkpoint that
-        cannot be written during ``fit`` (a full disk) warns and keeps the
-        previous one; training goes on. A diverged epoch with
-        ``on_divergence='stop'`` puts back the weights of its start; AdamW's
-        moments, which onnxruntime cannot put back, restart from zero.
+    Notes
+    -----
+    A pickled optimizer keeps its weights, its running statistics, its
+    update rule's state (momentum buffers; AdamW's moment estimates, which
+    live in onnxruntime's optimizer, travel as a checkpoint inside the
+    pickle) and its shuffling state, so ``warm_start`` continues after
+    unpickling exactly as the uninterrupted training. A checkpoint that
+    cannot be written during ``fit`` (a full disk) warns and keeps the
+    previous one; training goes on. A diverged epoch with
+    ``on_divergence='stop'`` puts back the weights of its start; AdamW's
+    moments, which onnxruntime cannot put back, restart from zero.
 
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from helpers import OrtGradientOptimizer, add_loss_output
-        >>> from helpers.teaching.model_factories import mlp_onnx
-        >>> X = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
-        >>> y = X.sum(axis=1, keepdims=True)
-        >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(8,))), max_iter=20,
-        ...                            learning_rate=0.05, batch_size=16, random_state=0).fit(X, y)
-        >>> bool(opt.train_losses_[-1] < opt.train_losses_[0])
-        True
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers import OrtGradientOptimizer, add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> X = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
+    >>> y = X.sum(axis=1, keepdims=True)
+    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(8,))), max_iter=20,
+    ...                            learning_rate=0.05, batch_size=16, random_state=0).fit(X, y)
+    >>> bool(opt.train_losses_[-1] < opt.train_losses_[0])
+    True
     """
 
     _session_attributes = BaseOrtOptimizer._session_attributes + ("_scorer",)
@@ -212,9 +212,10 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                 self.save_checkpoint(self.checkpoint_path)
             except OSError as error:  # a full disk, a folder gone: the training itself is fine
                 warnings.warn(
-                    f"Could not write the checkpoint {self.checkpoint_path} after epoch {self.n_iter_} ({error}). "
-                    "The previous checkpoint is kept and training goes on; the trained weights stay in this "
-                    "estimator: save_checkpoint to another file, or pickle it.",
+                    f"Could not write the checkpoint {self.checkpoint_path} after epoch "
+                    f"{self.n_iter_} ({error}). The previous checkpoint is kept and training goes "
+                    "on; the trained weights stay in this estimator: save_checkpoint to another "
+                    "file, or pickle it.",
                     RuntimeWarning,
                     stacklevel=5,
                 )

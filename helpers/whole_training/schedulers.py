@@ -61,9 +61,14 @@ def linear_lr_scheduler(optimizer, warmup_step_count, total_step_count, initial_
     >>> import tempfile
     >>> from helpers import add_loss_output
     >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> from helpers.whole_training.artifacts import generate_training_artifacts, load_training_artifacts
+    >>> from helpers.whole_training.artifacts import (
+    ...     generate_training_artifacts,
+    ...     load_training_artifacts,
+    ... )
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     generate_training_artifacts(add_loss_output(mlp_onnx(3, hidden=(4,))), ["intercept1"], folder)
+    ...     generate_training_artifacts(
+    ...         add_loss_output(mlp_onnx(3, hidden=(4,))), ["intercept1"], folder
+    ...     )
     ...     state, module, optimizer = load_training_artifacts(folder)
 
     The learning rate after each step follows :func:`linear_learning_rate`:

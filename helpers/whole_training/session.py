@@ -70,9 +70,13 @@ class WholeTrainingSession:
     >>> from helpers.core.update_rules import SGDRule
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> onx = mlp_onnx(3, hidden=(4,))
-    >>> session = WholeTrainingSession(add_loss_output(onx), get_train_initializer(onx), SGDRule(), Device("cpu"))
+    >>> session = WholeTrainingSession(
+    ...     add_loss_output(onx), get_train_initializer(onx), SGDRule(), Device("cpu")
+    ... )
     >>> X, y = np.ones((8, 3), dtype=np.float32), np.zeros((8, 1), dtype=np.float32)
-    >>> loss = session.train_step([OrtValue.ortvalue_from_numpy(X), OrtValue.ortvalue_from_numpy(y)], 0.01, t=1)
+    >>> loss = session.train_step(
+    ...     [OrtValue.ortvalue_from_numpy(X), OrtValue.ortvalue_from_numpy(y)], 0.01, t=1
+    ... )
     >>> float(loss.numpy()) >= 0
     True
     """
@@ -147,7 +151,8 @@ class WholeTrainingSession:
         self.module.train()
 
     def _load(self, folder, checkpoint, rule, device, n_threads):
-        """Load the state, the training model and the optimizer model of ``folder`` (read at once, not later)."""
+        """Load the state, the training model and the optimizer model of ``folder`` (read at once,
+        not later)."""
         self.state = CheckpointState.load_checkpoint(
             checkpoint or os.path.join(folder, "checkpoint")
         )
@@ -169,7 +174,8 @@ class WholeTrainingSession:
             )
 
     def save(self, path, properties):
-        """Save weights, running statistics, optimizer state and ``properties`` (str values), atomically.
+        """Save weights, running statistics, optimizer state and ``properties`` (str values),
+        atomically.
 
         The file ends with its checksum
         (:func:`helpers.whole_training.checkpoints.append_checksum`). It is
@@ -198,7 +204,8 @@ class WholeTrainingSession:
                 os.remove(tmp)
 
     def checkpoint_bytes(self):
-        """About the size of a checkpoint: trained weights (thrice with AdamW's moments), statistics."""
+        """About the size of a checkpoint: trained weights (thrice with AdamW's moments),
+        statistics."""
         trained = sum(self.state.parameters[name].data.nbytes for name in self.names)
         statistics = sum(np.asarray(value).nbytes for value in self.statistics.values.values())
         return trained * (3 if self.adamw else 1) + statistics
