@@ -10,6 +10,7 @@ import pytest
 from conftest import APIS, make_optimizer
 
 from helpers import TrainingDivergedError
+from helpers.core.training_loop import TrainingState
 from helpers.teaching.model_factories import mlp_onnx
 from helpers.whole_training.checkpoints import CheckpointError
 
@@ -120,6 +121,22 @@ def test_unpickled_adamw_continues_as_the_uninterrupted_training(api):
     np.testing.assert_allclose(resumed.train_losses_, straight.train_losses_, rtol=1e-5)
     for name, value in straight.get_state().items():
         np.testing.assert_allclose(resumed.get_state()[name], value, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("solver", ["sgd", "adamw"])
+@pytest.mark.parametrize("api", APIS)
+def test_a_pickle_keeps_the_training_state_an_epoch_start_restores(api, solver):
+    """One snapshot of a session: a pickle carries its TrainingState, which a rebuild restores."""
+    opt = _optimizer(api, solver=solver, max_iter=2).fit(X, Y)
+    now = TrainingState.of(opt._runtime)
+    restored = pickle.loads(pickle.dumps(opt))
+    saved = restored.__dict__["_saved_state"]
+    assert type(saved) is TrainingState
+    for name, value in now.weights.items():
+        np.testing.assert_array_equal(saved.weights[name], value)
+    # the whole-training API runs SGD and AdamW in onnxruntime (a checkpoint keeps the moments)
+    assert (saved.update_state is None) == (api == "whole")
+    np.testing.assert_array_equal(restored.predict(X), opt.predict(X))  # rebuilt from the state
 
 
 @pytest.fixture()
