@@ -17,7 +17,7 @@ import math
 import time
 
 import numpy as np  # noqa: F401  (the examples use it)
-import torch
+import torch  # noqa: F401  (the examples call it)
 
 from benchmarks import models as bm
 from benchmarks.caveats import ratio_caveat
