@@ -36,6 +36,7 @@ if __package__ in (None, ""):  # run as a file: python benchmarks/step_targets.p
 import pandas as pd
 
 from benchmarks import models as bm
+from benchmarks import your_model as ym
 from benchmarks.details import markdown_table
 from benchmarks.records import atomic_write_text, machine_info, machine_lines, package_versions
 from benchmarks.thread_scaling import FRAMEWORKS, LEARNING_RATE, make_fits, parse_size
@@ -183,31 +184,25 @@ def measure_refit_setup(threads, repeats=20):
     """Milliseconds a refit of a cached model spends before its steps, for both APIs.
 
     A copy of an optimizer fitted once is fitted on a single batch (one step),
-    ``repeats`` times; the fastest such fit minus one step's time.
+    ``repeats`` times; the fastest such fit minus one step's time. The
+    optimizers are every study's (:func:`benchmarks.your_model.ort_makers`).
     """
     from sklearn.base import clone  # noqa: PLC0415
 
-    from helpers import (  # noqa: PLC0415
-        LearningRateSGD,
-        OrtGradientForwardBackwardOptimizer,
-        OrtGradientOptimizer,
-        add_loss_output,
-    )
     from helpers.teaching.model_factories import mlp_onnx  # noqa: PLC0415
 
     config = parse_size(TARGETS[0][1])
     X, y = bm.random_regression(config["batch_size"], config["n_features"])
     onx = mlp_onnx(config["n_features"], hidden=(config["hidden"],))
-    common = dict(
-        max_iter=1, batch_size=config["batch_size"], n_threads=threads, validation_every=0
+    makers = ym.ort_makers(
+        onx,
+        "regression",
+        learning_rate=LEARNING_RATE,
+        batch_size=config["batch_size"],
+        n_threads=threads,
     )
     optimizers = {
-        bm.ORT_WHOLE: OrtGradientOptimizer(
-            add_loss_output(onx), learning_rate=LEARNING_RATE, **common
-        ),
-        bm.ORT_FORWARD_BACKWARD: OrtGradientForwardBackwardOptimizer(
-            onx, learning_rate=LearningRateSGD(LEARNING_RATE, learning_rate="constant"), **common
-        ),
+        name: make().set_params(max_iter=1, validation_every=0) for name, make in makers.items()
     }
     rows = []
     for name, optimizer in optimizers.items():

@@ -17,31 +17,20 @@ onnxruntime optimizers do), with the same loss and update rule:
 import math
 import time
 
-import numpy as np
-import torch
+import numpy as np  # noqa: F401  (the examples use it)
+import torch  # noqa: F401  (the examples call it)
 
 from benchmarks import models as bm
 from benchmarks.caveats import ratio_caveat
 from benchmarks.model_inputs import weighted_layers
 from benchmarks.ratios import speed_phrase
+from helpers.teaching.torch_reference import torch_fit as reference_fit
 
 #: The loss of each task: its name in both onnxruntime APIs, and in words (plots, tables).
 LOSSES = {
     "classification": ("cross_entropy", "cross-entropy"),
     "regression": ("squared_error", "mean squared error"),
 }
-
-
-def _torch_loss(task):
-    if task == "classification":
-        return torch.nn.functional.cross_entropy  # class indices, mean over the batch
-    return torch.nn.functional.mse_loss  # mean over every element: the optimizers' squared_error
-
-
-def _torch_optimizer(model, optimizer, learning_rate):
-    if optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=learning_rate)
-    return torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
 
 
 def torch_fit(
@@ -56,6 +45,9 @@ def torch_fit(
     compiled=False,
 ):
     """``fit(epochs)``: train a fresh module in torch; returns the mean loss of the last epoch.
+
+    The loop and its losses are :func:`helpers.teaching.torch_reference.torch_fit`'s,
+    the batches and updates the onnxruntime optimizers compare with.
 
     Parameters
     ----------
@@ -77,25 +69,14 @@ def torch_fit(
     >>> fit(2) >= 0
     True
     """
-    Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
-    loss_of = _torch_loss(task)
+    loss = LOSSES[task][0]
 
     def fit(epochs):
-        model = make_module()
-        forward = torch.compile(model) if compiled else model
-        optim = _torch_optimizer(model, optimizer, learning_rate)
-        rng = np.random.RandomState(random_state)
-        for _ in range(epochs):
-            order = torch.from_numpy(rng.permutation(len(X)))
-            total = 0.0
-            for first in range(0, len(X), batch_size):
-                rows = order[first : first + batch_size]
-                optim.zero_grad(set_to_none=True)
-                loss = loss_of(forward(Xt[rows]), yt[rows])
-                loss.backward()
-                optim.step()
-                total += float(loss.detach()) * len(rows)
-        return total / len(X)
+        module = make_module()
+        epoch_losses, _ = reference_fit(
+            module, X, y, loss, batch_size, epochs, learning_rate, optimizer, random_state, compiled
+        )
+        return epoch_losses[-1]
 
     return fit
 

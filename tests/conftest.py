@@ -1,5 +1,5 @@
 """Shared fixtures: small data sets and the ONNX models converted from them, caches, sweep grids,
-the check of a benchmark row's step time."""
+the check of a benchmark row's step time, and the optimizer factory of both onnxruntime APIs."""
 
 import json
 import math
@@ -10,6 +10,26 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from skl2onnx import to_onnx
 from sklearn.linear_model import LinearRegression
+
+from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
+
+#: The two onnxruntime training APIs a test runs on (whole training, forward/backward).
+APIS = ["whole", "forward_backward"]
+
+
+def make_optimizer(api, onx, loss="squared_error", **params):
+    """The optimizer of ``api`` (one of :data:`APIS`) training ``onx`` on ``loss``.
+
+    ``"whole"`` adds the loss to the graph (:func:`helpers.add_loss_output`) for
+    :class:`helpers.OrtGradientOptimizer`; ``"forward_backward"`` gives it to
+    :class:`helpers.OrtGradientForwardBackwardOptimizer` as ``learning_loss``.
+    ``params`` go to either unchanged (both default to plain SGD at a constant rate).
+    """
+    if api == "whole":
+        return OrtGradientOptimizer(add_loss_output(onx, score_name=loss), **params)
+    if api == "forward_backward":
+        return OrtGradientForwardBackwardOptimizer(onx, learning_loss=loss, **params)
+    raise ValueError(f"api must be one of {APIS}, not {api!r}")
 
 
 @pytest.fixture(scope="session")

@@ -13,14 +13,12 @@ import copy
 import numpy as np
 import pytest
 import torch
+from conftest import make_optimizer
 from torch import nn
 
 from helpers import (
     OrtGradientForwardBackward,
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
     OrtTorchModule,
-    add_loss_output,
 )
 from helpers.core.sessions import make_session
 from helpers.core.torch_export import export_for_training
@@ -184,9 +182,7 @@ def _optimizer(api, onx, batch_size, epochs, learning_rate):
         random_state=0,
         validation_every=0,
     )
-    if api == "whole":
-        return OrtGradientOptimizer(add_loss_output(onx), **common)
-    return OrtGradientForwardBackwardOptimizer(onx, learning_rate_schedule="constant", **common)
+    return make_optimizer(api, onx, **common)
 
 
 def _assert_trains_as_torch(module, X, y, api, learning_rate=LEARNING_RATE):

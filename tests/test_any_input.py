@@ -6,14 +6,12 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from conftest import APIS, make_optimizer
 from torch import nn
 
-from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
 from helpers.core.batches import Batches
 from helpers.core.devices import Device
 from helpers.core.torch_export import export_for_training
-
-APIS = ["whole", "forward_backward"]
 
 
 def _optimizer(api, onx, classes=False, **params):
@@ -26,17 +24,7 @@ def _optimizer(api, onx, classes=False, **params):
         validation_every=0,
     )
     common.update(params)
-    if api == "whole":
-        return OrtGradientOptimizer(
-            add_loss_output(onx, score_name="cross_entropy" if classes else "squared_error"),
-            **common,
-        )
-    return OrtGradientForwardBackwardOptimizer(
-        onx,
-        learning_loss="cross_entropy" if classes else "squared_error",
-        learning_rate_schedule="constant",
-        **common,
-    )
+    return make_optimizer(api, onx, "cross_entropy" if classes else "squared_error", **common)
 
 
 @pytest.fixture(scope="module")

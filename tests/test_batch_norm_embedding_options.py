@@ -12,10 +12,10 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from conftest import make_optimizer
 from torch import nn
 
 from helpers import (
-    OrtGradientForwardBackwardOptimizer,
     OrtGradientOptimizer,
     OrtTorchModule,
     UntrainableModelError,
@@ -59,11 +59,7 @@ def _optimizer(api, onx, loss, fast_gradients=True, solver="sgd", epochs=EPOCHS,
         fast_gradients=fast_gradients,
         **options,
     )
-    if api == "whole":
-        return OrtGradientOptimizer(add_loss_output(onx, score_name=loss), **common)
-    return OrtGradientForwardBackwardOptimizer(
-        onx, learning_loss=loss, learning_rate_schedule="constant", **common
-    )
+    return make_optimizer(api, onx, loss, **common)
 
 
 def _predict_torch(module, X):

@@ -12,6 +12,7 @@ from sklearn.linear_model import SGDRegressor
 
 from benchmarks import models as bm
 from benchmarks import trainers as bt
+from helpers.measure.conditions import timing_caveat
 
 
 @pytest.fixture(scope="module")
@@ -344,9 +345,11 @@ def test_interleaved_measure_takes_turns_and_calibrates():
     assert blocks == ["slow", "fast"] * 3
 
 
-def test_timing_note():
+def test_timing_note_words_are_the_timing_caveat():
     assert bm.timing_note({"min": 1.0, "max": 1.5}) == ""
-    assert "busy" in bm.timing_note({"min": 1.0, "max": 3.0})
+    assert bm.timing_note({"min": 1.0, "max": 3.0}) == "noisy: repeats spread 3.0x"
+    assert bm.timing_note({"min": 1.0, "max": 3.0}) == timing_caveat(spread=3.0)
+    assert bm.timing_note({"min": 0.0, "max": 1.0}) == "noisy: a repeat gave no estimate"
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])

@@ -9,11 +9,11 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import make_optimizer
 from joblib import parallel_backend
 from sklearn.model_selection import GridSearchCV
 
 from helpers import (
-    OrtGradientForwardBackwardOptimizer,
     OrtGradientOptimizer,
     UntrainableModelError,
     add_loss_output,
@@ -36,13 +36,7 @@ def _fit(api, hidden, learning_rate=0.05):
         n_threads=1,
         validation_every=0,
     )
-    if api == "whole":
-        opt = OrtGradientOptimizer(add_loss_output(MODELS[hidden]), **params)
-    else:
-        opt = OrtGradientForwardBackwardOptimizer(
-            MODELS[hidden], learning_rate_schedule="constant", **params
-        )
-    return opt.fit(X, Y).get_state()
+    return make_optimizer(api, MODELS[hidden], **params).fit(X, Y).get_state()
 
 
 def _run_in_threads(jobs):

@@ -8,17 +8,13 @@ import signal
 
 import numpy as np
 import pytest
+from conftest import APIS, make_optimizer
 
-from helpers import (
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
-    TrainingDivergedError,
-    add_loss_output,
-)
+from helpers import TrainingDivergedError
+from helpers.core.training_loop import TrainingState
 from helpers.teaching.model_factories import mlp_onnx
 from helpers.whole_training.checkpoints import CheckpointError
 
-APIS = ["whole", "forward_backward"]
 X = np.random.default_rng(0).standard_normal((40, 4)).astype(np.float32)
 Y = np.tanh(X[:, :2].sum(axis=1)).astype(np.float32)
 
@@ -33,10 +29,7 @@ def _optimizer(api, hidden=5, **params):
         validation_every=0,
     )
     settings.update(params)
-    model = mlp_onnx(4, hidden=(hidden,))
-    if api == "whole":
-        return OrtGradientOptimizer(add_loss_output(model), **settings)
-    return OrtGradientForwardBackwardOptimizer(model, learning_rate_schedule="constant", **settings)
+    return make_optimizer(api, mlp_onnx(4, hidden=(hidden,)), **settings)
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -131,6 +124,22 @@ def test_unpickled_adamw_continues_as_the_uninterrupted_training(api):
     np.testing.assert_allclose(resumed.train_losses_, straight.train_losses_, rtol=1e-5)
     for name, value in straight.get_state().items():
         np.testing.assert_allclose(resumed.get_state()[name], value, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("solver", ["sgd", "adamw"])
+@pytest.mark.parametrize("api", APIS)
+def test_a_pickle_keeps_the_training_state_an_epoch_start_restores(api, solver):
+    """One snapshot of a session: a pickle carries its TrainingState, which a rebuild restores."""
+    opt = _optimizer(api, solver=solver, max_iter=2).fit(X, Y)
+    now = TrainingState.of(opt._runtime)
+    restored = pickle.loads(pickle.dumps(opt))
+    saved = restored.__dict__["_saved_state"]
+    assert type(saved) is TrainingState
+    for name, value in now.weights.items():
+        np.testing.assert_array_equal(saved.weights[name], value)
+    # the whole-training API runs SGD and AdamW in onnxruntime (a checkpoint keeps the moments)
+    assert (saved.update_state is None) == (api == "whole")
+    np.testing.assert_array_equal(restored.predict(X), opt.predict(X))  # rebuilt from the state
 
 
 @pytest.fixture()

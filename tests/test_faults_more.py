@@ -9,9 +9,9 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import APIS, make_optimizer
 
 from helpers import (
-    OrtGradientForwardBackwardOptimizer,
     OrtGradientOptimizer,
     TrainingDivergedError,
     add_loss_output,
@@ -20,7 +20,6 @@ from helpers import (
 from helpers.teaching.model_factories import mlp_onnx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-APIS = ["whole", "forward_backward"]
 X = np.random.default_rng(0).standard_normal((40, 4)).astype(np.float32)
 Y = np.tanh(X[:, :2].sum(axis=1)).astype(np.float32)
 
@@ -35,10 +34,7 @@ def _optimizer(api, hidden=5, **params):
         validation_every=0,
     )
     settings.update(params)
-    model = mlp_onnx(4, hidden=(hidden,))
-    if api == "whole":
-        return OrtGradientOptimizer(add_loss_output(model), **settings)
-    return OrtGradientForwardBackwardOptimizer(model, learning_rate_schedule="constant", **settings)
+    return make_optimizer(api, mlp_onnx(4, hidden=(hidden,)), **settings)
 
 
 @pytest.mark.parametrize("api", APIS)

@@ -12,21 +12,18 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import APIS, make_optimizer
 from sklearn.model_selection import GridSearchCV
 from torch import nn
 
 from helpers import (
     ElasticLearningPenalty,
     LearningRateSGD,
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
-    add_loss_output,
 )
 from helpers.core.torch_export import export_for_training
 from helpers.forward_backward.losses import ElasticLearningLoss
 from helpers.teaching.model_factories import mlp_onnx
 
-APIS = ["whole", "forward_backward"]
 NAMES = ["a", "b", "c"]
 MISMATCH = "The feature names should match those that were passed during fit"
 
@@ -41,9 +38,7 @@ def make(api, onx=None, **params):
         "learning_rate": 0.01,
         **params,
     }
-    if api == "whole":
-        return OrtGradientOptimizer(add_loss_output(onx), **params)
-    return OrtGradientForwardBackwardOptimizer(onx, **params)
+    return make_optimizer(api, onx, **params)
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,12 @@ import copy
 import numpy as np
 import pytest
 import torch
+from conftest import make_optimizer
 from torch import nn
 
 from helpers import (
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
     OrtTorchModule,
     UntrainableModelError,
-    add_loss_output,
 )
 from helpers.core.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
@@ -160,13 +158,7 @@ def _optimizer(api, onx, n_classes, batch_size, epochs):
         random_state=0,
         validation_every=0,
     )
-    if api == "whole":
-        score = "cross_entropy" if n_classes else "squared_error"
-        return OrtGradientOptimizer(add_loss_output(onx, score_name=score), **common)
-    loss = "cross_entropy" if n_classes else "squared_error"
-    return OrtGradientForwardBackwardOptimizer(
-        onx, learning_loss=loss, learning_rate_schedule="constant", **common
-    )
+    return make_optimizer(api, onx, "cross_entropy" if n_classes else "squared_error", **common)
 
 
 def _epoch_means(step_losses, n, batch_size):

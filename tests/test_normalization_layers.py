@@ -17,15 +17,11 @@ import sys
 import numpy as np
 import pytest
 import torch
+from conftest import make_optimizer
 from onnx import TensorProto, helper
 from torch import nn
 
-from helpers import (
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
-    OrtTorchModule,
-    add_loss_output,
-)
+from helpers import OrtTorchModule
 from helpers.core.normalization import layer_norms_of_one_value_written_out
 from helpers.core.sessions import make_session
 from helpers.core.torch_export import export_for_training
@@ -114,11 +110,7 @@ def _optimizer(api, onx, batch_size, epochs, **options):
         validation_every=0,
         **options,
     )
-    if api == "whole":
-        return OrtGradientOptimizer(add_loss_output(onx, score_name="squared_error"), **common)
-    return OrtGradientForwardBackwardOptimizer(
-        onx, learning_loss="squared_error", learning_rate_schedule="constant", **common
-    )
+    return make_optimizer(api, onx, **common)
 
 
 def _eval_outputs(module, X):

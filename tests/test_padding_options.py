@@ -15,17 +15,15 @@ import onnx
 import onnxruntime
 import pytest
 import torch
+from conftest import make_optimizer
 from onnx import TensorProto, helper
 from torch import nn
 from torch.nn import functional
 
 from helpers import (
     OrtGradientForwardBackward,
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
     OrtTorchModule,
     UntrainableModelError,
-    add_loss_output,
 )
 from helpers.core.padding import explicit_pads, non_constant_pads_as_gathers
 from helpers.core.pooling import average_pools_as_convolutions, pools_as_torch_computes_them
@@ -218,11 +216,7 @@ def _optimizer(api, onx, batch_size, epochs):
         random_state=0,
         validation_every=0,
     )
-    if api == "whole":
-        return OrtGradientOptimizer(add_loss_output(onx, score_name="squared_error"), **common)
-    return OrtGradientForwardBackwardOptimizer(
-        onx, learning_loss="squared_error", learning_rate_schedule="constant", **common
-    )
+    return make_optimizer(api, onx, **common)
 
 
 @pytest.mark.parametrize("api", ["whole", "forward_backward", "torch_module"])

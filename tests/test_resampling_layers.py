@@ -13,14 +13,12 @@ import copy
 import numpy as np
 import pytest
 import torch
+from conftest import make_optimizer
 from torch import nn
 
 from helpers import (
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
     OrtTorchModule,
     UntrainableModelError,
-    add_loss_output,
 )
 from helpers.core.torch_export import export_for_training
 from helpers.core.training_graph import training_graph
@@ -186,11 +184,7 @@ def _optimizer(api, onx, epochs, batch_size):
         random_state=0,
         validation_every=0,
     )
-    if api == "whole":
-        return OrtGradientOptimizer(add_loss_output(onx), **common)
-    return OrtGradientForwardBackwardOptimizer(
-        onx, learning_loss="squared_error", learning_rate_schedule="constant", **common
-    )
+    return make_optimizer(api, onx, **common)
 
 
 @pytest.mark.parametrize("api", ["whole", "forward_backward"])

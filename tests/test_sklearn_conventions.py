@@ -12,9 +12,9 @@ import re
 import warnings
 
 import pytest
+from conftest import make_optimizer
 from sklearn.utils.estimator_checks import check_estimator
 
-from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
 from helpers.teaching.model_factories import mlp_onnx
 
 WIDTH = re.compile(r"X has \d+ features, but the model expects 3\.")
@@ -39,10 +39,7 @@ def _cause(exception):
 @pytest.mark.parametrize("api", ["whole", "forward_backward"])
 def test_scikit_learn_checks(api):
     model = mlp_onnx(3, hidden=(4,))
-    if api == "whole":
-        estimator = OrtGradientOptimizer(add_loss_output(model), max_iter=2, learning_rate=0.01)
-    else:
-        estimator = OrtGradientForwardBackwardOptimizer(model, max_iter=2, learning_rate=0.01)
+    estimator = make_optimizer(api, model, max_iter=2, learning_rate=0.01)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         results = check_estimator(estimator, on_fail=None)

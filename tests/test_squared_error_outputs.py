@@ -11,15 +11,12 @@ import copy
 import numpy as np
 import pytest
 import torch
+from conftest import APIS, make_optimizer
 from onnx import TensorProto, helper
 from torch import nn
 
-from helpers import (
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
-    SquareLearningLoss,
-    add_loss_output,
-)
+from benchmarks import your_model as ym
+from helpers import SquareLearningLoss, add_loss_output
 from helpers.core.devices import Device
 from helpers.core.sessions import make_session
 from helpers.core.torch_export import export_for_training
@@ -70,7 +67,7 @@ def test_loss_and_gradient_equal_torch_mse_loss(k, weighted):
     np.testing.assert_allclose(whole, expected.item(), rtol=1e-6)
 
 
-@pytest.mark.parametrize("api", ["whole", "forward_backward"])
+@pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("k", [1, 3])
 def test_training_with_k_outputs_matches_torch_mse_loss(k, api):
     module, X, y = _data(k)
@@ -85,12 +82,21 @@ def test_training_with_k_outputs_matches_torch_mse_loss(k, api):
         random_state=0,
         validation_every=0,
     )
-    if api == "whole":
-        opt = OrtGradientOptimizer(add_loss_output(onx), **common)
-    else:
-        opt = OrtGradientForwardBackwardOptimizer(onx, learning_rate_schedule="constant", **common)
-    opt.fit(X, y)
+    opt = make_optimizer(api, onx, **common).fit(X, y)
     np.testing.assert_allclose(opt.train_losses_, torch_losses, rtol=1e-4)
     expected = dict(trained.named_parameters())
     for name, value in opt.get_state().items():
         np.testing.assert_allclose(value, expected[name].detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_the_benchmarks_torch_fit_is_the_reference_loop_and_the_onnx_loss(k):
+    """The benchmarks time the teaching loop; with k outputs its loss is both APIs' loss."""
+    module, X, y = _data(k)
+    onx = export_for_training(module, torch.from_numpy(X[:2]))
+    common = dict(learning_rate=LEARNING_RATE, batch_size=8, random_state=0)
+    benchmark = ym.torch_fit(lambda: copy.deepcopy(module), X, y, "regression", **common)(3)
+    reference, _ = torch_fit(copy.deepcopy(module), X, y, "squared_error", 8, 3, LEARNING_RATE)
+    assert benchmark == reference[-1]
+    for name, make in ym.ort_makers(onx, "regression", **common).items():
+        np.testing.assert_allclose(ym.ort_fit(make, X, y)(3), benchmark, rtol=1e-4, err_msg=name)

@@ -8,9 +8,9 @@ torch's momentum buffer and scikit-learn's velocity part ways.
 import numpy as np
 import pytest
 import torch
+from conftest import make_optimizer
 from onnxruntime import OrtValue
 
-from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
 from helpers.core.learning_rates import LearningRateSchedule
 from helpers.core.update_rules import (
     UPDATE_RULES,
@@ -165,10 +165,7 @@ def test_optimizers_match_torch_step_by_step(api, solver):
         random_state=0,
         **HYPER,
     )
-    if api == "whole":
-        opt = OrtGradientOptimizer(add_loss_output(onx), **params)
-    else:
-        opt = OrtGradientForwardBackwardOptimizer(onx, **params)
+    opt = make_optimizer(api, onx, **params)
     weights, forward = _torch_mlp(onx)
     names = list(weights)
     reference = torch_optimizer(solver, [weights[n] for n in names], lr=0.05)

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse
+from conftest import APIS, make_optimizer
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
@@ -16,14 +17,10 @@ from helpers import (
 )
 from helpers.teaching.model_factories import mlp_onnx
 
-APIS = ["whole", "forward_backward"]
-
 
 def make(api, onx, **params):
     params = {"max_iter": 2, "batch_size": 16, "random_state": 0, "validation_every": 0, **params}
-    if api == "whole":
-        return OrtGradientOptimizer(add_loss_output(onx), **params)
-    return OrtGradientForwardBackwardOptimizer(onx, **params)
+    return make_optimizer(api, onx, **params)
 
 
 @pytest.fixture(scope="module")

@@ -13,18 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import APIS, make_optimizer
 from torch import nn
 
 from benchmarks import example_models as em
 from benchmarks import models as bm
 from benchmarks import step_targets as st
 from benchmarks import zoo_targets as zt
-from helpers import (
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
-    OrtTorchModule,
-    add_loss_output,
-)
+from helpers import OrtTorchModule
 from helpers.core.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
 
@@ -102,12 +98,7 @@ def _optimizers(onx, epochs, batch_size, learning_rate):
         "random_state": 0,
         "validation_every": 0,
     }
-    return [
-        OrtGradientOptimizer(add_loss_output(onx, score_name="cross_entropy"), **common),
-        OrtGradientForwardBackwardOptimizer(
-            onx, learning_loss="cross_entropy", learning_rate_schedule="constant", **common
-        ),
-    ]
+    return [make_optimizer(api, onx, "cross_entropy", **common) for api in APIS]
 
 
 @pytest.mark.parametrize("name", NEW)

@@ -353,10 +353,9 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         """Called once the epoch start is restored: a subclass resets what it cannot restore."""
 
     def _rebuild_runtime(self):
-        """The training session of an unpickled estimator, from the weights and state the pickle
-        kept."""
-        self._start_training(self._saved_weights)
-        self._restore_saved_state()
+        """The training session of an unpickled estimator, from the state its pickle kept."""
+        self._start_training(self._saved_state.weights)
+        self._saved_state.restore(self._runtime)
 
     def _set_input_attributes(self, X, names):
         """``sample_shape_in_``; ``n_features_in_`` for rows of features; ``feature_names_in_``."""

@@ -138,19 +138,41 @@ class RunningStatistics:
         """The initializers holding the running statistics, two per layer (mean, variance)."""
         return [name for layer in self.layers for name in (layer.running_mean, layer.running_var)]
 
-    def update(self, batch_values):
-        """Blend the batch statistics ``batch_values`` (:attr:`output_names` order) in."""
+    def update(self, batch_values, running=None, counts=None):
+        """Blend the batch statistics ``batch_values`` (:attr:`output_names` order) in.
+
+        The one update of the running statistics, for numpy arrays and torch
+        tensors alike: by default into :attr:`values` and :attr:`counts`; with
+        ``running`` and ``counts``, into those mappings in place (name to
+        tensor: :class:`helpers.OrtTorchModule`'s buffers), each batch statistic
+        converted to its running one's array type, device and shape.
+
+        Parameters
+        ----------
+        batch_values : list of arrays or tensors
+        running : dict, optional
+            Initializer name to its running statistic, updated in place.
+        counts : dict, optional
+            Counter name to the batches seen (an int, or a tensor updated in place).
+
+        Examples
+        --------
+        >>> import torch
+        >>> layer = BatchNormLayer("mean", "var", 0.5, "batch_mean", "batch_var")
+        >>> buffers = {"mean": torch.zeros(2), "var": torch.ones(2)}
+        >>> RunningStatistics([layer], {}).update([torch.ones(2), torch.ones(2)], buffers, {})
+        >>> buffers["mean"]
+        tensor([0.5000, 0.5000])
+        """
+        running = self.values if running is None else running
+        counts = self.counts if counts is None else counts
         for layer, mean, var in zip(self.layers, batch_values[0::2], batch_values[1::2]):
             if layer.counter is not None:
-                self.counts[layer.counter] += 1
-            running_mean = self.values[layer.running_mean]
-            running_var = self.values[layer.running_var]
+                counts[layer.counter] += 1
+            running_mean, running_var = running[layer.running_mean], running[layer.running_var]
+            count = None if layer.counter is None else int(counts[layer.counter])
             layer.blend(
-                running_mean,
-                running_var,
-                np.asarray(mean, dtype=np.float32).reshape(running_mean.shape),
-                np.asarray(var, dtype=np.float32).reshape(running_var.shape),
-                self.counts.get(layer.counter),
+                running_mean, running_var, _like(mean, running_mean), _like(var, running_var), count
             )
 
     def copy(self):
@@ -175,6 +197,13 @@ class RunningStatistics:
             else:
                 shape = self.values[name].shape
                 self.values[name] = np.array(value, dtype=np.float32).reshape(shape)
+
+
+def _like(batch, running):
+    """``batch`` as an array or tensor of ``running``'s kind, dtype, device and shape."""
+    if isinstance(running, np.ndarray):
+        return np.asarray(batch, dtype=running.dtype).reshape(running.shape)
+    return batch.to(running.device, running.dtype).reshape(running.shape)
 
 
 def statistic_initializers(values):

@@ -16,6 +16,7 @@ from .feature_names import check_feature_names
 from .onnx_graph import replace_initializers
 from .running_statistics import statistic_initializers
 from .sessions import make_session
+from .training_loop import TrainingState
 from .validation import check_features
 
 
@@ -102,13 +103,13 @@ class TrainedModelMixin:
     def _current_weights(self):
         """The weights now, during a fit too (a copy)."""
         if getattr(self, "_runtime", None) is None:
-            return {k: v.copy() for k, v in self._saved_weights.items()}
+            return {k: v.copy() for k, v in self._saved_state.weights.items()}
         return self._runtime.get_weights()
 
     def _current_statistics(self):
         """The running statistics now, during a fit too (a copy)."""
         if getattr(self, "_runtime", None) is None:
-            return {k: v.copy() for k, v in getattr(self, "_saved_statistics", {}).items()}
+            return {k: v.copy() for k, v in self._saved_state.statistics.items()}
         return self._runtime.statistics.get()
 
     def get_running_statistics(self):
@@ -156,7 +157,7 @@ class TrainedModelMixin:
                 raise ValueError(f"Weight {name!r} contains NaN or infinite values.")
             new[name] = np.ascontiguousarray(value)
         if getattr(self, "_runtime", None) is None:
-            self._saved_weights = new
+            self._saved_state = self._saved_state._replace(weights=new)
         else:
             self._runtime.set_weights(new)
         PREDICTION_SESSIONS.drop(self)
@@ -230,18 +231,7 @@ class TrainedModelMixin:
         state = dict(self.__dict__)
         runtime = state.get("_runtime")
         if runtime is not None:
-            state["_saved_weights"] = runtime.get_weights()
-            state["_saved_update_state"] = runtime.updater.get_state() if runtime.updater else []
-            state["_saved_statistics"] = runtime.statistics.get()
+            state["_saved_state"] = TrainingState.of(runtime)
         for name in self._session_attributes:
             state[name] = None
         return state
-
-    def _restore_saved_state(self):
-        """Put back the update rule's buffers and the running statistics a pickle kept, into a
-        rebuilt session."""
-        saved = getattr(self, "_saved_update_state", [])
-        if self._runtime.updater is not None and saved:
-            self._runtime.updater.set_state(saved)
-        if getattr(self, "_saved_statistics", None):
-            self._runtime.statistics.set(self._saved_statistics)

@@ -4,9 +4,11 @@ epoch.
 * :class:`deferred_interrupt`: Ctrl-C (or a Jupyter kernel interrupt) during
   a fit takes effect between two training steps, never inside one, so that
   the estimator knows exactly which steps were done.
-* :class:`EpochStart`: what an epoch starts from (weights, running
-  statistics, the update rule's buffers, the update counter, the shuffling
-  generator), put back when the epoch diverges.
+* :class:`TrainingState`: the one snapshot of a training session (weights,
+  running statistics, the update rule's buffers) and its restore, which an
+  epoch's start, a pickle and AdamW's restart after a divergence share.
+* :class:`EpochStart`: what an epoch starts from (a :class:`TrainingState`,
+  the update counter, the shuffling generator), put back when it diverges.
 * :func:`check_finite_state`: the weights after the last update of an
   epoch, which no loss has seen yet, are checked too.
 * :func:`check_finite_outputs`: the outputs of the model a fit ends with, on
@@ -15,6 +17,7 @@ epoch.
 
 import signal
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -71,6 +74,61 @@ class deferred_interrupt:  # noqa: N801 - used as a context manager, named like 
             raise KeyboardInterrupt
 
 
+class TrainingState(NamedTuple):
+    """What a training session holds that an estimator puts back: a snapshot and its restore.
+
+    One snapshot for the three times a training state is put back: the start
+    of an epoch that diverged (:class:`EpochStart`), an unpickled estimator
+    (its pickle keeps one, ``_saved_state``), and the whole-training AdamW's
+    restart after a divergence. The last restores it into a new session:
+    onnxruntime's AdamW moments are no part of it (they cannot be set but by
+    a checkpoint), so they restart from zero.
+
+    Attributes
+    ----------
+    weights : dict
+        Weight name to array.
+    statistics : dict
+        :meth:`helpers.core.running_statistics.RunningStatistics.get`.
+    update_state : list or None
+        The update rule's buffers (forward/backward API), None without one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers import OrtGradientForwardBackwardOptimizer
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> X = np.ones((8, 3), dtype=np.float32)
+    >>> opt = OrtGradientForwardBackwardOptimizer(mlp_onnx(3, hidden=(4,)), max_iter=1)
+    >>> state = TrainingState.of(opt.fit(X, X[:, 0])._runtime)
+    >>> opt._runtime.set_weights({name: w + 1 for name, w in state.weights.items()})
+    >>> state.restore(opt._runtime)
+    >>> all((opt.get_state()[name] == w).all() for name, w in state.weights.items())
+    True
+    """
+
+    weights: dict
+    statistics: dict
+    update_state: list = None
+
+    @classmethod
+    def of(cls, runtime):
+        """A copy of the state of the training session ``runtime``."""
+        updater = runtime.updater
+        return cls(
+            runtime.get_weights(),
+            runtime.statistics.get(),
+            None if updater is None else updater.get_state(),
+        )
+
+    def restore(self, runtime):
+        """Put the weights, running statistics and update buffers back into ``runtime``."""
+        runtime.set_weights(self.weights)
+        runtime.statistics.set(self.statistics)
+        if self.update_state is not None:
+            runtime.updater.set_state(self.update_state)
+
+
 class EpochStart:
     """The state an epoch starts from, to put back if it diverges.
 
@@ -97,10 +155,7 @@ class EpochStart:
     """
 
     def __init__(self, optimizer):
-        runtime = optimizer._runtime
-        self.weights = runtime.get_weights()
-        self.statistics = runtime.statistics.get()
-        self.update_state = runtime.updater.get_state() if runtime.updater is not None else None
+        self.training = TrainingState.of(optimizer._runtime)
         self.t = optimizer.t_
         self.rng = optimizer._rng.get_state()
         self.partial_epoch = getattr(optimizer, "_partial_epoch", None)
@@ -108,11 +163,7 @@ class EpochStart:
     def restore(self, optimizer):
         """Put the weights, statistics, update buffers, counter, generator and interrupted epoch
         back."""
-        runtime = optimizer._runtime
-        runtime.set_weights(self.weights)
-        runtime.statistics.set(self.statistics)
-        if self.update_state is not None:
-            runtime.updater.set_state(self.update_state)
+        self.training.restore(optimizer._runtime)
         optimizer.t_ = self.t
         optimizer._rng.set_state(self.rng)
         optimizer._partial_epoch = self.partial_epoch

@@ -318,14 +318,13 @@ class OrtTorchModule(torch.nn.Module):
         BatchNorm does."""
         buffers = dict(self.module.named_buffers())
         with self._lock, torch.no_grad():  # whole, even when threads share the module
-            for layer, mean, var in zip(statistics.layers, batch_values[0::2], batch_values[1::2]):
+            for (
+                layer
+            ) in statistics.layers:  # torch counts the batches of a layer with a momentum too
                 counter = buffers.get(_counter_name(layer.running_mean))
-                if counter is not None:
+                if layer.counter is None and counter is not None:
                     counter.add_(1)
-                running_mean, running_var = buffers[layer.running_mean], buffers[layer.running_var]
-                batch_mean, batch_var = mean.to(running_mean.device), var.to(running_var.device)
-                count = None if counter is None else int(counter)
-                layer.blend(running_mean, running_var, batch_mean, batch_var, count)
+            statistics.update(batch_values, buffers, buffers)
 
     def to_onnx(self):
         """The ONNX model with the current weights and running statistics, for inference anywhere.

@@ -12,6 +12,8 @@ import time
 
 import numpy as np
 
+from helpers.measure.conditions import timing_caveat
+
 
 def measure(function, repeat=5, number=None, min_time=0.05):
     """Time ``function()`` and return seconds per call, as the median of ``repeat`` runs.
@@ -294,29 +296,29 @@ def _step_estimate(short, long, short_steps, extra_steps):
     return {"step_s": step, "fixed_s": fixed, "steps_s": rounds, "spread": spread, "note": note}
 
 
-def timing_note(timing, spread=2.0):
-    """A warning for the note of a row whose runs disagree (a busy machine), else ''.
+def timing_note(timing):
+    """The caveat of a timing whose runs disagree (a busy machine), else ''.
+
+    The words are :func:`helpers.measure.conditions.timing_caveat`'s, the one
+    wording of a noisy timing, for the spread of ``timing``'s runs.
 
     Parameters
     ----------
     timing : dict
         With ``min`` and ``max`` seconds, as :func:`measure` returns it.
-    spread : float
-        The largest ratio of the slowest run to the fastest accepted silently.
 
     Returns
     -------
     str
-        ``''`` when ``max / min <= spread``, else a sentence giving the ratio.
+        ``''`` when ``max / min`` is at most
+        :data:`helpers.measure.conditions.NOISY_SPREAD`, else the caveat giving the ratio.
 
     Examples
     --------
     >>> timing_note({"min": 1.0, "max": 1.5})
     ''
     >>> timing_note({"min": 1.0, "max": 3.0})
-    'noisy: repeats spread 3.0x (the machine was busy)'
+    'noisy: repeats spread 3.0x'
     """
-    ratio = timing["max"] / timing["min"] if timing["min"] > 0 else float("inf")
-    if ratio <= spread:
-        return ""
-    return f"noisy: repeats spread {ratio:.1f}x (the machine was busy)"
+    spread = timing["max"] / timing["min"] if timing["min"] > 0 else float("inf")
+    return timing_caveat(spread)

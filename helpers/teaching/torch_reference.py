@@ -5,7 +5,8 @@ Both optimizers draw one permutation of the rows per epoch from
 :func:`torch_fit` trains a torch module on exactly those batches with
 ``torch.optim.SGD`` or ``torch.optim.AdamW`` (the formulas the optimizers'
 ``solver='sgd'`` and ``'adamw'`` run), so that losses, weights and running
-statistics can be compared step by step.
+statistics can be compared step by step. It is the one torch training loop:
+the benchmarks time it too (:func:`benchmarks.your_model.torch_fit`).
 """
 
 import numpy as np
@@ -28,6 +29,7 @@ def torch_fit(
     learning_rate=0.01,
     solver="sgd",
     random_state=0,
+    compiled=False,
 ):
     """Train ``module`` in place as the optimizers would train its ONNX export.
 
@@ -50,6 +52,9 @@ def torch_fit(
         ``torch.optim.SGD`` or ``torch.optim.AdamW`` (no weight decay).
     random_state : int
         The seed of the permutations, as the optimizers' ``random_state``.
+    compiled : bool
+        Run the module through ``torch.compile`` (compiled at the first fit,
+        reused by the next ones of the same module class).
 
     Returns
     -------
@@ -80,16 +85,17 @@ def torch_fit(
     rng = np.random.RandomState(random_state)
     epoch_losses, step_losses = [], []
     module.train()
+    forward = torch.compile(module) if compiled else module
     for _ in range(epochs):
         order = torch.from_numpy(rng.permutation(len(Xt)))
         total = 0.0
         for start in range(0, len(Xt), batch_size):
             rows = order[start : start + batch_size]
-            optimizer.zero_grad()
-            value = TORCH_LOSSES[loss](module(Xt[rows]), yt[rows])
+            optimizer.zero_grad(set_to_none=True)
+            value = TORCH_LOSSES[loss](forward(Xt[rows]), yt[rows])
             value.backward()
             optimizer.step()
             step_losses.append(value.item())
-            total += value.item() * len(rows)
+            total += step_losses[-1] * len(rows)
         epoch_losses.append(total / len(Xt))
     return epoch_losses, step_losses

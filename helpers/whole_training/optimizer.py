@@ -16,6 +16,7 @@ from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs
 from ..core.parameters import document_parameters, training_settings
 from ..core.running_statistics import statistic_initializers
 from ..core.sessions import make_session
+from ..core.training_loop import TrainingState
 from .checkpoints import (
     CHECKPOINT_KEY,
     check_training_state,
@@ -222,10 +223,10 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
 
     def _after_divergence(self):
         if self._runtime.optimizer is not None and self.update_rule_.name == "adamw":
-            # onnxruntime's AdamW moments cannot be put back: restart them from the restored weights
-            weights, statistics = self._runtime.get_weights(), self._runtime.statistics.get()
-            self._start_training(weights)
-            self._runtime.statistics.set(statistics)
+            # onnxruntime's AdamW moments are no part of a TrainingState: they restart from zero
+            state = TrainingState.of(self._runtime)
+            self._start_training(state.weights)
+            state.restore(self._runtime)
 
     def _rebuild_runtime(self):
         checkpoint = getattr(self, "_saved_checkpoint", None)
@@ -236,7 +237,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         with temporary_file("the AdamW state of this estimator", len(checkpoint)) as path:
             with open(path, "wb") as f:
                 f.write(checkpoint)
-            self._start_training(self._saved_weights, checkpoint=path)
+            self._start_training(self._saved_state.weights, checkpoint=path)
+        self._saved_state.restore(self._runtime)
 
     def __getstate__(self):
         state = super().__getstate__()
