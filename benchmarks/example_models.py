@@ -40,7 +40,7 @@ def upsampling_model():
     """A model onnxruntime cannot train: ``interpolate`` by 1.5 exports to a ``Resize``, which has no gradient.
 
     The training graph rewrites upsamplings by integer factors
-    (:mod:`helpers.core.resampling`), not this one.
+    (:mod:`helpers.core.layers.resampling`), not this one.
 
     Examples
     --------

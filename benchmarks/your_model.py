@@ -116,7 +116,7 @@ def ort_fit(make, X, y, fresh=False):
     >>> ort_fit(lambda: OrtGradientOptimizer(add_loss_output(onx), batch_size=4), X, y, fresh=True)(2) >= 0
     True
     """
-    from helpers.core.training_cache import clear_training_caches  # noqa: PLC0415
+    from helpers.core.machine.training_cache import clear_training_caches  # noqa: PLC0415
 
     def fit(epochs):
         if fresh:

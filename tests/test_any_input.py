@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
-from helpers.core.batches import Batches
-from helpers.core.devices import Device
-from helpers.core.torch_export import export_for_training
+from helpers.core.machine.devices import Device
+from helpers.core.model_graphs.torch_export import export_for_training
+from helpers.core.training.batches import Batches
 
 APIS = ["whole", "forward_backward"]
 

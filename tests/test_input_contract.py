@@ -22,7 +22,7 @@ from helpers import (
     OrtGradientOptimizer,
     add_loss_output,
 )
-from helpers.core.torch_export import export_for_training
+from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.forward_backward.losses import ElasticLearningLoss
 from helpers.teaching.model_factories import mlp_onnx
 

@@ -11,8 +11,8 @@ import torch
 from onnxruntime import OrtValue
 
 from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
-from helpers.core.learning_rates import LearningRateSchedule
-from helpers.core.update_rules import (
+from helpers.core.updates.learning_rates import LearningRateSchedule
+from helpers.core.updates.update_rules import (
     UPDATE_RULES,
     WeightUpdater,
     build_update_graph,

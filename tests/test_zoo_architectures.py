@@ -25,7 +25,7 @@ from helpers import (
     OrtTorchModule,
     add_loss_output,
 )
-from helpers.core.torch_export import export_for_training
+from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
 
 NEW = ("resnet_small", "resnet_large", "mobilenet_small", "mobilenet_large")

@@ -14,8 +14,8 @@ from skl2onnx import to_onnx
 from sklearn.neural_network import MLPRegressor
 
 from helpers import *
-from helpers.core.devices import Device
-from helpers.core.sessions import set_num_threads
+from helpers.core.machine.devices import Device
+from helpers.core.machine.sessions import set_num_threads
 
 set_num_threads(2)
 warnings.simplefilter("ignore")

@@ -8,12 +8,12 @@ suspects of a survey with what is known of each.
 #: What is known of the kernels found slow, from onnxruntime 1.19.2's CPU kernels and this project's measurements:
 #: by operator type, or by ``(session, operator type)`` where the session tells more.
 KNOWN_CAUSES = {
-    "ReluGrad": "single-threaded and slow; `fast_gradients` rewrites Relu as a mask (helpers.core.gradient_rewrites)",
+    "ReluGrad": "single-threaded and slow; `fast_gradients` rewrites Relu as a mask (helpers.core.rewrites.gradient_rewrites)",
     "Where": "the ReLU mask of `fast_gradients`; `Where` runs on one thread and no exact mask avoids a "
     "single-threaded kernel; `Cast` takes about 40% of its time here but showed no gain in whole steps "
-    "(helpers.core.gradient_rewrites, benchmarks/profiles/relu_masks.py)",
+    "(helpers.core.rewrites.gradient_rewrites, benchmarks/profiles/relu_masks.py)",
     "GatherGrad": "takes a mutex for every element it adds, on every thread; `fast_gradients` rewrites Gather as "
-    "GatherND, whose gradient is one loop (helpers.core.gradient_rewrites)",
+    "GatherND, whose gradient is one loop (helpers.core.rewrites.gradient_rewrites)",
     "GatherNDGrad": "the embedding's gradient after the Gather rewrite: clears the table's gradient, then one loop on "
     "one thread; 3 to 5 times faster than GatherGrad, still the largest kernel of a token classifier "
     "(a one-hot product instead would cost more)",
