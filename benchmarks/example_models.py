@@ -41,7 +41,7 @@ def upsampling_model():
     no gradient.
 
     The training graph rewrites upsamplings by integer factors
-    (:mod:`helpers.core.resampling`), not this one.
+    (:mod:`helpers.core.layers.resampling`), not this one.
 
     Examples
     --------

@@ -269,7 +269,7 @@ def zero_linear_onnx(n_features):
     from skl2onnx import to_onnx  # noqa: PLC0415
     from sklearn.linear_model import LinearRegression  # noqa: PLC0415
 
-    from helpers.core.onnx_graph import get_train_initializer, replace_initializers  # noqa: PLC0415
+    from helpers.core.model_graphs.onnx_graph import get_train_initializer, replace_initializers  # noqa: PLC0415
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n_features + 2, n_features)).astype(np.float32)
@@ -302,7 +302,7 @@ def mlp_layers(onx, weights=None):
     ValueError
         When the graph holds another operator (another activation...).
     """
-    from helpers.core.onnx_graph import get_train_initializer  # noqa: PLC0415
+    from helpers.core.model_graphs.onnx_graph import get_train_initializer  # noqa: PLC0415
 
     ops = {node.op_type for node in onx.graph.node}
     if ops - _ALLOWED_OPS:

@@ -81,7 +81,7 @@ def run_notebook(notebook, source, parameters, kernel_name, stop=None, attempts=
     import papermill  # noqa: PLC0415  (slow to import, only where needed)
     from jupyter_client.manager import AsyncKernelManager  # noqa: PLC0415
 
-    from helpers.core.training_cache import remove_stale_folders  # noqa: PLC0415
+    from helpers.core.machine.training_cache import remove_stale_folders  # noqa: PLC0415
 
     is_stopped = _stop_check(stop)
     outcome = {

@@ -86,7 +86,7 @@ def _onnx(model_function, n_features, hidden, example):
         return mlp_onnx(n_features, hidden=(hidden,))
     import torch
 
-    from helpers.core.torch_export import export_for_training
+    from helpers.core.model_graphs.torch_export import export_for_training
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -125,7 +125,7 @@ def _torch_fit(model_function, n_features, hidden, batch_size):
 
 def _cache_counts():
     """Hits and builds (misses) of both training caches so far."""
-    from helpers.core.training_cache import ARTIFACTS, GRADIENT_GRAPHS
+    from helpers.core.machine.training_cache import ARTIFACTS, GRADIENT_GRAPHS
 
     caches = (ARTIFACTS, GRADIENT_GRAPHS)
     return {"hits": sum(c.hits for c in caches), "builds": sum(c.misses for c in caches)}
@@ -134,7 +134,7 @@ def _cache_counts():
 def _ort_fits(framework, onx, batch_size, counts):
     """``first_fit`` and ``refit``, ``(X, y, epochs)``, of an onnxruntime optimizer of ``onx``.
 
-    A first fit empties the training caches (:mod:`helpers.core.training_cache`)
+    A first fit empties the training caches (:mod:`helpers.core.machine.training_cache`)
     and builds what it trains with; a refit fits a clone of the same
     optimizer, which finds them there. Both return ``more(X, y, epochs)``,
     which trains their estimator further (``warm_start``: no set-up).
@@ -150,7 +150,7 @@ def _ort_fits(framework, onx, batch_size, counts):
         OrtGradientOptimizer,
         add_loss_output,
     )
-    from helpers.core.training_cache import clear_training_caches
+    from helpers.core.machine.training_cache import clear_training_caches
 
     common = {"batch_size": batch_size, "validation_every": 0}
     if framework == "ort whole-training":

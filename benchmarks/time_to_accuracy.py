@@ -38,7 +38,7 @@ from benchmarks.details import markdown_table
 from benchmarks.example_models import digits_mlp
 from benchmarks.ratios import speed_phrase
 from benchmarks.records import atomic_write_bytes, atomic_write_text
-from helpers.core.torch_export import export_for_training
+from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.datasets import load_classification_standardized
 
 #: The columns of ``time_to_accuracy.csv``, one row per task, framework and epoch.

@@ -150,7 +150,7 @@ class OrtWholeTrainer:
         AdamW's settings.
     n_threads : int, optional
         Intra-op threads of the training session (the optimizer's ``n_threads``);
-        None takes :func:`helpers.core.sessions.set_num_threads` or onnxruntime's default.
+        None takes :func:`helpers.core.machine.sessions.set_num_threads` or onnxruntime's default.
 
     Attributes
     ----------
@@ -168,9 +168,9 @@ class OrtWholeTrainer:
         weight_decay=0.0,
         n_threads=None,
     ):
-        from helpers.core.devices import resolve_device  # noqa: PLC0415
-        from helpers.core.onnx_graph import get_train_initializer  # noqa: PLC0415
-        from helpers.core.update_rules import make_update_rule  # noqa: PLC0415
+        from helpers.core.machine.devices import resolve_device  # noqa: PLC0415
+        from helpers.core.model_graphs.onnx_graph import get_train_initializer  # noqa: PLC0415
+        from helpers.core.updates.update_rules import make_update_rule  # noqa: PLC0415
         from helpers.whole_training.loss_output import add_loss_output  # noqa: PLC0415
         from helpers.whole_training.session import WholeTrainingSession  # noqa: PLC0415
 
@@ -189,7 +189,7 @@ class OrtWholeTrainer:
 
     def prepare(self, X, y):
         """The batch as the step expects it: a one-element tuple holding a batch of OrtValues."""
-        from helpers.core.batches import Batch  # noqa: PLC0415
+        from helpers.core.training.batches import Batch  # noqa: PLC0415
 
         return (
             Batch(0, len(X), [np.ascontiguousarray(X), np.ascontiguousarray(y.reshape(-1, 1))]),
@@ -213,7 +213,7 @@ class OrtForwardBackwardTrainer:
     :class:`helpers.OrtGradientForwardBackward` (``TrainingAgent`` forward),
     the squared error and its gradient (:class:`helpers.SquareLearningLoss`,
     an ONNX graph), the backward pass, the update
-    (:class:`helpers.core.update_rules.WeightUpdater`: torch's SGD or AdamW
+    (:class:`helpers.core.updates.update_rules.WeightUpdater`: torch's SGD or AdamW
     as an ONNX graph writing the weights in place).
 
     Parameters
@@ -224,7 +224,7 @@ class OrtForwardBackwardTrainer:
         Constant learning rate.
     n_threads : int, optional
         Intra-op threads of the model's session; None takes
-        :func:`helpers.core.sessions.set_num_threads` or onnxruntime's default.
+        :func:`helpers.core.machine.sessions.set_num_threads` or onnxruntime's default.
     optimizer : {'sgd', 'adamw'}
         The update rule, torch's formulas.
     betas, eps, weight_decay
@@ -249,8 +249,8 @@ class OrtForwardBackwardTrainer:
         import onnxruntime  # noqa: PLC0415
 
         from helpers import OrtGradientForwardBackward, SquareLearningLoss  # noqa: PLC0415
-        from helpers.core.onnx_graph import get_train_initializer  # noqa: PLC0415
-        from helpers.core.update_rules import WeightUpdater, make_update_rule  # noqa: PLC0415
+        from helpers.core.model_graphs.onnx_graph import get_train_initializer  # noqa: PLC0415
+        from helpers.core.updates.update_rules import WeightUpdater, make_update_rule  # noqa: PLC0415
 
         start = time.perf_counter()
         self.onx = onx

@@ -100,7 +100,7 @@ def ort_fit(make, X, y, fresh=False):
     >>> ort_fit(make, X, y, fresh=True)(2) >= 0
     True
     """
-    from helpers.core.training_cache import clear_training_caches  # noqa: PLC0415
+    from helpers.core.machine.training_cache import clear_training_caches  # noqa: PLC0415
 
     def fit(epochs):
         if fresh:

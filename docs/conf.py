@@ -99,9 +99,9 @@ suppress_warnings = ["mystnb.unknown_mime_type"]
 # --- The API reference: one page per package -----------------------------------------
 #
 # docs/api/<package>.md holds the marker line "<!-- api-modules: helpers.<package> -->";
-# it becomes one section per module of the package: the modules of API_ORDER first, in
-# that order (reading order), then any other module of the package, so that a new
-# module is documented without editing the pages.
+# it becomes one section per module of the package and of its sub-packages: the modules
+# of API_ORDER first, in that order (reading order), then any other module of the
+# package, so that a new module is documented without editing the pages.
 
 API_ORDER = {
     "helpers.whole_training": [
@@ -122,44 +122,58 @@ API_ORDER = {
         "torch_function",
         "torch_module",
     ],
+    # the sub-packages in import order, each followed by its modules in reading order
     "helpers.core": [
-        "estimator",
-        "parameters",
-        "learning_rates",
-        "update_rules",
-        "penalties",
-        "loss_graphs",
-        "epoch_losses",
-        "configurable",
-        "display",
-        "sessions",
-        "runtime",
-        "devices",
-        "cuda_libraries",
-        "batches",
-        "torch_export",
-        "onnx_graph",
-        "inference_mode",
-        "graph_shapes",
-        "graph_nodes",
-        "graph_values",
-        "training_graph",
-        "activations",
-        "padding",
-        "pooling",
-        "resampling",
-        "normalization",
-        "batch_norm",
-        "running_statistics",
-        "embedding_padding",
-        "torch_symbolics",
-        "onnx_function",
-        "gradient_rewrites",
-        "training_cache",
-        "training_loop",
-        "trained_model",
-        "validation",
-        "class_labels",
+        "machine",
+        "machine.sessions",
+        "machine.runtime",
+        "machine.devices",
+        "machine.cuda_libraries",
+        "machine.training_cache",
+        "machine.process_folders",
+        "machine.disk_space",
+        "graphs",
+        "graphs.graph_nodes",
+        "graphs.graph_shapes",
+        "graphs.graph_values",
+        "graphs.onnx_function",
+        "graphs.loss_graphs",
+        "layers",
+        "layers.activations",
+        "layers.padding",
+        "layers.pooling",
+        "layers.resampling",
+        "layers.normalization",
+        "layers.batch_norm",
+        "layers.running_statistics",
+        "layers.embedding_padding",
+        "rewrites",
+        "rewrites.gradient_rewrites",
+        "rewrites.convolution_rewrites",
+        "rewrites.pooling_rewrites",
+        "model_graphs",
+        "model_graphs.torch_export",
+        "model_graphs.training_graph",
+        "model_graphs.inference_mode",
+        "model_graphs.onnx_graph",
+        "model_graphs.torch_symbolics",
+        "inputs",
+        "inputs.validation",
+        "inputs.class_labels",
+        "inputs.feature_names",
+        "updates",
+        "updates.learning_rates",
+        "updates.update_rules",
+        "updates.penalties",
+        "updates.configurable",
+        "training",
+        "training.estimator",
+        "training.parameters",
+        "training.trained_model",
+        "training.training_loop",
+        "training.epoch_losses",
+        "training.batches",
+        "training.display",
     ],
     "helpers.teaching": [
         "datasets",
@@ -180,8 +194,14 @@ _API_MARKER = re.compile(r"^<!-- api-modules: ([\w.]+) -->$", re.M)
 
 
 def package_modules(package):
-    """The modules of ``package`` in reading order: API_ORDER's, then the others by name."""
-    found = sorted(m.name for m in pkgutil.iter_modules(importlib.import_module(package).__path__))
+    """The modules of ``package`` and of its sub-packages in reading order.
+
+    API_ORDER's first, then the others by name; a sub-package's name stands before its
+    modules.
+    """
+    path = importlib.import_module(package).__path__
+    found = sorted(m.name for m in pkgutil.walk_packages(path, prefix=f"{package}."))
+    found = [m.removeprefix(f"{package}.") for m in found]
     listed = [m for m in API_ORDER.get(package, []) if m in found]
     return [f"{package}.{m}" for m in listed + [m for m in found if m not in listed]]
 
@@ -192,19 +212,21 @@ def package_modules(package):
 DOCSTRING_ONLY = {
     f"helpers.core.{m}"
     for m in (
-        "activations",
-        "padding",
-        "pooling",
-        "resampling",
-        "normalization",
-        "running_statistics",
-        "embedding_padding",
-        "torch_symbolics",
-        "graph_values",
-        "convolution_rewrites",
-        "pooling_rewrites",
-        "batch_norm",
-        "gradient_rewrites",
+        "layers.activations",
+        "layers.padding",
+        "layers.pooling",
+        "layers.resampling",
+        "layers.normalization",
+        "layers.running_statistics",
+        "layers.embedding_padding",
+        "layers.batch_norm",
+        "model_graphs.torch_symbolics",
+        "graphs.graph_values",
+        "rewrites.convolution_rewrites",
+        "rewrites.pooling_rewrites",
+        "rewrites.gradient_rewrites",
+        "rewrites.convolution_rewrites",
+        "rewrites.pooling_rewrites",
     )
 }
 

@@ -401,13 +401,13 @@ def test_registries_show_the_names_they_accept(browser):
             ).split()
         )
 
-    rules = described("helpers.core.update_rules.UPDATE_RULES")
+    rules = described("helpers.core.updates.update_rules.UPDATE_RULES")
     for name in ("'sgd'", "'momentum'", "'nesterov'", "'adamw'"):
         assert name in rules  # named by its comment
     assert "<class" not in rules
-    aliases = described("helpers.core.loss_graphs.LOSS_ALIASES")
+    aliases = described("helpers.core.graphs.loss_graphs.LOSS_ALIASES")
     assert "Names it accepts" in aliases and "'neglog': 'log'" in aliases
     assert "= {" not in aliases
-    artifacts = described("helpers.core.training_cache.ARTIFACTS")
+    artifacts = described("helpers.core.machine.training_cache.ARTIFACTS")
     assert artifacts.startswith("ARTIFACTS") and "object" not in artifacts
     assert "ContentCache object" not in m["text"]

@@ -16,14 +16,18 @@ code is organised in four packages:
   plots and comparisons for the notebooks; timing and profiling.
 """
 
-from .core.devices import DeviceError
-from .core.disk_space import DiskFullError
-from .core.epoch_losses import TrainingDivergedError
-from .core.learning_rates import LearningRateSGD, LearningRateSGDNesterov
-from .core.onnx_graph import get_train_initializer, onnx_rename_weights
-from .core.penalties import ElasticLearningPenalty, NoLearningPenalty
-from .core.runtime import RuntimeCompatibilityError, UntrainableModelError, check_onnx_compatible
-from .core.sessions import set_num_threads
+from .core.machine.devices import DeviceError
+from .core.machine.disk_space import DiskFullError
+from .core.machine.runtime import (
+    RuntimeCompatibilityError,
+    UntrainableModelError,
+    check_onnx_compatible,
+)
+from .core.machine.sessions import set_num_threads
+from .core.model_graphs.onnx_graph import get_train_initializer, onnx_rename_weights
+from .core.training.epoch_losses import TrainingDivergedError
+from .core.updates.learning_rates import LearningRateSGD, LearningRateSGDNesterov
+from .core.updates.penalties import ElasticLearningPenalty, NoLearningPenalty
 from .forward_backward.function import OrtGradientForwardBackward
 from .forward_backward.losses import (
     AbsoluteLearningLoss,

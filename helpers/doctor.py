@@ -25,8 +25,8 @@ import sys
 import numpy as np
 import onnxruntime
 
-from .core import cuda_libraries, devices
-from .core.sessions import resolved_threads
+from .core.machine import cuda_libraries, devices
+from .core.machine.sessions import resolved_threads
 from .measure.conditions import usable_cores
 
 

@@ -84,7 +84,7 @@ def _logistic_onnx(n_features, seed=0):
 @pytest.fixture()
 def fresh_caches():
     """Empty training caches (artifacts, gradient graphs) before the test and after it."""
-    from helpers.core import training_cache
+    from helpers.core.machine import training_cache
 
     training_cache.clear_training_caches()
     yield

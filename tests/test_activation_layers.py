@@ -1,7 +1,7 @@
 """torch's activations train in onnxruntime as they train in torch.
 
 Those onnxruntime 1.19.2 cannot differentiate are written in the training
-graph with operators it can (:mod:`helpers.core.activations`); the others
+graph with operators it can (:mod:`helpers.core.layers.activations`); the others
 are checked as they are. Values and gradients are compared with torch's
 autograd in float64 over a grid of inputs holding the kinks and large values
 of both signs; then a network with each activation trains as in torch, step
@@ -20,9 +20,9 @@ from helpers import (
     OrtGradientForwardBackward,
     OrtTorchModule,
 )
-from helpers.core.sessions import make_session
-from helpers.core.torch_export import export_for_training
-from helpers.core.training_graph import training_graph
+from helpers.core.machine.sessions import make_session
+from helpers.core.model_graphs.torch_export import export_for_training
+from helpers.core.model_graphs.training_graph import training_graph
 from helpers.teaching.torch_reference import torch_fit
 
 

@@ -9,9 +9,9 @@ import torch
 from conftest import APIS, make_optimizer
 from torch import nn
 
-from helpers.core.batches import Batches
-from helpers.core.devices import Device
-from helpers.core.torch_export import export_for_training
+from helpers.core.machine.devices import Device
+from helpers.core.model_graphs.torch_export import export_for_training
+from helpers.core.training.batches import Batches
 
 
 def _optimizer(api, onx, classes=False, **params):

@@ -21,7 +21,7 @@ from helpers import (
     UntrainableModelError,
     add_loss_output,
 )
-from helpers.core.torch_export import export_for_training
+from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
 
 N_SAMPLES, BATCH, EPOCHS, LEARNING_RATE = 24, 10, 3, 0.05

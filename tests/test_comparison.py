@@ -15,7 +15,7 @@ from helpers import (
     OrtGradientOptimizer,
     add_loss_output,
 )
-from helpers.core.onnx_graph import select_outputs
+from helpers.core.model_graphs.onnx_graph import select_outputs
 from helpers.teaching.comparison import summarize_runs, train_side_by_side
 from helpers.teaching.datasets import one_hot
 from helpers.teaching.sklearn_bridge import (

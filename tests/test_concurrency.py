@@ -18,7 +18,7 @@ from helpers import (
     UntrainableModelError,
     add_loss_output,
 )
-from helpers.core import training_cache
+from helpers.core.machine import training_cache
 from helpers.teaching.model_factories import mlp_onnx
 
 X = np.random.default_rng(0).standard_normal((60, 4)).astype(np.float32)
@@ -115,7 +115,7 @@ def test_fits_leave_the_process_stderr_alone(fresh_caches, monkeypatch):
     assert errors == []
     import torch
 
-    from helpers.core.torch_export import export_for_training
+    from helpers.core.model_graphs.torch_export import export_for_training
 
     class Rounding(torch.nn.Module):
         def __init__(self):
@@ -195,7 +195,7 @@ def test_fits_write_nothing_on_stderr(tmp_path):
     script = tmp_path / "fit.py"
     script.write_text(
         "import numpy as np, torch\nfrom helpers import OrtGradientForwardBackwardOptimizer, "
-        "OrtGradientOptimizer, add_loss_output\nfrom helpers.core.torch_export import "
+        "OrtGradientOptimizer, add_loss_output\nfrom helpers.core.model_graphs.torch_export import "
         "export_for_training\nnet = torch.nn.Sequential(torch.nn.Linear(4, 6), "
         "torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Linear(6, 1))\nX = "
         "np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32)\nonx = "

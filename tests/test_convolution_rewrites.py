@@ -12,15 +12,15 @@ from helpers import (
     add_loss_output,
     get_train_initializer,
 )
-from helpers.core import gradient_rewrites
-from helpers.core.convolution_rewrites import (
+from helpers.core.model_graphs.torch_export import export_for_training
+from helpers.core.model_graphs.training_graph import training_graph
+from helpers.core.rewrites import gradient_rewrites
+from helpers.core.rewrites.convolution_rewrites import (
     CONV_PREFIX,
     LAYOUTS,
     convolutions_as_products,
     everywhere,
 )
-from helpers.core.torch_export import export_for_training
-from helpers.core.training_graph import training_graph
 
 
 class _Net(nn.Module):

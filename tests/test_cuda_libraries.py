@@ -7,8 +7,12 @@ driver and the provider list are replaced where a cause needs them.
 import onnxruntime
 import pytest
 
-from helpers.core import cuda_libraries, devices
-from helpers.core.cuda_libraries import CUDA_PACKAGES, find_cuda_libraries, load_cuda_libraries
+from helpers.core.machine import cuda_libraries, devices
+from helpers.core.machine.cuda_libraries import (
+    CUDA_PACKAGES,
+    find_cuda_libraries,
+    load_cuda_libraries,
+)
 
 ALL_LIBRARIES = [library for _, _, libraries in CUDA_PACKAGES for library in libraries]
 

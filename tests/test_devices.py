@@ -5,8 +5,8 @@ import onnxruntime
 import pytest
 
 from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
-from helpers.core.batches import Batches
-from helpers.core.devices import Device, DeviceError, cuda_problem, resolve_device
+from helpers.core.machine.devices import Device, DeviceError, cuda_problem, resolve_device
+from helpers.core.training.batches import Batches
 
 HAS_GPU = cuda_problem(0) is None
 
@@ -22,7 +22,7 @@ def test_cpu_and_parsing():
 
 
 def test_auto_says_what_it_chose(capsys):
-    from helpers.core.devices import _auto_device  # noqa: PLC0415
+    from helpers.core.machine.devices import _auto_device  # noqa: PLC0415
 
     _auto_device.cache_clear()
     device = resolve_device("auto")
@@ -121,7 +121,7 @@ def test_training_on_gathered_batches_matches_numpy_batches(
     linear_onnx, linear_data, monkeypatch, make
 ):
     """The GPU code path (OrtValue batches gathered by a graph), run on the CPU."""
-    import helpers.core.estimator as base  # noqa: PLC0415
+    import helpers.core.training.estimator as base  # noqa: PLC0415
 
     X, y = linear_data
 

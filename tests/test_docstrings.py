@@ -29,7 +29,7 @@ PUBLIC = dict(_public_objects())
 
 def test_the_walk_finds_the_public_api():
     assert "helpers.whole_training.optimizer.OrtGradientOptimizer" in PUBLIC
-    assert "helpers.core.sessions.make_session" in PUBLIC
+    assert "helpers.core.machine.sessions.make_session" in PUBLIC
     assert len(PUBLIC) > 80
 
 

@@ -69,7 +69,7 @@ def test_runs_as_a_module():
 def test_cuda_libraries_line_counts_what_loaded(monkeypatch):
     """The doctor says which pip libraries failed to load, and the loader's words, not only that
     files exist."""
-    from helpers.core import cuda_libraries
+    from helpers.core.machine import cuda_libraries
 
     monkeypatch.delenv(cuda_libraries.SOURCE_VARIABLE, raising=False)
     found = {"libcudart.so.11.0": "a", "libcudnn.so.8": "b"}

@@ -253,8 +253,8 @@ def test_pyproject_accepts_the_pythons_make_accepts():
 
 
 def test_gpu_variant_pins_the_cuda_libraries_the_helpers_load(cpu, gpu):
-    """Each package helpers.core.cuda_libraries looks for is pinned in gpu.txt, and only there."""
-    from helpers.core.cuda_libraries import CUDA_PACKAGES
+    """Each package that helpers.core.machine.cuda_libraries looks for is pinned in gpu.txt only."""
+    from helpers.core.machine.cuda_libraries import CUDA_PACKAGES
 
     assert sorted(k for k in gpu if k.startswith(CUDA_PREFIX)) == sorted(
         p for p, _, _ in CUDA_PACKAGES

@@ -11,7 +11,7 @@ import pytest
 from conftest import APIS, make_optimizer
 
 from helpers import TrainingDivergedError
-from helpers.core.training_loop import TrainingState
+from helpers.core.training.training_loop import TrainingState
 from helpers.teaching.model_factories import mlp_onnx
 from helpers.whole_training.checkpoints import CheckpointError
 
@@ -84,7 +84,7 @@ def test_ctrl_c_in_a_warm_fit_records_how_far_it_went_and_resumes_exactly(api, s
 def test_a_resumed_epoch_that_diverges_keeps_the_record_it_resumed(api, monkeypatch):
     """Divergence puts the epoch's start back, the interrupted epoch's record included: a later fit
     still resumes it."""
-    from helpers.core import estimator
+    from helpers.core.training import estimator
 
     straight = _optimizer(api, max_iter=4).fit(X, Y)
     opt = _optimizer(api, max_iter=2, warm_start=True, on_divergence="stop").fit(X, Y)

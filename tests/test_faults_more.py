@@ -66,7 +66,7 @@ FULL_DISK_SCRIPT = r"""
 import errno, os, pickle, subprocess, sys, tempfile
 import numpy as np
 from helpers import OrtGradientOptimizer, add_loss_output
-from helpers.core import training_cache
+from helpers.core.machine import training_cache
 from helpers.teaching.model_factories import mlp_onnx
 
 small = tempfile.gettempdir()
@@ -79,7 +79,7 @@ def optimizer(hidden, **params):
 def expect_full(call, what):
     try:
         call()
-    except OSError as error:  # helpers.core.disk_space.DiskFullError
+    except OSError as error:  # helpers.core.machine.disk_space.DiskFullError
         assert error.errno == errno.ENOSPC and error.filename == small, error
         message = str(error)
         assert f"The folder {small} is full" in message, message
@@ -144,7 +144,7 @@ def test_a_full_temporary_folder_is_said_plainly_and_leaves_nothing_half_written
 
 def test_a_full_disk_simulated(monkeypatch, tmp_path):
     """onnxruntime's own message, as a full disk gives it, whatever the file system."""
-    from helpers.core import training_cache
+    from helpers.core.machine import training_cache
     from helpers.whole_training import session
 
     def full(graph, names, folder, **kwargs):

@@ -16,7 +16,7 @@ from helpers import (
     add_loss_output,
     get_train_initializer,
 )
-from helpers.core.gradient_rewrites import count_rewrites, rewrite_for_training
+from helpers.core.rewrites.gradient_rewrites import count_rewrites, rewrite_for_training
 from helpers.teaching.model_factories import mlp_onnx
 
 
@@ -209,7 +209,7 @@ class _Embedder(torch.nn.Module):
 
 @pytest.fixture(scope="module")
 def embedder():
-    from helpers.core.torch_export import export_for_training
+    from helpers.core.model_graphs.torch_export import export_for_training
 
     torch.manual_seed(0)
     module = _Embedder()

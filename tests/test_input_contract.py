@@ -20,7 +20,7 @@ from helpers import (
     ElasticLearningPenalty,
     LearningRateSGD,
 )
-from helpers.core.torch_export import export_for_training
+from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.forward_backward.losses import ElasticLearningLoss
 from helpers.teaching.model_factories import mlp_onnx
 

@@ -18,7 +18,7 @@ from helpers import (
     OrtTorchModule,
     UntrainableModelError,
 )
-from helpers.core.torch_export import export_for_training
+from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
 
 N_SAMPLES = 24

@@ -10,7 +10,7 @@ from helpers import (
     NegLogLearningLoss,
     SquareLearningLoss,
 )
-from helpers.core.devices import Device
+from helpers.core.machine.devices import Device
 from helpers.forward_backward.losses import make_learning_loss
 
 CPU = Device("cpu")
@@ -141,7 +141,7 @@ def test_softmax_cross_entropy_value_equals_torch_for_confident_scores():
     import torch
 
     from helpers import CrossEntropyLearningLoss, NegLogLearningLoss
-    from helpers.core.devices import Device
+    from helpers.core.machine.devices import Device
 
     rng = np.random.default_rng(0)
     scores = (rng.standard_normal((16, 5)) * 30).astype(np.float32)

@@ -3,8 +3,8 @@ import pytest
 from onnxruntime import OrtValue
 
 from helpers import ElasticLearningPenalty, NoLearningPenalty
-from helpers.core.devices import Device
-from helpers.core.penalties import make_learning_penalty
+from helpers.core.machine.devices import Device
+from helpers.core.updates.penalties import make_learning_penalty
 
 CPU = Device("cpu")
 

@@ -11,9 +11,9 @@ from helpers import (
     OrtGradientForwardBackwardOptimizer,
     OrtGradientOptimizer,
 )
-from helpers.core.devices import Device
-from helpers.core.learning_rates import LearningRateSchedule, resolve_learning_rate
-from helpers.core.update_rules import AdamWRule, MomentumRule, NesterovRule, SGDRule
+from helpers.core.machine.devices import Device
+from helpers.core.updates.learning_rates import LearningRateSchedule, resolve_learning_rate
+from helpers.core.updates.update_rules import AdamWRule, MomentumRule, NesterovRule, SGDRule
 
 
 def test_schedules():

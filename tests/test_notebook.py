@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers.core import devices
+from helpers.core.machine import devices
 from helpers.teaching.notebook import use_device
 
 

@@ -6,7 +6,7 @@ from skl2onnx import to_onnx
 from sklearn.linear_model import LinearRegression
 
 from helpers import get_train_initializer, onnx_rename_weights
-from helpers.core.onnx_graph import check_weights_to_train, replace_initializers
+from helpers.core.model_graphs.onnx_graph import check_weights_to_train, replace_initializers
 
 
 def _run(model, X):
@@ -93,7 +93,7 @@ def test_select_outputs_keeps_raw_scores():
     from sklearn.datasets import load_iris  # noqa: PLC0415
     from sklearn.linear_model import LogisticRegression  # noqa: PLC0415
 
-    from helpers.core.onnx_graph import select_outputs  # noqa: PLC0415
+    from helpers.core.model_graphs.onnx_graph import select_outputs  # noqa: PLC0415
 
     X, y = load_iris(return_X_y=True)
     X = X.astype(np.float32)

@@ -10,7 +10,7 @@ import pytest
 from onnxruntime.training.api import CheckpointState, Module
 
 from helpers import add_loss_output, get_train_initializer
-from helpers.core.onnx_graph import replace_initializers
+from helpers.core.model_graphs.onnx_graph import replace_initializers
 from helpers.whole_training.artifacts import generate_training_artifacts
 from helpers.whole_training.loss_output import loss_metadata, remove_loss_output
 

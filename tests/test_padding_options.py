@@ -25,10 +25,10 @@ from helpers import (
     OrtTorchModule,
     UntrainableModelError,
 )
-from helpers.core.padding import explicit_pads, non_constant_pads_as_gathers
-from helpers.core.pooling import average_pools_as_convolutions, pools_as_torch_computes_them
-from helpers.core.torch_export import export_for_training
-from helpers.core.training_graph import training_graph
+from helpers.core.layers.padding import explicit_pads, non_constant_pads_as_gathers
+from helpers.core.layers.pooling import average_pools_as_convolutions, pools_as_torch_computes_them
+from helpers.core.model_graphs.torch_export import export_for_training
+from helpers.core.model_graphs.training_graph import training_graph
 from helpers.teaching.torch_reference import torch_fit
 
 pytestmark = pytest.mark.filterwarnings(

@@ -1,7 +1,7 @@
 """ConvTranspose and Upsample/interpolate (Resize) train as torch trains them, or are refused.
 
 onnxruntime 1.19.2 has no gradient for either operator; the training graph
-writes them with operators that have one (``helpers.core.resampling``).
+writes them with operators that have one (``helpers.core.layers.resampling``).
 Values and gradients (weights and input) are compared with torch's autograd
 in float64 over the layers' options, then a small decoder is trained in
 both APIs and in OrtTorchModule from the same weights on the same batches
@@ -20,8 +20,8 @@ from helpers import (
     OrtTorchModule,
     UntrainableModelError,
 )
-from helpers.core.torch_export import export_for_training
-from helpers.core.training_graph import training_graph
+from helpers.core.model_graphs.torch_export import export_for_training
+from helpers.core.model_graphs.training_graph import training_graph
 from helpers.teaching.torch_reference import torch_fit
 
 LEARNING_RATE = 0.05

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from helpers.core.running_statistics import BatchNormLayer, RunningStatistics
+from helpers.core.layers.running_statistics import BatchNormLayer, RunningStatistics
 
 COUNTER = "num_batches_tracked"
 

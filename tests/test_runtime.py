@@ -3,7 +3,7 @@ import os
 import onnx
 import pytest
 
-from helpers.core import runtime, sessions
+from helpers.core.machine import runtime, sessions
 
 
 def test_max_ir_version_is_what_the_runtime_loads():

@@ -1,13 +1,13 @@
-"""The session layer: every onnxruntime session of helpers is made in helpers.core.sessions."""
+"""The session layer: every onnxruntime session of helpers is made in ``core.machine.sessions``."""
 
 import pathlib
 
 import pytest
 
 import helpers
-from helpers.core import update_rules
-from helpers.core.devices import Device
-from helpers.core.sessions import make_session, providers
+from helpers.core.machine.devices import Device
+from helpers.core.machine.sessions import make_session, providers
+from helpers.core.updates import update_rules
 
 HELPERS = pathlib.Path(helpers.__file__).parent
 
@@ -18,7 +18,7 @@ def test_sessions_are_made_in_one_place():
         for path in HELPERS.rglob("*.py")
         if "InferenceSession(" in path.read_text(encoding="utf-8")
     )
-    assert makers == ["core/sessions.py"]
+    assert makers == ["core/machine/sessions.py"]
 
 
 def test_providers_carry_the_device_id():

@@ -17,7 +17,7 @@ from helpers import (
     OrtGradientForwardBackwardOptimizer,
     get_train_initializer,
 )
-from helpers.core.onnx_graph import replace_initializers, select_outputs
+from helpers.core.model_graphs.onnx_graph import replace_initializers, select_outputs
 from helpers.teaching.datasets import one_hot
 from helpers.teaching.sklearn_bridge import (
     continue_mlp_training,

@@ -13,7 +13,7 @@ import onnxruntime
 import pytest
 import torch
 
-from helpers.core.running_statistics import BatchNormLayer
+from helpers.core.layers.running_statistics import BatchNormLayer
 from helpers.forward_backward.torch_module import OrtTorchModule
 
 WAIT_S = 60  # a step that never comes fails the test instead of hanging it

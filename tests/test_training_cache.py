@@ -13,8 +13,13 @@ from helpers import (
     OrtGradientOptimizer,
     add_loss_output,
 )
-from helpers.core import sessions, training_cache
-from helpers.core.training_cache import ARTIFACTS, GRADIENT_GRAPHS, ContentCache, content_key
+from helpers.core.machine import sessions, training_cache
+from helpers.core.machine.training_cache import (
+    ARTIFACTS,
+    GRADIENT_GRAPHS,
+    ContentCache,
+    content_key,
+)
 from helpers.teaching.model_factories import mlp_onnx
 from helpers.whole_training import fit_artifacts
 
@@ -146,7 +151,7 @@ def test_n_threads_reaches_the_model_sessions(data, monkeypatch, make):
         return original(n_threads, label, spin)
 
     # every session is made by the session layer; onnxruntime's Module takes its options
-    for module in ("core.sessions", "whole_training.session"):
+    for module in ("core.machine.sessions", "whole_training.session"):
         monkeypatch.setattr(f"helpers.{module}.session_options", recording)
     model = mlp_onnx(5, hidden=(6,))
     if make == "whole":

@@ -11,8 +11,8 @@ import torch
 from conftest import make_optimizer
 from onnxruntime import OrtValue
 
-from helpers.core.learning_rates import LearningRateSchedule
-from helpers.core.update_rules import (
+from helpers.core.updates.learning_rates import LearningRateSchedule
+from helpers.core.updates.update_rules import (
     UPDATE_RULES,
     WeightUpdater,
     build_update_graph,

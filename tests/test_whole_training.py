@@ -13,8 +13,8 @@ from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import GridSearchCV
 
 from helpers import OrtGradientOptimizer, TrainingDivergedError, add_loss_output
-from helpers.core import runtime
-from helpers.core.onnx_graph import get_train_initializer
+from helpers.core.machine import runtime
+from helpers.core.model_graphs.onnx_graph import get_train_initializer
 
 
 @pytest.fixture(scope="module")

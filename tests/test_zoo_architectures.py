@@ -21,7 +21,7 @@ from benchmarks import models as bm
 from benchmarks import step_targets as st
 from benchmarks import zoo_targets as zt
 from helpers import OrtTorchModule
-from helpers.core.torch_export import export_for_training
+from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
 
 NEW = ("resnet_small", "resnet_large", "mobilenet_small", "mobilenet_large")

@@ -30,7 +30,7 @@ def test_a_child_process_measures_memory_and_the_caches_of_its_fits():
 
 @pytest.mark.parametrize("framework", ORT)
 def test_the_first_fit_empties_the_caches_and_refits_hit_them(framework):
-    from helpers.core.training_cache import clear_training_caches
+    from helpers.core.machine.training_cache import clear_training_caches
     from helpers.teaching.model_factories import mlp_onnx
 
     X = np.random.default_rng(0).standard_normal((16, 3), dtype=np.float32)

@@ -8,7 +8,7 @@ onnxruntime 1.19.2 computes the gradient of ``Conv`` with ``ConvGrad``,
 which loops over the images of the batch with an ``im2col`` and small
 matrix products for each. ``fast_gradients`` may write the convolution of
 the training graph as windows (``Slice``) and one matrix product
-(:mod:`helpers.core.convolution_rewrites`), whose gradients are copies
+(:mod:`helpers.core.rewrites.convolution_rewrites`), whose gradients are copies
 and large products. The variants, per model (all but ``conv`` and ``rule``
 rewrite every convolution the rewrite handles):
 
@@ -16,7 +16,7 @@ rewrite every convolution the rewrite handles):
 * ``last``: windows in channels-last order, one product ``(rows, offsets x channels)``;
 * ``first``: windows in channels-first order, products batched over the images
   (checked, not timed: see :data:`TIMED`);
-* ``rule``: ``last`` where :func:`~helpers.core.convolution_rewrites.measured_faster`
+* ``rule``: ``last`` where :func:`~helpers.core.rewrites.convolution_rewrites.measured_faster`
   says so (the library as it is), ``ConvGrad`` elsewhere.
 
 The script first checks each variant on single convolutions (1-D, 2-D,
@@ -50,14 +50,14 @@ from benchmarks.profiles.ab_timing import (
 from benchmarks.profiles.kernel_survey import ZOO_BATCH, zoo_model
 from benchmarks.profiles.report import markdown, write_section
 from helpers import OrtGradientForwardBackward, get_train_initializer
-from helpers.core import gradient_rewrites
-from helpers.core.convolution_rewrites import (
+from helpers.core.model_graphs.torch_export import export_for_training
+from helpers.core.rewrites import gradient_rewrites
+from helpers.core.rewrites.convolution_rewrites import (
     LAYOUTS,
     convolutions_as_products,
     everywhere,
     measured_faster,
 )
-from helpers.core.torch_export import export_for_training
 
 #: Variant name to the ``layout`` of the rewrite (None: the rewrite off).
 VARIANTS = {"conv": None, **{layout: layout for layout in LAYOUTS}}
@@ -65,7 +65,7 @@ VARIANTS = {"conv": None, **{layout: layout for layout in LAYOUTS}}
 #: of one image's columns), 6.1 ms a step of ``sequence_conv_large`` against 2.5 ms for ``last``'s
 #: one product (onnxruntime's profiler, one thread): it is checked, not timed.
 #: Timed variant to the convolutions it rewrites (``where``), in the ``last`` layout; ``rule``
-#: is the library as it is (:func:`~helpers.core.convolution_rewrites.measured_faster`).
+#: is the library as it is (:func:`~helpers.core.rewrites.convolution_rewrites.measured_faster`).
 TIMED = {"conv": None, "last": everywhere, "rule": measured_faster}
 #: Single convolutions of the exactness check: label to (Conv class, in, out, size, options).
 CASES = {

@@ -12,7 +12,7 @@ of runs in turn, 1 and 2 threads; each run of the others pushes the table
 out of the cache, as a training step does):
 
 * ``GatherNDGrad``: the gradient of the ``GatherND`` of ``fast_gradients``
-  (:mod:`helpers.core.gradient_rewrites`), and its two parts: the clearing
+  (:mod:`helpers.core.rewrites.gradient_rewrites`), and its two parts: the clearing
   of the table's gradient (one id) and the loop adding the rows (a
   2048-row table);
 * ``GatherElementsGrad``: the gradient of ``GatherElements`` with the ids
@@ -22,7 +22,7 @@ out of the cache, as a training step does):
   gradient graph written by hand could use (the gradient builder gives it
   to no forward operator);
 * ``Mul`` + ``Sub``: the update graph of plain SGD on the table
-  (:class:`helpers.core.update_rules.WeightUpdater`).
+  (:class:`helpers.core.updates.update_rules.WeightUpdater`).
 
 Then training steps of the token classifiers, interleaved
 (:mod:`benchmarks.profiles.ab_timing`): ``as is`` (the whole-training API
@@ -47,7 +47,7 @@ from onnx import TensorProto, helper
 from benchmarks.profiles.ab_timing import BUSY_NOTE, conditions, parse_arguments
 from benchmarks.profiles.report import markdown, write_section
 from benchmarks.profiles.zoo_variants import zoo_variant_rows
-from helpers.core import update_rules
+from helpers.core.updates import update_rules
 from helpers.forward_backward import session as forward_backward_session
 from helpers.whole_training import session as whole_training_session
 

@@ -19,8 +19,8 @@ from helpers import (
     SquareLearningLoss,
     get_train_initializer,
 )
-from helpers.core.devices import Device
-from helpers.core.sessions import set_num_threads
+from helpers.core.machine.devices import Device
+from helpers.core.machine.sessions import set_num_threads
 
 set_num_threads(2)
 warnings.simplefilter("ignore")

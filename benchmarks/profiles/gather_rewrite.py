@@ -7,7 +7,7 @@ Run from the repository root::
 
 ``fast_gradients`` trains an embedding's ``Gather`` as ``GatherND``, whose
 gradient kernel adds the rows in one loop instead of taking a mutex for
-each element (:mod:`helpers.core.gradient_rewrites`). Two variants of the
+each element (:mod:`helpers.core.rewrites.gradient_rewrites`). Two variants of the
 same fit, timed in turn (:mod:`benchmarks.profiles.ab_timing`):
 ``gather_nd``, the library as it is, and ``gather``, the same with that one
 rewrite switched off (the other rewrites stay on). The zoo's token
@@ -24,7 +24,7 @@ from unittest import mock
 from benchmarks.profiles.ab_timing import BUSY_NOTE, conditions, parse_arguments
 from benchmarks.profiles.report import markdown, write_section
 from benchmarks.profiles.zoo_variants import zoo_variant_rows
-from helpers.core import gradient_rewrites
+from helpers.core.rewrites import gradient_rewrites
 
 #: Zoo model to (steps per epoch, epochs of the long fit).
 MODELS = {"token_classifier_small": (20, 11), "token_classifier_large": (20, 4)}
@@ -35,7 +35,7 @@ def without_gather_rewrite():
 
     Examples
     --------
-    >>> from helpers.core.gradient_rewrites import rewrite_for_training
+    >>> from helpers.core.rewrites.gradient_rewrites import rewrite_for_training
     >>> from benchmarks.profiles.kernel_survey import zoo_model
     >>> onx = zoo_model("token_classifier_small", 4)[0]
     >>> with without_gather_rewrite():

@@ -9,7 +9,7 @@ The training graph writes torch's ``hardtanh`` (``ReLU6``, ``Hardtanh``),
 whose gradient is 0 on its bounds, either as two ``Where`` on comparisons
 (``where``, the form kept with ``fast_gradients=False``) or, under
 ``fast_gradients``, as one ``Clip`` by the floats just inside the bounds
-(``clip``, :mod:`helpers.core.activations`). Two variants of the same fit,
+(``clip``, :mod:`helpers.core.layers.activations`). Two variants of the same fit,
 timed in turn (:mod:`benchmarks.profiles.ab_timing`): the library as it
 is, and the same with that one choice switched back to ``where`` (the other
 rewrites stay on). The zoo's MobileNetV2-style networks
@@ -25,7 +25,7 @@ from unittest import mock
 from benchmarks.profiles.ab_timing import BUSY_NOTE, conditions, parse_arguments
 from benchmarks.profiles.report import markdown, write_section
 from benchmarks.profiles.zoo_variants import zoo_variant_rows
-from helpers.core import activations
+from helpers.core.layers import activations
 
 #: Zoo model to (steps per epoch, epochs of the long fit).
 MODELS = {"mobilenet_small": (8, 3), "mobilenet_large": (2, 3)}
@@ -36,7 +36,7 @@ def with_where_hardtanh():
 
     Examples
     --------
-    >>> from helpers.core.training_graph import training_graph
+    >>> from helpers.core.model_graphs.training_graph import training_graph
     >>> from benchmarks.profiles.kernel_survey import zoo_model
     >>> onx = zoo_model("mobilenet_small", 4)[0]
     >>> with with_where_hardtanh():

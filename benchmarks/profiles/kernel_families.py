@@ -22,7 +22,7 @@ one table with their GFLOP/s against the machine's peak.
 import math
 import statistics
 
-from helpers.core.batch_norm import BATCH_NORM_PREFIX
+from helpers.core.layers.batch_norm import BATCH_NORM_PREFIX
 
 #: The families, in the order of the tables.
 FAMILIES = (
@@ -89,7 +89,7 @@ ORT_FAMILIES = {
     ),
 }
 #: Parts of node names -> family: the project writes batch normalization with elementwise operators
-#: (:mod:`helpers.core.batch_norm`), and their gradients' nodes keep the forward node's name.
+#: (:mod:`helpers.core.layers.batch_norm`), and their gradients' nodes keep the forward node's name.
 ORT_NODE_FAMILIES = {BATCH_NORM_PREFIX: NORM}
 #: onnxruntime operator types that move or describe data without computing.
 ORT_OTHER = frozenset(

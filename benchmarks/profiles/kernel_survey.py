@@ -53,8 +53,8 @@ from helpers import (
     OrtGradientOptimizer,
     add_loss_output,
 )
-from helpers.core.runtime import quiet_runtime_logs
-from helpers.core.torch_export import export_for_training
+from helpers.core.machine.runtime import quiet_runtime_logs
+from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.measure.profiling import profile_training
 from helpers.teaching.datasets import one_hot
 from helpers.teaching.model_factories import mlp_onnx

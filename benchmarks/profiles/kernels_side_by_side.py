@@ -70,7 +70,7 @@ from benchmarks.profiles.torch_kernels import (
     torch_threads,
 )
 from benchmarks.your_model import LOSSES, torch_fit
-from helpers.core.sessions import make_session, profiling_sessions
+from helpers.core.machine.sessions import make_session, profiling_sessions
 from helpers.measure.profiling import SESSION_ROLES, _session_label
 from helpers.teaching.model_factories import mlp_onnx
 

@@ -10,7 +10,7 @@ the inference one. The zoo's CNNs write ``MaxPool(Relu(x))``, whose ReLU
 mask (``Where``, one thread) runs on the whole feature map. The variants:
 
 * ``relu_first``: the graph as exported (``fast_gradients`` without
-  :mod:`helpers.core.pooling_rewrites`): the reference.
+  :mod:`helpers.core.rewrites.pooling_rewrites`): the reference.
 * ``pool_first``: ``Relu(MaxPool(x))``, the library's rewrite: the mask and
   its product run on the pooled map.
 * ``argmax``: ``pool_first``, and each ``MaxPool`` whose kernel is its
@@ -61,16 +61,16 @@ from benchmarks.profiles.kernel_survey import (
 )
 from benchmarks.profiles.report import markdown, write_section
 from helpers import OrtGradientForwardBackward
-from helpers.core import gradient_rewrites
-from helpers.core.graph_nodes import (
+from helpers.core.graphs.graph_nodes import (
     constant_node,
     copy_with_nodes,
     is_onnx_op,
     node_attribute,
 )
-from helpers.core.graph_shapes import value_shapes
-from helpers.core.pooling_rewrites import max_pools_before_activations
-from helpers.core.torch_export import export_for_training
+from helpers.core.graphs.graph_shapes import value_shapes
+from helpers.core.model_graphs.torch_export import export_for_training
+from helpers.core.rewrites import gradient_rewrites
+from helpers.core.rewrites.pooling_rewrites import max_pools_before_activations
 
 #: The timed models: name to (zoo name, None for the stem; steps per epoch; epochs of the long fit).
 PROBLEMS = {

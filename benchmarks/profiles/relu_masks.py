@@ -57,7 +57,7 @@ from benchmarks.profiles.ab_timing import (
 from benchmarks.profiles.kernel_survey import ZOO_BATCH, zoo_model
 from benchmarks.profiles.report import markdown, write_section
 from helpers import OrtGradientForwardBackward
-from helpers.core.gradient_rewrites import rewrite_for_training
+from helpers.core.rewrites.gradient_rewrites import rewrite_for_training
 from helpers.measure.profiling import read_profile
 from helpers.teaching.model_factories import mlp_onnx
 

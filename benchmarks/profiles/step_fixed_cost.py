@@ -15,7 +15,7 @@ sessions' own time (``overhead``: the time of a run no kernel accounts for,
 most of it the executor's fixed cost per kernel).
 
 Then ``batchnorm_mlp_large`` trains with three exact formulas of its
-batch normalization (:mod:`helpers.core.batch_norm`), interleaved
+batch normalization (:mod:`helpers.core.layers.batch_norm`), interleaved
 (:mod:`benchmarks.profiles.ab_timing`):
 
 * ``divide``: the library's, ``(x - mean) / std * scale + bias``;
@@ -32,11 +32,11 @@ the 500-500-1 step spends most in the ReLU mask of ``fast_gradients``
 (``Where`` on one thread, the two products by the mask, ``Greater``): ``Where``
 alone is 3 to 5% of the step at one thread, 6 to 9% at two, where the products
 take about half their one-thread time and ``Where`` does not
-(:mod:`helpers.core.gradient_rewrites` on the
+(:mod:`helpers.core.rewrites.gradient_rewrites` on the
 masks tried); then the bias gradients (``ReduceSum``), the accumulators and
 the update, about 1% each. The BatchNorm network runs about 190 kernels of a
 few microseconds a step: the sessions' fixed cost per kernel is 30% of it
-(:mod:`helpers.core.batch_norm` on the formulas).
+(:mod:`helpers.core.layers.batch_norm` on the formulas).
 """
 
 import os
@@ -67,7 +67,7 @@ from benchmarks.profiles.kernel_survey import (
     zoo_model,
 )
 from benchmarks.profiles.report import markdown, write_section
-from helpers.core import batch_norm
+from helpers.core.layers import batch_norm
 
 #: Profiled steps: label to (model, X, y, loss, batch, learning rate) builders.
 PROFILED = {
@@ -153,7 +153,7 @@ def refold(nodes, formula):
 
     Examples
     --------
-    >>> from helpers.core.batch_norm import _decompose
+    >>> from helpers.core.layers.batch_norm import _decompose
     >>> node = helper.make_node("BatchNormalization", list("xsbmv"), ["y"], training_mode=1)
     >>> nodes, _ = _decompose(node, 2, 15, 0, None)
     >>> [n.op_type for n in refold(nodes, "folded")[-3:]]
@@ -189,12 +189,14 @@ def refold(nodes, formula):
 
 
 def with_formula(formula):
-    """A context in which :func:`helpers.core.batch_norm.decompose_batch_norm` uses ``formula``.
+    """A context in which ``decompose_batch_norm`` uses ``formula``.
+
+    (:func:`helpers.core.layers.batch_norm.decompose_batch_norm`.)
 
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.torch_export import export_for_training
+    >>> from helpers.core.model_graphs.torch_export import export_for_training
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
     >>> with with_formula("folded"):
     ...     model, _ = batch_norm.decompose_batch_norm(export_for_training(net, torch.zeros(2, 3)))

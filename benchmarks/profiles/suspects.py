@@ -10,16 +10,16 @@ suspects of a survey with what is known of each.
 KNOWN_CAUSES = {
     "ReluGrad": (
         "single-threaded and slow; `fast_gradients` rewrites Relu as a mask "
-        "(helpers.core.gradient_rewrites)"
+        "(helpers.core.rewrites.gradient_rewrites)"
     ),
     "Where": (
         "the ReLU mask of `fast_gradients`; `Where` runs on one thread and no exact mask avoids a "
         "single-threaded kernel; `Cast` takes about 40% of its time here but showed no gain in "
-        "whole steps (helpers.core.gradient_rewrites, benchmarks/profiles/relu_masks.py)"
+        "whole steps (helpers.core.rewrites.gradient_rewrites, benchmarks/profiles/relu_masks.py)"
     ),
     "GatherGrad": (
         "takes a mutex for every element it adds, on every thread; `fast_gradients` rewrites "
-        "Gather as GatherND, whose gradient is one loop (helpers.core.gradient_rewrites)"
+        "Gather as GatherND, whose gradient is one loop (helpers.core.rewrites.gradient_rewrites)"
     ),
     "GatherNDGrad": (
         "the embedding's gradient after the Gather rewrite: clears the table's gradient, then one "

@@ -4,8 +4,8 @@
 forward and its backward pass, separated by a ``YieldOp``, and
 ``TrainingAgent`` runs either half. Nothing else is done for the caller: the
 loss gradient, the weight update and any regularization come from outside
-(:mod:`helpers.forward_backward.losses`, :mod:`helpers.core.learning_rates`,
-:mod:`helpers.core.penalties`, or torch).
+(:mod:`helpers.forward_backward.losses`, :mod:`helpers.core.updates.learning_rates`,
+:mod:`helpers.core.updates.penalties`, or torch).
 """
 
 import onnx
@@ -17,13 +17,17 @@ from onnxruntime.capi._pybind_state import (
     TrainingGraphTransformerConfiguration,
 )
 
-from ..core.devices import resolve_device
-from ..core.inference_mode import inference_graph
-from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs, with_outputs
-from ..core.runtime import check_model_ir_version, explain_untrainable, quiet_runtime_logs
-from ..core.sessions import check_n_threads, is_profiling, make_session, resolved_threads
-from ..core.training_cache import GRADIENT_GRAPHS, content_key
-from ..core.training_graph import training_graph
+from ..core.machine.devices import resolve_device
+from ..core.machine.runtime import check_model_ir_version, explain_untrainable, quiet_runtime_logs
+from ..core.machine.sessions import check_n_threads, is_profiling, make_session, resolved_threads
+from ..core.machine.training_cache import GRADIENT_GRAPHS, content_key
+from ..core.model_graphs.inference_mode import inference_graph
+from ..core.model_graphs.onnx_graph import (
+    check_weights_to_train,
+    initializers_to_inputs,
+    with_outputs,
+)
+from ..core.model_graphs.training_graph import training_graph
 from .passes import OrtGradientForwardBackwardFunction
 
 
@@ -45,15 +49,15 @@ class OrtGradientForwardBackward:
         ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or ``'auto'``.
     n_threads : int, optional
         Threads of the sessions (intra-op); None lets onnxruntime choose, or
-        takes :func:`helpers.core.sessions.set_num_threads`.
+        takes :func:`helpers.core.machine.sessions.set_num_threads`.
     fast_gradients : bool
         Build the gradient graph from a copy of the model whose ``Relu``
         nodes are rewritten into an exact equivalent with a faster gradient
         and, when the model has one input, whose first dimension is named as
-        the batch (:mod:`helpers.core.gradient_rewrites`). Predictions
+        the batch (:mod:`helpers.core.rewrites.gradient_rewrites`). Predictions
         (``training=False``) run the model as given. The rewrites without
         which onnxruntime cannot train some layers (layer and batch
-        normalization, average pooling: :mod:`helpers.core.training_graph`)
+        normalization, average pooling: :mod:`helpers.core.model_graphs.training_graph`)
         are always applied.
     input_names_require_grad : list of str, optional
         Inputs whose gradient the backward pass returns too, after the
@@ -61,7 +65,7 @@ class OrtGradientForwardBackward:
         gradient). None or empty: the weights' only.
     spin : bool
         Whether the sessions' idle threads spin
-        (:func:`helpers.core.sessions.session_options`): False inside
+        (:func:`helpers.core.machine.sessions.session_options`): False inside
         another framework's loop.
 
     Attributes
@@ -73,7 +77,7 @@ class OrtGradientForwardBackward:
         (by position, never by name): user inputs, then weights.
     grad_names_ : list of str
         The gradients it returns, in order.
-    statistics : helpers.core.running_statistics.RunningStatistics
+    statistics : helpers.core.layers.running_statistics.RunningStatistics
         The running statistics of the model's batch normalization layers
         (empty without any), with their initial values: a training forward
         returns the batch statistics they are updated from, and a
@@ -82,7 +86,7 @@ class OrtGradientForwardBackward:
     Notes
     -----
     The gradient graph and the sessions are built once per process for a
-    given model and settings (:mod:`helpers.core.training_cache`): building the
+    given model and settings (:mod:`helpers.core.machine.training_cache`): building the
     same model again, as a refit does, reuses them.
 
     The agent binds its inputs by position. The seeds therefore required

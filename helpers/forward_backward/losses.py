@@ -15,10 +15,15 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..core.configurable import Configurable
-from ..core.loss_graphs import LOSS_ALIASES, GraphAppender, canonical_loss_name, per_sample_loss
-from ..core.onnx_function import IR_VERSION, OnnxFunction, make_model, to_ortvalue
-from ..core.validation import check_finite_number
+from ..core.graphs.loss_graphs import (
+    LOSS_ALIASES,
+    GraphAppender,
+    canonical_loss_name,
+    per_sample_loss,
+)
+from ..core.graphs.onnx_function import IR_VERSION, OnnxFunction, make_model, to_ortvalue
+from ..core.inputs.validation import check_finite_number
+from ..core.updates.configurable import Configurable
 
 _LABEL, _PRED, _WEIGHT = "label", "prediction", "weight"
 
@@ -43,7 +48,7 @@ class BaseLearningLoss(Configurable):
     Examples
     --------
     >>> import numpy as np
-    >>> from helpers.core.devices import Device
+    >>> from helpers.core.machine.devices import Device
     >>> loss = SquareLearningLoss()
     >>> isinstance(loss, BaseLearningLoss), loss == SquareLearningLoss()
     (True, True)
@@ -138,7 +143,7 @@ class BaseLearningLoss(Configurable):
         >>> [i.name for i in model.graph.input], [o.name for o in model.graph.output]
         (['label', 'prediction'], ['loss', 'gradient'])
         """
-        from ..core.devices import Device  # noqa: PLC0415
+        from ..core.machine.devices import Device  # noqa: PLC0415
 
         return self._function(Device("cpu"), rank, "gradient", weighted).model
 
@@ -154,7 +159,7 @@ class BaseLearningLoss(Configurable):
 
         Parameters
         ----------
-        device : helpers.core.devices.Device
+        device : helpers.core.machine.devices.Device
         expected, predicted : OrtValue or numpy.ndarray
             Labels and predictions, of the same shape ``(N, ...)``.
         weight : OrtValue or numpy.ndarray, optional
@@ -181,7 +186,7 @@ class SquareLearningLoss(BaseLearningLoss):
     Examples
     --------
     >>> import numpy as np
-    >>> from helpers.core.devices import Device
+    >>> from helpers.core.machine.devices import Device
     >>> y = np.array([[1.0], [2.0]], dtype=np.float32)
     >>> p = np.array([[1.5], [1.0]], dtype=np.float32)
 
@@ -211,7 +216,7 @@ class AbsoluteLearningLoss(BaseLearningLoss):
     Examples
     --------
     >>> import numpy as np
-    >>> from helpers.core.devices import Device
+    >>> from helpers.core.machine.devices import Device
     >>> y = np.array([[1.0], [2.0]], dtype=np.float32)
     >>> p = np.array([[1.5], [1.0]], dtype=np.float32)
 
@@ -238,7 +243,7 @@ class ElasticLearningLoss(BaseLearningLoss):
     Examples
     --------
     >>> import numpy as np
-    >>> from helpers.core.devices import Device
+    >>> from helpers.core.machine.devices import Device
     >>> y = np.array([[1.0], [2.0]], dtype=np.float32)
     >>> p = np.array([[1.5], [1.0]], dtype=np.float32)
 
@@ -299,7 +304,7 @@ class NegLogLearningLoss(BaseLearningLoss):
     Examples
     --------
     >>> import numpy as np
-    >>> from helpers.core.devices import Device
+    >>> from helpers.core.machine.devices import Device
     >>> y = np.array([[1.0], [0.0]], dtype=np.float32)
     >>> scores = np.zeros((2, 1), dtype=np.float32)
 
@@ -360,7 +365,7 @@ class CrossEntropyLearningLoss(NegLogLearningLoss):
     Examples
     --------
     >>> import numpy as np
-    >>> from helpers.core.devices import Device
+    >>> from helpers.core.machine.devices import Device
     >>> scores, labels = np.zeros((1, 2), dtype=np.float32), np.array([[1, 0]], dtype=np.float32)
     >>> value, gradient = CrossEntropyLearningLoss().loss_gradient(Device("cpu"), labels, scores)
     >>> round(float(value.numpy()), 4), gradient.numpy().tolist()  # log 2, softmax - one_hot
@@ -382,7 +387,7 @@ class CrossEntropyLearningLoss(NegLogLearningLoss):
         return {}
 
 
-#: The loss classes, by the names of :data:`helpers.core.loss_graphs.LOSSES`:
+#: The loss classes, by the names of :data:`helpers.core.graphs.loss_graphs.LOSSES`:
 #: ``'squared_error'`` :class:`SquareLearningLoss`, ``'absolute_error'``
 #: :class:`AbsoluteLearningLoss`, ``'elastic'`` :class:`ElasticLearningLoss`, ``'log'``
 #: :class:`NegLogLearningLoss`, ``'cross_entropy'`` :class:`CrossEntropyLearningLoss`.
@@ -401,7 +406,7 @@ def make_learning_loss(learning_loss, **kwargs):
     Parameters
     ----------
     learning_loss : BaseLearningLoss or str
-        An instance, a name of :data:`helpers.core.loss_graphs.LOSSES` or one
+        An instance, a name of :data:`helpers.core.graphs.loss_graphs.LOSSES` or one
         of its aliases (``'square_error'``, ``'neglog'``...), or a class name
         (``'SquareLearningLoss'``).
     **kwargs

@@ -3,18 +3,18 @@
 :class:`OrtGradientForwardBackwardOptimizer` runs the forward and backward
 passes with :class:`helpers.OrtGradientForwardBackward`; the loss gradient
 (:mod:`helpers.forward_backward.losses`), the penalty
-(:mod:`helpers.core.penalties`) and the update
-(:mod:`helpers.core.update_rules`) run as ONNX graphs on the training device
+(:mod:`helpers.core.updates.penalties`) and the update
+(:mod:`helpers.core.updates.update_rules`) run as ONNX graphs on the training device
 (:class:`~helpers.forward_backward.session.ForwardBackwardSession`).
 """
 
 import numpy as np
 
-from ..core.devices import Device
-from ..core.estimator import BaseOrtOptimizer
-from ..core.onnx_graph import check_weights_to_train, static_dims
-from ..core.parameters import document_parameters
-from ..core.penalties import make_learning_penalty
+from ..core.machine.devices import Device
+from ..core.model_graphs.onnx_graph import check_weights_to_train, static_dims
+from ..core.training.estimator import BaseOrtOptimizer
+from ..core.training.parameters import document_parameters
+from ..core.updates.penalties import make_learning_penalty
 from .losses import make_learning_loss
 from .session import ForwardBackwardSession
 
@@ -30,7 +30,7 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
     {shared_parameters}
     learning_loss : str or BaseLearningLoss
         ``'squared_error'``, ``'absolute_error'``, ``'elastic'``, ``'log'``
-        (:data:`helpers.core.loss_graphs.LOSSES`, with their aliases such
+        (:data:`helpers.core.graphs.loss_graphs.LOSSES`, with their aliases such
         as ``'square_error'``) or an object (:class:`helpers.SquareLearningLoss`...).
         ``'log'`` takes raw scores (logits): its probability function is
         part of the loss.

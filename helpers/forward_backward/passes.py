@@ -14,7 +14,7 @@ import numpy as np
 import onnxruntime
 from onnxruntime.capi import _pybind_state as C
 
-from ..core.onnx_function import to_ortvalue
+from ..core.graphs.onnx_function import to_ortvalue
 
 
 def _to_ortvalue(value, device):
@@ -136,7 +136,7 @@ class OrtGradientForwardBackwardFunction:
         values, _ = self._feeds(inputs, training)  # `_` keeps the arrays of `values` alive
         names = parent.input_names + parent.weights_to_train + parent.statistics.names
         feeds = {name: value._ortvalue for name, value in zip(names, values)}
-        # the C session, indexed: see helpers.core.onnx_function.OnnxFunction
+        # the C session, indexed: see helpers.core.graphs.onnx_function.OnnxFunction
         result = parent._eval_sess._sess.run_with_ort_values(feeds, parent.output_names, None)
         return [onnxruntime.OrtValue(result[i]) for i in range(len(result))]
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from ..core.onnx_function import to_ortvalue
-from ..core.update_rules import WeightUpdater
+from ..core.graphs.onnx_function import to_ortvalue
+from ..core.updates.update_rules import WeightUpdater
 from .function import OrtGradientForwardBackward
 
 
@@ -12,7 +12,7 @@ class ForwardBackwardSession:
 
     The running statistics of batch normalization layers, in
     :attr:`statistics`, are updated after each step
-    (:mod:`helpers.core.batch_norm`).
+    (:mod:`helpers.core.layers.batch_norm`).
 
     :class:`helpers.OrtGradientForwardBackwardOptimizer` builds one per fit;
     :meth:`train_step` is one step: forward, loss gradient, backward,
@@ -24,8 +24,8 @@ class ForwardBackwardSession:
         The model to train (no loss inside).
     weights : dict
         Name to initial value of each weight to train.
-    rule : helpers.core.update_rules.BaseUpdateRule
-    device : helpers.core.devices.Device
+    rule : helpers.core.updates.update_rules.BaseUpdateRule
+    device : helpers.core.machine.devices.Device
     n_threads : int, optional
         Threads of the model's sessions.
     fast_gradients : bool
@@ -35,8 +35,8 @@ class ForwardBackwardSession:
     --------
     >>> import numpy as np
     >>> from helpers import SquareLearningLoss, NoLearningPenalty, get_train_initializer
-    >>> from helpers.core.devices import Device
-    >>> from helpers.core.update_rules import SGDRule
+    >>> from helpers.core.machine.devices import Device
+    >>> from helpers.core.updates.update_rules import SGDRule
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> onx = mlp_onnx(3, hidden=(4,))
     >>> session = ForwardBackwardSession(onx, get_train_initializer(onx), SGDRule(), Device("cpu"))
@@ -86,7 +86,7 @@ class ForwardBackwardSession:
         w : OrtValue, numpy.ndarray or None
             Per-sample weights.
         loss : helpers.forward_backward.losses.BaseLearningLoss
-        penalty : helpers.core.penalties.BaseLearningPenalty
+        penalty : helpers.core.updates.penalties.BaseLearningPenalty
         learning_rate : float
         t : int
 

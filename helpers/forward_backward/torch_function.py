@@ -45,11 +45,11 @@ _TORCH_DTYPES = {
 
 
 def torch_device_of(device):
-    """The torch device of a training device (:class:`helpers.core.devices.Device`).
+    """The torch device of a training device (:class:`helpers.core.machine.devices.Device`).
 
     Examples
     --------
-    >>> from helpers.core.devices import Device
+    >>> from helpers.core.machine.devices import Device
     >>> torch_device_of(Device("cpu")), torch_device_of(Device("cuda", 1))
     (device(type='cpu'), device(type='cuda', index=1))
     """
@@ -69,7 +69,7 @@ def to_ortvalue(tensor, device, name="tensor"):
     Parameters
     ----------
     tensor : torch.Tensor
-    device : helpers.core.devices.Device
+    device : helpers.core.machine.devices.Device
         Where onnxruntime runs: the tensor must be there already.
     name : str
         Named in the error message.
@@ -81,7 +81,7 @@ def to_ortvalue(tensor, device, name="tensor"):
 
     Examples
     --------
-    >>> from helpers.core.devices import Device
+    >>> from helpers.core.machine.devices import Device
     >>> to_ortvalue(torch.ones(2, 3), Device("cpu")).shape()
     [2, 3]
     """

@@ -15,11 +15,11 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from ..core.batch_norm import running_statistic_names
-from ..core.devices import resolve_device
-from ..core.inference_mode import inference_graph
-from ..core.onnx_graph import replace_initializers, static_dims
-from ..core.torch_export import buffers_kept, export_for_training
+from ..core.layers.batch_norm import running_statistic_names
+from ..core.machine.devices import resolve_device
+from ..core.model_graphs.inference_mode import inference_graph
+from ..core.model_graphs.onnx_graph import replace_initializers, static_dims
+from ..core.model_graphs.torch_export import buffers_kept, export_for_training
 from .function import OrtGradientForwardBackward
 from .torch_function import OrtAutogradFunction, check_input_dtypes, to_ortvalue, to_tensor
 
@@ -35,7 +35,7 @@ class OrtTorchModule(torch.nn.Module):
     ----------
     module : torch.nn.Module or onnx.ModelProto
         The network. A torch module is exported to ONNX once
-        (:func:`~helpers.core.torch_export.export_for_training`) and
+        (:func:`~helpers.core.model_graphs.torch_export.export_for_training`) and
         kept as the submodule ``module``: its parameters are this module's,
         trained in place. An ONNX model gets one ``Parameter`` per float
         initializer, initialised from it, in ``weights``.
@@ -45,7 +45,7 @@ class OrtTorchModule(torch.nn.Module):
     n_threads : int, optional
         Threads of onnxruntime's sessions; None lets onnxruntime choose.
     fast_gradients : bool
-        The faster, exact ``Relu`` gradient (:mod:`helpers.core.gradient_rewrites`).
+        The faster, exact ``Relu`` gradient (:mod:`helpers.core.rewrites.gradient_rewrites`).
 
     Attributes
     ----------

@@ -24,7 +24,7 @@ import pandas as pd
 from onnx import TensorProto, helper
 from sklearn.base import clone
 
-from ..core.sessions import make_session, profiling_sessions
+from ..core.machine.sessions import make_session, profiling_sessions
 
 #: What each session label of the helpers runs, for the tables.
 SESSION_ROLES = {
@@ -56,7 +56,7 @@ def read_profile(path):
     --------
     >>> import tempfile
     >>> import numpy as np
-    >>> from helpers.core.sessions import make_session, profiling_sessions
+    >>> from helpers.core.machine.sessions import make_session, profiling_sessions
     >>> feeds = {"x": np.ones((16, 4), np.float32), "w1": np.ones((4, 8), np.float32),
     ...          "w2": np.ones((8, 1), np.float32), "g": np.ones((16, 1), np.float32)}
     >>> with tempfile.TemporaryDirectory() as folder, profiling_sessions(folder):
@@ -102,7 +102,7 @@ def kernel_table(folder, n_steps):
     Parameters
     ----------
     folder : str
-        Traces written inside :func:`helpers.core.sessions.profiling_sessions`.
+        Traces written inside :func:`helpers.core.machine.sessions.profiling_sessions`.
     n_steps : int
         Training steps the traces cover.
 

@@ -2,7 +2,7 @@
 
 import ast
 
-from ..core import devices
+from ..core.machine import devices
 
 
 def use_device(device="auto"):

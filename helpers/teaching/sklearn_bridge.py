@@ -354,7 +354,7 @@ def mlp_update_parameters(mlp, **sklearn_params):
     ours the mean squared error: its gradients are half ours, so the same
     SGD steps need half its learning rate. ``MLPClassifier``'s log loss has
     no such factor. Its ``solver='sgd'`` with momentum is torch's momentum
-    with a constant rate (see :mod:`helpers.core.update_rules`). Its
+    with a constant rate (see :mod:`helpers.core.updates.update_rules`). Its
     ``'adam'`` is AdamW without weight decay: Adam divides by the root of
     the gradients' second moment, so doubled gradients take the same steps
     with the same rate, and only ``epsilon`` doubles (it then differs only

@@ -1,7 +1,7 @@
 """The training artifacts: the files ``generate_artifacts`` writes.
 
 ``onnxruntime.training.artifacts.generate_artifacts`` turns a forward-only
-ONNX model (:mod:`helpers.core.torch_export` exports one from
+ONNX model (:mod:`helpers.core.model_graphs.torch_export` exports one from
 PyTorch) into a training model, an eval model, an optimizer model and a
 checkpoint. :func:`generate_training_artifacts` writes them for a model
 from :func:`helpers.add_loss_output` (what
@@ -25,8 +25,8 @@ from onnxruntime.training import artifacts as ort_artifacts
 from onnxruntime.training import onnxblock
 from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
-from ..core.runtime import ForkSafeLock, quiet_runtime_logs
-from ..core.sessions import session_options
+from ..core.machine.runtime import ForkSafeLock, quiet_runtime_logs
+from ..core.machine.sessions import session_options
 
 #: onnxblock builds one model at a time: it keeps it in a global (``onnxblock.base``),
 #: and two builds at once fail ("Base onnx model already exists").
@@ -254,7 +254,7 @@ def generate_training_artifacts(
         ``eval_model.onnx``, ``optimizer_model.onnx`` and ``checkpoint``.
     solver : str
         ``'adamw'`` writes an AdamW optimizer model with torch's formulas
-        (:class:`helpers.core.update_rules.AdamWRule`), the others an SGD one.
+        (:class:`helpers.core.updates.update_rules.AdamWRule`), the others an SGD one.
     additional_output_names : sequence of str
         Values of the graph the training model returns after the loss (the
         batch statistics of batch normalization layers, say).
@@ -321,7 +321,7 @@ def converter_output_captured():
     and logs one INFO line per model through the logger
     ``ort_format_model.utils``, which importing ``onnxruntime.training``
     sends to the root handler on stderr.
-    :func:`helpers.core.runtime.native_stderr_captured` does not see either: it
+    :func:`helpers.core.machine.runtime.native_stderr_captured` does not see either: it
     catches what C++ code writes. Use both around the call.
 
     Yields
@@ -334,7 +334,7 @@ def converter_output_captured():
     >>> import tempfile
     >>> from onnxruntime.training import artifacts
     >>> from helpers import add_loss_output
-    >>> from helpers.core.runtime import native_stderr_captured
+    >>> from helpers.core.machine.runtime import native_stderr_captured
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)))
 

@@ -1,6 +1,6 @@
 """The artifacts one fit of :class:`helpers.OrtGradientOptimizer` trains with.
 
-The training graph of the loss model (:mod:`helpers.core.training_graph`:
+The training graph of the loss model (:mod:`helpers.core.model_graphs.training_graph`:
 layers onnxruntime cannot train as exported, rewritten; the batch
 statistics of batch normalization as extra outputs) goes to
 ``generate_artifacts`` (:func:`helpers.whole_training.artifacts.generate_training_artifacts`);
@@ -12,9 +12,9 @@ import os
 
 import onnx
 
-from ..core.inference_mode import inference_graph
-from ..core.onnx_graph import initializers_to_inputs
-from ..core.training_graph import training_graph
+from ..core.model_graphs.inference_mode import inference_graph
+from ..core.model_graphs.onnx_graph import initializers_to_inputs
+from ..core.model_graphs.training_graph import training_graph
 from .artifacts import generate_training_artifacts
 
 
@@ -23,7 +23,7 @@ def loss_training_graph(onx_loss, fast_gradients=True):
 
     The inputs that are not initializers (features, label, sample weights)
     hold one row per sample: their first dimension is named as the batch
-    (see :func:`helpers.core.training_graph.training_graph`).
+    (see :func:`helpers.core.model_graphs.training_graph.training_graph`).
 
     Examples
     --------
@@ -43,7 +43,7 @@ def write_training_artifacts(graph, names, folder, solver, adamw):
 
     Parameters
     ----------
-    graph : helpers.core.training_graph.TrainingGraph
+    graph : helpers.core.model_graphs.training_graph.TrainingGraph
         From :func:`loss_training_graph`: the training model returns its
         batch statistics after the loss.
     names : list of str
@@ -59,7 +59,7 @@ def write_training_artifacts(graph, names, folder, solver, adamw):
     --------
     >>> import os, tempfile, onnx
     >>> from helpers import add_loss_output
-    >>> from helpers.core.gradient_rewrites import count_rewrites
+    >>> from helpers.core.rewrites.gradient_rewrites import count_rewrites
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> graph = loss_training_graph(add_loss_output(mlp_onnx(3, hidden=(4,))))
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -86,10 +86,10 @@ def write_eval_model(folder, onx_loss):
 
     ``generate_artifacts`` derives the evaluation model from the training
     graph it is given, rewritten for training
-    (:mod:`helpers.core.training_graph`): batch normalization with the
+    (:mod:`helpers.core.model_graphs.training_graph`): batch normalization with the
     batch's statistics, ``Relu`` as a mask. The evaluation model written
     instead is ``onx_loss`` in inference mode
-    (:func:`helpers.core.inference_mode.inference_graph`), its parameters fed
+    (:func:`helpers.core.model_graphs.inference_mode.inference_graph`), its parameters fed
     from the checkpoint, as ``generate_artifacts`` feeds them.
 
     Parameters

@@ -1,9 +1,9 @@
 """Append a loss to an ONNX graph: the model the whole-training API trains.
 
 The loss is the mean over the batch of a per-sample loss
-(:mod:`helpers.core.loss_graphs` gives the names and formulas), optionally
+(:mod:`helpers.core.graphs.loss_graphs` gives the names and formulas), optionally
 weighted per sample, plus a penalty on the weights
-(:mod:`helpers.core.penalties`):
+(:mod:`helpers.core.updates.penalties`):
 ``loss = mean_i(w_i * loss_i) + sum_W (l1 * sum|W| + l2 * sum W**2)``.
 """
 
@@ -12,15 +12,15 @@ import json
 import onnx
 from onnx import TensorProto, helper
 
-from ..core.graph_nodes import nodes_reaching
-from ..core.loss_graphs import (
+from ..core.graphs.graph_nodes import nodes_reaching
+from ..core.graphs.loss_graphs import (
     GraphAppender,
     canonical_loss_name,
     loss_kwargs,
     per_sample_loss,
 )
-from ..core.onnx_graph import get_train_initializer
-from ..core.penalties import make_learning_penalty
+from ..core.model_graphs.onnx_graph import get_train_initializer
+from ..core.updates.penalties import make_learning_penalty
 
 #: Key of the model metadata where :func:`add_loss_output` records what it did.
 LOSS_METADATA_KEY = "helpers.loss"
@@ -88,7 +88,7 @@ def add_loss_output(
     onx : onnx.ModelProto
         The model whose output is the prediction; left unchanged.
     score_name : {'squared_error', 'absolute_error', 'elastic', 'log', 'cross_entropy'}
-        The loss (:data:`helpers.core.loss_graphs.LOSSES`; the aliases
+        The loss (:data:`helpers.core.graphs.loss_graphs.LOSSES`; the aliases
         ``'square_error'``, ``'neglog'``, ``'log_loss'`` are accepted). ``log`` is the binary log
         loss: the output holds the probability of the positive class, of shape ``(N,)`` or ``(N,
         1)`` (pick a column first if the model returns both classes), and labels are 0 or 1.
@@ -103,7 +103,7 @@ def add_loss_output(
         Name of a new input of per-sample weights, shape ``(N,)``.
     penalty : dict, ElasticLearningPenalty or None
         Initializer name to ``{'l1': a, 'l2': b}`` or to ``b`` (L2 only),
-        or a penalty object (:mod:`helpers.core.penalties`): adds
+        or a penalty object (:mod:`helpers.core.updates.penalties`): adds
         ``a * sum|W| + b * sum W**2`` to the loss.
     output_index : int or None
         Which model output the loss applies to; None when there is only one.

@@ -10,13 +10,13 @@ run them.
 
 import warnings
 
-from ..core.disk_space import temporary_file
-from ..core.estimator import BaseOrtOptimizer
-from ..core.onnx_graph import check_weights_to_train, initializers_to_inputs
-from ..core.parameters import document_parameters, training_settings
-from ..core.running_statistics import statistic_initializers
-from ..core.sessions import make_session
-from ..core.training_loop import TrainingState
+from ..core.layers.running_statistics import statistic_initializers
+from ..core.machine.disk_space import temporary_file
+from ..core.machine.sessions import make_session
+from ..core.model_graphs.onnx_graph import check_weights_to_train, initializers_to_inputs
+from ..core.training.estimator import BaseOrtOptimizer
+from ..core.training.parameters import document_parameters, training_settings
+from ..core.training.training_loop import TrainingState
 from .checkpoints import (
     CHECKPOINT_KEY,
     check_training_state,
@@ -36,7 +36,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
     step runs the training model (forward and backward) in onnxruntime, then
     updates the weights on the same device: ``'sgd'`` and ``'adamw'`` with
     onnxruntime's optimizer model, ``'momentum'`` and ``'nesterov'`` with an
-    ONNX graph of this package (:mod:`helpers.core.update_rules`).
+    ONNX graph of this package (:mod:`helpers.core.updates.update_rules`).
 
     Parameters
     ----------

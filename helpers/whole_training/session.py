@@ -10,16 +10,16 @@ import onnxruntime
 from onnxruntime.capi import _pybind_state as C
 from onnxruntime.training.api import CheckpointState, Module
 
-from ..core.disk_space import TEMPORARY_FOLDER, artifact_bytes, full_disk_explained
-from ..core.runtime import explain_untrainable
-from ..core.sessions import session_options
-from ..core.training_cache import cached_artifact_folder, content_key
-from ..core.update_rules import WeightUpdater
+from ..core.machine.disk_space import TEMPORARY_FOLDER, artifact_bytes, full_disk_explained
+from ..core.machine.runtime import explain_untrainable
+from ..core.machine.sessions import session_options
+from ..core.machine.training_cache import cached_artifact_folder, content_key
+from ..core.updates.update_rules import WeightUpdater
 from .checkpoints import append_checksum
 from .fit_artifacts import loss_training_graph, write_eval_model, write_training_artifacts
 
 #: The update rules run by onnxruntime's optimizer model; the others run as
-#: a :class:`~helpers.core.update_rules.WeightUpdater` graph.
+#: a :class:`~helpers.core.updates.update_rules.WeightUpdater` graph.
 RUNTIME_RULES = ("sgd", "adamw")
 
 #: Prefix of the checkpoint properties holding the batch counters of cumulative averages.
@@ -32,13 +32,13 @@ class WholeTrainingSession:
     :class:`helpers.OrtGradientOptimizer` builds one per fit; a training loop
     of one's own (or a benchmark timing single steps) can use it directly.
     The artifacts come from the process's cache
-    (:mod:`helpers.core.training_cache`) unless ``artifact_dir`` asks for
+    (:mod:`helpers.core.machine.training_cache`) unless ``artifact_dir`` asks for
     them in a folder of the user's. ``'sgd'`` and ``'adamw'`` update the
     weights with onnxruntime's optimizer model; ``'momentum'`` and
-    ``'nesterov'`` with a :class:`~helpers.core.update_rules.WeightUpdater`
+    ``'nesterov'`` with a :class:`~helpers.core.updates.update_rules.WeightUpdater`
     working on the runtime's own weight and gradient buffers. The running
     statistics of batch normalization layers are updated after each step
-    (:attr:`statistics`, :mod:`helpers.core.batch_norm`).
+    (:attr:`statistics`, :mod:`helpers.core.layers.batch_norm`).
 
     Parameters
     ----------
@@ -46,15 +46,16 @@ class WholeTrainingSession:
         A model whose single output is its loss (:func:`helpers.add_loss_output`).
     weights : dict
         Name to initial value of each weight to train.
-    rule : helpers.core.update_rules.BaseUpdateRule
+    rule : helpers.core.updates.update_rules.BaseUpdateRule
         The update rule.
-    device : helpers.core.devices.Device
+    device : helpers.core.machine.devices.Device
     n_threads : int, optional
         Threads of the training session.
     fast_gradients : bool
-        Train the graph rewritten by :func:`helpers.core.gradient_rewrites.rewrite_for_training`
-        (the rewrites of :func:`helpers.core.training_graph.training_graph`
-        without which some layers cannot train are always applied).
+        Train the graph rewritten by
+        :func:`helpers.core.rewrites.gradient_rewrites.rewrite_for_training` (the rewrites
+        of :func:`helpers.core.model_graphs.training_graph.training_graph` without which
+        some layers cannot train are always applied).
     artifact_dir : str, optional
         Write the training artifacts in this folder and keep them.
     checkpoint : str, optional
@@ -66,8 +67,8 @@ class WholeTrainingSession:
     >>> import numpy as np
     >>> from onnxruntime import OrtValue
     >>> from helpers import add_loss_output, get_train_initializer
-    >>> from helpers.core.devices import Device
-    >>> from helpers.core.update_rules import SGDRule
+    >>> from helpers.core.machine.devices import Device
+    >>> from helpers.core.updates.update_rules import SGDRule
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> onx = mlp_onnx(3, hidden=(4,))
     >>> session = WholeTrainingSession(

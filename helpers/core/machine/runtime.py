@@ -1,0 +1,442 @@
+"""Facts about the installed onnxruntime-training, checked once per process.
+
+onnxruntime-training 1.19.2 is the last release of the training packages. It
+refuses models stamped with an IR version above 10, which is what onnx 1.18 and
+later write. These functions turn that, and a few other traps, into clear
+errors, and keep the C++ info lines of the runtime out of the user's output.
+"""
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import threading
+from functools import lru_cache
+
+import numpy as np
+import onnx
+import onnxruntime
+from onnx import TensorProto, helper
+
+from .sessions import ERROR_SEVERITY, make_session, without_unfaithful_fusions
+
+
+class RuntimeCompatibilityError(RuntimeError):
+    """The installed packages cannot work together (onnx too new, and so on).
+
+    Examples
+    --------
+    >>> import onnx
+    >>> model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []))
+    >>> model.ir_version = 99
+    >>> check_model_ir_version(model)  # doctest: +NORMALIZE_WHITESPACE
+    Traceback (most recent call last):
+    ...
+    helpers.core.machine.runtime.RuntimeCompatibilityError: The model has IR version 99, but onnxruntime
+    1.19.2 accepts IR version 10 at most. Convert or save it with onnx==1.17.0, or set
+    model.ir_version = 10 if its opsets allow it.
+    """
+
+
+class UntrainableModelError(ValueError):
+    """onnxruntime cannot compute the gradient of some operator of the model.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> model = helper.make_model(
+    ...     helper.make_graph([helper.make_node("Resize", ["x"], ["y"])], "g", [], [])
+    ... )
+    >>> error = explain_untrainable(model, RuntimeError("no implementation for ResizeGrad(1) node"))
+    >>> isinstance(error, UntrainableModelError)
+    True
+    >>> str(error).split(". ")[0]
+    "onnxruntime 1.19.2 cannot train this model: no gradient for Resize on this device (node 'y')"
+    >>> _REPLACEMENTS["Resize"] in str(error)
+    True
+    """
+
+
+def untrainable_operators(model, message):
+    """The operators of ``model`` that a runtime error ``message`` says have no gradient.
+
+    onnxruntime names the missing gradient kernel (``ResizeGrad``), or the
+    operator whose gradient builder is missing ("The gradient builder has
+    not been registered: Round for node /Round"); the model's own operator
+    types are matched against that text.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> model = helper.make_model(
+    ...     helper.make_graph(
+    ...         [helper.make_node("Resize", ["x"], ["y"]), helper.make_node("Round", ["y"], ["z"])],
+    ...         "g",
+    ...         [],
+    ...         [],
+    ...     )
+    ... )
+    >>> untrainable_operators(model, "Could not find an implementation for ResizeGrad(1) node")
+    ['Resize']
+    >>> untrainable_operators(
+    ...     model, "The gradient builder has not been registered: Round for node /Round"
+    ... )
+    ['Round']
+    """
+    found = set(re.findall(r"\b([A-Z][A-Za-z0-9]*)Grad\b", message))
+    found |= set(
+        re.findall(r"gradient[^.]*?\b(?:op|operator)\s*:?\s*'?([A-Z][A-Za-z0-9]*)", message, re.I)
+    )
+    found |= set(re.findall(r"has not been registered:\s*([A-Z][A-Za-z0-9]*)", message))
+    types = {node.op_type for node in model.graph.node}
+    return sorted(found & types)
+
+
+def explain_untrainable(model, error):
+    """Turn a runtime failure to build or load a training graph into a clear error, if it is one.
+
+    Returns an :class:`UntrainableModelError` naming the operators, or None
+    when the message names none of the model's operators.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> model = helper.make_model(
+    ...     helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [], [])
+    ... )
+    >>> explain_untrainable(model, RuntimeError("out of memory")) is None  # not about a gradient
+    True
+    """
+    operators = untrainable_operators(model, str(error))
+    if not operators:
+        return None
+    nodes = [n.name or n.output[0] for n in model.graph.node if n.op_type in operators][:3]
+    hints = [_REPLACEMENTS[op] for op in operators if op in _REPLACEMENTS]
+    return UntrainableModelError(
+        f"onnxruntime {onnxruntime.__version__} cannot train this model: no gradient for "
+        f"{', '.join(operators)} on this device (node {', '.join(repr(n) for n in nodes)}). "
+        f"Replace {'it' if len(operators) == 1 else 'them'} in the "
+        f"model{' (' + '; '.join(hints) + ')' if hints else ''}, or train only the weights after "
+        "it (weights_to_train)."
+    )
+
+
+#: What to use instead of operators without a gradient.
+_REPLACEMENTS = {
+    "Resize": (
+        "nn.Upsample or F.interpolate with mode='nearest', 'linear', 'bilinear' or 'trilinear' by "
+        "an integer scale_factor (or to a multiple of a known input size), which the training "
+        "graph rewrites; for another factor, such an upsampling followed by a pooling or a strided "
+        "Conv"
+    ),
+    "ConvTranspose": (
+        "nn.ConvTranspose1d, 2d or 3d as torch exports it (opset 13 or later), which the training "
+        "graph rewrites as a Conv; or an upsampling (nn.Upsample(scale_factor=2)) followed by a "
+        "Conv"
+    ),
+    "Round": "no rounding while training, or a straight-through estimator written in torch",
+    "InstanceNormalization": (
+        "give the model's inputs a shape: the training graph writes it out where shape inference "
+        "tells its input's rank; torch's InstanceNorm trains with track_running_stats=False only"
+    ),
+}
+
+
+def _quiet_session_options():
+    """Options that log errors only, without unfaithful fusions (for onnxblock's own sessions)."""
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = ERROR_SEVERITY
+    return without_unfaithful_fusions(options)
+
+
+def quiet_runtime_logs():
+    """Keep onnxruntime's info and warning lines out of the output, without touching stderr.
+
+    The default logger (training sessions, the gradient builder of the
+    forward/backward API) is set to errors only. ``generate_artifacts``
+    builds its gradient graph with sessions whose options onnxblock makes
+    itself, with the default log level: one info line per graph transformer
+    on the process's stderr. onnxblock's graph utilities are given session
+    options that log errors only instead. Nothing redirects the process's
+    file descriptors: other threads' output, and errors, still reach stderr.
+
+    Examples
+    --------
+    >>> quiet_runtime_logs()  # from now on, onnxruntime logs errors only
+    >>> from onnxruntime.training.onnxblock import _training_graph_utils
+    >>> _training_graph_utils.SessionOptions().log_severity_level == ERROR_SEVERITY
+    True
+    """
+    # imported here: onnxblock imports torch
+    from onnxruntime.training.onnxblock import _training_graph_utils  # noqa: PLC0415
+
+    onnxruntime.set_default_logger_severity(ERROR_SEVERITY)
+    _training_graph_utils.SessionOptions = _quiet_session_options
+
+
+class ForkSafeLock:
+    """A lock that a forked child gets free, whatever a thread of its parent held when it forked.
+
+    Examples
+    --------
+    >>> lock = ForkSafeLock()
+    >>> with lock:
+    ...     held = lock.locked()
+    >>> held, lock.locked()
+    (True, False)
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._renew)
+
+    def _renew(self):
+        self._lock = threading.Lock()
+
+    def locked(self):
+        """Whether a thread holds the lock."""
+        return self._lock.locked()
+
+    def __enter__(self):
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self._lock.release()
+        return False
+
+
+#: One capture of the process's stderr at a time (see :func:`native_stderr_captured`).
+_CAPTURE_LOCK = ForkSafeLock()
+
+
+@contextlib.contextmanager
+def native_stderr_captured():
+    """Capture what C++ code writes on the process's stderr, in a notebook cell.
+
+    The notebooks use it to show, or hide, what the runtime prints from C++
+    when it is called directly (``generate_artifacts`` before
+    :func:`quiet_runtime_logs`, an error the runtime also logs). It swaps
+    the process's file descriptor 2 for the duration of the block: anything
+    another thread writes meanwhile is captured too. The optimizers never
+    use it (:func:`quiet_runtime_logs` keeps their output quiet); one
+    capture runs at a time, and fd 2 is put back whatever happens.
+
+    Yields
+    ------
+    list
+        Filled, once the block ends, with the captured text.
+
+    Examples
+    --------
+    >>> import os
+    >>> with native_stderr_captured() as captured:
+    ...     _ = os.write(2, b"from C++\\n")
+    >>> captured
+    ['from C++\\n']
+    """
+    captured = []
+    with _CAPTURE_LOCK:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            with tempfile.TemporaryFile(mode="w+b") as sink:
+                os.dup2(sink.fileno(), 2)
+                try:
+                    yield captured
+                finally:
+                    os.dup2(saved, 2)
+                    sink.seek(0)
+                    captured.append(sink.read().decode(errors="replace"))
+        finally:
+            os.close(saved)
+
+
+def _probe_model(ir_version, opset=13):
+    """A one-node model (Identity) stamped with ``ir_version`` and ``opset``."""
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "ir_probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = ir_version
+    return model
+
+
+def _runtime_accepts(ir_version, opset=13, refusal="IR version"):
+    try:
+        # plain options: the probe is never profiled nor given the users' threads
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = ERROR_SEVERITY
+        sess = make_session(_probe_model(ir_version, opset), options=options)
+        sess.run(None, {"x": np.zeros(1, dtype=np.float32)})
+    except Exception as exc:  # the runtime raises its own Fail/InvalidGraph types
+        if refusal in str(exc):
+            return False
+        raise
+    return True
+
+
+@lru_cache(maxsize=None)
+def max_ir_version():
+    """Return the highest ONNX IR version the installed runtime loads.
+
+    It is found by loading tiny models, not read from a table, so it stays
+    true for any runtime build.
+    """
+    version = onnx.IR_VERSION
+    while version > 3 and not _runtime_accepts(version):
+        version -= 1
+    return version
+
+
+@lru_cache(maxsize=None)
+def max_opset():
+    """Return the highest opset of the default ONNX domain the installed runtime loads.
+
+    Examples
+    --------
+    >>> 17 <= max_opset() <= onnx.defs.onnx_opset_version()
+    True
+    """
+    opset = onnx.defs.onnx_opset_version()
+    while opset > 7 and not _runtime_accepts(max_ir_version(), opset, "ValidateOpsetForDomain"):
+        opset -= 1
+    return opset
+
+
+def check_onnx_compatible():
+    """Raise a clear error when the installed onnx writes models the runtime refuses.
+
+    ``generate_artifacts`` writes its optimizer model with the IR version of the
+    installed onnx package, so an onnx newer than the runtime breaks training
+    even when the user's model is fine.
+
+    Raises
+    ------
+    RuntimeCompatibilityError
+        When ``onnx.IR_VERSION`` is above what onnxruntime accepts.
+
+    Examples
+    --------
+    >>> check_onnx_compatible()  # onnx 1.17 writes IR version 10, which the runtime accepts
+    """
+    accepted = max_ir_version()
+    if onnx.IR_VERSION > accepted:
+        raise RuntimeCompatibilityError(
+            f"onnx {onnx.__version__} writes models with IR version "
+            f"{onnx.IR_VERSION}, but onnxruntime {onnxruntime.__version__} "
+            f"accepts IR version {accepted} at most. Install the pinned onnx: "
+            "pip install onnx==1.17.0 (or run `make setup`)."
+        )
+
+
+def check_model_ir_version(model):
+    """Raise a clear error when ``model`` has an IR version the runtime refuses.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        The model about to be trained or run.
+
+    Examples
+    --------
+    >>> import onnx
+    >>> check_model_ir_version(
+    ...     onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []), ir_version=8)
+    ... )
+    """
+    accepted = max_ir_version()
+    if model.ir_version > accepted:
+        raise RuntimeCompatibilityError(
+            f"The model has IR version {model.ir_version}, but onnxruntime "
+            f"{onnxruntime.__version__} accepts IR version {accepted} at most. "
+            "Convert or save it with onnx==1.17.0, or set "
+            f"model.ir_version = {accepted} if its opsets allow it."
+        )
+
+
+def check_model_opset(model):
+    """Raise a clear error when ``model`` imports an opset newer than the runtime runs.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> check_model_opset(mlp_onnx(3, opset=99))  # doctest: +NORMALIZE_WHITESPACE
+    Traceback (most recent call last):
+    ...
+    helpers.core.machine.runtime.RuntimeCompatibilityError: The model imports opset 99 of the ONNX domain,
+    but onnxruntime 1.19.2 runs opset 21 at most. Convert it again with target_opset=21 (skl2onnx:
+    to_onnx(..., target_opset=21); torch: opset_version=21).
+    """
+    accepted, opset = max_opset(), main_opset(model)
+    if opset > accepted:
+        raise RuntimeCompatibilityError(
+            f"The model imports opset {opset} of the ONNX domain, but onnxruntime "
+            f"{onnxruntime.__version__} runs opset {accepted} at most. Convert it again with "
+            f"target_opset={accepted} (skl2onnx: to_onnx(..., target_opset={accepted}); torch: "
+            f"opset_version={accepted})."
+        )
+
+
+def check_model_inputs(model):
+    """Raise a clear error when the model's data inputs or outputs have a type the optimizers do not
+    feed.
+
+    The optimizers feed float32 arrays, or integer arrays to an integer
+    input (token ids, indices), and read float32 outputs; a model converted
+    from float64 data fails inside the runtime with a message about kernels
+    otherwise.
+
+    Examples
+    --------
+    >>> from onnx import TensorProto, helper
+    >>> graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [None, 2])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [None, 2])])
+    >>> check_model_inputs(helper.make_model(graph))  # doctest: +NORMALIZE_WHITESPACE
+    Traceback (most recent call last):
+    ...
+    TypeError: The model's input 'x' is double: the optimizers train float32 models. Convert the
+    model from float32 data (skl2onnx: to_onnx(model, X[:1].astype(numpy.float32))).
+    """
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in initializers]
+    for value in [*inputs, *model.graph.output]:
+        elem_type = value.type.tensor_type.elem_type
+        is_input = any(value is i for i in inputs)
+        if elem_type == TensorProto.FLOAT or (
+            is_input and elem_type in (TensorProto.INT64, TensorProto.INT32)
+        ):
+            continue
+        name = TensorProto.DataType.Name(elem_type).lower()
+        fix = (
+            "Convert the model from float32 data (skl2onnx: to_onnx(model, "
+            "X[:1].astype(numpy.float32)))."
+            if elem_type == TensorProto.DOUBLE
+            else "Give the model a float32 input, or an int64 input of ids (cast inside the "
+            "graph if it needs another type)."
+        )
+        kind = "input" if is_input else "output"
+        raise TypeError(
+            f"The model's {kind} {value.name!r} is {name}: the optimizers train float32 models. "
+            f"{fix}"
+        )
+
+
+def main_opset(model):
+    """Return the version of the default ONNX domain imported by ``model``.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> main_opset(mlp_onnx(3, opset=17))
+    17
+    """
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            return opset.version
+    raise ValueError("The model imports no opset of the default ONNX domain.")

@@ -1,0 +1,6 @@
+"""The update arithmetic: learning rates, torch's update rules, penalties on the weights.
+
+Each piece is described by its constructor parameters
+(:mod:`~helpers.core.updates.configurable`) and has one registry. It may import
+:mod:`helpers.core.machine`, :mod:`helpers.core.graphs` and :mod:`helpers.core.inputs`.
+"""

@@ -1,0 +1,154 @@
+"""No module imports from a layer above its own: the architecture the folders show, checked.
+
+The layers, bottom to top:
+
+* the sub-packages of ``helpers.core``, in :data:`CORE_ORDER`: each may import those
+  before it (sessions and devices know nothing of graphs; the estimator uses everything);
+* the two API packages, ``helpers.whole_training`` and ``helpers.forward_backward``: they
+  share ``helpers.core`` and never import each other (either API is usable alone);
+* ``helpers.teaching`` and ``helpers.measure``: the notebooks' utilities, on top of the
+  core and both APIs, and independent of each other;
+* ``helpers`` itself (its public names) and ``helpers.doctor``;
+* ``benchmarks``: may import any of ``helpers``, and nothing in ``helpers`` imports it.
+
+Every ``import`` counts, those inside functions too, and so does
+``importlib.import_module`` with a literal name.
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+CORE_ORDER = [
+    "machine",
+    "graphs",
+    "layers",
+    "rewrites",
+    "model_graphs",
+    "inputs",
+    "updates",
+    "training",
+]
+CORE = {f"core.{sub}" for sub in CORE_ORDER}
+APIS = {"whole_training", "forward_backward"}
+
+#: What each layer may import besides itself.
+ALLOWED = {
+    **{
+        f"core.{sub}": {f"core.{below}" for below in CORE_ORDER[:i]}
+        for i, sub in enumerate(CORE_ORDER)
+    },
+    "core": CORE,
+    "whole_training": CORE,
+    "forward_backward": CORE,
+    "teaching": CORE | APIS,
+    "measure": CORE | APIS,
+    "helpers": CORE | APIS,
+    "doctor": CORE | APIS | {"teaching", "measure", "helpers"},
+    "benchmarks": CORE | APIS | {"core", "teaching", "measure", "helpers", "doctor"},
+}
+
+
+def layer(name):
+    """The layer of a dotted module name (or of a name inside a module); None outside.
+
+    Examples
+    --------
+    >>> layer("helpers.core.machine.sessions.make_session"), layer("helpers.AbsoluteLearningLoss")
+    ('core.machine', 'helpers')
+    """
+    parts = name.split(".")
+    if parts[0] == "benchmarks":
+        return "benchmarks"
+    if parts[0] != "helpers":
+        return None
+    if parts[1:2] == ["core"]:
+        sub = ".".join(parts[1:3])
+        return sub if sub in CORE else "core"
+    if len(parts) > 1 and parts[1] in ALLOWED:
+        return parts[1]
+    return "helpers"
+
+
+def module_name(path):
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_names(source, module, is_package):
+    """Every name ``source`` imports, resolved to a dotted path, lazy imports included."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            start = ".".join(base) if node.level else ""
+            origin = ".".join(p for p in (start, node.module or "") if p)
+            yield from (f"{origin}.{alias.name}" for alias in node.names)
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.args[0].value
+
+
+def violations(source, module, is_package=False):
+    """The imports of ``module`` that reach a layer it may not import."""
+    own = layer(module)
+    return [
+        f"{module} imports {name} ({own} -> {layer(name)})"
+        for name in imported_names(source, module, is_package)
+        if layer(name) not in (None, own) and layer(name) not in ALLOWED[own]
+    ]
+
+
+MODULES = sorted(p for folder in ("helpers", "benchmarks") for p in (ROOT / folder).rglob("*.py"))
+
+
+def test_every_module_has_a_layer_in_the_table():
+    layers = {layer(module_name(p)) for p in MODULES}
+    assert layers <= set(ALLOWED), layers - set(ALLOWED)
+    assert CORE <= layers, "a sub-package of CORE_ORDER is missing from helpers/core"
+    found = {p.parent.name for p in (ROOT / "helpers" / "core").glob("*/__init__.py")}
+    assert found == set(CORE_ORDER), "every sub-package of helpers/core takes a place in the order"
+
+
+def test_no_module_imports_from_a_layer_above_it():
+    found = [
+        v
+        for p in MODULES
+        for v in violations(p.read_text(), module_name(p), p.name == "__init__.py")
+    ]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "module, source",
+    [
+        ("helpers.core.training.estimator", "from ...whole_training import optimizer"),
+        ("helpers.core.machine.sessions", "def f():\n    import helpers.forward_backward.session"),
+        ("helpers.core.graphs.graph_nodes", "from ..layers.padding import explicit_pads"),
+        ("helpers.whole_training.session", "from ..forward_backward.losses import X"),
+        (
+            "helpers.measure.timing",
+            "import importlib\nimportlib.import_module('benchmarks.runner')",
+        ),
+        ("helpers.teaching.plotting", "from helpers.measure.timing import t"),
+        ("helpers.core.inputs.validation", "from helpers import OrtGradientOptimizer"),
+    ],
+)
+def test_an_import_from_above_is_reported(module, source):
+    assert len(violations(source, module)) == 1
+
+
+def test_imports_from_below_are_not_reported():
+    source = "from ..graphs.graph_nodes import a\nfrom .batches import b\nimport numpy"
+    assert violations(source, "helpers.core.training.estimator") == []
+    assert violations("from ..core.machine import sessions", "helpers.teaching.notebook") == []
