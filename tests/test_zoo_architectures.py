@@ -16,9 +16,9 @@ import torch
 from torch import nn
 
 from benchmarks import example_models as em
-from benchmarks import models as bm
-from benchmarks import step_targets as st
-from benchmarks import zoo_targets as zt
+from benchmarks.studies import step_targets as st
+from benchmarks.studies import zoo_targets as zt
+from benchmarks.workloads import models as bm
 from helpers import (
     OrtGradientForwardBackwardOptimizer,
     OrtGradientOptimizer,
