@@ -2,7 +2,7 @@
 
 import sys
 
-from .runner import main
+from benchmarks.sweep.runner import main
 
 # Guarded: the worker processes of a LocalCluster (--jobs N) may import the main module again.
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from benchmarks import aggregate
-from benchmarks.ratios import speed_phrase
+from benchmarks.report import aggregate
+from benchmarks.report.ratios import speed_phrase
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -146,7 +146,7 @@ def test_every_file_the_pages_mention_is_a_link_to_a_file_that_exists(tmp_path):
 )
 def test_committed_reference_summary_reads_in_five_minutes():
     """At most 1,500 words, short paragraphs, the machine and the peers first, one convention."""
-    from benchmarks.summary_terms import GLOSSARY
+    from benchmarks.report.summary_terms import GLOSSARY
 
     with open(os.path.join(ROOT, "results", "reference", "summary.md"), encoding="utf-8") as f:
         text = f.read()
@@ -339,7 +339,7 @@ def test_details_drop_a_caveat_column_no_row_needs(tmp_path):
 def test_a_zoo_run_where_only_torch_ran_has_no_ratio():
     import pandas as pd
 
-    from benchmarks.zoo_summary import zoo_section
+    from benchmarks.report.zoo_summary import zoo_section
 
     df = pd.DataFrame(
         _zoo_rows("image_cnn_small", "CNN on images", 26000, {"torch eager": 1.0}, 2)

@@ -10,8 +10,8 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDRegressor
 
-from benchmarks import models as bm
-from benchmarks import trainers as bt
+from benchmarks.workloads import models as bm
+from benchmarks.workloads import trainers as bt
 from helpers.measure.conditions import timing_caveat
 
 

@@ -14,8 +14,9 @@ import pandas as pd
 import papermill
 import pytest
 
-from benchmarks import runner, sweep_grid, thread_scaling
-from benchmarks.aggregate import load_rows, summarize
+from benchmarks.report.aggregate import load_rows, summarize
+from benchmarks.studies import thread_scaling
+from benchmarks.sweep import runner, sweep_grid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -505,7 +506,7 @@ def test_thread_scaling_quick(tmp_path):
     subprocess.run(
         [
             sys.executable,
-            os.path.join("benchmarks", "thread_scaling.py"),
+            os.path.join("benchmarks", "studies", "thread_scaling.py"),
             "--quick",
             "--threads",
             "1",
@@ -543,7 +544,7 @@ def test_thread_scaling_quick(tmp_path):
     text = (out / "thread_scaling.md").read_text(encoding="utf-8")
     assert "How do both APIs scale with threads, against torch?" in text
     assert "| 8-16-1@32 | 1 |" in text
-    # the machine in full atop the page (benchmarks.records.machine_lines)
+    # the machine in full atop the page (benchmarks.sweep.records.machine_lines)
     head = "# Thread scaling of a training step\n\nMeasured on:\n\n- **Processor**: "
     assert text.startswith(head)
     assert "; threads used: 1\n- **Instruction sets**: " in text
@@ -625,8 +626,8 @@ def test_thread_scaling_arguments():
 
 
 def test_step_targets_verdicts_follow_the_ratios():
-    from benchmarks import models as bm
-    from benchmarks import step_targets as st
+    from benchmarks.studies import step_targets as st
+    from benchmarks.workloads import models as bm
 
     times = {
         ("100-50-1@100", bm.ORT_WHOLE): 0.05,

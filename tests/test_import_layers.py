@@ -138,7 +138,7 @@ def test_no_module_imports_from_a_layer_above_it():
         ("helpers.whole_training.session", "from ..forward_backward.losses import X"),
         (
             "helpers.measure.timing",
-            "import importlib\nimportlib.import_module('benchmarks.runner')",
+            "import importlib\nimportlib.import_module('benchmarks.sweep.runner')",
         ),
         ("helpers.teaching.plotting", "from helpers.measure.timing import t"),
         ("helpers.core.inputs.validation", "from helpers import OrtGradientOptimizer"),

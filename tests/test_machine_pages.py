@@ -5,8 +5,10 @@ import os
 
 import pandas as pd
 
-from benchmarks import aggregate, records, step_targets, thread_scaling
 from benchmarks.profiles import report
+from benchmarks.report import aggregate
+from benchmarks.studies import step_targets, thread_scaling
+from benchmarks.sweep import records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FULL = {

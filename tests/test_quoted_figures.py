@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from benchmarks import quoted_figures as qf
+from benchmarks.figures import quoted_figures as qf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,7 +27,7 @@ def test_every_quoted_figure_equals_its_results():
             f"{p}:{line}: {name}: quoted {q!r}, computed {c!r}"
             for p, line, name, q, c in differences
         )
-        + "\nrun: python -m benchmarks.quoted_figures"
+        + "\nrun: python -m benchmarks.figures.quoted_figures"
     )
 
 

@@ -15,7 +15,7 @@ from conftest import APIS, make_optimizer
 from onnx import TensorProto, helper
 from torch import nn
 
-from benchmarks import your_model as ym
+from benchmarks.workloads import your_model as ym
 from helpers import SquareLearningLoss, add_loss_output
 from helpers.core.machine.devices import Device
 from helpers.core.machine.sessions import make_session

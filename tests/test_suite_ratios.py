@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from benchmarks.suite_ratios import suite_answer, suite_lines, suite_ratios, suite_table
+from benchmarks.report.suite_ratios import suite_answer, suite_lines, suite_ratios, suite_table
 
 
 def _rows(benchmark, configuration, times, threads=2, caveats=None, measure="time_per_update_s"):

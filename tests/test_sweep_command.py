@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from benchmarks import dask_engine, runner
-from benchmarks.notebook_runs import RUN_FOLDER_PREFIX
+from benchmarks.sweep import dask_engine, runner
+from benchmarks.sweep.notebook_runs import RUN_FOLDER_PREFIX
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from benchmarks import time_to_accuracy as tta
-from benchmarks.models import ORT_FORWARD_BACKWARD, ORT_WHOLE, TORCH
+from benchmarks.studies import time_to_accuracy as tta
+from benchmarks.workloads.models import ORT_FORWARD_BACKWARD, ORT_WHOLE, TORCH
 from helpers.teaching.datasets import load_classification_standardized
 
 FRAMEWORKS = {ORT_WHOLE, ORT_FORWARD_BACKWARD, TORCH}

@@ -5,7 +5,7 @@ The time to a held-out accuracy: tests/test_time_to_accuracy.py."""
 import numpy as np
 import pytest
 
-from benchmarks import peak_memory
+from benchmarks.studies import peak_memory
 
 
 def test_peak_memory_measures_each_framework_in_its_own_process(tmp_path):

@@ -17,9 +17,9 @@ from conftest import APIS, make_optimizer
 from torch import nn
 
 from benchmarks import example_models as em
-from benchmarks import models as bm
-from benchmarks import step_targets as st
-from benchmarks import zoo_targets as zt
+from benchmarks.studies import step_targets as st
+from benchmarks.studies import zoo_targets as zt
+from benchmarks.workloads import models as bm
 from helpers import OrtTorchModule
 from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks import peak_memory, zoo_costs
+from benchmarks.studies import peak_memory, zoo_costs
 
 ORT = ("ort whole-training", "ort forward-backward")
 

@@ -20,7 +20,7 @@ batches of 20 to 32; 64 features and 10 classes for the classifier, as the
 digits) and the small models of the zoo (``benchmarks/example_models.py``);
 ``large`` a 500-500 network, batches of 1000 and the zoo's large models.
 The zoo's models train on batches of 64 with random data of their input
-(:mod:`benchmarks.model_inputs`). Reference rows train with
+(:mod:`benchmarks.workloads.model_inputs`). Reference rows train with
 ``fast_gradients=False``: the ReLU network (its ``ReluGrad`` is the slow
 kernel the project rewrites) and the token classifier (its ``GatherGrad``).
 ``--only`` keeps the configurations whose label contains one of its words.
@@ -41,11 +41,16 @@ from skl2onnx import to_onnx
 from sklearn.linear_model import LinearRegression
 
 from benchmarks import example_models
-from benchmarks.model_inputs import input_spec, output_width, random_inputs, random_targets
 from benchmarks.profiles.ab_timing import FORWARD_BACKWARD, WHOLE, busy_note, wait_until_quiet
 from benchmarks.profiles.report import markdown, write_section
 from benchmarks.profiles.suspects import known_causes
-from benchmarks.your_model import LOSSES
+from benchmarks.workloads.model_inputs import (
+    input_spec,
+    output_width,
+    random_inputs,
+    random_targets,
+)
+from benchmarks.workloads.your_model import LOSSES
 from helpers import (
     LearningRateSGD,
     LearningRateSGDNesterov,

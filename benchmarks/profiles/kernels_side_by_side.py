@@ -43,7 +43,6 @@ from onnx import TensorProto, helper
 from sklearn.base import clone
 
 from benchmarks import example_models
-from benchmarks.models import torch_mlp
 from benchmarks.profiles.ab_timing import (
     WHOLE,
     ab_rounds,
@@ -69,7 +68,8 @@ from benchmarks.profiles.torch_kernels import (
     torch_peak_gflops,
     torch_threads,
 )
-from benchmarks.your_model import LOSSES, torch_fit
+from benchmarks.workloads.models import torch_mlp
+from benchmarks.workloads.your_model import LOSSES, torch_fit
 from helpers.core.machine.sessions import make_session, profiling_sessions
 from helpers.measure.profiling import SESSION_ROLES, _session_label
 from helpers.teaching.model_factories import mlp_onnx

@@ -7,7 +7,7 @@ leaves what the others measured.
 
 import os
 
-from benchmarks.records import (
+from benchmarks.sweep.records import (
     atomic_write_text,
     machine_info,
     machine_lines,
@@ -56,7 +56,7 @@ def write_section(path, name, text, title="# Kernel survey", machine=None):
     section of ``results/kernel_survey.md``, between two comments, and
     leave the others alone. Under the title, the machine in full
     (:func:`machine_block`): ``machine``, its lines, default this
-    machine's (:func:`benchmarks.records.machine_lines`).
+    machine's (:func:`benchmarks.sweep.records.machine_lines`).
 
     Examples
     --------

@@ -6,7 +6,7 @@ Both optimizers draw one permutation of the rows per epoch from
 ``torch.optim.SGD`` or ``torch.optim.AdamW`` (the formulas the optimizers'
 ``solver='sgd'`` and ``'adamw'`` run), so that losses, weights and running
 statistics can be compared step by step. It is the one torch training loop:
-the benchmarks time it too (:func:`benchmarks.your_model.torch_fit`).
+the benchmarks time it too (:func:`benchmarks.workloads.your_model.torch_fit`).
 """
 
 import numpy as np

@@ -108,8 +108,8 @@ def shapes_with_a_run(model, names):
     """The shapes of ``model``'s values, those of ``names`` completed by a run where inference
     fails.
 
-    :func:`~helpers.core.graphs.graph_shapes.value_shapes`; where it leaves a size of one of ``names``
-    open (pads computed by a chain of nodes, as torch writes a reflection padding), the
+    :func:`~helpers.core.graphs.graph_shapes.value_shapes`; where it leaves a size of one of
+    ``names`` open (pads computed by a chain of nodes, as torch writes a reflection padding), the
     shape comes from :func:`shapes_of_a_run` when the model's inputs fix
     every size but the batch.
 

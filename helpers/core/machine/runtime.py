@@ -33,8 +33,8 @@ class RuntimeCompatibilityError(RuntimeError):
     >>> check_model_ir_version(model)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.core.machine.runtime.RuntimeCompatibilityError: The model has IR version 99, but onnxruntime
-    1.19.2 accepts IR version 10 at most. Convert or save it with onnx==1.17.0, or set
+    helpers.core.machine.runtime.RuntimeCompatibilityError: The model has IR version 99, but
+    onnxruntime 1.19.2 accepts IR version 10 at most. Convert or save it with onnx==1.17.0, or set
     model.ir_version = 10 if its opsets allow it.
     """
 
@@ -368,9 +368,9 @@ def check_model_opset(model):
     >>> check_model_opset(mlp_onnx(3, opset=99))  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.core.machine.runtime.RuntimeCompatibilityError: The model imports opset 99 of the ONNX domain,
-    but onnxruntime 1.19.2 runs opset 21 at most. Convert it again with target_opset=21 (skl2onnx:
-    to_onnx(..., target_opset=21); torch: opset_version=21).
+    helpers.core.machine.runtime.RuntimeCompatibilityError: The model imports opset 99 of the ONNX
+    domain, but onnxruntime 1.19.2 runs opset 21 at most. Convert it again with target_opset=21
+    (skl2onnx: to_onnx(..., target_opset=21); torch: opset_version=21).
     """
     accepted, opset = max_opset(), main_opset(model)
     if opset > accepted:

@@ -21,9 +21,9 @@ class TrainingDivergedError(FloatingPointError):
     >>> losses.total()  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.core.training.epoch_losses.TrainingDivergedError: The loss is nan at epoch 3, rows 20:30 of the
-    shuffled data: training diverged. Try a smaller learning rate, or scale the features
-    (sklearn.preprocessing.StandardScaler).
+    helpers.core.training.epoch_losses.TrainingDivergedError: The loss is nan at epoch 3, rows
+    20:30 of the shuffled data: training diverged. Try a smaller learning rate, or scale the
+    features (sklearn.preprocessing.StandardScaler).
     """
 
 

@@ -182,8 +182,8 @@ def check_finite_state(weights, statistics, epoch):
     >>> check_finite_state(state, {}, epoch=1)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.core.training.epoch_losses.TrainingDivergedError: The updates of epoch 1 left non-finite values
-    in 'w': training diverged. Try a smaller learning rate, or scale the features
+    helpers.core.training.epoch_losses.TrainingDivergedError: The updates of epoch 1 left
+    non-finite values in 'w': training diverged. Try a smaller learning rate, or scale the features
     (sklearn.preprocessing.StandardScaler).
     """
     for name, value in {**weights, **statistics}.items():

@@ -27,9 +27,9 @@ class SchedulerAddressError(ValueError):
     >>> parse_scheduler_address("http://localhost:8787")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    benchmarks.scheduler_address.SchedulerAddressError: --scheduler http://localhost:8787 is a web
-    address (the dashboard?): the scheduler's is tcp://HOST:PORT, as `dask scheduler` prints it
-    (port 8786 by default).
+    benchmarks.sweep.scheduler_address.SchedulerAddressError: --scheduler http://localhost:8787 is
+    a web address (the dashboard?): the scheduler's is tcp://HOST:PORT, as `dask scheduler` prints
+    it (port 8786 by default).
     """
 
 
@@ -43,8 +43,8 @@ def parse_scheduler_address(text):
     >>> parse_scheduler_address("127.0.0.1")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    benchmarks.scheduler_address.SchedulerAddressError: --scheduler 127.0.0.1 has no port: write
-    tcp://127.0.0.1:8786 (8786 is dask's default).
+    benchmarks.sweep.scheduler_address.SchedulerAddressError: --scheduler 127.0.0.1 has no port:
+    write tcp://127.0.0.1:8786 (8786 is dask's default).
     """
     text = text.strip()
     if re.match(r"^https?://", text):
@@ -82,7 +82,7 @@ def check_scheduler(address, timeout=5.0):
     >>> check_scheduler("tcp://127.0.0.1:9", timeout=1)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    benchmarks.scheduler_address.SchedulerAddressError: Nothing answers at tcp://127.0.0.1:9
+    benchmarks.sweep.scheduler_address.SchedulerAddressError: Nothing answers at tcp://127.0.0.1:9
     (Connection refused). Start the scheduler there (dask scheduler --port 9), or give the address
     it prints.
     """

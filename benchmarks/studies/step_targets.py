@@ -1,7 +1,7 @@
 """The training-speed targets, measured side by side in one run.
 
 Each target compares a step of the helpers with a peer measured in the same
-process, alternating, as :mod:`benchmarks.thread_scaling` does (marginal cost
+process, alternating, as :mod:`benchmarks.studies.thread_scaling` does (marginal cost
 of a step: the fit of 4 epochs minus the fit of 1, over the extra steps, best
 of the repeats):
 
@@ -10,7 +10,7 @@ of the repeats):
 * MLP 500-500-1, batches of 1000: both APIs against the runtime's bound, the
   step's matrix products run by onnxruntime's kernels in one call;
 * each large model of the zoo, batches of 64: the faster of the two APIs
-  against torch eager (:mod:`benchmarks.zoo_targets`);
+  against torch eager (:mod:`benchmarks.studies.zoo_targets`);
 * the set-up of a refit of a model already built in this process (the
   training caches), for both APIs.
 
@@ -20,8 +20,8 @@ and the range of the repeats' ratios. It writes ``step_targets.md`` and
 ``step_targets.csv`` into ``--out``; ``--only`` keeps the targets whose name
 contains one of its words::
 
-    .venv/bin/python -m benchmarks.step_targets --out results/
-    .venv/bin/python -m benchmarks.step_targets --only zoo --out /tmp/targets
+    .venv/bin/python -m benchmarks.studies.step_targets --out results/
+    .venv/bin/python -m benchmarks.studies.step_targets --only zoo --out /tmp/targets
 """
 
 import argparse
@@ -30,17 +30,14 @@ import os
 import sys
 import time
 
-if __package__ in (None, ""):  # run as a file: python benchmarks/step_targets.py
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __package__ in (None, ""):  # run as a file: python benchmarks/studies/step_targets.py
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import pandas as pd
 
-from benchmarks import models as bm
-from benchmarks import your_model as ym
-from benchmarks.details import markdown_table
-from benchmarks.records import atomic_write_text, machine_info, machine_lines, package_versions
-from benchmarks.thread_scaling import FRAMEWORKS, LEARNING_RATE, make_fits, parse_size
-from benchmarks.zoo_targets import (
+from benchmarks.report.details import markdown_table
+from benchmarks.studies.thread_scaling import FRAMEWORKS, LEARNING_RATE, make_fits, parse_size
+from benchmarks.studies.zoo_targets import (
     FASTER_ORT,
     STEPS_PER_EPOCH,
     with_faster_ort,
@@ -48,6 +45,14 @@ from benchmarks.zoo_targets import (
     zoo_model_of,
     zoo_size,
 )
+from benchmarks.sweep.records import (
+    atomic_write_text,
+    machine_info,
+    machine_lines,
+    package_versions,
+)
+from benchmarks.workloads import models as bm
+from benchmarks.workloads import your_model as ym
 
 SKLEARN = "scikit-learn MLPRegressor"
 
@@ -185,7 +190,7 @@ def measure_refit_setup(threads, repeats=20):
 
     A copy of an optimizer fitted once is fitted on a single batch (one step),
     ``repeats`` times; the fastest such fit minus one step's time. The
-    optimizers are every study's (:func:`benchmarks.your_model.ort_makers`).
+    optimizers are every study's (:func:`benchmarks.workloads.your_model.ort_makers`).
     """
     from sklearn.base import clone  # noqa: PLC0415
 
@@ -306,9 +311,9 @@ def markdown(table, steps, threads, load=None):
         "",
         (
             f"Measured side by side in one run with {threads} threads for every framework "
-            "(`python -m benchmarks.step_targets`): marginal cost of a step from the fastest of "
-            "alternating repeats; `spread` is the range of the ratios of the single repeats. The "
-            "faster onnxruntime API is the faster of the two, repeat by repeat."
+            "(`python -m benchmarks.studies.step_targets`): marginal cost of a step from the "
+            "fastest of alternating repeats; `spread` is the range of the ratios of the single "
+            "repeats. The faster onnxruntime API is the faster of the two, repeat by repeat."
         ),
         "",
         *markdown_table(table),
@@ -327,7 +332,7 @@ def markdown(table, steps, threads, load=None):
 def main(argv=None):
     """Measure the targets; see ``--help``."""
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.step_targets", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.studies.step_targets", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "--threads", type=int, default=2, help="threads of every framework (default 2)"

@@ -9,7 +9,7 @@ permutation per epoch from the same seed), with the same loss and plain SGD.
 The point after ``k`` epochs is a fit of ``k`` epochs from scratch, set-up
 included (onnxruntime's training caches emptied first), timed as a whole,
 the best of a few repeats; the held-out accuracy is computed after the
-timing. ``python -m benchmarks.time_to_accuracy --out results/`` writes
+timing. ``python -m benchmarks.studies.time_to_accuracy --out results/`` writes
 ``time_to_accuracy.csv`` (a row per task, framework and epoch) and
 ``time_to_accuracy.png``; :func:`summary_lines` answers from the CSV.
 """
@@ -24,20 +24,20 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 if __package__ in (None, ""):  # run as a file
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
-from benchmarks import models as bm
-from benchmarks import style
-from benchmarks import your_model as ym
-from benchmarks.details import markdown_table
 from benchmarks.example_models import digits_mlp
-from benchmarks.ratios import speed_phrase
-from benchmarks.records import atomic_write_bytes, atomic_write_text
+from benchmarks.report import style
+from benchmarks.report.details import markdown_table
+from benchmarks.report.ratios import speed_phrase
+from benchmarks.sweep.records import atomic_write_bytes, atomic_write_text
+from benchmarks.workloads import models as bm
+from benchmarks.workloads import your_model as ym
 from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.datasets import load_classification_standardized
 
@@ -172,7 +172,7 @@ def framework_fits(
     """``fit(k) -> (last epoch's loss, trained model)``, per framework: fresh fits from ``module``.
 
     torch eager trains a copy of ``module``, both onnxruntime APIs its
-    export (:func:`benchmarks.your_model.ort_makers`); their training caches
+    export (:func:`benchmarks.workloads.your_model.ort_makers`); their training caches
     are emptied before each fit, which then pays a first fit's set-up.
 
     Examples
@@ -476,7 +476,7 @@ def plot(curves, title, value="heldout_value", ylabel=None, logy=False):
 def main(argv=None):
     """Measure the curves, write the CSV and the figure, print the summary; see ``--help``."""
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.time_to_accuracy", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.studies.time_to_accuracy", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)

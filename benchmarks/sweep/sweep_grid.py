@@ -13,9 +13,10 @@ import json
 import os
 import tomllib
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+#: The folder of the benchmark notebooks and their grids (``benchmarks/``).
+BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The grids that come with the project (``quick``, ``full``...).
-GRIDS = os.path.join(HERE, "grids")
+GRIDS = os.path.join(BENCHMARKS, "grids")
 
 
 def load_grid(name_or_path):
@@ -43,7 +44,7 @@ def load_grid(name_or_path):
     for name, spec in grid.items():
         if "notebook" not in spec:
             raise SystemExit(f"error: benchmark {name!r} in {path} names no notebook.")
-        notebook = os.path.join(HERE, spec["notebook"])
+        notebook = os.path.join(BENCHMARKS, spec["notebook"])
         if not os.path.exists(notebook):
             raise SystemExit(f"error: benchmark {name!r}: {notebook} does not exist.")
         spec["notebook"] = notebook

@@ -6,12 +6,12 @@ what it needs) and builds the model, reads its peak resident memory so far
 then reads its peak resident memory again. The difference is what training
 itself needs::
 
-    .venv/bin/python -m benchmarks.peak_memory --out results/
+    .venv/bin/python -m benchmarks.studies.peak_memory --out results/
 
 writes ``peak_memory.csv`` and ``peak_memory.png``. The same processes time
 what torch and onnxruntime set up before their first step, on a first fit
 and on a refit (:func:`setup_costs`); every model of the zoo, both
-measured: :mod:`benchmarks.zoo_costs`.
+measured: :mod:`benchmarks.studies.zoo_costs`.
 """
 
 import argparse
@@ -23,7 +23,7 @@ import sys
 import time
 
 if __package__ in (None, ""):  # run as a file
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 #: The frameworks measured, each in a process of its own.
 FRAMEWORKS = ("ort whole-training", "ort forward-backward", "torch eager", "scikit-learn")
@@ -259,7 +259,7 @@ def _child(
     """
     import numpy as np
 
-    from benchmarks.model_inputs import InputSpec, random_inputs  # numpy only
+    from benchmarks.workloads.model_inputs import InputSpec, random_inputs  # numpy only
 
     X = random_inputs(n_samples, InputSpec(input_shape or (n_features,), input_dtype, vocabulary))
     y = np.random.default_rng(1).standard_normal((n_samples, n_outputs), dtype=np.float32)
@@ -316,7 +316,7 @@ def measure(
     (``n_outputs`` outputs; scikit-learn is then left out). Its samples
     have the shape ``input_shape`` (default ``(n_features,)``) and the dtype
     ``input_dtype``: random floats, or for ``'int64'`` token ids below
-    ``vocabulary`` (see :class:`benchmarks.model_inputs.InputSpec`).
+    ``vocabulary`` (see :class:`benchmarks.workloads.model_inputs.InputSpec`).
     ``frameworks`` names those to measure (those that can train the model).
     ``repeats``: one-step refits, the fastest of which gives the refit's set-up.
 
@@ -350,7 +350,7 @@ def measure(
             "vocabulary": vocabulary,
             "repeats": repeats,
         }
-        code = f"from benchmarks.peak_memory import _child; _child(**{kwargs!r})"
+        code = f"from benchmarks.studies.peak_memory import _child; _child(**{kwargs!r})"
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=False
         )
@@ -369,7 +369,7 @@ def plot(df, title):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from benchmarks import style
+    from benchmarks.report import style
 
     fig, ax = plt.subplots(figsize=(7, 0.6 * len(df) + 1.5))
     colors = [style.color(f) for f in df.framework]
@@ -390,10 +390,10 @@ def plot(df, title):
 
 def main(argv=None):
     """Measure and write; see ``--help``."""
-    from benchmarks.records import atomic_write_bytes, atomic_write_text
+    from benchmarks.sweep.records import atomic_write_bytes, atomic_write_text
 
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.peak_memory", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.studies.peak_memory", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--quick", action="store_true", help="a tiny network (tests)")
     parser.add_argument("--out", default="results")

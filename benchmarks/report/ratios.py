@@ -1,14 +1,14 @@
 """A ratio of two timings and how it reads: faster, slower or the same, with the caveat it carries.
 
-The summary's answer (:mod:`benchmarks.aggregate`), the model zoo's
-(:mod:`benchmarks.zoo_summary`) and ``bench_your_model``'s sentences
-(:mod:`benchmarks.your_model`) all compare an onnxruntime API with a peer
+The summary's answer (:mod:`benchmarks.report.aggregate`), the model zoo's
+(:mod:`benchmarks.report.zoo_summary`) and ``bench_your_model``'s sentences
+(:mod:`benchmarks.workloads.your_model`) all compare an onnxruntime API with a peer
 by the ratio of their times; they read it with the same threshold.
 """
 
 import numpy as np
 
-from benchmarks.caveats import ratio_caveat
+from benchmarks.report.caveats import ratio_caveat
 
 #: Two timings within this factor of each other are "the same".
 SAME_WITHIN = 1.05
@@ -89,7 +89,7 @@ def framework_ratios(group, measure, pairs):
 
     Each framework's time is the median of its rows' ``measure``; the
     ratio's caveat joins the caveats of both frameworks' rows
-    (:func:`benchmarks.caveats.ratio_caveat`). Pairs keep their order.
+    (:func:`benchmarks.report.caveats.ratio_caveat`). Pairs keep their order.
 
     Examples
     --------

@@ -19,11 +19,11 @@ configuration and framework, with these keys (absent when they do not apply):
   reference's), ``note``, ``error``;
 * for ``your_model``: ``family``, ``input_shape``, ``input_dtype``,
   ``n_weights``, ``compile_time_s`` (the model zoo's table,
-  :mod:`benchmarks.zoo_summary`).
+  :mod:`benchmarks.report.zoo_summary`).
 
 :func:`summarize` writes ``summary.md`` (the answer, the conditions, the
 targets, the plots: at most a page), ``details.md`` (every table),
-``summary.csv`` (every row) and the plots (:mod:`benchmarks.plots`).
+``summary.csv`` (every row) and the plots (:mod:`benchmarks.report.plots`).
 Figures of different machines are never mixed: the answer has one table per
 machine.
 """
@@ -34,14 +34,14 @@ import os
 
 import pandas as pd
 
-from benchmarks.caveats import add_caveats, with_caveat
-from benchmarks.details import markdown_table, size_label, write_details
-from benchmarks.ratios import framework_ratios, speed_phrase, value_range, verdict
-from benchmarks.records import atomic_write_text, machine_lines, results_file
-from benchmarks.suite_ratios import suite_lines
-from benchmarks.summary_terms import glossary_lines, targets_in_words
-from benchmarks.zoo_costs import zoo_costs_section
-from benchmarks.zoo_summary import zoo_details, zoo_section
+from benchmarks.report.caveats import add_caveats, with_caveat
+from benchmarks.report.details import markdown_table, size_label, write_details
+from benchmarks.report.ratios import framework_ratios, speed_phrase, value_range, verdict
+from benchmarks.report.suite_ratios import suite_lines
+from benchmarks.report.summary_terms import glossary_lines, targets_in_words
+from benchmarks.report.zoo_summary import zoo_details, zoo_section
+from benchmarks.studies.zoo_costs import zoo_costs_section
+from benchmarks.sweep.records import atomic_write_text, machine_lines, results_file
 
 #: The two onnxruntime APIs and their peers, as in the records.
 APIS = {
@@ -89,7 +89,7 @@ def _machine(record):
 
 
 def _machine_blocks(df, results):
-    """The machine in full (:func:`benchmarks.records.machine_lines`), per machine of the runs."""
+    """The machine in full (:func:`benchmarks.sweep.records.machine_lines`), one per machine."""
     machines = {}
     for path in record_paths(results, set(df.run) if "run" in df else None).values():
         record = _read(path)
@@ -137,7 +137,7 @@ def answer_ratios(df):
     ``torch.compile`` (plain SGD only: AdamW has no forward/backward row);
     the scikit-learn benchmark compares whole fits (same epochs, same
     update rule). Each ratio carries the caveats of its two timings
-    (:mod:`benchmarks.caveats`) and whether its runs shared their cores.
+    (:mod:`benchmarks.report.caveats`) and whether its runs shared their cores.
 
     Returns
     -------
@@ -315,7 +315,7 @@ def _time_to_accuracy(results):
     path = results_file(results, "time_to_accuracy.csv")
     if path is None:
         return []
-    from benchmarks.time_to_accuracy import summary_lines  # noqa: PLC0415  (imports torch)
+    from benchmarks.studies.time_to_accuracy import summary_lines  # noqa: PLC0415  (imports torch)
 
     plot = os.path.relpath(os.path.join(os.path.dirname(path), "time_to_accuracy.png"), results)
     return (
@@ -327,7 +327,7 @@ def _time_to_accuracy(results):
             "",
             "Same model, weights, batches and plain SGD in every framework; the point after k "
             "epochs is a fresh fit of k epochs, set-up included (`python -m "
-            "benchmarks.time_to_accuracy`).",
+            "benchmarks.studies.time_to_accuracy`).",
             "",
         ]
     )
@@ -404,7 +404,7 @@ def summary_text(df, results, plots):
             "## Targets",
             "",
             "Each target for the configuration it was set for, measured side by side by "
-            f"`python -m benchmarks.step_targets` ([{os.path.basename(path)}]({path})):",
+            f"`python -m benchmarks.studies.step_targets` ([{os.path.basename(path)}]({path})):",
             "",
         ]
         table, zoo = targets_in_words(targets)
@@ -434,7 +434,8 @@ def summarize(results, run_ids=None):
     list of str
         The paths written.
     """
-    from .plots import write_plots  # noqa: PLC0415  (matplotlib, only when summarizing)
+    # matplotlib, only when summarizing
+    from benchmarks.report.plots import write_plots  # noqa: PLC0415
 
     df = load_rows(results, run_ids)
     os.makedirs(results, exist_ok=True)

@@ -7,18 +7,18 @@ faster of whole-training and forward/backward in that configuration) over
 the peer's: a step's time against torch, a whole fit's against scikit-learn.
 A configuration is *clean* when none of its timings carries a caveat
 (noisy repeats, a busy machine, shared cores, a time not measurable:
-:mod:`benchmarks.caveats`); only clean configurations make the geometric
+:mod:`benchmarks.report.caveats`); only clean configurations make the geometric
 mean, the range and the count of wins, and the others are counted apart.
 Every ratio reads in one convention, ``'1.7x faster'`` or ``'2.2x slower'``
-(:func:`benchmarks.ratios.speed_phrase`).
+(:func:`benchmarks.report.ratios.speed_phrase`).
 """
 
 import numpy as np
 import pandas as pd
 
-from benchmarks.caveats import ratio_caveat
-from benchmarks.details import markdown_table
-from benchmarks.ratios import framework_ratios, span_phrase, speed_phrase, verdict
+from benchmarks.report.caveats import ratio_caveat
+from benchmarks.report.details import markdown_table
+from benchmarks.report.ratios import framework_ratios, span_phrase, speed_phrase, verdict
 
 #: The two onnxruntime APIs, as in the records, and their short names.
 APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward/backward"}
@@ -51,7 +51,7 @@ def suite_ratios(df):
     Parameters
     ----------
     df : pandas.DataFrame
-        Every row of a sweep (:func:`benchmarks.aggregate.load_rows`: ``caveat`` per row).
+        Every row of a sweep (:func:`benchmarks.report.aggregate.load_rows`: ``caveat`` per row).
 
     Returns
     -------

@@ -7,7 +7,7 @@ comment renders as nothing on GitHub, in Jupyter and on the site)::
     the ResNet (<!-- fig: zoo.resnet_large.t2 -->1.8x slower<!-- /fig -->)
 
 :data:`FIGURES` computes each name's text from a committed results file
-(:mod:`benchmarks.figure_sources`). ``python -m benchmarks.quoted_figures``
+(:mod:`benchmarks.figures.figure_sources`). ``python -m benchmarks.figures.quoted_figures``
 rewrites every marked figure of :data:`DOCUMENTS` after the results change;
 ``--check`` rewrites nothing and exits 1 listing each figure that differs.
 ``tests/test_quoted_figures.py`` runs the check, and fails on a
@@ -21,9 +21,9 @@ import os
 import re
 import sys
 
-from benchmarks import figure_sources as src
-from benchmarks.figure_names import FIGURES
-from benchmarks.records import atomic_write_text
+from benchmarks.figures import figure_sources as src
+from benchmarks.figures.figure_names import FIGURES
+from benchmarks.sweep.records import atomic_write_text
 
 #: A marked figure: its name, then the text quoted, on one line.
 MARK = re.compile(r"<!-- fig: (?P<name>[\w.-]+) -->(?P<text>.*?)<!-- /fig -->")
@@ -186,7 +186,7 @@ def refresh(root, check=False):
 
 
 def main(argv=None):
-    """``python -m benchmarks.quoted_figures [--check] [--root DIR]``; exit status 1 on a
+    """``python -m benchmarks.figures.quoted_figures [--check] [--root DIR]``; exit status 1 on a
     difference.
 
     Examples

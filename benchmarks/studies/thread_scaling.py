@@ -9,14 +9,14 @@ measures the marginal cost of one training step of
 * the forward/backward API (:class:`helpers.OrtGradientForwardBackwardOptimizer`),
 * torch eager (the same network, ``MSELoss``, ``torch.optim.SGD``),
 * the onnxruntime bound: the step's five matrix products run by onnxruntime's
-  kernels in one session call (:class:`benchmarks.trainers.OrtStepProducts`),
+  kernels in one session call (:class:`benchmarks.workloads.trainers.OrtStepProducts`),
 * numpy's products: the same five products with numpy's BLAS
-  (:class:`benchmarks.trainers.NumpyMatmul`).
+  (:class:`benchmarks.workloads.trainers.NumpyMatmul`).
 
 Every one of them runs whole epochs (a permutation of the rows per epoch, the
 shuffled rows gathered, one step per batch), and the marginal cost of a step is
 ``(fit of E2 epochs - fit of E1 epochs) / extra steps``, best of alternating
-repeats (:func:`benchmarks.models.marginal_step_cost`), so that the set-up of
+repeats (:func:`benchmarks.workloads.models.marginal_step_cost`), so that the set-up of
 a fit (artifacts, sessions) is not counted in the step. Threads are given to
 each framework explicitly: ``n_threads`` to the onnxruntime optimizers and to
 the bound, ``torch.set_num_threads`` to torch, ``threadpoolctl`` to numpy's BLAS.
@@ -25,7 +25,7 @@ It writes, in ``--out``: ``thread_scaling.csv`` (one row per size, thread count
 and framework), ``thread_scaling.md`` (the answer, a table, the machine) and
 ``thread_scaling.png`` (time per step against threads, one panel per size)::
 
-    .venv/bin/python -m benchmarks.thread_scaling --threads 1,2 --out results/
+    .venv/bin/python -m benchmarks.studies.thread_scaling --threads 1,2 --out results/
 """
 
 import argparse
@@ -35,16 +35,21 @@ import re
 import sys
 import time
 
-if __package__ in (None, ""):  # run as a file: python benchmarks/thread_scaling.py
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __package__ in (None, ""):  # run as a file: python benchmarks/studies/thread_scaling.py
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import numpy as np
 import pandas as pd
 
-from benchmarks import models as bm
-from benchmarks import style
-from benchmarks import trainers as bt
-from benchmarks.records import atomic_write_bytes, machine_info, machine_lines, package_versions
+from benchmarks.report import style
+from benchmarks.sweep.records import (
+    atomic_write_bytes,
+    machine_info,
+    machine_lines,
+    package_versions,
+)
+from benchmarks.workloads import models as bm
+from benchmarks.workloads import trainers as bt
 
 #: The sizes measured by default: the small MLP of the targets and the large one.
 PRESETS = ("100-50-1@100", "500-500-1@1000")
@@ -387,7 +392,7 @@ def plot(df):
 def main(argv=None):
     """Measure, then write the CSV, the markdown summary and the plot; see ``--help``."""
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.thread_scaling",
+        prog="python -m benchmarks.studies.thread_scaling",
         description="Marginal cost of a training step against the number of threads: both "
         "onnxruntime "
         "APIs, torch eager, onnxruntime's matrix products (the bound) and numpy's.",

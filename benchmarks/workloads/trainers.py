@@ -4,7 +4,7 @@
 :class:`OrtForwardBackwardTrainer` run one training step (forward, loss,
 backward, update) of torch, of the whole-training API and of the
 forward/backward API, all minimizing ``mean((prediction - y) ** 2)`` from
-the same weights (:mod:`benchmarks.models`). :class:`NumpyMatmul` and
+the same weights (:mod:`benchmarks.workloads.models`). :class:`NumpyMatmul` and
 :class:`OrtStepProducts` run the matrix products of one step alone, in numpy
 (BLAS) and in onnxruntime's kernels: the references of the scaling
 benchmark, the second the runtime's own bound. Each trainer has
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from benchmarks.models import mlp_layers, torch_layers, torch_mlp
+from benchmarks.workloads.models import mlp_layers, torch_layers, torch_mlp
 
 
 class TorchTrainer:

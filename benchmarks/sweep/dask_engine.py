@@ -3,7 +3,7 @@
 
 Each run is a task: the notebook and its parameters travel to a worker,
 which executes it in a temporary folder of its machine and hands back the
-record and the executed notebook (:func:`benchmarks.notebook_runs.run_notebook`).
+record and the executed notebook (:func:`benchmarks.sweep.notebook_runs.run_notebook`).
 :func:`run_on_dask` collects them as they complete and keeps the sweep honest
 when the cluster misbehaves:
 
@@ -27,7 +27,7 @@ import warnings
 
 from tqdm.auto import tqdm
 
-from .notebook_runs import run_notebook
+from benchmarks.sweep.notebook_runs import run_notebook
 
 #: Seconds without any worker before the sweep says so.
 NO_WORKER_NOTICE_S = 30.0
@@ -43,7 +43,7 @@ def _by_value(function):
     """A copy of ``function`` that dask sends by value.
 
     The scheduler unpickles the tasks it receives and the workers run them:
-    a function sent by reference (``benchmarks.notebook_runs.run_notebook``) would
+    a function sent by reference (``benchmarks.sweep.notebook_runs.run_notebook``) would
     need this checkout importable on every machine of the cluster. pickle
     cannot find this copy by its name, so dask falls back to cloudpickle,
     which sends its code (and that of the functions of its module it calls,
@@ -146,7 +146,7 @@ def run_on_dask(sweep, client, stop_without_workers=None):
 
     Parameters
     ----------
-    sweep : benchmarks.runner.Sweep
+    sweep : benchmarks.sweep.runner.Sweep
         Its ``todo`` runs; each outcome goes to ``sweep.done``.
     client : distributed.Client
     stop_without_workers : float, optional

@@ -2,7 +2,7 @@
 
 Each benchmark's table has the few columns that answer (the configuration,
 the framework, the time, the ratio to its reference, the loss, and the
-caveat or error of the row: :mod:`benchmarks.caveats`); every column of
+caveat or error of the row: :mod:`benchmarks.report.caveats`); every column of
 every row is in the benchmark's CSV beside it (``details_<benchmark>.csv``).
 The scaling benchmark, one row per framework and value of the varied
 parameter, reads better as one table per parameter: values down, frameworks
@@ -14,8 +14,8 @@ import os
 import numpy as np
 import pandas as pd
 
-from benchmarks.caveats import ratio_caveat, short_caveat
-from benchmarks.ratios import speed_phrase
+from benchmarks.report.caveats import ratio_caveat, short_caveat
+from benchmarks.report.ratios import speed_phrase
 
 #: How the sizes of the MLPs of the torch and scikit-learn benchmarks read.
 _LINEAR_SIZE = "linear {n_features} features, batch {batch_size}"
@@ -171,11 +171,11 @@ def details_text(df, csv_names=None, header=(), answers=()):
     Parameters
     ----------
     df : pandas.DataFrame
-        Every row of the sweep (:func:`benchmarks.aggregate.load_rows`).
+        Every row of the sweep (:func:`benchmarks.report.aggregate.load_rows`).
     csv_names : dict, optional
         Benchmark to the name of its CSV, linked under its table.
     header : list of str
-        The machine in full (:func:`benchmarks.records.machine_lines`), under the title.
+        The machine in full (:func:`benchmarks.sweep.records.machine_lines`), under the title.
     answers : list of str
         The summary's answers per configuration (its ratios, under their own headings), first.
     """

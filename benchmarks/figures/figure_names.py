@@ -1,21 +1,21 @@
 """The name of each figure the documents quote, and how it is computed from the results.
 
 :data:`FIGURES` maps a name, as a document marks it (``<!-- fig: NAME -->``),
-to a function of :class:`benchmarks.figure_sources.Results` that returns the
-text to quote. :mod:`benchmarks.quoted_figures` finds the marks and rewrites
+to a function of :class:`benchmarks.figures.figure_sources.Results` that returns the
+text to quote. :mod:`benchmarks.figures.quoted_figures` finds the marks and rewrites
 them.
 
 Examples
 --------
->>> from benchmarks.figure_sources import Results
+>>> from benchmarks.figures.figure_sources import Results
 >>> FIGURES["target.zoo.resnet_large.verdict"](Results(".")).startswith(("met", "missed"))
 True
 """
 
 from functools import partial as fig
 
-from benchmarks import figure_profiles as profiles
-from benchmarks import figure_sources as src
+from benchmarks.figures import figure_profiles as profiles
+from benchmarks.figures import figure_sources as src
 
 _S16 = "thread_scaling_16_cores.csv"
 _S2 = "thread_scaling.csv"
@@ -49,7 +49,8 @@ _BN_MODELS = ("batchnorm_mlp_large", "resnet_large", "mobilenet_large")
 _CONV = "conv gradients (input+weight)"
 _POOL, _CONV1D = "Max pooling in CNN training steps", "Convolution gradients"
 
-#: Each quoted figure by name: a function of :class:`benchmarks.figure_sources.Results` to its text.
+#: Each quoted figure by name: a function of
+#: :class:`benchmarks.figures.figure_sources.Results` to its text.
 FIGURES = {
     "mlp.whole.t2": fig(src.api_span, api="ort whole-training", peer="torch eager", threads=2),
     "mlp.fb.t2": fig(src.api_span, api="ort forward-backward", peer="torch eager", threads=2),

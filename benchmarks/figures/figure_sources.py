@@ -3,7 +3,7 @@
 Each function below takes a :class:`Results` (the committed files of a
 checkout, read once) and returns the text a document quotes: a ratio
 phrase (``'1.8x slower'``), a range (``'1.7x to 4.6x faster'``), a value
-with its unit. :data:`benchmarks.quoted_figures.FIGURES` names each figure
+with its unit. :data:`benchmarks.figures.quoted_figures.FIGURES` names each figure
 the documents quote with one of them.
 """
 
@@ -14,11 +14,11 @@ import os
 
 import pandas as pd
 
-from benchmarks.aggregate import answer_ratios
-from benchmarks.ratios import span_phrase, speed_phrase, value_range, verdict
-from benchmarks.suite_ratios import suite_ratios, suite_table
-from benchmarks.zoo_costs import compared
-from benchmarks.zoo_summary import zoo_ratios
+from benchmarks.report.aggregate import answer_ratios
+from benchmarks.report.ratios import span_phrase, speed_phrase, value_range, verdict
+from benchmarks.report.suite_ratios import suite_ratios, suite_table
+from benchmarks.report.zoo_summary import zoo_ratios
+from benchmarks.studies.zoo_costs import compared
 
 #: The section of ``results/kernel_survey.md`` with one side-by-side profile per model.
 KERNEL_SECTION = "onnxruntime against torch, kernel by kernel"
@@ -62,7 +62,7 @@ class Results:
 
     @functools.cached_property
     def answer(self):
-        """The ratios of each API to its peers (:func:`benchmarks.aggregate.answer_ratios`)."""
+        """Each API's ratios to its peers (:func:`benchmarks.report.aggregate.answer_ratios`)."""
         return answer_ratios(self.summary)
 
     @functools.cached_property
@@ -305,7 +305,7 @@ def accuracy_figure(results, task):
     >>> accuracy_figure(Results("."), "digits CNN").endswith(("faster", "slower", "same"))
     True
     """
-    from benchmarks.time_to_accuracy import ORT_APIS, target_table
+    from benchmarks.studies.time_to_accuracy import ORT_APIS, target_table
 
     table = target_table(results.csv("time_to_accuracy.csv"))
     rows = table[(table.task == task) & table.framework.isin(ORT_APIS)]

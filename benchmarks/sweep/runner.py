@@ -1,8 +1,8 @@
 """Run the benchmark notebooks over a grid of parameters, then summarize.
 
-A sweep expands a grid (:func:`benchmarks.sweep_grid.load_grid`,
-:func:`~benchmarks.sweep_grid.expand`) into runs, one notebook executed by papermill with one set of
-parameters each, and sends them to an engine:
+A sweep expands a grid (:func:`benchmarks.sweep.sweep_grid.load_grid`,
+:func:`~benchmarks.sweep.sweep_grid.expand`) into runs, one notebook executed by papermill with one
+set of parameters each, and sends them to an engine:
 
 * sequential (the default): one run after the other in this process;
 * ``--jobs N``: a ``dask.distributed.LocalCluster`` of N one-thread worker
@@ -11,8 +11,8 @@ parameters each, and sends them to an engine:
   on other machines (no shared file system needed).
 
 Wherever it runs, a run executes in a temporary folder of the machine that
-runs it (:func:`benchmarks.notebook_runs.run_notebook`) and hands back its record (the JSON the
-notebook writes at its end) and the executed notebook; this process adds
+runs it (:func:`benchmarks.sweep.notebook_runs.run_notebook`) and hands back its record (the
+JSON the notebook writes at its end) and the executed notebook; this process adds
 ``worker`` (address, processor, threads of the machine that ran it) to the
 record and writes, each atomically, into the results folder:
 
@@ -43,11 +43,15 @@ import warnings
 
 from tqdm.auto import tqdm
 
-from .aggregate import summarize
-from .dask_engine import NoWorkerLeft, check_workers, dask_client, run_on_dask
-from .notebook_runs import is_complete, run_notebook, store
-from .scheduler_address import SchedulerAddressError, check_scheduler, parse_scheduler_address
-from .sweep_grid import expand, load_grid
+from benchmarks.report.aggregate import summarize
+from benchmarks.sweep.dask_engine import NoWorkerLeft, check_workers, dask_client, run_on_dask
+from benchmarks.sweep.notebook_runs import is_complete, run_notebook, store
+from benchmarks.sweep.scheduler_address import (
+    SchedulerAddressError,
+    check_scheduler,
+    parse_scheduler_address,
+)
+from benchmarks.sweep.sweep_grid import expand, load_grid
 
 #: Where sweeps go unless told (relative to the current folder; git ignores it).
 DEFAULT_RESULTS = os.path.join("results", "local")
@@ -86,8 +90,8 @@ class Sweep:
             self._progress.close()
 
     def arguments(self, run):
-        """The arguments of :func:`~benchmarks.notebook_runs.run_notebook` for ``run``, the notebook
-        read here."""
+        """The arguments of :func:`~benchmarks.sweep.notebook_runs.run_notebook` for ``run``, the
+        notebook read here."""
         with open(run["notebook"], encoding="utf-8") as f:
             source = f.read()
         return os.path.basename(run["notebook"]), source, run["parameters"], self.kernel_name

@@ -4,14 +4,14 @@ For each model of :data:`benchmarks.example_models.ZOO` and each framework
 that trains it (both onnxruntime APIs, torch eager), a fresh process imports
 the framework, prepares the model (onnxruntime: exports it), reads its peak
 resident memory, fits it and reads it again
-(:func:`benchmarks.peak_memory.measure`, on batches of 64 random samples of
+(:func:`benchmarks.studies.peak_memory.measure`, on batches of 64 random samples of
 the model's input, squared error, plain SGD). The same process times the
 set-up of a first fit, with the training caches empty (export, training
 graph or artifacts, sessions), and of a refit that finds them in the caches
 (:mod:`helpers.core.machine.training_cache`); torch's set-up builds its module and
-optimizer (:func:`benchmarks.peak_memory.setup_costs`)::
+optimizer (:func:`benchmarks.studies.peak_memory.setup_costs`)::
 
-    python -m benchmarks.zoo_costs --out results [--quick] [--models resnet_small ...]
+    python -m benchmarks.studies.zoo_costs --out results [--quick] [--models resnet_small ...]
 
 writes ``zoo_costs.csv`` (one row per model and framework);
 :func:`zoo_costs_section` is its part of the summary.
@@ -25,14 +25,14 @@ import time
 import pandas as pd
 
 if __package__ in (None, ""):  # run as a file
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from benchmarks import models as bm
-from benchmarks.details import markdown_table
 from benchmarks.example_models import ZOO
-from benchmarks.ratios import value_range, verdict
-from benchmarks.records import results_file
-from benchmarks.zoo_summary import APIS, model_label
+from benchmarks.report.details import markdown_table
+from benchmarks.report.ratios import value_range, verdict
+from benchmarks.report.zoo_summary import APIS, model_label
+from benchmarks.sweep.records import results_file
+from benchmarks.workloads import models as bm
 
 #: The frameworks that train every model of the zoo, each in a process of its own.
 FRAMEWORKS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD, bm.TORCH)
@@ -54,11 +54,11 @@ FULL = {"steps_per_epoch": 4, "epochs": 2, "repeats": 3}
 QUICK = {"steps_per_epoch": 2, "epochs": 1, "repeats": 1}
 #: The file, and the name of the command that writes it.
 CSV_NAME = "zoo_costs.csv"
-COMMAND = "python -m benchmarks.zoo_costs"
+COMMAND = "python -m benchmarks.studies.zoo_costs"
 
 
 def zoo_input(name):
-    """What :func:`benchmarks.peak_memory.measure` needs of a zoo model: its samples, its outputs.
+    """What :func:`~benchmarks.studies.peak_memory.measure` needs of a zoo model: samples, outputs.
 
     Examples
     --------
@@ -66,7 +66,7 @@ def zoo_input(name):
     {'input_shape': (32,), 'input_dtype': 'int64', 'vocabulary': 1000, 'n_outputs': 7}
     """
     from benchmarks import example_models
-    from benchmarks.model_inputs import input_spec, output_width
+    from benchmarks.workloads.model_inputs import input_spec, output_width
 
     module = getattr(example_models, name)()
     spec = input_spec(module, ZOO[name][1])
@@ -96,10 +96,10 @@ def measure_zoo(models=None, steps_per_epoch=4, epochs=2, repeats=3, log=None):
     Returns
     -------
     pandas.DataFrame
-        ``model`` and the columns of :func:`benchmarks.peak_memory.measure`, the
+        ``model`` and the columns of :func:`benchmarks.studies.peak_memory.measure`, the
         training caches' counts included.
     """
-    from benchmarks.peak_memory import measure
+    from benchmarks.studies.peak_memory import measure
 
     frames = []
     for name in models or list(ZOO):
@@ -295,7 +295,7 @@ def zoo_costs_section(results):
 
 def main(argv=None):
     """Measure and write ``zoo_costs.csv``; see ``--help``."""
-    from benchmarks.records import atomic_write_text
+    from benchmarks.sweep.records import atomic_write_text
 
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
     parser.add_argument(

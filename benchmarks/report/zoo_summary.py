@@ -10,8 +10,8 @@ answer first and a short table of ratios, one per machine.
 
 import pandas as pd
 
-from benchmarks.caveats import with_caveat
-from benchmarks.ratios import framework_ratios, speed_phrase, verdict
+from benchmarks.report.caveats import with_caveat
+from benchmarks.report.ratios import framework_ratios, speed_phrase, verdict
 
 #: The onnxruntime APIs and the torch runs they are compared with, as in the records.
 APIS = {"ort whole-training": "whole-training", "ort forward-backward": "forward/backward"}
@@ -56,7 +56,7 @@ def zoo_ratios(df):
     pandas.DataFrame
         Columns ``machine``, ``family``, ``label``, ``n_weights``, ``threads``, ``api``, ``peer``,
         ``ratio`` and ``caveat`` (why the ratio is no finding, or ``''``:
-        :mod:`benchmarks.caveats`).
+        :mod:`benchmarks.report.caveats`).
 
     Examples
     --------
@@ -109,7 +109,7 @@ def _verdicts(ratios, peer):
     """Model label to 'faster', 'slower' or 'mixed': the faster API against ``peer``, at every
     thread count.
 
-    Only ratios without a caveat count (:mod:`benchmarks.caveats`).
+    Only ratios without a caveat count (:mod:`benchmarks.report.caveats`).
     """
     clean = ratios if "caveat" not in ratios else ratios[ratios.caveat.fillna("") == ""]
     best = clean[clean.peer == peer].groupby(["label", "threads"]).ratio.min()

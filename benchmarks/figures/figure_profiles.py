@@ -1,17 +1,17 @@
 """Figures read from the committed profiles: the tables of ``results/kernel_survey.md``.
 
-Each function takes a :class:`benchmarks.figure_sources.Results` and returns
+Each function takes a :class:`benchmarks.figures.figure_sources.Results` and returns
 the text a document quotes (a share of the machine's peak, a kernel's time
 against torch's, a rewrite's measured ratio);
-:data:`benchmarks.figure_names.FIGURES` names each figure quoted.
+:data:`benchmarks.figures.figure_names.FIGURES` names each figure quoted.
 """
 
 import re
 
 import pandas as pd
 
-from benchmarks.figure_sources import Results  # noqa: F401  (the examples use it)
-from benchmarks.ratios import value_range
+from benchmarks.figures.figure_sources import Results  # noqa: F401  (the examples use it)
+from benchmarks.report.ratios import value_range
 
 
 def kernel_value(results, model, family, column):

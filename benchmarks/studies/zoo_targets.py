@@ -5,17 +5,18 @@ on batches of :data:`~benchmarks.profiles.kernel_survey.ZOO_BATCH` random
 samples of its input (:func:`benchmarks.profiles.kernel_survey.zoo_model`)
 with plain SGD, in both onnxruntime APIs and in torch eager, from the same
 weights on the same batches (the fits of ``bench_your_model``:
-:func:`benchmarks.your_model.ort_fits`, :func:`benchmarks.your_model.torch_fit`).
-The target of :mod:`benchmarks.step_targets` compares the faster of the two
+:func:`benchmarks.workloads.your_model.ort_fits`,
+:func:`benchmarks.workloads.your_model.torch_fit`).
+The target of :mod:`benchmarks.studies.step_targets` compares the faster of the two
 APIs with torch, round by round.
 """
 
 import numpy as np
 
 from benchmarks import example_models
-from benchmarks import models as bm
 from benchmarks.profiles.kernel_survey import ZOO_BATCH, zoo_model
-from benchmarks.your_model import ort_fits, torch_fit
+from benchmarks.workloads import models as bm
+from benchmarks.workloads.your_model import ort_fits, torch_fit
 
 #: The faster of the two onnxruntime APIs, as a framework of the targets' tables.
 FASTER_ORT = "faster onnxruntime API"

@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 
-from benchmarks.records import atomic_write_bytes, atomic_write_text
+from benchmarks.sweep.records import atomic_write_bytes, atomic_write_text
 
 #: Seconds between two looks at the stop flag while a run executes.
 POLL_S = 0.5
@@ -22,7 +22,7 @@ RUN_FOLDER_PREFIX = "bench-"
 
 def _worker_info():
     """The machine that executes this run: dask worker address (or 'local'), threads, processor."""
-    from benchmarks.records import machine_info  # noqa: PLC0415
+    from benchmarks.sweep.records import machine_info  # noqa: PLC0415
 
     try:
         from distributed import get_worker  # noqa: PLC0415

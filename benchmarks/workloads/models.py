@@ -15,7 +15,7 @@ the pieces that make that true once, for every notebook:
   :func:`marginal_step_cost`, :func:`is_comparable`: timing, and the check
   that compared runs reached comparable losses.
 
-One training step per framework is in :mod:`benchmarks.trainers`.
+One training step per framework is in :mod:`benchmarks.workloads.trainers`.
 
 The loss is torch's ``MSELoss``, the ``squared_error`` of
 :func:`helpers.add_loss_output`: twice scikit-learn's, whose squared error
@@ -39,7 +39,7 @@ from helpers.measure.timing import (  # noqa: F401 (the benchmarks' notebooks us
 from helpers.teaching.datasets import random_regression, split_standardized  # noqa: F401 (re-exported)
 from helpers.teaching.sklearn_bridge import fit_first_epoch
 
-#: Framework names, exactly as :mod:`benchmarks.aggregate` expects them.
+#: Framework names, exactly as :mod:`benchmarks.report.aggregate` expects them.
 SKLEARN = "scikit-learn"
 TORCH = "torch eager"
 TORCH_COMPILE = "torch.compile"
@@ -52,7 +52,7 @@ ORT_BOUND = "onnxruntime matmul bound"
 #: The two references: the step's matrix products alone, not frameworks.
 BOUNDS = (NUMPY_MATMUL, ORT_BOUND)
 
-#: The columns every benchmark row has (see :mod:`benchmarks.aggregate`).
+#: The columns every benchmark row has (see :mod:`benchmarks.report.aggregate`).
 ROW_KEYS = (
     "benchmark",
     "model",

@@ -11,9 +11,8 @@ import os
 
 import numpy as np
 
-from benchmarks.records import atomic_write_bytes
-
-from . import style
+from benchmarks.report import style
+from benchmarks.sweep.records import atomic_write_bytes
 
 #: Line styles of the references in the scaling plots.
 REFERENCE_STYLES = {"numpy matmul": ":", "onnxruntime matmul bound": "--"}

@@ -20,10 +20,10 @@ import time
 import numpy as np  # noqa: F401  (the examples use it)
 import torch  # noqa: F401  (the examples call it)
 
-from benchmarks import models as bm
-from benchmarks.caveats import ratio_caveat
-from benchmarks.model_inputs import weighted_layers
-from benchmarks.ratios import speed_phrase
+from benchmarks.report.caveats import ratio_caveat
+from benchmarks.report.ratios import speed_phrase
+from benchmarks.workloads import models as bm
+from benchmarks.workloads.model_inputs import weighted_layers
 from helpers.teaching.torch_reference import torch_fit as reference_fit
 
 #: The loss of each task: its name in both onnxruntime APIs, and in words (plots, tables).
@@ -356,7 +356,7 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
     curves : pandas.DataFrame
         ``framework``, ``seconds``, ``loss``: the time-to-loss points.
     memory : pandas.DataFrame, optional
-        ``framework``, ``import_mb``, ``peak_mb`` (:func:`benchmarks.peak_memory.measure`).
+        ``framework``, ``import_mb``, ``peak_mb`` (:func:`benchmarks.studies.peak_memory.measure`).
     compile_s : float, optional
         Compilation time of the ``torch.compile`` row.
     tolerance : float
@@ -365,7 +365,7 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
     Returns
     -------
     list of dict
-        Rows with every key of :data:`benchmarks.models.ROW_KEYS`.
+        Rows with every key of :data:`benchmarks.workloads.models.ROW_KEYS`.
 
     Examples
     --------

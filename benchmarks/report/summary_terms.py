@@ -2,13 +2,13 @@
 
 ``step_targets.csv`` keeps time ratios (``0.16x``: onnxruntime's time over
 its peer's, goals ``<= 0.3x``); the summary reads every ratio as
-``'6.2x faster'`` or ``'1.6x slower'`` (:func:`benchmarks.ratios.speed_phrase`),
+``'6.2x faster'`` or ``'1.6x slower'`` (:func:`benchmarks.report.ratios.speed_phrase`),
 so :func:`targets_in_words` rewrites those cells before the table is shown.
 """
 
 import re
 
-from benchmarks.ratios import speed_phrase
+from benchmarks.report.ratios import speed_phrase
 
 #: Each term the summary uses, and what it means (the glossary at its end).
 GLOSSARY = {
