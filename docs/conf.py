@@ -225,8 +225,8 @@ DOCSTRING_ONLY = {
         "rewrites.convolution_rewrites",
         "rewrites.pooling_rewrites",
         "rewrites.gradient_rewrites",
-        "rewrites.convolution_rewrites",
-        "rewrites.pooling_rewrites",
+        "graphs.graph_nodes",
+        "graphs.graph_shapes",
     )
 }
 

@@ -9,6 +9,7 @@ with one error message each (the learning-rate parameters are checked by
 """
 
 import numbers
+import re
 
 import onnx
 
@@ -132,14 +133,19 @@ def document_parameters(cls):
     ... class Example:
     ...     '''Parameters
     ...     ----------
-    ... {shared_parameters}
+    ...     {shared_parameters}
     ...     '''
     >>> "on_divergence : {'raise', 'stop'}" in Example.__doc__
     True
     """
-    cls.__doc__ = cls.__doc__.replace("{shared_parameters}", SHARED_PARAMETERS).replace(
-        "{shared_attributes}", SHARED_ATTRIBUTES
-    )
+    doc = cls.__doc__
+    for placeholder, text in (
+        ("shared_parameters", SHARED_PARAMETERS),
+        ("shared_attributes", SHARED_ATTRIBUTES),
+    ):
+        # the placeholder's own indentation is dropped: the text carries the section's
+        doc = re.sub(rf"^[ \t]*\{{{placeholder}\}}", lambda _, text=text: text, doc, flags=re.M)
+    cls.__doc__ = doc
     return cls
 
 

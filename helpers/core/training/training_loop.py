@@ -84,7 +84,7 @@ class TrainingState(NamedTuple):
     onnxruntime's AdamW moments are no part of it (they cannot be set but by
     a checkpoint), so they restart from zero.
 
-    Attributes
+    Parameters
     ----------
     weights : dict
         Weight name to array.
