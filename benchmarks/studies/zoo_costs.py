@@ -31,22 +31,14 @@ from benchmarks.example_models import ZOO
 from benchmarks.report.details import markdown_table
 from benchmarks.report.ratios import value_range, verdict
 from benchmarks.report.zoo_summary import APIS, model_label
+from benchmarks.studies.peak_memory import MEASURES
 from benchmarks.sweep.records import results_file
 from benchmarks.workloads import models as bm
 
 #: The frameworks that train every model of the zoo, each in a process of its own.
 FRAMEWORKS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD, bm.TORCH)
 #: The columns of ``zoo_costs.csv`` (``step_s``, a step of the training fit: the faster API).
-COLUMNS = [
-    "model",
-    "framework",
-    "import_mb",
-    "peak_mb",
-    "training_mb",
-    "first_fit_setup_s",
-    "refit_setup_s",
-    "step_s",
-]
+COLUMNS = ["model", *MEASURES]
 #: Batch size of the zoo (``ZOO_BATCH`` of the kernel survey and the grid's ``zoo_*`` tables).
 BATCH_SIZE = 64
 #: What each process trains for the peak memory: epochs of so many batches; refits timed.
