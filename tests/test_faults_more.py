@@ -4,8 +4,10 @@ pools."""
 import errno
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -174,8 +176,9 @@ def test_a_full_disk_simulated(monkeypatch, tmp_path):
 
 
 POOL_SCRIPT = r"""
-import glob, multiprocessing, os, signal, sys, tempfile
+import faulthandler, glob, multiprocessing, os, signal, sys, tempfile
 import numpy as np
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # every process's stacks, if it hangs
 from helpers import OrtGradientOptimizer, add_loss_output
 from helpers.teaching.model_factories import mlp_onnx
 
@@ -214,16 +217,25 @@ def test_no_artifact_folder_outlives_its_process(method, tmp_path):
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     env = dict(os.environ, TMPDIR=str(temporary), PYTHONPATH=ROOT)
-    done = subprocess.run(
+    process = subprocess.Popen(
         [sys.executable, str(script), method],
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        timeout=300,
+        start_new_session=True,  # its pool workers and child in one process group
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    workers, during, after_pool, after_kill, exitcode = map(int, done.stdout.split())
+    try:
+        out, err = process.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGUSR1)  # each process prints where it waits
+        time.sleep(2)
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        pytest.fail(f"the pool script hung; its processes' stacks:\n{err[-6000:]}")
+    assert process.returncode == 0, err[-3000:]
+    workers, during, after_pool, after_kill, exitcode = map(int, out.split())
     assert during == workers  # one folder per worker while the pool runs
     assert after_pool == 0  # terminate() did not leave them
     assert after_kill == 1 and exitcode == -9  # the killed child could not remove its own
