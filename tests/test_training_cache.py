@@ -164,10 +164,8 @@ def test_n_threads_reaches_the_model_sessions(data, monkeypatch, api):
 @pytest.mark.parametrize("bad", [0, 2.5, "4", True])
 def test_bad_thread_counts_are_refused(data, bad):
     X, y = data
-    for opt in (
-        OrtGradientOptimizer(add_loss_output(mlp_onnx(5, hidden=(6,))), n_threads=bad),
-        OrtGradientForwardBackwardOptimizer(mlp_onnx(5, hidden=(6,)), n_threads=bad),
-    ):
+    for api in APIS:
+        opt = make_optimizer(api, mlp_onnx(5, hidden=(6,)), n_threads=bad)
         with pytest.raises(ValueError, match="n_threads must be an integer >= 1 or None"):
             opt.fit(X, y)
 
