@@ -175,7 +175,7 @@ docs: setup $(DOCS_STAMP)
 
 docs-test: setup $(DOCS_STAMP)
 	DOCS_QUICK=1 $(SPHINX) docs/_build/quick
-	DOCS_SITE=docs/_build/quick $(PY) -m pytest -p no:cacheprovider docs/test_site.py
+	DOCS_SITE=docs/_build/quick $(PY) -m pytest -p no:cacheprovider docs/test_site_*.py
 
 # Two workers: each runs models in child processes, so that an abort or a hang is reported.
 fuzz: setup

@@ -1,6 +1,6 @@
 """Headless Chromium, driven through its DevTools protocol, measuring the built site's pages.
 
-Used by ``docs/test_site.py`` (``make docs-test``); no package beyond the standard
+Used by ``docs/test_site_*.py`` (``make docs-test``); no package beyond the standard
 library and a Chromium binary. Screenshots land in the site's ``_screenshots`` folder.
 """
 

@@ -3,6 +3,7 @@
 import numpy as np
 import onnxruntime
 import pytest
+from conftest import APIS, make_optimizer
 
 from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
 from helpers.core.machine.devices import Device, DeviceError, cuda_problem, resolve_device
@@ -116,9 +117,9 @@ def test_forward_backward_on_gpu_matches_cpu(linear_onnx, linear_data):
         np.testing.assert_allclose(results[1][name], results[0][name], rtol=1e-3, atol=1e-5)
 
 
-@pytest.mark.parametrize("make", ["whole", "forward_backward"])
+@pytest.mark.parametrize("api", APIS)
 def test_training_on_gathered_batches_matches_numpy_batches(
-    linear_onnx, linear_data, monkeypatch, make
+    linear_onnx, linear_data, monkeypatch, api
 ):
     """The GPU code path (OrtValue batches gathered by a graph), run on the CPU."""
     import helpers.core.training.estimator as base  # noqa: PLC0415
@@ -126,12 +127,7 @@ def test_training_on_gathered_batches_matches_numpy_batches(
     X, y = linear_data
 
     def fit():
-        if make == "whole":
-            opt = OrtGradientOptimizer(
-                add_loss_output(linear_onnx), solver="nesterov", learning_rate=0.01
-            )
-        else:
-            opt = OrtGradientForwardBackwardOptimizer(linear_onnx, learning_rate="Nesterov")
+        opt = make_optimizer(api, linear_onnx, solver="nesterov", learning_rate=0.01)
         return opt.set_params(max_iter=3, random_state=0).fit(X, y)
 
     reference = fit()

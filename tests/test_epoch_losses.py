@@ -2,14 +2,9 @@
 
 import numpy as np
 import pytest
+from conftest import APIS, make_optimizer
 
-from helpers import (
-    LearningRateSGD,
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
-    add_loss_output,
-    get_train_initializer,
-)
+from helpers import get_train_initializer
 
 
 def _replay(X, y, coef, intercept, lr, batch_size, seed, epochs):
@@ -30,7 +25,7 @@ def _replay(X, y, coef, intercept, lr, batch_size, seed, epochs):
     return losses
 
 
-@pytest.mark.parametrize("api", ["whole", "forward_backward"])
+@pytest.mark.parametrize("api", APIS)
 def test_epoch_losses_are_the_means_of_the_step_losses(linear_onnx, linear_data, api):
     """300 rows, batches of 7: 43 steps an epoch, 215 over 5 epochs (the losses are read every
     64)."""
@@ -39,12 +34,7 @@ def test_epoch_losses_are_the_means_of_the_step_losses(linear_onnx, linear_data,
     expected = _replay(
         X, y, init["coef"].ravel().astype(np.float64), float(init["intercept"][0]), 0.01, 7, 3, 5
     )
-    if api == "whole":
-        opt = OrtGradientOptimizer(add_loss_output(linear_onnx), learning_rate=0.01)
-    else:
-        opt = OrtGradientForwardBackwardOptimizer(
-            linear_onnx, learning_rate=LearningRateSGD(0.01, learning_rate="constant")
-        )
+    opt = make_optimizer(api, linear_onnx, learning_rate=0.01)
     opt.set_params(max_iter=5, batch_size=7, random_state=3, validation_every=0).fit(X, y)
     np.testing.assert_allclose(opt.train_losses_, expected, rtol=1e-4)
     assert opt.t_ == 5 * 43

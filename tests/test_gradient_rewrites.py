@@ -6,6 +6,7 @@ import numpy as np
 import onnx
 import pytest
 import torch
+from conftest import APIS, make_optimizer
 from onnx import TensorProto, helper
 
 from helpers import (
@@ -315,7 +316,7 @@ def test_embedding_gradients_equal_the_plain_graph_bit_for_bit_and_torch(embedde
     np.testing.assert_allclose(grads[True][table], expected, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("api", ["whole", "forward_backward"])
+@pytest.mark.parametrize("api", APIS)
 def test_embedding_training_weights_equal_with_and_without_rewrite(embedder, api, tmp_path):
     _, model, ids, labels = embedder
     common = dict(
@@ -323,20 +324,9 @@ def test_embedding_training_weights_equal_with_and_without_rewrite(embedder, api
     )
 
     def make(fast):
-        if api == "whole":
-            return OrtGradientOptimizer(
-                add_loss_output(model, score_name="cross_entropy"),
-                fast_gradients=fast,
-                artifact_dir=str(tmp_path / f"fast_{fast}"),
-                **common,
-            )
-        return OrtGradientForwardBackwardOptimizer(
-            model,
-            learning_loss="cross_entropy",
-            fast_gradients=fast,
-            learning_rate_schedule="constant",
-            **common,
-        )
+        # the whole-training API keeps its training and evaluation graphs in a folder
+        folder = {"artifact_dir": str(tmp_path / f"fast_{fast}")} if api == "whole" else {}
+        return make_optimizer(api, model, "cross_entropy", fast_gradients=fast, **folder, **common)
 
     fits = _fit_both(make, ids, labels)
     plain, fast = fits[False].get_state(), fits[True].get_state()

@@ -3,14 +3,10 @@ resolve them."""
 
 import numpy as np
 import pytest
+from conftest import APIS, make_optimizer
 from onnxruntime import OrtValue
 
-from helpers import (
-    LearningRateSGD,
-    LearningRateSGDNesterov,
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
-)
+from helpers import LearningRateSGD, LearningRateSGDNesterov
 from helpers.core.machine.devices import Device
 from helpers.core.updates.learning_rates import LearningRateSchedule, resolve_learning_rate
 from helpers.core.updates.update_rules import AdamWRule, MomentumRule, NesterovRule, SGDRule
@@ -99,16 +95,15 @@ def test_resolve_errors():
         LearningRateSGD().update_weights([], [], 1)
 
 
-@pytest.mark.parametrize("optimizer", [OrtGradientOptimizer, OrtGradientForwardBackwardOptimizer])
-def test_both_optimizers_give_the_same_error(optimizer, linear_onnx, linear_data):
+@pytest.mark.parametrize("api", APIS)
+def test_both_optimizers_give_the_same_error(api, linear_onnx, linear_data):
     """One vocabulary: the same bad parameter fails the same way in both APIs."""
-    from helpers import add_loss_output
-
     X, y = linear_data
-    model = add_loss_output(linear_onnx) if optimizer is OrtGradientOptimizer else linear_onnx
     with pytest.raises(ValueError, match="Unknown solver 'adam'"):
-        optimizer(model, solver="adam").fit(X, y)
+        make_optimizer(api, linear_onnx, solver="adam").fit(X, y)
     with pytest.raises(ValueError, match="contradict"):
-        optimizer(model, learning_rate=LearningRateSGD(), solver="momentum").fit(X, y)
+        make_optimizer(api, linear_onnx, learning_rate=LearningRateSGD(), solver="momentum").fit(
+            X, y
+        )
     with pytest.raises(ValueError, match="on_divergence must be one of"):
-        optimizer(model, on_divergence="ignore").fit(X, y)
+        make_optimizer(api, linear_onnx, on_divergence="ignore").fit(X, y)

@@ -6,6 +6,7 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
+from conftest import APIS, make_optimizer
 from onnx import numpy_helper
 
 from helpers import OrtTorchModule
@@ -164,7 +165,6 @@ def test_dropout_drops_in_training_only():
 
 def test_dropout_is_off_in_the_optimizers_predictions():
     """An exported network with dropout trains with it, and predicts without it."""
-    from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
     from helpers.core.model_graphs.torch_export import export_for_training
 
     reference = dropout_net().eval()
@@ -172,14 +172,8 @@ def test_dropout_is_off_in_the_optimizers_predictions():
     X = np.random.default_rng(0).standard_normal((40, 6)).astype(np.float32)
     expected = reference(torch.from_numpy(X)).detach().numpy()
     labels = np.arange(40) % 2
-    for opt in (
-        OrtGradientForwardBackwardOptimizer(
-            onx, learning_rate=1e-12, max_iter=1, learning_loss="cross_entropy"
-        ),
-        OrtGradientOptimizer(
-            add_loss_output(onx, score_name="cross_entropy"), learning_rate=1e-12, max_iter=1
-        ),
-    ):
+    for api in APIS:
+        opt = make_optimizer(api, onx, "cross_entropy", learning_rate=1e-12, max_iter=1)
         opt.fit(X, labels)
         np.testing.assert_allclose(opt.predict(X), expected, rtol=1e-4, atol=1e-5)
 

@@ -5,6 +5,7 @@ import tempfile
 
 import numpy as np
 import pytest
+from conftest import APIS, make_optimizer
 from sklearn.base import clone
 
 from helpers import (
@@ -140,8 +141,8 @@ def test_forward_backward_refit_shares_the_gradient_graph(data):
     assert GRADIENT_GRAPHS.misses == 2
 
 
-@pytest.mark.parametrize("make", ["whole", "forward_backward"])
-def test_n_threads_reaches_the_model_sessions(data, monkeypatch, make):
+@pytest.mark.parametrize("api", APIS)
+def test_n_threads_reaches_the_model_sessions(data, monkeypatch, api):
     X, y = data
     seen = []
     original = sessions.session_options
@@ -153,11 +154,7 @@ def test_n_threads_reaches_the_model_sessions(data, monkeypatch, make):
     # every session is made by the session layer; onnxruntime's Module takes its options
     for module in ("core.machine.sessions", "whole_training.session"):
         monkeypatch.setattr(f"helpers.{module}.session_options", recording)
-    model = mlp_onnx(5, hidden=(6,))
-    if make == "whole":
-        opt = OrtGradientOptimizer(add_loss_output(model), max_iter=1, n_threads=1)
-    else:
-        opt = OrtGradientForwardBackwardOptimizer(model, max_iter=1, n_threads=1)
+    opt = make_optimizer(api, mlp_onnx(5, hidden=(6,)), max_iter=1, n_threads=1)
     opt.fit(X, y, X_val=X, y_val=y)
     opt.predict(X)
     model_sessions = [n for label, n in seen if label in ("model", "predict", "score")]
@@ -167,10 +164,8 @@ def test_n_threads_reaches_the_model_sessions(data, monkeypatch, make):
 @pytest.mark.parametrize("bad", [0, 2.5, "4", True])
 def test_bad_thread_counts_are_refused(data, bad):
     X, y = data
-    for opt in (
-        OrtGradientOptimizer(add_loss_output(mlp_onnx(5, hidden=(6,))), n_threads=bad),
-        OrtGradientForwardBackwardOptimizer(mlp_onnx(5, hidden=(6,)), n_threads=bad),
-    ):
+    for api in APIS:
+        opt = make_optimizer(api, mlp_onnx(5, hidden=(6,)), n_threads=bad)
         with pytest.raises(ValueError, match="n_threads must be an integer >= 1 or None"):
             opt.fit(X, y)
 

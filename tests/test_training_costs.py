@@ -4,6 +4,7 @@ The time to a held-out accuracy: tests/test_time_to_accuracy.py."""
 
 import numpy as np
 import pytest
+from conftest import APIS, make_optimizer
 
 from benchmarks.studies import peak_memory
 
@@ -28,22 +29,15 @@ def test_an_operator_without_gradient_is_named_by_both_apis():
     import torch
 
     from benchmarks.example_models import upsampling_model
-    from helpers import (
-        OrtGradientForwardBackwardOptimizer,
-        OrtGradientOptimizer,
-        UntrainableModelError,
-        add_loss_output,
-    )
+    from helpers import UntrainableModelError
     from helpers.core.model_graphs.torch_export import export_for_training
 
     onx = export_for_training(upsampling_model(), torch.zeros(2, 8))
     X, y = np.zeros((4, 8), np.float32), np.zeros((4, 1), np.float32)
-    for optimizer in (
-        OrtGradientOptimizer(add_loss_output(onx)),
-        OrtGradientForwardBackwardOptimizer(onx),
-    ):
+    for api in APIS:
+        optimizer = make_optimizer(api, onx, max_iter=1)
         with pytest.raises(UntrainableModelError, match="no gradient for Resize"):
-            optimizer.set_params(max_iter=1).fit(X, y)
+            optimizer.fit(X, y)
 
 
 @pytest.mark.parametrize(

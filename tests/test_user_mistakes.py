@@ -199,16 +199,10 @@ def test_cross_entropy_takes_class_indices(api):
     X = rng.standard_normal((48, 4)).astype(np.float32)
     labels = (X[:, 0] > 0).astype(np.int64) + (X[:, 1] > 0.5).astype(np.int64)
     onx = mlp_onnx(4, hidden=(6,), n_outputs=3)
-    if api == "whole":
 
-        def build():
-            return OrtGradientOptimizer(add_loss_output(onx, score_name="cross_entropy"), **params)
-    else:
+    def build():
+        return make(api, onx, loss="cross_entropy", learning_rate=0.1, max_iter=3)
 
-        def build():
-            return OrtGradientForwardBackwardOptimizer(onx, learning_loss="cross_entropy", **params)
-
-    params = dict(learning_rate=0.1, batch_size=16, max_iter=3, random_state=0, validation_every=0)
     by_index = build().fit(X, labels)
     by_row = build().fit(X, one_hot(labels, 3))
     np.testing.assert_array_equal(by_index.train_losses_, by_row.train_losses_)

@@ -1,4 +1,5 @@
-"""OrtGradientOptimizer: convergence, update rules, estimator contract, bad input."""
+"""OrtGradientOptimizer: convergence, update rules, sample weights, the training loop, prediction
+and export, the estimator contract. What it refuses is in ``test_whole_training_bad_input.py``."""
 
 import pickle
 
@@ -7,13 +8,11 @@ import onnx
 import onnxruntime
 import pytest
 import torch
-from skl2onnx import to_onnx
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import GridSearchCV
 
 from helpers import OrtGradientOptimizer, TrainingDivergedError, add_loss_output
-from helpers.core.machine import runtime
 from helpers.core.model_graphs.onnx_graph import get_train_initializer
 
 
@@ -84,6 +83,18 @@ def test_sample_weight_needs_weight_input(onx_loss, linear_data):
     X, y = linear_data
     with pytest.raises(ValueError, match="no weight input.*weight_name"):
         OrtGradientOptimizer(onx_loss, max_iter=1).fit(X, y, np.ones(len(y)))
+
+
+def test_bad_sample_weight(onx_loss_weighted, linear_data):
+    X, y = linear_data
+    w = np.ones(len(y))
+    for bad, match in [
+        (w[:-1], "one weight per sample"),
+        (np.where(y > 3, np.nan, w), "sample_weight contains NaN"),
+        (-w, "negative"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            OrtGradientOptimizer(onx_loss_weighted, max_iter=1).fit(X, y, bad)
 
 
 # -- update rules against numpy references ------------------------------------------------
@@ -263,7 +274,7 @@ def test_trains_only_the_weights_asked(onx_loss, linear_data):
     )
 
 
-# -- bad input ------------------------------------------------------------------------
+# -- input conversion, penalties, the seed's calls --------------------------------------
 def test_float64_and_integer_features_are_converted(onx_loss, linear_data):
     X, y = linear_data
     ref = _fit(onx_loss, X, y, max_iter=2)
@@ -271,108 +282,6 @@ def test_float64_and_integer_features_are_converted(onx_loss, linear_data):
     assert as64.train_losses_ == ref.train_losses_
     ints = _fit(onx_loss, np.round(X).astype(np.int64), y, max_iter=1)
     assert np.isfinite(ints.train_losses_).all()
-
-
-@pytest.mark.parametrize(
-    "change, error, match",
-    [
-        (lambda X, y: (X.astype(str), y), TypeError, "X has dtype <U.*numeric"),
-        (lambda X, y: (X, y[:-1]), ValueError, "X has 300 rows but y has 299 rows"),
-        (lambda X, y: (X[:, :3], y), ValueError, "X has 3 features, but the model expects 4"),
-        (lambda X, y: (X[:, 0], y), ValueError, "2D array"),
-        (lambda X, y: (np.where(X > 2, np.nan, X), y), ValueError, "X contains NaN or infinite"),
-        (lambda X, y: (X, np.where(y > 3, np.inf, y)), ValueError, "y contains NaN or infinite"),
-    ],
-)
-def test_bad_data(onx_loss, linear_data, change, error, match):
-    X, y = change(*linear_data)
-    with pytest.raises(error, match=match):
-        OrtGradientOptimizer(onx_loss, max_iter=1).fit(X, y)
-
-
-def test_bad_sample_weight(onx_loss_weighted, linear_data):
-    X, y = linear_data
-    w = np.ones(len(y))
-    for bad, match in [
-        (w[:-1], "one weight per sample"),
-        (np.where(y > 3, np.nan, w), "sample_weight contains NaN"),
-        (-w, "negative"),
-    ]:
-        with pytest.raises(ValueError, match=match):
-            OrtGradientOptimizer(onx_loss_weighted, max_iter=1).fit(X, y, bad)
-
-
-def test_model_without_trainable_weights(linear_data):
-    X, y = linear_data
-    onx = to_onnx(LinearRegression().fit(X, y), X[:1])  # one ai.onnx.ml node
-    with pytest.raises(
-        ValueError, match="no trainable float initializer.*LinearRegressor.*black_op"
-    ):
-        OrtGradientOptimizer(add_loss_output(onx), max_iter=1).fit(X, y)
-
-
-@pytest.mark.parametrize(
-    "weights, match",
-    [(["nope"], "'nope' is not an initializer"), (["shape_tensor"], "INT64.*only float")],
-)
-def test_bad_weight_names(onx_loss, linear_data, weights, match):
-    X, y = linear_data
-    with pytest.raises(ValueError, match=match):
-        OrtGradientOptimizer(onx_loss, weights, max_iter=1).fit(X, y)
-
-
-@pytest.mark.parametrize(
-    "params, match",
-    [
-        ({"solver": "lbfgs"}, "Unknown solver"),
-        ({"learning_rate": -1.0}, "learning rate must be a float > 0"),
-        ({"learning_rate_schedule": "adaptive"}, "Unknown learning-rate schedule"),
-        ({"learning_rate_schedule": "optimal", "alpha": 0}, "needs alpha > 0"),
-        ({"batch_size": 0}, "batch_size must be an integer >= 1"),
-        ({"max_iter": 2.5}, "max_iter must be an integer >= 1"),
-        ({"solver": "momentum", "momentum": 1.5}, r"momentum must be in \(0, 1\)"),
-        ({"device": "tpu"}, "Unknown device 'tpu'"),
-    ],
-)
-def test_bad_parameters(onx_loss, linear_data, params, match):
-    X, y = linear_data
-    with pytest.raises(ValueError, match=match):
-        OrtGradientOptimizer(onx_loss, **params).fit(X, y)
-
-
-def test_model_without_loss(linear_onnx, linear_data):
-    X, y = linear_data
-    with pytest.raises(ValueError, match="not made by helpers.add_loss_output"):
-        OrtGradientOptimizer(linear_onnx, max_iter=1).fit(X, y)
-
-
-def test_not_fitted(onx_loss, linear_data):
-    X, _ = linear_data
-    from sklearn.exceptions import NotFittedError
-
-    with pytest.raises(NotFittedError, match="call fit"):
-        OrtGradientOptimizer(onx_loss).predict(X)
-
-
-def test_onnx_newer_than_runtime(onx_loss, linear_data, monkeypatch):
-    """onnx 1.18+ stamps IR version 11, which onnxruntime 1.19.2 refuses."""
-    X, y = linear_data
-    runtime.max_ir_version.cache_clear()
-    monkeypatch.setattr(onnx, "IR_VERSION", 11)
-    try:
-        with pytest.raises(runtime.RuntimeCompatibilityError, match="onnx==1.17.0"):
-            OrtGradientOptimizer(onx_loss, max_iter=1).fit(X, y)
-    finally:
-        runtime.max_ir_version.cache_clear()
-
-
-def test_model_ir_version_too_new(onx_loss, linear_data):
-    X, y = linear_data
-    model = onnx.ModelProto()
-    model.CopyFrom(onx_loss)
-    model.ir_version = runtime.max_ir_version() + 1
-    with pytest.raises(runtime.RuntimeCompatibilityError, match="IR version"):
-        OrtGradientOptimizer(model, max_iter=1).fit(X, y)
 
 
 def test_score_excludes_the_penalty(linear_onnx, linear_data):

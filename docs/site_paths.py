@@ -1,0 +1,25 @@
+"""Where the site tests (``docs/test_site_*.py``, ``make docs-test``) find the built site, and the
+pages more than one of them opens.
+
+``DOCS_SITE`` names the built site (``docs/_build/quick`` by default); screenshots land beside it,
+in ``_screenshots``.
+"""
+
+import os
+
+#: The built site the tests open.
+SITE = os.environ.get("DOCS_SITE", os.path.join(os.path.dirname(__file__), "_build", "quick"))
+#: The repository, whose notebooks, results and helpers the site shows.
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+#: The first notebook's page.
+NOTEBOOK = "notebooks/01_linear_regression_whole_training.html"
+#: The packages of the API reference, one page each.
+API_PACKAGES = ["whole_training", "forward_backward", "core", "teaching", "measure"]
+#: The API reference's index, then one page per package.
+API_PAGES = ["api.html"] + [f"api/{p}.html" for p in API_PACKAGES]
+#: The notebooks the quick build executes (docs/conf.py): their outputs are on the site.
+EXECUTED = [
+    NOTEBOOK,
+    "notebooks/08_training_artifacts.html",
+    "notebooks/09_profiling_a_training_step.html",
+]
