@@ -10,7 +10,10 @@ when the process ends, whichever way it ends:
 * in a pool worker ended by ``Pool.terminate()`` (the end of every
   ``with Pool() as pool:`` block sends it SIGTERM, which runs neither), by
   a SIGTERM handler that removes the folder, then lets the signal end the
-  worker as it would have (only where no other handler was set);
+  worker as it would have (only where no other handler was set); a thread
+  hands the signal to the main thread when the kernel gave it to another
+  (:func:`_hand_signal_to_main_thread`), else the worker could wait for
+  ever and ``terminate()`` with it;
 * in a process killed outright (SIGKILL), by the parent when it exits, after
   its pool workers and other children ended, and by the next process that
   makes a folder: both remove the folders of processes that no longer run
@@ -123,8 +126,9 @@ def _clean_up_in_worker(path):
         return
     util.Finalize(None, shutil.rmtree, args=(path, True), exitpriority=0)
     main = threading.current_thread() is threading.main_thread()
-    if main and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+    if main and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, _remove_root_and_end):
         signal.signal(signal.SIGTERM, _remove_root_and_end)
+        _hand_signal_to_main_thread(signal.SIGTERM)
 
 
 def _remove_root_and_end(signum, frame):
@@ -133,6 +137,44 @@ def _remove_root_and_end(signum, frame):
         shutil.rmtree(_ROOT["path"], ignore_errors=True)
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
+
+
+#: The wakeup pipe this process reads (its write end, and the pid that made it).
+_WAKEUP = {"fd": -1, "pid": None}
+
+
+def _hand_signal_to_main_thread(signum):
+    """Send ``signum`` on to the main thread whenever another thread receives it.
+
+    Python runs a signal's handler in the main thread only, once that thread
+    runs Python again. The kernel may deliver a process's signal to any of its
+    threads (onnxruntime's, tqdm's monitor); a main thread that waits on a
+    lock, as an idle pool worker does, is then never woken, and
+    ``Pool.terminate()`` waits for that worker for ever. Whichever thread the
+    signal lands on, Python's C handler writes its number to the wakeup pipe
+    (:func:`signal.set_wakeup_fd`); a daemon thread reading that pipe sends the
+    signal to the main thread, which interrupts its wait and runs the handler.
+    A wakeup pipe that someone else set (an asyncio loop) is left alone.
+    """
+    if _WAKEUP["pid"] == os.getpid():
+        return  # this process reads its pipe already
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    if previous not in (-1, _WAKEUP["fd"]):  # another reader's pipe: put it back
+        signal.set_wakeup_fd(previous)
+        os.close(read)
+        os.close(write)
+        return
+    _WAKEUP.update(fd=write, pid=os.getpid())
+    main = threading.main_thread().ident
+
+    def forward():
+        while data := os.read(read, 512):
+            if signum in data:
+                signal.pthread_kill(main, signum)
+
+    threading.Thread(target=forward, name="hand-signal-to-main-thread", daemon=True).start()
 
 
 def _remove_folders_of_ended_processes():
