@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.report import study_sections
-from benchmarks.studies import peak_memory, zoo_costs
+from benchmarks.studies import peak_memory, peak_memory_process, zoo_costs
 
 ORT = ("ort whole-training", "ort forward-backward")
 
@@ -37,11 +37,11 @@ def test_the_first_fit_empties_the_caches_and_refits_hit_them(framework):
     X = np.random.default_rng(0).standard_normal((16, 3), dtype=np.float32)
     y = X[:, :1].copy()
     counts = dict.fromkeys(("first_fit_builds", "refit_builds", "refit_cache_hits"), 0)
-    first_fit, refit = peak_memory._ort_fits(framework, mlp_onnx(3, hidden=(4,)), 8, counts)
+    first_fit, refit = peak_memory_process._ort_fits(framework, mlp_onnx(3, hidden=(4,)), 8, counts)
     try:
         refit(X, y, 1)  # a warm cache before the first fit: it must be emptied, not used
         counts.update(dict.fromkeys(counts, 0))
-        costs = peak_memory.setup_costs(first_fit, refit, X, y, 8, 2, repeats=3)
+        costs = peak_memory_process.setup_costs(first_fit, refit, X, y, 8, 2, repeats=3)
     finally:
         clear_training_caches()
     assert counts == {"first_fit_builds": 1, "refit_builds": 0, "refit_cache_hits": 4}
@@ -59,7 +59,7 @@ def test_setup_costs_fits_two_rows_then_trains_the_whole_data():
         return run
 
     ticks = iter(np.arange(0.0, 100.0))
-    peak_memory.setup_costs(
+    peak_memory_process.setup_costs(
         fit("first"),
         fit("refit"),
         np.zeros(40),

@@ -9,7 +9,7 @@ the model's input, squared error, plain SGD). The same process times the
 set-up of a first fit, with the training caches empty (export, training
 graph or artifacts, sessions), and of a refit that finds them in the caches
 (:mod:`helpers.core.machine.training_cache`); torch's set-up builds its module and
-optimizer (:func:`benchmarks.studies.peak_memory.setup_costs`)::
+optimizer (:func:`benchmarks.studies.peak_memory_process.setup_costs`)::
 
     python -m benchmarks.studies.zoo_costs --out results [--quick] [--models resnet_small ...]
 
