@@ -152,3 +152,38 @@ def test_imports_from_below_are_not_reported():
     source = "from ..graphs.graph_nodes import a\nfrom .batches import b\nimport numpy"
     assert violations(source, "helpers.core.training.estimator") == []
     assert violations("from ..core.machine import sessions", "helpers.teaching.notebook") == []
+
+
+REPORT = sorted((ROOT / "benchmarks" / "report").rglob("*.py"))
+
+
+def study_imports(source, module, is_package=False):
+    """The imports of ``module`` that reach :mod:`benchmarks.studies` (the studies use the
+    report, never the other way)."""
+    return [
+        name
+        for name in imported_names(source, module, is_package)
+        if name.split(".")[:2] == ["benchmarks", "studies"]
+    ]
+
+
+def test_the_report_never_imports_a_study():
+    found = [
+        f"{module_name(p)} imports {name}"
+        for p in REPORT
+        for name in study_imports(p.read_text(), module_name(p), p.name == "__init__.py")
+    ]
+    assert REPORT and not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from benchmarks.studies.zoo_costs import zoo_costs_section",
+        "def f():\n    from ..studies import time_to_accuracy",
+        "import benchmarks.studies.peak_memory",
+    ],
+)
+def test_a_study_imported_by_the_report_is_reported(source):
+    assert len(study_imports(source, "benchmarks.report.aggregate")) == 1
+    assert study_imports("from benchmarks.report import style", "benchmarks.studies.x") == []

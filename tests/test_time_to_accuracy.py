@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
+from benchmarks.report import study_sections
 from benchmarks.studies import time_to_accuracy as tta
 from benchmarks.workloads.models import ORT_FORWARD_BACKWARD, ORT_WHOLE, TORCH
 from helpers.teaching.datasets import load_classification_standardized
@@ -70,7 +71,7 @@ def test_time_to_target_is_the_first_epoch_that_reaches_it():
     points = _curve(TORCH, [0.5, 0.9, 0.85, 0.95], seconds=[0.1, 0.25, 0.3, 0.4])
 
     def reached(points, target):
-        row = tta.time_to_target(points, target)
+        row = study_sections.time_to_target(points, target)
         return None if row is None else (row.seconds, int(row.epoch))
 
     assert reached(points, 0.9) == (0.25, 2)  # reached exactly, then lost: the first
@@ -90,11 +91,11 @@ def test_summary_says_who_reaches_the_target_first_and_who_never_does():
             _curve(ORT_FORWARD_BACKWARD, [0.5, 0.6], task="u"),
         ]
     )
-    table = tta.target_table(curves).set_index(["task", "framework"])
+    table = study_sections.target_table(curves).set_index(["task", "framework"])
     assert table.loc[("t", ORT_WHOLE), "ratio_to_torch"] == pytest.approx(2 / 3)
     assert math.isnan(table.loc[("t", ORT_FORWARD_BACKWARD), "ratio_to_torch"])
     assert table.loc[("t", ORT_WHOLE), "final"] == 0.95
-    lines = tta.summary_lines(curves)
+    lines = study_sections.time_to_accuracy_lines(curves)
     assert lines[0] == (
         "Time to a held-out target, set-up included (fresh fits, 2 threads): "
         "on the t (90% held-out accuracy), ort whole-training takes 0.20 s against torch eager's "
@@ -107,7 +108,7 @@ def test_summary_says_who_reaches_the_target_first_and_who_never_does():
     # a target given for each task replaces the CSV's
     assert (
         "on the t (80% held-out accuracy), ort whole-training takes 0.20 s"
-        in tta.summary_lines(curves, {"t": 0.8, "u": 0.5})[0]
+        in study_sections.time_to_accuracy_lines(curves, {"t": 0.8, "u": 0.5})[0]
     )
 
 
@@ -135,7 +136,7 @@ def test_quick_command_writes_the_csv_and_the_figure(tmp_path, capsys):
 def test_time_to_target_shows_the_rounds_range_when_recorded():
     torch_curve = _curve(TORCH, [0.5, 0.95]).assign(seconds_slowest=[0.15, 0.45])
     ort_curve = _curve(ORT_WHOLE, [0.95, 0.96]).assign(seconds_slowest=[0.12, 0.3])
-    lines = tta.summary_lines(pd.concat([torch_curve, ort_curve]))
+    lines = study_sections.time_to_accuracy_lines(pd.concat([torch_curve, ort_curve]))
     rows = {line.split(" | ")[1]: line for line in lines if line.startswith("| t |")}
     assert "| 0.20 (0.20-0.45) | 2 |" in rows[TORCH]
     assert "| 0.10 (0.10-0.12) | 1 |" in rows[ORT_WHOLE]

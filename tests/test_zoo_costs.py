@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.studies import peak_memory, zoo_costs
+from benchmarks.report import study_sections
+from benchmarks.studies import peak_memory, peak_memory_process, zoo_costs
 
 ORT = ("ort whole-training", "ort forward-backward")
 
@@ -36,11 +37,11 @@ def test_the_first_fit_empties_the_caches_and_refits_hit_them(framework):
     X = np.random.default_rng(0).standard_normal((16, 3), dtype=np.float32)
     y = X[:, :1].copy()
     counts = dict.fromkeys(("first_fit_builds", "refit_builds", "refit_cache_hits"), 0)
-    first_fit, refit = peak_memory._ort_fits(framework, mlp_onnx(3, hidden=(4,)), 8, counts)
+    first_fit, refit = peak_memory_process._ort_fits(framework, mlp_onnx(3, hidden=(4,)), 8, counts)
     try:
         refit(X, y, 1)  # a warm cache before the first fit: it must be emptied, not used
         counts.update(dict.fromkeys(counts, 0))
-        costs = peak_memory.setup_costs(first_fit, refit, X, y, 8, 2, repeats=3)
+        costs = peak_memory_process.setup_costs(first_fit, refit, X, y, 8, 2, repeats=3)
     finally:
         clear_training_caches()
     assert counts == {"first_fit_builds": 1, "refit_builds": 0, "refit_cache_hits": 4}
@@ -58,7 +59,7 @@ def test_setup_costs_fits_two_rows_then_trains_the_whole_data():
         return run
 
     ticks = iter(np.arange(0.0, 100.0))
-    peak_memory.setup_costs(
+    peak_memory_process.setup_costs(
         fit("first"),
         fit("refit"),
         np.zeros(40),
@@ -111,7 +112,7 @@ def test_the_sentence_names_the_models_where_onnxruntime_peaks_higher():
             "sequence_conv_small": (300.0, 300, 500),
         }
     )
-    sentence = zoo_costs.costs_sentence(df)
+    sentence = study_sections.costs_sentence(df)
     higher = sentence.split(";")[0]
     assert "ResNet-style CNN (small) and MobileNetV2-style CNN (large) (1.3 to 1.4x more:" in higher
     assert "CNN on images" not in higher  # 430 MB against 435: the same
@@ -127,22 +128,22 @@ def test_the_sentence_says_the_exceptions_when_most_models_peak_higher():
         "image_cnn_small": (400.0, 400, 405),
     }
     imports = {model: (230.0, 220.0) for model in peaks}  # the extra is in training
-    sentence = zoo_costs.costs_sentence(_table(peaks, imports))
+    sentence = study_sections.costs_sentence(_table(peaks, imports))
     assert (
         "higher than torch eager for every model but CNN on images (small) (1.2 to 1.3x more:"
         in sentence
     )
     assert "+10 MB in its imports, which load torch as well, +90 to +110 MB while" in sentence
-    none_higher = zoo_costs.costs_sentence(_table({"resnet_small": (400.0, 400, 420)}))
+    none_higher = study_sections.costs_sentence(_table({"resnet_small": (400.0, 400, 420)}))
     assert "peaks no higher than torch eager for any model" in none_higher
 
 
 def test_the_table_compares_the_faster_api_with_torch():
     df = _table({"resnet_small": (520.0, 900, 400)})
     df.loc[df.framework == "ort forward-backward", "step_s"] = 0.0005  # now the faster API
-    row = zoo_costs.costs_table(df).iloc[0]
+    row = study_sections.costs_table(df).iloc[0]
     assert row["peak MB, ORT / torch"] == "900 / 400 (2.2x)"  # the forward/backward API's peak
-    text = zoo_costs.zoo_costs_markdown(df)
+    text = study_sections.zoo_costs_markdown(df)
     assert text.startswith("onnxruntime (the faster of its two APIs for each model) peaks higher")
     assert "| ResNet-style CNN (small) | 900 / 400 (2.2x) |" in text
 
@@ -169,4 +170,4 @@ def test_the_command_writes_one_row_per_model_and_framework(tmp_path):
     assert set(df.model) == {"layernorm_mlp_small"}
     assert (df.peak_mb >= df.import_mb).all() and (df.import_mb > 50).all()
     np.testing.assert_allclose(df.training_mb, df.peak_mb - df.import_mb)
-    assert zoo_costs.zoo_costs_section(str(tmp_path))[0].startswith("## Memory and first fit")
+    assert study_sections.zoo_costs_section(str(tmp_path))[0].startswith("## Memory and first fit")

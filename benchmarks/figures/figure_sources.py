@@ -16,9 +16,9 @@ import pandas as pd
 
 from benchmarks.report.aggregate import answer_ratios
 from benchmarks.report.ratios import span_phrase, speed_phrase, value_range, verdict
+from benchmarks.report.study_sections import ORT_APIS, compared, target_table
 from benchmarks.report.suite_ratios import suite_ratios, suite_table
 from benchmarks.report.zoo_summary import zoo_ratios
-from benchmarks.studies.zoo_costs import compared
 
 #: The section of ``results/kernel_survey.md`` with one side-by-side profile per model.
 KERNEL_SECTION = "onnxruntime against torch, kernel by kernel"
@@ -305,8 +305,6 @@ def accuracy_figure(results, task):
     >>> accuracy_figure(Results("."), "digits CNN").endswith(("faster", "slower", "same"))
     True
     """
-    from benchmarks.studies.time_to_accuracy import ORT_APIS, target_table
-
     table = target_table(results.csv("time_to_accuracy.csv"))
     rows = table[(table.task == task) & table.framework.isin(ORT_APIS)]
     return speed_phrase(rows.ratio_to_torch.min())

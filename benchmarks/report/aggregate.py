@@ -37,10 +37,10 @@ import pandas as pd
 from benchmarks.report.caveats import add_caveats, with_caveat
 from benchmarks.report.details import markdown_table, size_label, write_details
 from benchmarks.report.ratios import framework_ratios, speed_phrase, value_range, verdict
+from benchmarks.report.study_sections import time_to_accuracy_lines, zoo_costs_section
 from benchmarks.report.suite_ratios import suite_lines
 from benchmarks.report.summary_terms import glossary_lines, targets_in_words
 from benchmarks.report.zoo_summary import zoo_details, zoo_section
-from benchmarks.studies.zoo_costs import zoo_costs_section
 from benchmarks.sweep.records import atomic_write_text, machine_lines, results_file
 
 #: The two onnxruntime APIs and their peers, as in the records.
@@ -315,12 +315,10 @@ def _time_to_accuracy(results):
     path = results_file(results, "time_to_accuracy.csv")
     if path is None:
         return []
-    from benchmarks.studies.time_to_accuracy import summary_lines  # noqa: PLC0415  (imports torch)
-
     plot = os.path.relpath(os.path.join(os.path.dirname(path), "time_to_accuracy.png"), results)
     return (
         ["## Time to a held-out accuracy", ""]
-        + summary_lines(pd.read_csv(path))
+        + time_to_accuracy_lines(pd.read_csv(path))
         + [
             "",
             f"![time_to_accuracy.png]({plot})",

@@ -36,7 +36,7 @@ if __package__ in (None, ""):  # run as a file: python benchmarks/studies/step_t
 import pandas as pd
 
 from benchmarks.report.details import markdown_table
-from benchmarks.studies.thread_scaling import FRAMEWORKS, LEARNING_RATE, make_fits, parse_size
+from benchmarks.studies.thread_scaling_fits import FRAMEWORKS, LEARNING_RATE, make_fits, parse_size
 from benchmarks.studies.zoo_targets import (
     FASTER_ORT,
     STEPS_PER_EPOCH,

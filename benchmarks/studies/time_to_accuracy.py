@@ -11,12 +11,12 @@ included (onnxruntime's training caches emptied first), timed as a whole,
 the best of a few repeats; the held-out accuracy is computed after the
 timing. ``python -m benchmarks.studies.time_to_accuracy --out results/`` writes
 ``time_to_accuracy.csv`` (a row per task, framework and epoch) and
-``time_to_accuracy.png``; :func:`summary_lines` answers from the CSV.
+``time_to_accuracy.png``; :func:`benchmarks.report.study_sections.time_to_accuracy_lines`
+answers from the CSV (the summary's section).
 """
 
 import argparse
 import copy
-import math
 import os
 import sys
 import time
@@ -33,8 +33,7 @@ from torch import nn
 
 from benchmarks.example_models import digits_mlp
 from benchmarks.report import style
-from benchmarks.report.details import markdown_table
-from benchmarks.report.ratios import speed_phrase
+from benchmarks.report.study_sections import time_to_accuracy_lines
 from benchmarks.sweep.records import atomic_write_bytes, atomic_write_text
 from benchmarks.workloads import models as bm
 from benchmarks.workloads import your_model as ym
@@ -54,8 +53,6 @@ COLUMNS = (
     "target",
     "threads",
 )
-#: The onnxruntime APIs, whose best time to the target is set against torch's.
-ORT_APIS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD)
 #: Plain SGD's learning rate and the batch size, in every framework and task: a batch of 50 leaves
 #: 47 rows to the last one of an epoch (a last batch of 3 rows makes held-out accuracy jump).
 LEARNING_RATE, BATCH_SIZE = 0.1, 50
@@ -260,162 +257,6 @@ def accuracy_curves(
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def time_to_target(points, target):
-    """The row of the first epoch whose held-out value reaches ``target``, or None.
-
-    None when no epoch of ``points`` (columns ``epoch``,
-    ``seconds``, ``heldout_value``) reaches it.
-
-    Examples
-    --------
-    >>> points = pd.DataFrame({"epoch": [1, 2, 3], "seconds": [0.1, 0.2, 0.3],
-    ...                        "heldout_value": [0.5, 0.96, 0.94]})
-    >>> int(time_to_target(points, 0.95).epoch), time_to_target(points, 0.99)
-    (2, None)
-    """
-    reached = points.sort_values("epoch").query("heldout_value >= @target")
-    return None if reached.empty else reached.iloc[0]
-
-
-def target_table(curves, targets=None):
-    """One row per task and framework: its target, time to it, epochs, final held-out value.
-
-    ``targets`` maps a task to its target; by default each task's ``target``
-    column. ``ratio_to_torch`` is an onnxruntime API's time to the target
-    over torch eager's (NaN when either never reaches it).
-
-    Examples
-    --------
-    >>> curves = pd.DataFrame({"task": "t", "framework": ["torch eager", "ort whole-training"] * 2,
-    ...                        "epoch": [1, 1, 2, 2], "seconds": [0.2, 0.1, 0.4, 0.2],
-    ...                        "heldout_metric": "accuracy",
-    ...                        "heldout_value": [0.9, 0.9, 0.96, 0.97]})
-    >>> table = target_table(curves, {"t": 0.95})
-    >>> table[["framework", "seconds", "epoch", "final", "ratio_to_torch"]]
-                framework  seconds  epoch  final  ratio_to_torch
-    0         torch eager      0.4      2   0.96             NaN
-    1  ort whole-training      0.2      2   0.97             0.5
-    """
-    rows = []
-    for (task, framework), points in curves.groupby(["task", "framework"], sort=False):
-        target = targets[task] if targets else points.target.iloc[0]
-        reached = time_to_target(points, target)
-        last = points.loc[points.epoch.idxmax()]
-        missing = reached is None
-        rows.append(
-            {
-                "task": task,
-                "framework": framework,
-                "metric": last.heldout_metric,
-                "target": target,
-                "seconds": math.nan if missing else reached.seconds,
-                "slowest": math.nan if missing else reached.get("seconds_slowest", math.nan),
-                "epoch": None if missing else int(reached.epoch),
-                "epochs": int(last.epoch),
-                "final": last.heldout_value,
-            }
-        )
-    table = pd.DataFrame(rows)
-    torch_s = table[table.framework == bm.TORCH].set_index("task").seconds
-    table["ratio_to_torch"] = [
-        s / torch_s.get(task, math.nan) if f in ORT_APIS else math.nan
-        for task, f, s in zip(table.task, table.framework, table.seconds)
-    ]
-    return table
-
-
-def _task_sentence(group):
-    """Which framework reaches one task's target first, from its rows of :func:`target_table`."""
-    first = group.iloc[0]
-    goal = f"on the {first.task} ({first.target:.0%} held-out {first.metric})"
-    ort = group[group.framework.isin(ORT_APIS)].sort_values("seconds").iloc[0]
-    torch_row = group[group.framework == bm.TORCH].iloc[0]
-    late = f"in {first.epochs} epochs"
-    if math.isnan(ort.seconds) and math.isnan(torch_row.seconds):
-        return f"{goal}, no framework reaches it {late}"
-    if math.isnan(ort.seconds):
-        return (
-            f"{goal}, torch eager takes {torch_row.seconds:.2f} s, "
-            f"no onnxruntime API reaches it {late}"
-        )
-    if math.isnan(torch_row.seconds):
-        return (
-            f"{goal}, {ort.framework} takes {ort.seconds:.2f} s, "
-            f"torch eager does not reach it {late}"
-        )
-    return (
-        f"{goal}, {ort.framework} takes {ort.seconds:.2f} s against torch eager's "
-        f"{torch_row.seconds:.2f} s: {speed_phrase(ort.ratio_to_torch)}"
-    )
-
-
-def _time_cell(fastest, slowest, epochs):
-    """``'0.11 s (0.11-0.15)'``: the fastest round, then the rounds' range; or why there is none."""
-    if math.isnan(fastest):
-        return f"not reached in {epochs} epochs"
-    if math.isnan(slowest):
-        return f"{fastest:.2f}"
-    return f"{fastest:.2f} ({fastest:.2f}-{slowest:.2f})"
-
-
-def summary_lines(curves, targets=None):
-    """Markdown: which framework reaches each task's held-out target first, then a table.
-
-    ``curves``: the rows of ``time_to_accuracy.csv``; ``targets``: see
-    :func:`target_table`.
-
-    Examples
-    --------
-    >>> curves = pd.DataFrame(
-    ...     {
-    ...         "task": "digits MLP",
-    ...         "framework": [bm.TORCH, bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD],
-    ...         "epoch": 1,
-    ...         "seconds": [0.4, 0.2, 0.3],
-    ...         "seconds_slowest": [0.5, 0.2, 0.4],
-    ...         "heldout_metric": "accuracy",
-    ...         "heldout_value": 0.96,
-    ...         "target": 0.95,
-    ...         "threads": 2,
-    ...     }
-    ... )
-    >>> print("\\n".join(summary_lines(curves)))  # doctest: +NORMALIZE_WHITESPACE
-    Time to a held-out target, set-up included (fresh fits, 2 threads): on the digits MLP
-    (95% held-out accuracy), ort whole-training takes 0.20 s against torch eager's 0.40 s:
-    2.0x faster.
-    <BLANKLINE>
-    | task | framework | time to target (s) | epochs | final accuracy | vs torch eager |
-    | --- | --- | --- | --- | --- | --- |
-    | digits MLP | torch eager | 0.40 (0.40-0.50) | 1 | 96.0% |  |
-    | digits MLP | ort whole-training | 0.20 (0.20-0.20) | 1 | 96.0% | 2.0x faster |
-    | digits MLP | ort forward-backward | 0.30 (0.30-0.40) | 1 | 96.0% | 1.3x faster |
-    """
-    table = target_table(curves, targets)
-    sentences = [_task_sentence(group) for _, group in table.groupby("task", sort=False)]
-    threads = sorted(set(curves.threads)) if "threads" in curves else []
-    plural = "" if threads == [1] else "s"
-    condition = f"fresh fits, {'/'.join(map(str, threads))} thread{plural}" if threads else ""
-    condition = condition or "fresh fits"
-    view = pd.DataFrame(
-        {
-            "task": table.task,
-            "framework": table.framework,
-            "time to target (s)": [
-                _time_cell(s, slowest, n)
-                for s, slowest, n in zip(table.seconds, table.slowest, table.epochs)
-            ],
-            "epochs": table.epoch.astype("Int64").astype(str).replace("<NA>", "-"),
-            f"final {table.metric.iloc[0]}": [f"{v:.1%}" for v in table.final],
-            "vs torch eager": [
-                speed_phrase(r) if f in ORT_APIS else ""
-                for f, r in zip(table.framework, table.ratio_to_torch)
-            ],
-        }
-    )
-    opening = f"Time to a held-out target, set-up included ({condition}): "
-    return [opening + "; ".join(sentences) + ".", ""] + markdown_table(view)
-
-
 def plot(curves, title, value="heldout_value", ylabel=None, logy=False):
     """``value`` against wall-clock seconds, a line per framework, a panel per task; PNG bytes.
 
@@ -496,7 +337,7 @@ def main(argv=None):
     )
     atomic_write_text(os.path.join(args.out, "time_to_accuracy.csv"), curves.to_csv(index=False))
     atomic_write_bytes(os.path.join(args.out, "time_to_accuracy.png"), plot(curves, title))
-    print("\n".join(summary_lines(curves)))
+    print("\n".join(time_to_accuracy_lines(curves)))
     print(f"\nmeasured in {time.perf_counter() - started:.0f} s")
     return 0
 
