@@ -242,3 +242,51 @@ def test_no_artifact_folder_outlives_its_process(method, tmp_path):
     assert [
         name for name in os.listdir(temporary) if name.startswith("ort_training_artifacts_")
     ] == []
+
+
+SIGNAL_ON_ANOTHER_THREAD = r"""
+import multiprocessing, os, signal, sys, threading, time
+from helpers.core.machine.process_folders import artifact_root
+
+def wait_for_ever(folders):
+    folders.put(artifact_root())  # the worker's folder, and its SIGTERM handler
+    lock = multiprocessing.Lock()
+    lock.acquire()
+    def signal_this_thread():  # the SIGTERM lands on another thread, as the kernel may choose
+        time.sleep(2)  # once the main thread waits (not waiting yet, it runs the handler)
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+    threading.Thread(target=signal_this_thread).start()
+    lock.acquire()  # an idle pool worker waits on its queue's lock like this
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context(sys.argv[1])
+    folders = context.Queue()
+    child = context.Process(target=wait_for_ever, args=(folders,))
+    child.start()
+    folder = folders.get(timeout=120)
+    child.join(timeout=60)
+    hung = child.is_alive()
+    if hung:
+        child.kill()
+    print(hung, child.exitcode, os.path.exists(folder))
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_sigterm_on_another_thread_ends_a_waiting_worker(method, tmp_path):
+    """The handler runs, the folder goes and the worker ends, though its main thread waits on a
+    lock and the signal reached another thread."""
+    script = tmp_path / "other_thread.py"
+    script.write_text(SIGNAL_ON_ANOTHER_THREAD)
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=ROOT)
+    done = subprocess.run(
+        [sys.executable, str(script), method],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["False", str(-signal.SIGTERM), "False"]
