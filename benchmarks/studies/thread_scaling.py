@@ -9,9 +9,9 @@ measures the marginal cost of one training step of
 * the forward/backward API (:class:`helpers.OrtGradientForwardBackwardOptimizer`),
 * torch eager (the same network, ``MSELoss``, ``torch.optim.SGD``),
 * the onnxruntime bound: the step's five matrix products run by onnxruntime's
-  kernels in one session call (:class:`benchmarks.workloads.trainers.OrtStepProducts`),
+  kernels in one session call (:class:`benchmarks.workloads.matmul_references.OrtStepProducts`),
 * numpy's products: the same five products with numpy's BLAS
-  (:class:`benchmarks.workloads.trainers.NumpyMatmul`).
+  (:class:`benchmarks.workloads.matmul_references.NumpyMatmul`).
 
 Every one of them runs whole epochs (a permutation of the rows per epoch, the
 shuffled rows gathered, one step per batch), and the marginal cost of a step is
@@ -48,8 +48,8 @@ from benchmarks.sweep.records import (
     machine_lines,
     package_versions,
 )
+from benchmarks.workloads import matmul_references as mr
 from benchmarks.workloads import models as bm
-from benchmarks.workloads import trainers as bt
 
 #: The sizes measured by default: the small MLP of the targets and the large one.
 PRESETS = ("100-50-1@100", "500-500-1@1000")
@@ -186,12 +186,12 @@ def make_fits(config, threads, random_state=0):
                 loss_fn(model(X_torch[rows]), y_torch[rows]).backward()
                 optimizer.step()
 
-    bound = bt.OrtStepProducts(layers, n_threads=threads)
+    bound = mr.OrtStepProducts(layers, n_threads=threads)
 
     def ort_bound(epochs):
         _shuffled_epochs(bound.step, X, b, epochs, random_state)
 
-    products = bt.NumpyMatmul(layers)
+    products = mr.NumpyMatmul(layers)
     _, g, hidden = products.prepare(X[:b], y[:b])
 
     def numpy_products(epochs):  # threads: threadpoolctl, set by the caller
