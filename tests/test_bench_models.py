@@ -10,6 +10,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDRegressor
 
+from benchmarks.workloads import matmul_references as mr
 from benchmarks.workloads import models as bm
 from benchmarks.workloads import trainers as bt
 from helpers.measure.conditions import timing_caveat
@@ -185,31 +186,31 @@ def test_ort_learning_rate_reproduces_sgdregressor(data):
 
 def test_numpy_matmul_products(mlp_and_onnx, batches):
     _, onx = mlp_and_onnx
-    nm = bt.NumpyMatmul(bm.mlp_layers(onx))
+    nm = mr.NumpyMatmul(bm.mlp_layers(onx))
     assert len(nm.PRODUCTS) == 5
     assert nm.step(*nm.prepare(*batches[0])) == 0.0
     # 16 rows, 6 features, 12 hidden, 1 output: 2 * 16 * (6*12 + 3 * 12 + 6*12)
     assert nm.flops(16) == 2 * 16 * (72 + 36 + 72)
     with pytest.raises(ValueError, match="one hidden layer"):
-        bt.NumpyMatmul(bm.mlp_layers(bm.zero_linear_onnx(3)))
+        mr.NumpyMatmul(bm.mlp_layers(bm.zero_linear_onnx(3)))
 
 
 def test_ort_step_products(mlp_and_onnx, batches):
     """The runtime's bound: the same products as numpy's, the network's weights, its own threads."""
     _, onx = mlp_and_onnx
     layers = bm.mlp_layers(onx)
-    bound = bt.OrtStepProducts(layers, n_threads=1)
-    assert bound.PRODUCTS == bt.NumpyMatmul.PRODUCTS
+    bound = mr.OrtStepProducts(layers, n_threads=1)
+    assert bound.PRODUCTS == mr.NumpyMatmul.PRODUCTS
     np.testing.assert_array_equal(bound.products.w1, layers[0][0])
     np.testing.assert_array_equal(bound.products.w2, layers[1][0])
     prepared = bound.prepare(*batches[0])
     assert len(prepared) == 1 and prepared[0].shape == (16, 6) and prepared[0].dtype == np.float32
     assert bound.step(*prepared) == 0.0
-    assert bound.flops(16) == bt.NumpyMatmul(layers).flops(16)
+    assert bound.flops(16) == mr.NumpyMatmul(layers).flops(16)
     assert bound.products._session.get_session_options().intra_op_num_threads == 1
     assert bm.ORT_BOUND in bm.BOUNDS and bm.NUMPY_MATMUL in bm.BOUNDS
     with pytest.raises(ValueError, match="one hidden layer"):
-        bt.OrtStepProducts(bm.mlp_layers(bm.zero_linear_onnx(3)))
+        mr.OrtStepProducts(bm.mlp_layers(bm.zero_linear_onnx(3)))
 
 
 def test_ort_trainers_take_n_threads(mlp_and_onnx, monkeypatch):

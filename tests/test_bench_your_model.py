@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from benchmarks.workloads.model_inputs import InputSpec, input_spec, output_width
-from benchmarks.workloads.your_model import compile_note
+from benchmarks.workloads.your_model_record import compile_note
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NOTEBOOK = os.path.join(os.path.dirname(HERE), "benchmarks", "bench_your_model.ipynb")

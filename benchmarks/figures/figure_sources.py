@@ -14,7 +14,7 @@ import os
 
 import pandas as pd
 
-from benchmarks.report.aggregate import answer_ratios
+from benchmarks.report.answer import answer_ratios
 from benchmarks.report.ratios import span_phrase, speed_phrase, value_range, verdict
 from benchmarks.report.study_sections import ORT_APIS, compared, target_table
 from benchmarks.report.suite_ratios import suite_ratios, suite_table
@@ -62,7 +62,7 @@ class Results:
 
     @functools.cached_property
     def answer(self):
-        """Each API's ratios to its peers (:func:`benchmarks.report.aggregate.answer_ratios`)."""
+        """Each API's ratios to its peers (:func:`benchmarks.report.answer.answer_ratios`)."""
         return answer_ratios(self.summary)
 
     @functools.cached_property

@@ -9,9 +9,9 @@ measures the marginal cost of one training step of
 * the forward/backward API (:class:`helpers.OrtGradientForwardBackwardOptimizer`),
 * torch eager (the same network, ``MSELoss``, ``torch.optim.SGD``),
 * the onnxruntime bound: the step's five matrix products run by onnxruntime's
-  kernels in one session call (:class:`benchmarks.workloads.trainers.OrtStepProducts`),
+  kernels in one session call (:class:`benchmarks.workloads.matmul_references.OrtStepProducts`),
 * numpy's products: the same five products with numpy's BLAS
-  (:class:`benchmarks.workloads.trainers.NumpyMatmul`).
+  (:class:`benchmarks.workloads.matmul_references.NumpyMatmul`).
 
 Every one of them runs whole epochs (a permutation of the rows per epoch, the
 shuffled rows gathered, one step per batch), and the marginal cost of a step is

@@ -12,8 +12,8 @@ import re
 
 import numpy as np
 
+from benchmarks.workloads import matmul_references as mr
 from benchmarks.workloads import models as bm
-from benchmarks.workloads import trainers as bt
 from benchmarks.workloads import your_model as ym
 
 #: The sizes measured by default: the small MLP of the targets and the large one.
@@ -107,12 +107,12 @@ def make_fits(config, threads, random_state=0):
                 loss_fn(model(X_torch[rows]), y_torch[rows]).backward()
                 optimizer.step()
 
-    bound = bt.OrtStepProducts(layers, n_threads=threads)
+    bound = mr.OrtStepProducts(layers, n_threads=threads)
 
     def ort_bound(epochs):
         _shuffled_epochs(bound.step, X, b, epochs, random_state)
 
-    products = bt.NumpyMatmul(layers)
+    products = mr.NumpyMatmul(layers)
     _, g, hidden = products.prepare(X[:b], y[:b])
 
     def numpy_products(epochs):  # threads: threadpoolctl, set by the caller

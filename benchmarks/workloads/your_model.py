@@ -1,5 +1,4 @@
-"""What ``bench_your_model.ipynb`` runs: a fit per framework of one torch model, and the rows of its
-record.
+"""What ``bench_your_model.ipynb`` runs: a fit per framework of one torch model.
 
 Every fit starts from the same weights and draws the same batches (one
 permutation per epoch from ``numpy.random.RandomState(random_state)``, as the
@@ -11,19 +10,18 @@ onnxruntime optimizers do), with the same loss and update rule:
 * :func:`first_fits`: one epoch of each, keeping the frameworks that ran and
   the reason of those that failed (any exception: an operator without a
   gradient, a compiler that does not work...);
-* :func:`record_rows`: one row per framework for the record the aggregator reads.
+* :func:`compile_seconds`: what ``torch.compile`` took, its first fit less a compiled one.
+
+What the notebook says of them and the rows of its record:
+:mod:`benchmarks.workloads.your_model_record`.
 """
 
-import math
 import time
 
 import numpy as np  # noqa: F401  (the examples use it)
 import torch  # noqa: F401  (the examples call it)
 
-from benchmarks.report.caveats import ratio_caveat
-from benchmarks.report.ratios import speed_phrase
 from benchmarks.workloads import models as bm
-from benchmarks.workloads.model_inputs import weighted_layers
 from helpers.teaching.torch_reference import torch_fit as reference_fit
 
 #: The loss of each task: its name in both onnxruntime APIs, and in words (plots, tables).
@@ -232,27 +230,6 @@ def first_fits(fits, clock=time.perf_counter):
     return ran, failed, first_s
 
 
-def model_family(model_function, module):
-    """The family of a zoo model (:data:`benchmarks.example_models.ZOO`), else its kinds of layers.
-
-    Examples
-    --------
-    >>> model_family("benchmarks.example_models:image_cnn_small", None)
-    'CNN on images'
-    >>> model_family(
-    ...     "mine:net",
-    ...     torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 1)),
-    ... )
-    'Linear'
-    """
-    from benchmarks.example_models import ZOO  # noqa: PLC0415
-
-    module_name, function = model_function.split(":")
-    if module_name == "benchmarks.example_models" and function in ZOO:
-        return ZOO[function][0]
-    return " + ".join(dict.fromkeys(type(m).__name__ for m in weighted_layers(module)))
-
-
 def compile_seconds(fit, first_s, clock=time.perf_counter):
     """What ``torch.compile`` took: its first fit of one epoch (``first_s``) minus a fit of one
     epoch once compiled.
@@ -270,154 +247,3 @@ def compile_seconds(fit, first_s, clock=time.perf_counter):
     fit(1)
     compiled = first_s - (clock() - start)
     return compiled if compiled > 0 else float("nan")
-
-
-def compile_note(compile_s):
-    """The note of the ``torch.compile`` row: its compilation time, or why there is none.
-
-    Examples
-    --------
-    >>> compile_note(12.04)
-    'compilation 12.0 s (its first fit), outside the step time and the set-up'
-    >>> compile_note(float("nan"))[:41]
-    'compilation not measurable: its first fit'
-    """
-    if math.isnan(compile_s):
-        return (
-            "compilation not measurable: its first fit was not slower than a compiled one "
-            "(the machine's noise was larger)"
-        )
-    return f"compilation {compile_s:.1f} s (its first fit), outside the step time and the set-up"
-
-
-def step_sentence(name, step_s, caveats=None):
-    """How a step of ``name`` compares with torch eager and ``torch.compile``, in words, with the
-    caveats of each ratio.
-
-    Parameters
-    ----------
-    name : str
-    step_s : dict
-        Framework to seconds per step.
-    caveats : dict, optional
-        Framework to the caveat of its timing (:func:`helpers.measure.conditions.timing_caveat`);
-        a ratio with one is said to be no finding.
-
-    Examples
-    --------
-    >>> step_sentence(
-    ...     "ort whole-training",
-    ...     {"ort whole-training": 1.0, "torch eager": 2.0, "torch.compile": 1.01},
-    ... )
-    'ort whole-training: a step is 2.0x faster than torch eager, as fast as torch.compile.'
-    >>> step_sentence(
-    ...     "ort whole-training",
-    ...     {"ort whole-training": 1.0, "torch eager": 165.6},
-    ...     {"torch eager": "noisy: repeats spread 3.1x"},
-    ... )  # doctest: +NORMALIZE_WHITESPACE
-    'ort whole-training: a step is 165.6x faster than torch eager (no finding: noisy: repeats
-    spread 3.1x).'
-    >>> step_sentence(
-    ...     "ort whole-training", {"ort whole-training": 1.0, "torch eager": float("nan")}
-    ... )[:41]
-    'ort whole-training: no ratio, a step time'
-    """
-    caveats = caveats or {}
-    parts = []
-    for peer in (bm.TORCH, bm.TORCH_COMPILE):
-        phrase = speed_phrase(step_s[name] / step_s[peer]) if peer in step_s else "-"
-        if phrase != "-":
-            part = f"as fast as {peer}" if phrase == "same" else f"{phrase} than {peer}"
-            caveat = ratio_caveat(caveats.get(name, ""), caveats.get(peer, ""))
-            parts.append(f"{part} (no finding: {caveat})" if caveat else part)
-    if not parts:
-        return (
-            f"{name}: no ratio, a step time was lost in the machine's noise "
-            "(more rows or epochs, or a quieter machine)."
-        )
-    return f"{name}: a step is {', '.join(parts)}."
-
-
-def record_rows(common, costs, final, failed, curves, memory=None, compile_s=None, tolerance=1e-3):
-    """One row per framework: step time and ratio to torch eager, loss, time to loss, memory; or the
-    failure.
-
-    Parameters
-    ----------
-    common : dict
-        Keys of every row (``benchmark``, ``model``, ``batch_size``...).
-    costs : dict
-        Name to ``{'step_s', 'fixed_s'}``, and the rounds' estimates ``steps_s`` and a ``note`` when
-        :func:`helpers.measure.timing.marginal_step_cost` gave them.
-    final : dict
-        Name to the loss after the timed epochs.
-    failed : dict
-        Name to the reason it did not run.
-    curves : pandas.DataFrame
-        ``framework``, ``seconds``, ``loss``: the time-to-loss points.
-    memory : pandas.DataFrame, optional
-        ``framework``, ``import_mb``, ``peak_mb`` (:func:`benchmarks.studies.peak_memory.measure`).
-    compile_s : float, optional
-        Compilation time of the ``torch.compile`` row.
-    tolerance : float
-        Relative gap of the final loss to torch eager's under which a row is ``comparable``.
-
-    Returns
-    -------
-    list of dict
-        Rows with every key of :data:`benchmarks.workloads.models.ROW_KEYS`.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> costs = {
-    ...     bm.TORCH: {"step_s": 0.002, "fixed_s": 0.01},
-    ...     bm.ORT_WHOLE: {"step_s": 0.001, "fixed_s": 0.02},
-    ... }
-    >>> curves = pd.DataFrame(
-    ...     {"framework": [bm.TORCH, bm.ORT_WHOLE], "seconds": [0.1, 0.2], "loss": [1.0, 1.0]}
-    ... )
-    >>> rows = record_rows(
-    ...     {"benchmark": "your_model", "batch_size": 32},
-    ...     costs,
-    ...     {bm.TORCH: 1.0, bm.ORT_WHOLE: 1.0},
-    ...     {bm.ORT_FORWARD_BACKWARD: "UntrainableModelError: Round"},
-    ...     curves,
-    ... )
-    >>> [(r["framework"], r.get("ratio_to_torch_eager"), r["comparable"], r["error"]) for r in rows]
-    [('torch eager', 1.0, True, None), ('ort whole-training', 0.5, True, None), \
-('ort forward-backward', None, None, 'UntrainableModelError: Round')]
-    """
-    reference = costs.get(bm.TORCH, {}).get("step_s")
-    memory = memory.set_index("framework") if memory is not None else None
-    rows = []
-    for name, cost in costs.items():
-        step = cost["step_s"]
-        rounds = cost.get("steps_s") or [step]
-        row = bm.make_row(
-            **common,
-            framework=name,
-            time_per_update_s=step,
-            time_per_sample_s=step / common["batch_size"],
-            samples_per_s=common["batch_size"] / step,
-            setup_time_s=cost["fixed_s"],
-            train_loss=final[name],
-            ratio_to_torch_eager=step / reference if reference else None,
-            comparable=bm.is_comparable(final[name], final.get(bm.TORCH), tolerance),
-            time_to_loss=curves.loc[curves.framework == name, ["seconds", "loss"]]
-            .to_numpy()
-            .tolist(),
-            time_min_s=min(rounds),
-            time_max_s=max(rounds),
-            timing_note=cost.get("note") or None,
-        )
-        if memory is not None and name in memory.index:
-            row.update(memory.loc[name, ["import_mb", "peak_mb"]].astype(float).to_dict())
-        if name == bm.TORCH_COMPILE and compile_s is not None:
-            row.update(compile_time_s=compile_s, note=compile_note(compile_s))
-        rows.append(row)
-    rows += [
-        bm.make_row(**common, framework=name, error=reason, note="not run: see error")
-        for name, reason in failed.items()
-    ]
-    return rows
