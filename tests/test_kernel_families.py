@@ -8,7 +8,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from benchmarks.profiles.ab_timing import WHOLE
-from benchmarks.profiles.kernel_families import (
+from benchmarks.profiles.survey.kernel_families import (
     CONV,
     CONV_GRAD,
     ELEMENTWISE,
@@ -20,22 +20,20 @@ from benchmarks.profiles.kernel_families import (
     POOL,
     POOL_GRAD,
     PRODUCTS,
-    conv_flops,
     ort_family,
-    ort_flops,
-    product_flops,
     side_by_side,
     torch_family,
+)
+from benchmarks.profiles.survey.kernel_flops import (
+    conv_flops,
+    ort_flops,
+    product_flops,
     torch_flops,
 )
-from benchmarks.profiles.kernel_survey import make_optimizer
-from benchmarks.profiles.kernels_side_by_side import (
-    cases,
-    compare,
-    conclusions,
-    profile_ort,
-)
-from benchmarks.profiles.torch_kernels import profile_torch
+from benchmarks.profiles.survey.kernels_side_by_side import cases, compare, conclusions
+from benchmarks.profiles.survey.ort_kernels import profile_ort
+from benchmarks.profiles.survey.profiled_models import make_optimizer
+from benchmarks.profiles.survey.torch_kernels import profile_torch
 
 
 @pytest.mark.parametrize(

@@ -3,12 +3,12 @@
 :func:`profile_torch` runs torch eager training steps of a module (forward,
 loss, backward, plain SGD) under ``torch.profiler`` on the CPU, after a
 warm-up, and returns one row per kernel call with its family
-(:func:`benchmarks.profiles.kernel_families.torch_family`), its self time
+(:func:`benchmarks.profiles.survey.kernel_families.torch_family`), its self time
 (the time of the operators it calls is theirs, so nothing counts twice) and
 its floating-point work. :func:`torch_peak_gflops` times a large matrix
 product, the machine's peak for the GFLOP/s of the tables. Both leave
 torch's thread count as they found it. Run by
-``benchmarks/profiles/kernels_side_by_side.py``.
+``benchmarks/profiles/survey/kernels_side_by_side.py``.
 """
 
 import contextlib
@@ -19,7 +19,8 @@ import pandas as pd
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from benchmarks.profiles.kernel_families import torch_family, torch_flops
+from benchmarks.profiles.survey.kernel_families import torch_family
+from benchmarks.profiles.survey.kernel_flops import torch_flops
 
 #: The loss of each task, as the onnxruntime optimizers compute it.
 TORCH_LOSSES = {
