@@ -8,7 +8,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from benchmarks.profiles.ab_timing import WHOLE
-from benchmarks.profiles.kernel_families import (
+from benchmarks.profiles.survey.kernel_families import (
     CONV,
     CONV_GRAD,
     ELEMENTWISE,
@@ -20,22 +20,21 @@ from benchmarks.profiles.kernel_families import (
     POOL,
     POOL_GRAD,
     PRODUCTS,
-    conv_flops,
     ort_family,
-    ort_flops,
-    product_flops,
     side_by_side,
     torch_family,
+)
+from benchmarks.profiles.survey.kernel_flops import (
+    conv_flops,
+    ort_flops,
+    product_flops,
     torch_flops,
 )
-from benchmarks.profiles.kernel_survey import make_optimizer
-from benchmarks.profiles.kernels_side_by_side import (
-    cases,
-    compare,
-    conclusions,
-    profile_ort,
-)
-from benchmarks.profiles.torch_kernels import profile_torch
+from benchmarks.profiles.survey.kernels_side_by_side import cases, compare, conclusions
+from benchmarks.profiles.survey.ort_kernels import profile_ort
+from benchmarks.profiles.survey.profiled_models import make_optimizer
+from benchmarks.profiles.survey.torch_kernels import profile_torch, torch_step
+from helpers.teaching.torch_reference import TORCH_LOSSES
 
 
 @pytest.mark.parametrize(
@@ -182,6 +181,24 @@ def test_torch_profile_counts_each_call_once():
     assert (
         flops == 2 * 8 * (6 * 5 + 5 * 1) + 2 * 8 * (6 * 5 + 5 * 1 + 5 * 1)
     ).all()  # forward; weights, input
+
+
+@pytest.mark.parametrize(
+    "task, loss, y",
+    [
+        ("regression", "squared_error", np.arange(8, dtype=np.float32).reshape(4, 2)),
+        ("classification", "cross_entropy", np.array([0, 1, 1, 0])),
+    ],
+)
+def test_the_profiled_torch_step_uses_the_torch_loops_loss(task, loss, y):
+    """The torch side profiles the loss of the torch loop: mean over every element and output."""
+    torch.manual_seed(0)
+    module = torch.nn.Linear(3, 2)
+    X = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    with torch.no_grad():
+        before = TORCH_LOSSES[loss](module(torch.from_numpy(X)), torch.from_numpy(y)).item()
+    assert torch_step(module, X, y, task)() == pytest.approx(before, rel=1e-6)
+    assert torch_step(module, X, y, task)() < before  # the first step updated the weights
 
 
 @pytest.fixture(scope="module")

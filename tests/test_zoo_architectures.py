@@ -271,7 +271,7 @@ def test_a_tiny_run_of_a_zoo_target_writes_its_table(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", NEW)
 def test_the_survey_and_the_targets_draw_inputs_of_the_zoo_entry(name):
-    from benchmarks.profiles.kernel_survey import zoo_model
+    from benchmarks.profiles.survey.profiled_models import zoo_model
 
     family, shape, task = em.ZOO[name]
     assert (shape, task) == ([3, 32, 32], "classification") and family.endswith("-style CNN")

@@ -1,8 +1,8 @@
 """The model zoo's speed targets: a step of each large model, onnxruntime against torch eager.
 
 Each large model of the zoo (:data:`benchmarks.example_models.ZOO`) trains
-on batches of :data:`~benchmarks.profiles.kernel_survey.ZOO_BATCH` random
-samples of its input (:func:`benchmarks.profiles.kernel_survey.zoo_model`)
+on batches of :data:`~benchmarks.profiles.survey.profiled_models.ZOO_BATCH` random
+samples of its input (:func:`benchmarks.profiles.survey.profiled_models.zoo_model`)
 with plain SGD, in both onnxruntime APIs and in torch eager, from the same
 weights on the same batches (the fits of ``bench_your_model``:
 :func:`benchmarks.workloads.your_model.ort_fits`,
@@ -14,7 +14,7 @@ APIs with torch, round by round.
 import numpy as np
 
 from benchmarks import example_models
-from benchmarks.profiles.kernel_survey import ZOO_BATCH, zoo_model
+from benchmarks.profiles.survey.profiled_models import ZOO_BATCH, zoo_model
 from benchmarks.workloads import models as bm
 from benchmarks.workloads.your_model import ort_fits, torch_fit
 

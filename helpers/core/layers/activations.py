@@ -40,7 +40,7 @@ torch's ``low < x < high``, and a saturated value is one unit in the last
 place inside its bound (``5.9999995`` for 6 in float32). Both ``Where`` run
 on one thread in 1.19.2, forward and backward, on tensors as large as the
 network's widest activations: they took 60% of a training step of the zoo's
-MobileNetV2 (``benchmarks/profiles/kernels_side_by_side.py``).
+MobileNetV2 (``benchmarks/profiles/survey/kernels_side_by_side.py``).
 
 ``Softplus`` is computed as onnxruntime's own kernel computes it,
 ``log(1 + exp(-|x|))`` rather than torch's ``log1p``: far below 0 both are

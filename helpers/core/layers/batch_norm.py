@@ -30,7 +30,7 @@ average) for the layers the model's metadata names
 The formula stays ``(x - mean) / std * scale + bias``. On the zoo's
 ``batchnorm_mlp_large`` (batches of 64 x 512) a step runs about 190 small
 kernels of a few microseconds each, and the sessions' fixed cost per kernel
-is 30% of the profiled step (``benchmarks/profiles/step_fixed_cost.py``): a
+is 30% of the profiled step (``benchmarks/profiles/studies/step_fixed_cost.py``): a
 formula pays for the kernels it adds to the gradient graph more than it
 saves on 64 x 512 values. Two other exact formulas (they differ from this
 one by rounding) gave steps whose ratios to this one's changed side from one

@@ -40,7 +40,7 @@ thread), but whole steps with it took 0.90 to 1.06 of their time with
 ``Where`` at one thread (MLPs 500-500-1 and 100-50-1, the zoo's CNNs) and
 0.7 to 1.2 at two, where the rounds of the shared machine disagreed by
 more than that; it was no faster on the AMD machine above: ``Where``
-stays. ``benchmarks/profiles/relu_masks.py`` checks and times the
+stays. ``benchmarks/profiles/studies/relu_masks.py`` checks and times the
 candidates; ``results/kernel_survey.md`` has its figures.
 
 ``Gather`` along the first axis of a float tensor (an embedding: rows of
@@ -58,10 +58,10 @@ about 0.1 millisecond more than ``Gather`` there); a training step of the
 zoo's token classifiers (``benchmarks/example_models.py``, batches of 64)
 takes 0.3 to 0.5 of its time without the rewrite at one thread, 0.1 to
 0.3 at two, where ``GatherGrad``'s threads wait for each other
-(``benchmarks/profiles/gather_rewrite.py``). Models of opset 12 or older
+(``benchmarks/profiles/studies/gather_rewrite.py``). Models of opset 12 or older
 (``Unsqueeze`` took its axes as an attribute) keep their ``Gather``.
 
-No exact formulation beats ``GatherNDGrad`` (``benchmarks/profiles/embedding_gradients.py``,
+No exact formulation beats ``GatherNDGrad`` (``benchmarks/profiles/studies/embedding_gradients.py``,
 a 20000 x 128 table, 64 x 32 ids, one or two threads alike): it clears the
 10 MB gradient (0.5 ms once other kernels pushed it out of the cache, as in
 a training step) and adds the rows in one loop dividing each element's index

@@ -30,7 +30,7 @@ activation whose output has other readers stays for them. torch's ``ReLU6``
 and ``Hardtanh``, also non-decreasing, reach the training graph as ``Where``
 nodes (:mod:`helpers.core.layers.activations`) and are left as they are.
 
-Measured by ``benchmarks/profiles/max_pool_gradients.py`` (figures in
+Measured by ``benchmarks/profiles/studies/max_pool_gradients.py`` (figures in
 ``results/kernel_survey.md``; a shared 2-core AMD EPYC with AVX-512, 4 interleaved
 rounds, medians of the rounds' ratios): a training step with the rewrite
 takes 0.94 to 0.98 of its time without it for the zoo's ``image_cnn_small``,

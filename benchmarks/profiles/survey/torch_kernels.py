@@ -3,12 +3,12 @@
 :func:`profile_torch` runs torch eager training steps of a module (forward,
 loss, backward, plain SGD) under ``torch.profiler`` on the CPU, after a
 warm-up, and returns one row per kernel call with its family
-(:func:`benchmarks.profiles.kernel_families.torch_family`), its self time
+(:func:`benchmarks.profiles.survey.kernel_families.torch_family`), its self time
 (the time of the operators it calls is theirs, so nothing counts twice) and
 its floating-point work. :func:`torch_peak_gflops` times a large matrix
 product, the machine's peak for the GFLOP/s of the tables. Both leave
 torch's thread count as they found it. Run by
-``benchmarks/profiles/kernels_side_by_side.py``.
+``benchmarks/profiles/survey/kernels_side_by_side.py``.
 """
 
 import contextlib
@@ -19,13 +19,11 @@ import pandas as pd
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from benchmarks.profiles.kernel_families import torch_family, torch_flops
+from benchmarks.profiles.survey.kernel_families import torch_family
+from benchmarks.profiles.survey.kernel_flops import torch_flops
+from benchmarks.workloads.your_model import LOSSES
+from helpers.teaching.torch_reference import TORCH_LOSSES
 
-#: The loss of each task, as the onnxruntime optimizers compute it.
-TORCH_LOSSES = {
-    "classification": torch.nn.functional.cross_entropy,
-    "regression": torch.nn.functional.mse_loss,
-}
 #: Name of the record function around each profiled step.
 STEP = "train_step"
 
@@ -55,8 +53,9 @@ def torch_step(module, X, y, task, lr=1e-3):
     """One training step of ``module`` on the batch ``(X, y)``: a function of no argument.
 
     Plain SGD (``torch.optim.SGD`` without momentum), the gradients set to
-    None before each step; softmax cross-entropy on class indices, or the
-    squared error averaged over every element.
+    None before each step; the task's loss (:data:`benchmarks.workloads.your_model.LOSSES`)
+    as the torch loop computes it (:data:`helpers.teaching.torch_reference.TORCH_LOSSES`):
+    softmax cross-entropy on class indices, or the squared error averaged over every element.
 
     Examples
     --------
@@ -66,7 +65,7 @@ def torch_step(module, X, y, task, lr=1e-3):
     True
     """
     Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
-    loss_of = TORCH_LOSSES[task]
+    loss_of = TORCH_LOSSES[LOSSES[task][0]]
     optimizer = torch.optim.SGD(module.parameters(), lr=lr)
 
     def step():

@@ -3,7 +3,7 @@ MobileNetV2.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/profiles/hardtanh_clip.py [--threads 1 2] [--rounds 3]
+    .venv/bin/python benchmarks/profiles/studies/hardtanh_clip.py [--threads 1 2] [--rounds 3]
 
 The training graph writes torch's ``hardtanh`` (``ReLU6``, ``Hardtanh``),
 whose gradient is 0 on its bounds, either as two ``Where`` on comparisons
@@ -24,7 +24,7 @@ from unittest import mock
 
 from benchmarks.profiles.ab_timing import BUSY_NOTE, conditions, parse_arguments
 from benchmarks.profiles.report import markdown, write_section
-from benchmarks.profiles.zoo_variants import zoo_variant_rows
+from benchmarks.profiles.studies.zoo_variants import zoo_variant_rows
 from helpers.core.layers import activations
 
 #: Zoo model to (steps per epoch, epochs of the long fit).
@@ -37,7 +37,7 @@ def with_where_hardtanh():
     Examples
     --------
     >>> from helpers.core.model_graphs.training_graph import training_graph
-    >>> from benchmarks.profiles.kernel_survey import zoo_model
+    >>> from benchmarks.profiles.survey.profiled_models import zoo_model
     >>> onx = zoo_model("mobilenet_small", 4)[0]
     >>> with with_where_hardtanh():
     ...     ops = [n.op_type for n in training_graph(onx).model.graph.node]
@@ -59,7 +59,8 @@ def main(argv=None):
         for row in zoo_variant_rows(MODELS, variants, "where", threads, args.rounds, args.repeats)
     ]
     text = (
-        f"## ReLU6 as a Clip\n\n{conditions('benchmarks/profiles/hardtanh_clip.py', argv, load)} "
+        "## ReLU6 as a Clip\n\n"
+        f"{conditions('benchmarks/profiles/studies/hardtanh_clip.py', argv, load)} "
         "Marginal cost of a training step of the zoo's MobileNetV2-style networks (batches of "
         "64), median over the rounds of the best of the repeats, with the range over the rounds; "
         "the ratio to `where` (two `Where` per ReLU6) is taken within each round; "

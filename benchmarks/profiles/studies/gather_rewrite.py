@@ -3,7 +3,7 @@ classifiers.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/profiles/gather_rewrite.py [--threads 1 2] [--rounds 3]
+    .venv/bin/python benchmarks/profiles/studies/gather_rewrite.py [--threads 1 2] [--rounds 3]
 
 ``fast_gradients`` trains an embedding's ``Gather`` as ``GatherND``, whose
 gradient kernel adds the rows in one loop instead of taking a mutex for
@@ -23,7 +23,7 @@ from unittest import mock
 
 from benchmarks.profiles.ab_timing import BUSY_NOTE, conditions, parse_arguments
 from benchmarks.profiles.report import markdown, write_section
-from benchmarks.profiles.zoo_variants import zoo_variant_rows
+from benchmarks.profiles.studies.zoo_variants import zoo_variant_rows
 from helpers.core.rewrites import gradient_rewrites
 
 #: Zoo model to (steps per epoch, epochs of the long fit).
@@ -36,7 +36,7 @@ def without_gather_rewrite():
     Examples
     --------
     >>> from helpers.core.rewrites.gradient_rewrites import rewrite_for_training
-    >>> from benchmarks.profiles.kernel_survey import zoo_model
+    >>> from benchmarks.profiles.survey.profiled_models import zoo_model
     >>> onx = zoo_model("token_classifier_small", 4)[0]
     >>> with without_gather_rewrite():
     ...     "Gather" in [n.op_type for n in rewrite_for_training(onx).graph.node]
@@ -58,7 +58,7 @@ def main(argv=None):
     ]
     text = (
         "## The Gather rewrite\n\n"
-        f"{conditions('benchmarks/profiles/gather_rewrite.py', argv, load)} Marginal "
+        f"{conditions('benchmarks/profiles/studies/gather_rewrite.py', argv, load)} Marginal "
         "cost of a training step of the zoo's token classifiers (batches of 64), median over the "
         "rounds of the best of the repeats, with the range over the rounds; the ratio to `gather` "
         "(the rewrite off) is taken within each round; "

@@ -10,8 +10,8 @@ content, so the variants never share a session.
 import onnx
 
 from benchmarks.profiles.ab_timing import ab_rounds, ab_rows, busy_note, step_fits
-from benchmarks.profiles.kernel_survey import ZOO_BATCH, zoo_model
 from benchmarks.profiles.report import markdown
+from benchmarks.profiles.survey.profiled_models import ZOO_BATCH, zoo_model
 
 
 def zoo_variant_rows(models, variants, baseline, threads, rounds, repeats, lr=1e-3, verbose=True):

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/profiles/max_pool_gradients.py [--threads 1 2] [--rounds 3]
+    .venv/bin/python benchmarks/profiles/studies/max_pool_gradients.py [--threads 1 2] [--rounds 3]
 
 A training graph asks onnxruntime 1.19.2's ``MaxPool`` for the indices of
 its maxima, which ``MaxPoolGrad`` reads: a generic kernel, far slower than
@@ -53,13 +53,9 @@ from benchmarks.profiles.ab_timing import (
     step_fits,
     wait_until_quiet,
 )
-from benchmarks.profiles.kernel_survey import (
-    ZOO_BATCH,
-    make_optimizer,
-    profile_best_of,
-    zoo_model,
-)
 from benchmarks.profiles.report import markdown, write_section
+from benchmarks.profiles.survey.kernel_survey import profile_best_of
+from benchmarks.profiles.survey.profiled_models import ZOO_BATCH, make_optimizer, zoo_model
 from helpers import OrtGradientForwardBackward
 from helpers.core.graphs.graph_nodes import (
     constant_node,
@@ -272,7 +268,7 @@ def kernel_times(label, threads, repeat=3):
     """Rows of kernel microseconds per step of each variant, whole-training API, ``label``'s model.
 
     Each kernel keeps its best of ``repeat`` profiled epochs
-    (:func:`benchmarks.profiles.kernel_survey.profile_best_of`): a kernel
+    (:func:`benchmarks.profiles.survey.kernel_survey.profile_best_of`): a kernel
     preempted by another job drops out.
     """
     name, steps, _ = PROBLEMS[label]
@@ -340,7 +336,7 @@ def main(argv=None):
     text = "\n\n".join(
         [
             "## Max pooling in CNN training steps",
-            conditions("benchmarks/profiles/max_pool_gradients.py", argv, load),
+            conditions("benchmarks/profiles/studies/max_pool_gradients.py", argv, load),
             (
                 "Output and gradients (input and weights) against `relu_first`, bit for bit, "
                 "integer weights and inputs (ties, zeros, negative windows):"

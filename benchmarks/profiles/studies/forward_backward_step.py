@@ -1,6 +1,6 @@
 """Where a forward/backward training step spends its time (MLP 10-50-1, batch 100).
 
-Run: .venv/bin/python benchmarks/profiles/forward_backward_step.py
+Run: .venv/bin/python benchmarks/profiles/studies/forward_backward_step.py
 Prints the microseconds of each part of one step, measured in isolation, then
 of the whole step, with onnxruntime on 2 threads.
 """

@@ -15,7 +15,8 @@ KNOWN_CAUSES = {
     "Where": (
         "the ReLU mask of `fast_gradients`; `Where` runs on one thread and no exact mask avoids a "
         "single-threaded kernel; `Cast` takes about 40% of its time here but showed no gain in "
-        "whole steps (helpers.core.rewrites.gradient_rewrites, benchmarks/profiles/relu_masks.py)"
+        "whole steps (helpers.core.rewrites.gradient_rewrites, "
+        "benchmarks/profiles/studies/relu_masks.py)"
     ),
     "GatherGrad": (
         "takes a mutex for every element it adds, on every thread; `fast_gradients` rewrites "

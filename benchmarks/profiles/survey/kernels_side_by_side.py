@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/profiles/kernels_side_by_side.py [--threads 2] [--size large]
+    .venv/bin/python benchmarks/profiles/survey/kernels_side_by_side.py [--threads 2] [--size large]
         [--only cnn] [--steps 10] [--rounds 3]
 
 The defaults: 2 threads, the large models; ``--threads 1 2`` adds one
@@ -10,14 +10,14 @@ thread, ``--size small large`` the zoo's small models, ``--only`` keeps the
 models whose name holds one of its words.
 
 For every model of the zoo (:data:`benchmarks.example_models.ZOO`, the
-models :func:`benchmarks.profiles.kernel_survey.zoo_model` builds, batches
+models :func:`benchmarks.profiles.survey.profiled_models.zoo_model` builds, batches
 of 64) and the MLP 500-500-1 at batches of 1000 (``large``), the same
 training step (same weights, batch, threads, plain SGD, softmax
 cross-entropy or mean squared error) is profiled on both sides, after a
 warm-up: onnxruntime's whole-training API with its profiler
-(:func:`profile_ort`), torch eager with ``torch.profiler``
-(:func:`benchmarks.profiles.torch_kernels.profile_torch`). Kernels fall into
-the families of :mod:`benchmarks.profiles.kernel_families`; each family's
+(:func:`benchmarks.profiles.survey.ort_kernels.profile_ort`), torch eager with ``torch.profiler``
+(:func:`benchmarks.profiles.survey.torch_kernels.profile_torch`). Kernels fall into
+the families of :mod:`benchmarks.profiles.survey.kernel_families`; each family's
 time is the median over the profiled steps of its sum. The step itself is
 timed without any profiler, both frameworks interleaved
 (:func:`benchmarks.profiles.ab_timing.ab_rounds`): what the kernels leave of
@@ -28,19 +28,13 @@ float32 matrix product (:func:`peaks`). It writes the section
 """
 
 import argparse
-import glob
-import json
 import math
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
-import pandas as pd
 import torch
-from onnx import TensorProto, helper
-from sklearn.base import clone
 
 from benchmarks import example_models
 from benchmarks.profiles.ab_timing import (
@@ -53,25 +47,17 @@ from benchmarks.profiles.ab_timing import (
     step_fits,
     wait_until_quiet,
 )
-from benchmarks.profiles.kernel_families import (
-    COLUMNS,
-    FAMILIES,
-    family_table,
-    ort_family,
-    ort_flops,
-    side_by_side,
-)
-from benchmarks.profiles.kernel_survey import ZOO_BATCH, make_optimizer, zoo_model
 from benchmarks.profiles.report import markdown, write_section
-from benchmarks.profiles.torch_kernels import (
+from benchmarks.profiles.survey.kernel_families import COLUMNS, FAMILIES, family_table, side_by_side
+from benchmarks.profiles.survey.ort_kernels import ort_peak_gflops, profile_ort
+from benchmarks.profiles.survey.profiled_models import ZOO_BATCH, make_optimizer, zoo_model
+from benchmarks.profiles.survey.torch_kernels import (
     profile_torch,
     torch_peak_gflops,
     torch_threads,
 )
 from benchmarks.workloads.models import torch_mlp
 from benchmarks.workloads.your_model import LOSSES, torch_fit
-from helpers.core.machine.sessions import make_session, profiling_sessions
-from helpers.measure.profiling import SESSION_ROLES, _session_label
 from helpers.teaching.model_factories import mlp_onnx
 
 #: The large MLP of the survey: features, hidden units, batch.
@@ -89,108 +75,6 @@ PAUSE_S = 0.2
 ORT_STEP, TORCH_STEP = "ORT whole-training", "torch eager"
 #: A family's share (%) of either step above which the conclusions name it.
 NOTABLE_SHARE = 5.0
-
-
-def _shape(value):
-    return next(iter(value.values())) if value else []
-
-
-def _trace_rows(path, n_steps):
-    """One row per kernel call of one onnxruntime trace, with the step it belongs to."""
-    if SESSION_ROLES.get(_session_label(path)) in (
-        SESSION_ROLES["score"],
-        SESSION_ROLES["predict"],
-    ):
-        return []
-    with open(path, encoding="utf-8") as stream:
-        events = json.load(stream)
-    starts = sorted(
-        e["ts"]
-        for e in events
-        if e.get("cat") == "Session" and e["name"] == "SequentialExecutor::Execute"
-    )
-    rows = []
-    for event in events:
-        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time") or not starts:
-            continue
-        args = event["args"]
-        run = int(np.searchsorted(starts, event["ts"], side="right")) - 1
-        inputs = [_shape(v) for v in args.get("input_type_shape", [])]
-        outputs = [_shape(v) for v in args.get("output_type_shape", [])]
-        op_type = args["op_name"]
-        rows.append(
-            {
-                "step": run * n_steps // len(starts),
-                "name": op_type,
-                "family": ort_family(op_type, event["name"]),
-                "us": float(event["dur"]),
-                "flops": ort_flops(op_type, inputs, outputs),
-            }
-        )
-    return rows
-
-
-def profile_ort(optimizer, X, y, warmup=WARMUP):
-    """Fit one epoch of a copy of ``optimizer`` under onnxruntime's profiler: a row per kernel call.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``step``, ``name`` (operator type), ``family``, ``us``, ``flops``
-        (from the shapes of the trace), the first ``warmup`` steps left out;
-        the validation and prediction sessions are left out too.
-
-    Examples
-    --------
-    >>> from helpers import OrtGradientOptimizer, add_loss_output
-    >>> X = np.random.default_rng(0).standard_normal((40, 4)).astype(np.float32)
-    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(4, (8,))), batch_size=8)
-    >>> kernels = profile_ort(opt, X, X[:, :1], warmup=1)
-    >>> sorted(kernels["step"].unique().tolist()), "matrix products" in set(kernels["family"])
-    ([1, 2, 3, 4], True)
-    """
-    estimator = clone(optimizer).set_params(
-        max_iter=1, warm_start=False, verbose=0, validation_every=0
-    )
-    with tempfile.TemporaryDirectory(prefix="ort_profile_") as folder:
-        with profiling_sessions(folder):
-            estimator.fit(X, y)
-            n_steps = estimator.t_
-            del estimator  # a session writes its trace when it ends
-        rows = [
-            row
-            for path in sorted(glob.glob(os.path.join(folder, "*.json")))
-            for row in _trace_rows(path, n_steps)
-        ]
-    kernels = pd.DataFrame(rows, columns=["step", "name", "family", "us", "flops"])
-    return kernels[kernels["step"] >= warmup].reset_index(drop=True)
-
-
-def ort_peak_gflops(threads, n=2048, repeat=10):
-    """GFLOP/s of onnxruntime's ``n x n`` ``MatMul`` on ``threads`` threads, best of ``repeat``.
-
-    Examples
-    --------
-    >>> ort_peak_gflops(1, n=64, repeat=2) > 0
-    True
-    """
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["a", "b"], ["c"])],
-        "peak",
-        [helper.make_tensor_value_info(name, TensorProto.FLOAT, [n, n]) for name in "ab"],
-        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [n, n])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=8)
-    session = make_session(model, n_threads=threads, label="peak")
-    rng = np.random.default_rng(0)
-    feeds = {name: rng.standard_normal((n, n)).astype(np.float32) for name in "ab"}
-    session.run(None, feeds)
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        session.run(None, feeds)
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best / 1e9
 
 
 def peaks(threads, before=None):
@@ -268,7 +152,7 @@ def compare(case, threads, steps, rounds):
         wait_until_quiet(timeout_s=QUIET_WAIT_S)
     optimizer = make_optimizer(WHOLE, onx, LOSSES[task][0], "sgd", True, batch, lr, threads)
     profiled = slice(0, batch * (WARMUP + steps))
-    ort_kernels = profile_ort(optimizer, X[profiled], y[profiled])
+    ort_kernels = profile_ort(optimizer, X[profiled], y[profiled], WARMUP)
     time.sleep(PAUSE_S)
     torch_kernels = profile_torch(
         make_module(), X[:batch], y[:batch], task, threads, steps, WARMUP, lr
@@ -364,7 +248,7 @@ def _options(argv):
 
 def _intro(argv, load, seconds, args):
     return (
-        f"{conditions('benchmarks/profiles/kernels_side_by_side.py', argv, load)} It took "
+        f"{conditions('benchmarks/profiles/survey/kernels_side_by_side.py', argv, load)} It took "
         f"{seconds:.0f} s. Batches of {ZOO_BATCH} samples for the zoo, {MLP[2]} for the MLP, plain "
         "SGD; onnxruntime's whole-training API under its profiler, torch eager under "
         f"`torch.profiler` (self CPU time of the `aten::` operators), {WARMUP} warm-up steps, then "

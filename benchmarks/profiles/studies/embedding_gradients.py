@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/profiles/embedding_gradients.py [--threads 1 2] [--rounds 3]
+    .venv/bin/python benchmarks/profiles/studies/embedding_gradients.py [--threads 1 2] [--rounds 3]
 
 The zoo's ``token_classifier_large`` (``benchmarks/example_models.py``)
 trains a 20000 x 128 table on batches of 64 x 32 token ids. Its gradient is
@@ -46,7 +46,7 @@ from onnx import TensorProto, helper
 
 from benchmarks.profiles.ab_timing import BUSY_NOTE, conditions, parse_arguments
 from benchmarks.profiles.report import markdown, write_section
-from benchmarks.profiles.zoo_variants import zoo_variant_rows
+from benchmarks.profiles.studies.zoo_variants import zoo_variant_rows
 from helpers.core.updates import update_rules
 from helpers.forward_backward import session as forward_backward_session
 from helpers.whole_training import session as whole_training_session
@@ -242,7 +242,7 @@ def main(argv=None):
     ]
     text = (
         f"## An embedding table's gradient and update\n\n"
-        f"{conditions('benchmarks/profiles/embedding_gradients.py', argv, load)}\n\n"
+        f"{conditions('benchmarks/profiles/studies/embedding_gradients.py', argv, load)}\n\n"
         f"Kernels alone on one step of token_classifier_large ({ROWS} x {WIDTH} table, "
         f"{IDS} ids), median of runs in turn with the other kernels (which push the table "
         "out of the cache, as the other kernels of a training step do):\n\n"

@@ -3,13 +3,14 @@ costs with each.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/profiles/relu_masks.py [--threads 1 2] [--rounds 3]
+    .venv/bin/python benchmarks/profiles/studies/relu_masks.py [--threads 1 2] [--rounds 3]
 
 ``fast_gradients`` trains ``Relu(x)`` as ``x * mask(x)``, the mask made
 through a bool or an integer so that the gradient builder does not
 differentiate it: the gradient is then one product by the mask, where
 onnxruntime 1.19.2's ``ReluGrad`` is slow and single-threaded. Its mask,
-``Where(x > 0, 1, 0)``, runs ``Where`` on one thread. The candidates:
+``Where(x > 0, 1, 0)``, runs ``Where`` on one thread. The candidates (their nodes:
+:mod:`benchmarks.profiles.studies.relu_mask_graphs`):
 
 * ``where``: the library's rewrite, ``Where(Greater(x, 0), 1, 0)``.
 * ``cast``: ``Cast(Greater(x, 0), float)``.
@@ -40,9 +41,8 @@ import sys
 import tempfile
 
 import numpy as np
-import onnx
 import onnxruntime
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from benchmarks.profiles.ab_timing import (
     BUSY_NOTE,
@@ -54,14 +54,14 @@ from benchmarks.profiles.ab_timing import (
     step_fits,
     wait_until_quiet,
 )
-from benchmarks.profiles.kernel_survey import ZOO_BATCH, zoo_model
 from benchmarks.profiles.report import markdown, write_section
+from benchmarks.profiles.studies.relu_mask_graphs import MASKS, relu_layer, with_mask
+from benchmarks.profiles.survey.profiled_models import ZOO_BATCH, zoo_model
 from helpers import OrtGradientForwardBackward
 from helpers.core.rewrites.gradient_rewrites import rewrite_for_training
 from helpers.measure.profiling import read_profile
 from helpers.teaching.model_factories import mlp_onnx
 
-FLOAT = TensorProto.FLOAT
 #: Edge values of the exactness check.
 EDGES = np.array(
     [
@@ -91,104 +91,6 @@ PROBLEMS = {
     "zoo image_cnn_small, batch 64": (("image_cnn_small", 20), 4),
     "zoo image_cnn_large, batch 64": (("image_cnn_large", 10), 3),
 }
-
-
-def _const(name, value, dtype=np.float32):
-    tensor = numpy_helper.from_array(np.array(value, dtype), name)
-    return helper.make_node("Constant", [], [name], name=name, value=tensor)
-
-
-def cast_mask(x, tag):
-    """Nodes of ``Cast(x > 0, float)``; the mask is ``tag + '_mask'``.
-
-    Examples
-    --------
-    >>> [n.op_type for n in cast_mask("x", "t")], cast_mask("x", "t")[-1].output[0]
-    (['Constant', 'Greater', 'Cast'], 't_mask')
-    """
-    return [
-        _const(f"{tag}_zero", 0.0),
-        helper.make_node("Greater", [x, f"{tag}_zero"], [f"{tag}_positive"]),
-        helper.make_node("Cast", [f"{tag}_positive"], [f"{tag}_mask"], to=FLOAT),
-    ]
-
-
-def quantize_mask(x, tag):
-    """Nodes of ``DequantizeLinear(Clip(QuantizeLinear(x * 2**100, 2**-49), 0, 1))`` in uint8.
-
-    Examples
-    --------
-    >>> [n.op_type for n in quantize_mask("x", "t") if n.op_type != "Constant"]
-    ['Mul', 'QuantizeLinear', 'Clip', 'DequantizeLinear']
-    """
-    return [
-        _const(f"{tag}_scale_up", 2.0**100),
-        _const(f"{tag}_step", 2.0**-49),
-        _const(f"{tag}_one", 1.0),
-        _const(f"{tag}_zero8", 0, np.uint8),
-        _const(f"{tag}_one8", 1, np.uint8),
-        helper.make_node("Mul", [x, f"{tag}_scale_up"], [f"{tag}_scaled"]),
-        helper.make_node(
-            "QuantizeLinear", [f"{tag}_scaled", f"{tag}_step", f"{tag}_zero8"], [f"{tag}_levels"]
-        ),
-        helper.make_node("Clip", [f"{tag}_levels", f"{tag}_zero8", f"{tag}_one8"], [f"{tag}_bits"]),
-        helper.make_node(
-            "DequantizeLinear", [f"{tag}_bits", f"{tag}_one", f"{tag}_zero8"], [f"{tag}_mask"]
-        ),
-    ]
-
-
-def pow_mask(x, tag):
-    """Nodes of ``0 ** (0 ** x)``: 1 where ``x > 0``, else 0, through exponents only.
-
-    Examples
-    --------
-    >>> [n.op_type for n in pow_mask("x", "t")]
-    ['Constant', 'Pow', 'Pow']
-    """
-    return [
-        _const(f"{tag}_zero", 0.0),
-        helper.make_node("Pow", [f"{tag}_zero", x], [f"{tag}_step"]),
-        helper.make_node("Pow", [f"{tag}_zero", f"{tag}_step"], [f"{tag}_mask"]),
-    ]
-
-
-#: Candidate to the function making its mask nodes (None: made by the library, or no mask).
-MASKS = {
-    "where": None,
-    "cast": cast_mask,
-    "quantize": quantize_mask,
-    "pow": pow_mask,
-    "relugrad": None,
-}
-
-
-def with_mask(model, name):
-    """``model`` with each ``Relu(x)`` written as ``x * mask(x)`` by the candidate ``name``.
-
-    ``where`` and ``relugrad`` return ``model``: the optimizers rewrite it
-    (``fast_gradients=True``) or not (``False``).
-
-    Examples
-    --------
-    >>> [n.op_type for n in with_mask(mlp_onnx(3, hidden=(4,)), "cast").graph.node]
-    ['MatMul', 'Add', 'Constant', 'Greater', 'Cast', 'Mul', 'MatMul', 'Add']
-    """
-    if MASKS[name] is None:
-        return model
-    nodes = []
-    for index, node in enumerate(model.graph.node):
-        if node.op_type != "Relu":
-            nodes.append(node)
-            continue
-        tag = f"{name}_mask{index}"
-        product = helper.make_node("Mul", [node.input[0], f"{tag}_mask"], node.output)
-        nodes += [*MASKS[name](node.input[0], tag), product]
-    masked = onnx.ModelProto()
-    masked.CopyFrom(model)
-    del masked.graph.node[:]
-    masked.graph.node.extend(nodes)
-    return masked
 
 
 def _describe(values, reference, x):
@@ -248,23 +150,6 @@ def exactness(name):
         "values differ at (x: Relu vs mask)": _describe(value, ref_value, EDGES),
         "gradients differ at": _describe(grads, ref_grads, np.concatenate([EDGES, EDGES])),
     }
-
-
-def relu_layer(shape, opset=15):
-    """``Y = Relu(X)``, the input of a fixed ``shape`` (None: rows of any number).
-
-    Examples
-    --------
-    >>> [n.op_type for n in relu_layer([None, 3]).graph.node]
-    ['Relu']
-    """
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["X"], ["Y"])],
-        "relu",
-        [helper.make_tensor_value_info("X", FLOAT, list(shape))],
-        [helper.make_tensor_value_info("Y", FLOAT, list(shape))],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
 def kernel_times(name, shape=(1000, 500), runs=40):
@@ -411,7 +296,7 @@ def main(argv=None):
         for threads in args.threads
         for row in _time_steps(threads, args.rounds, args.repeats, trainable)
     ]
-    made = conditions("benchmarks/profiles/relu_masks.py", argv, load)
+    made = conditions("benchmarks/profiles/studies/relu_masks.py", argv, load)
     write_section(args.output, "relu-masks", _report(exact, kernels, steps, made))
 
 

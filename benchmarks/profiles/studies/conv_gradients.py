@@ -2,7 +2,8 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/profiles/conv_gradients.py [--threads 1 2] [--rounds 2] [MODEL ...]
+    .venv/bin/python benchmarks/profiles/studies/conv_gradients.py [--threads 1 2] [--rounds 2] \\
+        [MODEL ...]
 
 onnxruntime 1.19.2 computes the gradient of ``Conv`` with ``ConvGrad``,
 which loops over the images of the batch with an ``im2col`` and small
@@ -47,8 +48,8 @@ from benchmarks.profiles.ab_timing import (
     parse_arguments,
     step_fits,
 )
-from benchmarks.profiles.kernel_survey import ZOO_BATCH, zoo_model
 from benchmarks.profiles.report import markdown, write_section
+from benchmarks.profiles.survey.profiled_models import ZOO_BATCH, zoo_model
 from helpers import OrtGradientForwardBackward, get_train_initializer
 from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.core.rewrites import gradient_rewrites
@@ -165,7 +166,7 @@ def with_layout(layout, where=everywhere):
 
     Examples
     --------
-    >>> from benchmarks.profiles.kernel_survey import zoo_model
+    >>> from benchmarks.profiles.survey.profiled_models import zoo_model
     >>> onx = zoo_model("sequence_conv_small", 4)[0]
     >>> with with_layout(None):
     ...     "Conv" in [n.op_type for n in gradient_rewrites.rewrite_for_training(onx).graph.node]
@@ -273,7 +274,7 @@ def main(argv=None):
         for threads in args.threads
         for row in _time_steps(names, threads, args.rounds, args.repeats)
     ]
-    made = conditions("benchmarks/profiles/conv_gradients.py", argv, load)
+    made = conditions("benchmarks/profiles/studies/conv_gradients.py", argv, load)
     some = [] if names == list(MODELS) else names  # a run on some models: a section of its own
     title = f": {', '.join(some)}" if some else ""
     text = (

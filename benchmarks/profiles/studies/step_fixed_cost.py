@@ -2,10 +2,11 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/profiles/step_fixed_cost.py [--threads 1 2] [--rounds 3]
+    .venv/bin/python benchmarks/profiles/studies/step_fixed_cost.py [--threads 1 2] [--rounds 3]
 
 Two steps are profiled with onnxruntime's profiler (each kernel's best time
-over ``--repeats`` profiled epochs, :func:`benchmarks.profiles.kernel_survey.profile_best_of`),
+over ``--repeats`` profiled epochs,
+:func:`benchmarks.profiles.survey.kernel_survey.profile_best_of`),
 both APIs, plain SGD: the ReLU network 500-500-1 on batches of 1000 (the
 step of ``perf_large.py``, whose whole-training step should take at most
 1.15 times its five matrix products run alone) and the zoo's
@@ -57,16 +58,15 @@ from benchmarks.profiles.ab_timing import (
     step_fits,
     wait_until_quiet,
 )
-from benchmarks.profiles.kernel_survey import (
-    MATRIX_PRODUCTS,
+from benchmarks.profiles.report import markdown, write_section
+from benchmarks.profiles.survey.kernel_survey import MATRIX_PRODUCTS, profile_best_of
+from benchmarks.profiles.survey.profiled_models import (
     SIZES,
     ZOO_BATCH,
     make_models,
     make_optimizer,
-    profile_best_of,
     zoo_model,
 )
-from benchmarks.profiles.report import markdown, write_section
 from helpers.core.layers import batch_norm
 
 #: Profiled steps: label to (model, X, y, loss, batch, learning rate) builders.
@@ -94,7 +94,7 @@ def split_step(table):
     Parameters
     ----------
     table : pandas.DataFrame
-        :func:`benchmarks.profiles.kernel_survey.profile_best_of`'s.
+        :func:`benchmarks.profiles.survey.kernel_survey.profile_best_of`'s.
 
     Examples
     --------
@@ -252,7 +252,7 @@ def main(argv=None):
     ]
     text = (
         f"## The fixed cost of large steps\n\n"
-        f"{conditions('benchmarks/profiles/step_fixed_cost.py', argv, load)}\n\n"
+        f"{conditions('benchmarks/profiles/studies/step_fixed_cost.py', argv, load)}\n\n"
         "Profiled steps (each kernel's best time over the profiled epochs; `products`: "
         f"{', '.join(sorted(MATRIX_PRODUCTS))}; `overhead`: the sessions' time no kernel "
         f"accounts for):\n\n{markdown(profiles, list(profiles[0]))}\n\n"
