@@ -58,7 +58,7 @@ from helpers import (
     OrtGradientOptimizer,
     add_loss_output,
 )
-from helpers.core.machine.runtime import quiet_runtime_logs
+from helpers.core.machine.runtime_output import quiet_runtime_logs
 from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.measure.profiling import profile_training
 from helpers.teaching.datasets import one_hot
