@@ -85,7 +85,7 @@ class ForwardBackwardSession:
             Features and labels of the batch.
         w : OrtValue, numpy.ndarray or None
             Per-sample weights.
-        loss : helpers.forward_backward.losses.BaseLearningLoss
+        loss : helpers.forward_backward.base_loss.BaseLearningLoss
         penalty : helpers.core.updates.penalties.BaseLearningPenalty
         learning_rate : float
         t : int
