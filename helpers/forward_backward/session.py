@@ -3,7 +3,7 @@
 import numpy as np
 
 from ..core.graphs.onnx_function import to_ortvalue
-from ..core.updates.update_rules import WeightUpdater
+from ..core.updates.weight_updater import WeightUpdater
 from .function import OrtGradientForwardBackward
 
 
