@@ -3,8 +3,7 @@
 onnxruntime-training 1.19.2 is the last release of the training packages. It
 refuses models stamped with an IR version above 10, which is what onnx 1.18 and
 later write. These functions turn that, and a few other traps, into clear
-errors (the runtime's own output is kept quiet in
-:mod:`~helpers.core.machine.runtime_output`).
+errors.
 """
 
 import re

@@ -1,10 +1,4 @@
-"""The runtime's own output: its log lines kept quiet, its C++ stderr captured in a notebook.
-
-onnxruntime and onnxblock print an info line per graph transformer from C++;
-:func:`quiet_runtime_logs` sets them to errors only without touching the
-process's stderr, and :func:`native_stderr_captured` shows, or hides, what
-the runtime writes there when the notebooks call it directly.
-"""
+"""The runtime's own output: its C++ log lines kept quiet, its stderr captured in a notebook."""
 
 import contextlib
 import os

@@ -1,10 +1,5 @@
-"""An update rule run on the device: one ONNX graph updates every weight, in place.
-
-:func:`build_update_graph` puts a rule's nodes (:mod:`helpers.core.updates.update_rules`)
-together for a list of weights; :class:`WeightUpdater` runs that graph on
-weights held in ``OrtValue``, writing each into its own buffer, and keeps the
-rule's buffers (momentum, moments) between steps.
-"""
+"""An update rule run on the device: one ONNX graph updates every weight in place, each in its
+own buffer."""
 
 import numpy as np
 from onnxruntime import OrtValue
@@ -20,7 +15,7 @@ def build_update_graph(rule, n_weights):
 
     Parameters
     ----------
-    rule : BaseUpdateRule
+    rule : helpers.core.updates.update_rules.BaseUpdateRule
     n_weights : int
 
     Returns
@@ -61,7 +56,7 @@ class WeightUpdater:
 
     Parameters
     ----------
-    rule : BaseUpdateRule or str
+    rule : helpers.core.updates.update_rules.BaseUpdateRule or str
         The rule, or its name with default hyper-parameters.
     shapes : list of tuple
         Shape of each weight.
