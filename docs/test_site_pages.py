@@ -63,7 +63,7 @@ def test_page_fits_the_window(browser, path, size):
 def test_landing_page_headline_figure_and_sidebar(browser):
     m = measure(browser, "index.html", DESKTOP, screenshot="landing-1280.png")
     text = " ".join(m["text"].split())
-    # the ratio sentence of results/reference/summary.md (docs/conf.py reads it), first
+    # the ratio sentence of results/reference/summary.md (docs/_ext/headline.py reads it), first
     ratio = re.search(
         r"takes ([\d.]+)x to ([\d.]+)x less time with the whole-training API than with torch eager",
         text,

@@ -18,11 +18,11 @@ from helpers import (
 from helpers.core.model_graphs.onnx_graph import select_outputs
 from helpers.teaching.comparison import summarize_runs, train_side_by_side
 from helpers.teaching.datasets import one_hot
-from helpers.teaching.sklearn_bridge import (
+from helpers.teaching.sklearn_bridge import mlp_weight_names
+from helpers.teaching.sklearn_training import (
     continue_mlp_training,
     fit_first_epoch,
     mlp_update_parameters,
-    mlp_weight_names,
 )
 
 

@@ -3,7 +3,7 @@ import os
 import onnx
 import pytest
 
-from helpers.core.machine import runtime, sessions
+from helpers.core.machine import runtime, runtime_output, sessions
 
 
 def test_max_ir_version_is_what_the_runtime_loads():
@@ -18,7 +18,7 @@ def test_check_onnx_compatible_passes_with_pinned_onnx():
 
 
 def test_native_stderr_is_captured(capfd):
-    with runtime.native_stderr_captured() as captured:
+    with runtime_output.native_stderr_captured() as captured:
         os.write(2, b"C++ log line\n")
     assert captured == ["C++ log line\n"]
     os.write(2, b"after\n")
@@ -27,7 +27,7 @@ def test_native_stderr_is_captured(capfd):
 
 def test_native_stderr_restored_after_error(capfd):
     with pytest.raises(RuntimeError):
-        with runtime.native_stderr_captured():
+        with runtime_output.native_stderr_captured():
             raise RuntimeError("boom")
     os.write(2, b"visible\n")
     assert "visible" in capfd.readouterr().err

@@ -7,7 +7,7 @@ import pytest
 import helpers
 from helpers.core.machine.devices import Device
 from helpers.core.machine.sessions import make_session, providers
-from helpers.core.updates import update_rules
+from helpers.core.updates import weight_updater
 
 HELPERS = pathlib.Path(helpers.__file__).parent
 
@@ -43,9 +43,9 @@ def test_the_update_graph_runs_on_the_weights_device(monkeypatch):
         seen.append((device, n_threads, label))
         raise Stop
 
-    monkeypatch.setattr(update_rules, "make_session", recording)
+    monkeypatch.setattr(weight_updater, "make_session", recording)
     with pytest.raises(Stop):
-        update_rules.WeightUpdater("adamw", [(2,)], Device("cuda", 1))
+        weight_updater.WeightUpdater("adamw", [(2,)], Device("cuda", 1))
     assert seen == [(Device("cuda", 1), 1, "update")]
 
 

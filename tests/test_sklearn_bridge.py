@@ -1,5 +1,6 @@
-"""helpers.teaching.sklearn_bridge: weights move between scikit-learn's MLPs and ONNX unchanged,
-and the documented learning-rate and penalty mappings give scikit-learn's updates."""
+"""helpers.teaching.sklearn_bridge and sklearn_training: weights move between scikit-learn's MLPs
+and ONNX unchanged, and the documented learning-rate and penalty mappings give scikit-learn's
+updates."""
 
 import warnings
 
@@ -20,14 +21,13 @@ from helpers import (
 from helpers.core.model_graphs.onnx_graph import replace_initializers, select_outputs
 from helpers.teaching.datasets import one_hot
 from helpers.teaching.sklearn_bridge import (
-    continue_mlp_training,
-    fit_first_epoch,
     mlp_coefficient_names,
     mlp_onnx_weights,
     mlp_weight_names,
     mlp_with_weights,
     onnx_weights_of,
 )
+from helpers.teaching.sklearn_training import continue_mlp_training, fit_first_epoch
 
 
 @pytest.fixture(scope="module")

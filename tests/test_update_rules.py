@@ -12,12 +12,8 @@ from conftest import make_optimizer
 from onnxruntime import OrtValue
 
 from helpers.core.updates.learning_rates import LearningRateSchedule
-from helpers.core.updates.update_rules import (
-    UPDATE_RULES,
-    WeightUpdater,
-    build_update_graph,
-    make_update_rule,
-)
+from helpers.core.updates.update_rules import UPDATE_RULES, make_update_rule
+from helpers.core.updates.weight_updater import WeightUpdater, build_update_graph
 from helpers.teaching.model_factories import mlp_onnx
 
 SHAPES = [(3, 2), (1, 2), (2,)]

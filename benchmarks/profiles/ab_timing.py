@@ -24,7 +24,7 @@ from helpers import (
     OrtGradientOptimizer,
     add_loss_output,
 )
-from helpers.core.machine.runtime import quiet_runtime_logs
+from helpers.core.machine.runtime_output import quiet_runtime_logs
 from helpers.measure.timing import marginal_step_cost
 
 WHOLE, FORWARD_BACKWARD = "whole-training", "forward/backward"

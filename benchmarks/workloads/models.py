@@ -37,7 +37,7 @@ from helpers.measure.timing import (  # noqa: F401 (the benchmarks' notebooks us
     timing_note,
 )
 from helpers.teaching.datasets import random_regression, split_standardized  # noqa: F401 (re-exported)
-from helpers.teaching.sklearn_bridge import fit_first_epoch
+from helpers.teaching.sklearn_training import fit_first_epoch
 
 #: Framework names, exactly as :mod:`benchmarks.report.aggregate` expects them.
 SKLEARN = "scikit-learn"

@@ -211,7 +211,7 @@ class OrtForwardBackwardTrainer:
     :class:`helpers.OrtGradientForwardBackward` (``TrainingAgent`` forward),
     the squared error and its gradient (:class:`helpers.SquareLearningLoss`,
     an ONNX graph), the backward pass, the update
-    (:class:`helpers.core.updates.update_rules.WeightUpdater`: torch's SGD or AdamW
+    (:class:`helpers.core.updates.weight_updater.WeightUpdater`: torch's SGD or AdamW
     as an ONNX graph writing the weights in place).
 
     Parameters
@@ -248,7 +248,8 @@ class OrtForwardBackwardTrainer:
 
         from helpers import OrtGradientForwardBackward, SquareLearningLoss  # noqa: PLC0415
         from helpers.core.model_graphs.onnx_graph import get_train_initializer  # noqa: PLC0415
-        from helpers.core.updates.update_rules import WeightUpdater, make_update_rule  # noqa: PLC0415
+        from helpers.core.updates.update_rules import make_update_rule  # noqa: PLC0415
+        from helpers.core.updates.weight_updater import WeightUpdater  # noqa: PLC0415
 
         start = time.perf_counter()
         self.onx = onx

@@ -18,7 +18,8 @@ from onnxruntime.capi._pybind_state import (
 )
 
 from ..core.machine.devices import resolve_device
-from ..core.machine.runtime import check_model_ir_version, explain_untrainable, quiet_runtime_logs
+from ..core.machine.runtime import check_model_ir_version, explain_untrainable
+from ..core.machine.runtime_output import quiet_runtime_logs
 from ..core.machine.sessions import check_n_threads, is_profiling, make_session, resolved_threads
 from ..core.machine.training_cache import GRADIENT_GRAPHS, content_key
 from ..core.model_graphs.inference_mode import inference_graph

@@ -1,180 +1,14 @@
-"""Losses of the forward/backward API, with their gradients, as ONNX graphs.
+"""The losses of the forward/backward API, and :func:`make_learning_loss`, which names them.
 
-Each loss follows :func:`helpers.add_loss_output`'s conventions, so that both
-APIs minimize the same function: with ``N`` rows in the batch and ``w`` the
-per-sample weights (ones by default),
-``loss = sum_i w_i * loss_i / N``, where the loss of a sample is the mean
-of an elementwise loss over its ``k`` outputs (the sum over the classes for
-the softmax cross-entropy). The gradient with respect to the prediction is
-therefore ``w_i * dloss_ij / (N * k)`` (``w_i * dloss_ij / N`` for the
-cross-entropy): it already carries the 1/N of the mean, and the learning
-rate needs no rescaling with the batch size.
+Squared, absolute and elastic errors for regression, the log loss and the
+softmax cross-entropy for classification: each writes its per-sample loss
+and gradient in ONNX, and :class:`~helpers.forward_backward.base_loss.BaseLearningLoss`
+compiles and runs them with the conventions of :func:`helpers.add_loss_output`.
 """
 
-import numpy as np
-import onnx
-from onnx import helper
-
-from ..core.graphs.loss_graphs import (
-    LOSS_ALIASES,
-    GraphAppender,
-    canonical_loss_name,
-    per_sample_loss,
-)
-from ..core.graphs.onnx_function import IR_VERSION, OnnxFunction, make_model, to_ortvalue
+from ..core.graphs.loss_graphs import LOSS_ALIASES, canonical_loss_name, per_sample_loss
 from ..core.inputs.validation import check_finite_number
-from ..core.updates.configurable import Configurable
-
-_LABEL, _PRED, _WEIGHT = "label", "prediction", "weight"
-
-
-def _skeleton(rank, weighted):
-    """An empty model with inputs label, prediction and, if ``weighted``, weight."""
-    shape = ["N"] + [f"d{i}" for i in range(1, rank)]
-    inputs = [(_LABEL, shape), (_PRED, shape)] + ([(_WEIGHT, ["N"])] if weighted else [])
-    return make_model([], inputs, [], "loss")
-
-
-class BaseLearningLoss(Configurable):
-    """A loss and its gradient with respect to the prediction.
-
-    Subclasses write the per-sample loss and the gradient in ONNX
-    (:meth:`_build`); this class compiles them for each device, rank of the
-    prediction and presence of sample weights, and runs them. Without
-    weights the graph has no weight input and no multiplication by ones:
-    a training step runs this graph once, and its cost is mostly its
-    number of nodes.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from helpers.core.machine.devices import Device
-    >>> loss = SquareLearningLoss()
-    >>> isinstance(loss, BaseLearningLoss), loss == SquareLearningLoss()
-    (True, True)
-    >>> y = np.array([[1.0], [2.0]], dtype=np.float32)
-    >>> p = np.array([[1.5], [1.0]], dtype=np.float32)
-    >>> print(loss.loss_scores(Device("cpu"), y, p).numpy())
-    [0.25 1.  ]
-
-    The same loss, with the samples weighted 1 and 3:
-
-    >>> w = np.array([1.0, 3.0], dtype=np.float32)
-    >>> value, grad = loss.loss_gradient(Device("cpu"), y, p, weight=w)
-    >>> print(value.numpy(), grad.numpy().ravel())
-    1.625 [ 0.5 -3. ]
-    """
-
-    #: Whether the targets may be class indices, one-hot encoded by the optimizer
-    #: (a softmax cross-entropy over the model's scores).
-    takes_class_labels = False
-
-    #: Whether the loss of a sample is the mean over its outputs (elementwise losses,
-    #: as torch's ``MSELoss``), rather than their sum (a softmax cross-entropy).
-    averages_outputs = True
-
-    def __init__(self):
-        self._functions = {}
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_functions"] = {}
-        return state
-
-    def _build(self, app, rank):
-        """Return (per-sample loss, elementwise gradient of the per-sample loss)."""
-        raise NotImplementedError
-
-    def _function(self, device, rank, what, weighted):
-        key = (device, rank, what, weighted)
-        if key not in self._functions:
-            model = _skeleton(rank, weighted)
-            app = GraphAppender(model, prefix="t_")
-            per_sample, dloss = self._build(app, rank)
-            if weighted:
-                per_sample = app.node("Mul", [per_sample, _WEIGHT])
-            if what == "scores":
-                app.node("Identity", [per_sample], output="scores")
-                model.graph.output.append(helper.make_tensor_value_info("scores", 1, None))
-            else:
-                app.node("ReduceMean", [per_sample], output="loss", keepdims=0)
-                # the number of values the loss is the mean of: every element, or every row
-                count = (
-                    app.node("Size", [_PRED])
-                    if self.averages_outputs
-                    else app.node("Shape", [_PRED], start=0, end=1)
-                )
-                n = app.node("Cast", [count], to=onnx.TensorProto.FLOAT)
-                if weighted:
-                    w = _WEIGHT
-                    if rank > 1:
-                        w = app.node("Unsqueeze", [w, app.const(list(range(1, rank)), np.int64)])
-                    dloss = app.node("Mul", [dloss, w])
-                app.node("Div", [dloss, n], output="gradient")
-                model.graph.output.extend(
-                    [
-                        helper.make_tensor_value_info("loss", 1, []),
-                        helper.make_tensor_value_info("gradient", 1, None),
-                    ]
-                )
-            model.ir_version = IR_VERSION
-            self._functions[key] = OnnxFunction(model, device)
-        return self._functions[key]
-
-    def gradient_model(self, rank=2, weighted=False):
-        """Return the ONNX graph computing the loss and its gradient.
-
-        Parameters
-        ----------
-        rank : int
-            Rank of the prediction (2 for an output of shape ``(N, k)``).
-        weighted : bool
-            Whether the graph takes per-sample weights.
-
-        Returns
-        -------
-        onnx.ModelProto
-            Inputs ``label``, ``prediction`` (and ``weight``); outputs
-            ``loss`` and ``gradient``.
-
-        Examples
-        --------
-        >>> model = SquareLearningLoss().gradient_model(rank=2)
-        >>> [i.name for i in model.graph.input], [o.name for o in model.graph.output]
-        (['label', 'prediction'], ['loss', 'gradient'])
-        """
-        from ..core.machine.devices import Device  # noqa: PLC0415
-
-        return self._function(Device("cpu"), rank, "gradient", weighted).model
-
-    def _run(self, what, device, expected, predicted, weight):
-        predicted = to_ortvalue(predicted, device)
-        rank = len(predicted.shape())
-        if weight is None:
-            return self._function(device, rank, what, False)(expected, predicted)
-        return self._function(device, rank, what, True)(expected, predicted, weight)
-
-    def loss_gradient(self, device, expected, predicted, weight=None):
-        """Return the mean loss and its gradient with respect to ``predicted``.
-
-        Parameters
-        ----------
-        device : helpers.core.machine.devices.Device
-        expected, predicted : OrtValue or numpy.ndarray
-            Labels and predictions, of the same shape ``(N, ...)``.
-        weight : OrtValue or numpy.ndarray, optional
-            Per-sample weights of shape ``(N,)``; None weighs every sample 1.
-
-        Returns
-        -------
-        tuple of OrtValue
-            The loss (a scalar) and the gradient (shape of ``predicted``).
-        """
-        return tuple(self._run("gradient", device, expected, predicted, weight))
-
-    def loss_scores(self, device, expected, predicted, weight=None):
-        """Return the loss of each sample (times its weight), shape ``(N,)``."""
-        return self._run("scores", device, expected, predicted, weight)[0]
+from .base_loss import LABEL, PREDICTION, BaseLearningLoss
 
 
 class SquareLearningLoss(BaseLearningLoss):
@@ -205,8 +39,8 @@ class SquareLearningLoss(BaseLearningLoss):
     """
 
     def _build(self, app, rank):
-        per_sample = per_sample_loss(app, "squared_error", _PRED, _LABEL, rank, {})
-        diff = app.node("Sub", [_PRED, _LABEL])
+        per_sample = per_sample_loss(app, "squared_error", PREDICTION, LABEL, rank, {})
+        diff = app.node("Sub", [PREDICTION, LABEL])
         return per_sample, app.node("Mul", [diff, app.const(2.0)])
 
 
@@ -228,8 +62,8 @@ class AbsoluteLearningLoss(BaseLearningLoss):
     """
 
     def _build(self, app, rank):
-        per_sample = per_sample_loss(app, "absolute_error", _PRED, _LABEL, rank, {})
-        return per_sample, app.node("Sign", [app.node("Sub", [_PRED, _LABEL])])
+        per_sample = per_sample_loss(app, "absolute_error", PREDICTION, LABEL, rank, {})
+        return per_sample, app.node("Sign", [app.node("Sub", [PREDICTION, LABEL])])
 
 
 class ElasticLearningLoss(BaseLearningLoss):
@@ -272,8 +106,8 @@ class ElasticLearningLoss(BaseLearningLoss):
 
     def _build(self, app, rank):
         params = self.get_params()
-        per_sample = per_sample_loss(app, "elastic", _PRED, _LABEL, rank, params)
-        diff = app.node("Sub", [_PRED, _LABEL])
+        per_sample = per_sample_loss(app, "elastic", PREDICTION, LABEL, rank, params)
+        diff = app.node("Sub", [PREDICTION, LABEL])
         l1 = app.node("Mul", [app.node("Sign", [diff]), app.const(self.l1_weight)])
         l2 = app.node("Mul", [diff, app.const(2 * self.l2_weight)])
         return per_sample, app.node("Add", [l1, l2])
@@ -340,14 +174,14 @@ class NegLogLearningLoss(BaseLearningLoss):
 
     def _build(self, app, rank):
         if self.probability_function == "sigmoid":
-            proba = app.node("Sigmoid", [_PRED])
-            per_sample = per_sample_loss(app, "log", proba, _LABEL, rank, {"eps": self.eps})
+            proba = app.node("Sigmoid", [PREDICTION])
+            per_sample = per_sample_loss(app, "log", proba, LABEL, rank, {"eps": self.eps})
         else:
             if rank != 2:
                 raise ValueError("The softmax log loss needs scores of shape (N, n_classes).")
-            proba = app.node("Softmax", [_PRED], axis=-1)
-            per_sample = per_sample_loss(app, "cross_entropy", _PRED, _LABEL, rank, {})
-        return per_sample, app.node("Sub", [proba, _LABEL])
+            proba = app.node("Softmax", [PREDICTION], axis=-1)
+            per_sample = per_sample_loss(app, "cross_entropy", PREDICTION, LABEL, rank, {})
+        return per_sample, app.node("Sub", [proba, LABEL])
 
 
 class CrossEntropyLearningLoss(NegLogLearningLoss):

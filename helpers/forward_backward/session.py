@@ -3,7 +3,7 @@
 import numpy as np
 
 from ..core.graphs.onnx_function import to_ortvalue
-from ..core.updates.update_rules import WeightUpdater
+from ..core.updates.weight_updater import WeightUpdater
 from .function import OrtGradientForwardBackward
 
 
@@ -85,7 +85,7 @@ class ForwardBackwardSession:
             Features and labels of the batch.
         w : OrtValue, numpy.ndarray or None
             Per-sample weights.
-        loss : helpers.forward_backward.losses.BaseLearningLoss
+        loss : helpers.forward_backward.base_loss.BaseLearningLoss
         penalty : helpers.core.updates.penalties.BaseLearningPenalty
         learning_rate : float
         t : int

@@ -13,7 +13,7 @@ import time
 import pandas as pd
 from sklearn.utils import Bunch
 
-from .sklearn_bridge import continue_mlp_training
+from .sklearn_training import continue_mlp_training
 
 
 def _default_predict(model, X):
@@ -45,7 +45,7 @@ def train_side_by_side(
         ``make_optimizer(random_state=seed)`` returns an unfitted optimizer
         of :mod:`helpers`: usually ``functools.partial(OrtGradientOptimizer,
         model, ...)`` with the parameters of
-        :func:`helpers.teaching.sklearn_bridge.mlp_update_parameters`.
+        :func:`helpers.teaching.sklearn_training.mlp_update_parameters`.
     data : sklearn.utils.Bunch
         ``X_train``, ``y_train``, ``X_test``, ``y_test``.
     max_iter : int
@@ -91,8 +91,8 @@ def train_side_by_side(
     >>> from sklearn.utils import Bunch
     >>> from skl2onnx import to_onnx
     >>> from helpers import OrtGradientOptimizer, add_loss_output
-    >>> from helpers.teaching.sklearn_bridge import (
-    ...     fit_first_epoch, mlp_update_parameters, mlp_weight_names)
+    >>> from helpers.teaching.sklearn_bridge import mlp_weight_names
+    >>> from helpers.teaching.sklearn_training import fit_first_epoch, mlp_update_parameters
     >>> X = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
     >>> y = X.sum(axis=1)
     >>> data = Bunch(X_train=X[:30], y_train=y[:30], X_test=X[30:], y_test=y[30:])

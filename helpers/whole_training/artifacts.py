@@ -25,7 +25,7 @@ from onnxruntime.training import artifacts as ort_artifacts
 from onnxruntime.training import onnxblock
 from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
-from ..core.machine.runtime import ForkSafeLock, quiet_runtime_logs
+from ..core.machine.runtime_output import ForkSafeLock, quiet_runtime_logs
 from ..core.machine.sessions import session_options
 
 #: onnxblock builds one model at a time: it keeps it in a global (``onnxblock.base``),
@@ -321,7 +321,7 @@ def converter_output_captured():
     and logs one INFO line per model through the logger
     ``ort_format_model.utils``, which importing ``onnxruntime.training``
     sends to the root handler on stderr.
-    :func:`helpers.core.machine.runtime.native_stderr_captured` does not see either: it
+    :func:`helpers.core.machine.runtime_output.native_stderr_captured` does not see either: it
     catches what C++ code writes. Use both around the call.
 
     Yields
@@ -334,7 +334,7 @@ def converter_output_captured():
     >>> import tempfile
     >>> from onnxruntime.training import artifacts
     >>> from helpers import add_loss_output
-    >>> from helpers.core.machine.runtime import native_stderr_captured
+    >>> from helpers.core.machine.runtime_output import native_stderr_captured
     >>> from helpers.teaching.model_factories import mlp_onnx
     >>> onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)))
 

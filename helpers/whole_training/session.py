@@ -14,12 +14,12 @@ from ..core.machine.disk_space import TEMPORARY_FOLDER, artifact_bytes, full_dis
 from ..core.machine.runtime import explain_untrainable
 from ..core.machine.sessions import session_options
 from ..core.machine.training_cache import cached_artifact_folder, content_key
-from ..core.updates.update_rules import WeightUpdater
+from ..core.updates.weight_updater import WeightUpdater
 from .checkpoints import append_checksum
 from .fit_artifacts import loss_training_graph, write_eval_model, write_training_artifacts
 
 #: The update rules run by onnxruntime's optimizer model; the others run as
-#: a :class:`~helpers.core.updates.update_rules.WeightUpdater` graph.
+#: a :class:`~helpers.core.updates.weight_updater.WeightUpdater` graph.
 RUNTIME_RULES = ("sgd", "adamw")
 
 #: Prefix of the checkpoint properties holding the batch counters of cumulative averages.
@@ -35,7 +35,7 @@ class WholeTrainingSession:
     (:mod:`helpers.core.machine.training_cache`) unless ``artifact_dir`` asks for
     them in a folder of the user's. ``'sgd'`` and ``'adamw'`` update the
     weights with onnxruntime's optimizer model; ``'momentum'`` and
-    ``'nesterov'`` with a :class:`~helpers.core.updates.update_rules.WeightUpdater`
+    ``'nesterov'`` with a :class:`~helpers.core.updates.weight_updater.WeightUpdater`
     working on the runtime's own weight and gradient buffers. The running
     statistics of batch normalization layers are updated after each step
     (:attr:`statistics`, :mod:`helpers.core.layers.batch_norm`).

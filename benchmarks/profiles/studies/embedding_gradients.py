@@ -22,7 +22,7 @@ out of the cache, as a training step does):
   gradient graph written by hand could use (the gradient builder gives it
   to no forward operator);
 * ``Mul`` + ``Sub``: the update graph of plain SGD on the table
-  (:class:`helpers.core.updates.update_rules.WeightUpdater`).
+  (:class:`helpers.core.updates.weight_updater.WeightUpdater`).
 
 Then training steps of the token classifiers, interleaved
 (:mod:`benchmarks.profiles.ab_timing`): ``as is`` (the whole-training API
@@ -47,7 +47,7 @@ from onnx import TensorProto, helper
 from benchmarks.profiles.ab_timing import BUSY_NOTE, conditions, parse_arguments
 from benchmarks.profiles.report import markdown, write_section
 from benchmarks.profiles.studies.zoo_variants import zoo_variant_rows
-from helpers.core.updates import update_rules
+from helpers.core.updates import weight_updater
 from helpers.forward_backward import session as forward_backward_session
 from helpers.whole_training import session as whole_training_session
 
@@ -191,7 +191,7 @@ def threaded_update(threads):
     ...     whole_training_session.RUNTIME_RULES
     ('adamw',)
     """
-    updater = functools.partial(update_rules.WeightUpdater, n_threads=threads)
+    updater = functools.partial(weight_updater.WeightUpdater, n_threads=threads)
     return _Patches(
         mock.patch.object(whole_training_session, "RUNTIME_RULES", ("adamw",)),
         mock.patch.object(whole_training_session, "WeightUpdater", updater),

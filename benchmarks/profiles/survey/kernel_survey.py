@@ -36,7 +36,7 @@ from benchmarks.profiles.ab_timing import busy_note, wait_until_quiet
 from benchmarks.profiles.report import markdown, write_section
 from benchmarks.profiles.survey.profiled_models import SIZES, ZOO_BATCH, configurations
 from benchmarks.profiles.survey.suspects import known_causes
-from helpers.core.machine.runtime import quiet_runtime_logs
+from helpers.core.machine.runtime_output import quiet_runtime_logs
 from helpers.measure.profiling import profile_training
 
 #: Operator types that are matrix products or convolutions: never suspects.

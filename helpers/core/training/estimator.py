@@ -50,7 +50,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
     below: it builds a training session for each fit
     (:meth:`_start_training`), and that session keeps the weights
     (``get_weights``, ``set_weights``) and, for rules with buffers, a
-    :class:`~helpers.core.updates.update_rules.WeightUpdater` as ``updater``.
+    :class:`~helpers.core.updates.weight_updater.WeightUpdater` as ``updater``.
 
     Both optimizers take the parameters defined here, and only a few of their own.
 

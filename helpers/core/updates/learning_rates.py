@@ -24,7 +24,8 @@ import numbers
 
 from ..inputs.validation import check_finite_number
 from .configurable import Configurable
-from .update_rules import MomentumRule, NesterovRule, SGDRule, WeightUpdater, make_update_rule
+from .update_rules import MomentumRule, NesterovRule, SGDRule, make_update_rule
+from .weight_updater import WeightUpdater
 
 #: The schedule names, scikit-learn's.
 SCHEDULES = ("constant", "invscaling", "optimal")
