@@ -53,6 +53,12 @@ def linear_onnx(linear_data):
 
 
 @pytest.fixture(scope="session")
+def onx_loss(linear_onnx):
+    """:func:`linear_onnx` with its squared-error loss added, for the whole-training API."""
+    return add_loss_output(linear_onnx)
+
+
+@pytest.fixture(scope="session")
 def make_logistic_onnx():
     """Factory of small binary classifiers (see ``_logistic_onnx``)."""
     return _logistic_onnx

@@ -5,12 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from helpers import OrtGradientOptimizer, add_loss_output
-
-
-@pytest.fixture(scope="module")
-def onx_loss(linear_onnx):
-    return add_loss_output(linear_onnx)
+from helpers import OrtGradientOptimizer
 
 
 def _optimizer(onx_loss, solver, **kwargs):

@@ -17,11 +17,6 @@ from helpers.core.model_graphs.onnx_graph import get_train_initializer
 
 
 @pytest.fixture(scope="module")
-def onx_loss(linear_onnx):
-    return add_loss_output(linear_onnx)
-
-
-@pytest.fixture(scope="module")
 def onx_loss_weighted(linear_onnx):
     return add_loss_output(linear_onnx, weight_name="weight")
 

@@ -11,11 +11,6 @@ from helpers import OrtGradientOptimizer, add_loss_output
 from helpers.core.machine import runtime
 
 
-@pytest.fixture(scope="module")
-def onx_loss(linear_onnx):
-    return add_loss_output(linear_onnx)
-
-
 @pytest.mark.parametrize(
     "change, error, match",
     [
