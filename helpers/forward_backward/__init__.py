@@ -5,8 +5,10 @@ rest.
   ``TrainingAgent`` that runs it (:class:`helpers.OrtGradientForwardBackward`);
 * :mod:`~helpers.forward_backward.passes`: its forward and backward passes
   (:class:`helpers.OrtGradientForwardBackwardFunction`);
-* :mod:`~helpers.forward_backward.losses`: losses with their gradients, as
-  ONNX graphs;
+* :mod:`~helpers.forward_backward.base_loss` and
+  :mod:`~helpers.forward_backward.losses`: what every loss shares (a graph
+  compiled per device, rank and weighting), and the losses with their
+  gradients;
 * :mod:`~helpers.forward_backward.session`: the function, weights and
   update of one fit;
 * :mod:`~helpers.forward_backward.optimizer`:

@@ -3,8 +3,10 @@ with scikit-learn.
 
 * :mod:`~helpers.teaching.datasets` and :mod:`~helpers.teaching.model_factories`:
   standardized data sets and ONNX models built directly;
-* :mod:`~helpers.teaching.sklearn_bridge`: scikit-learn's MLPs and the
-  ONNX weights of the same network;
+* :mod:`~helpers.teaching.sklearn_bridge` and
+  :mod:`~helpers.teaching.sklearn_training`: scikit-learn's MLPs and the
+  ONNX weights of the same network, and training scikit-learn's MLP one
+  epoch at a time;
 * :mod:`~helpers.teaching.comparison`: several seeds of two trainers, side
   by side;
 * :mod:`~helpers.teaching.torch_reference`: the torch training an optimizer
