@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from benchmarks.workloads import frameworks as fw
 from benchmarks.workloads import matmul_references as mr
 from benchmarks.workloads import models as bm
 from benchmarks.workloads import your_model as ym
@@ -19,7 +20,7 @@ from benchmarks.workloads import your_model as ym
 #: The sizes measured by default: the small MLP of the targets and the large one.
 PRESETS = ("100-50-1@100", "500-500-1@1000")
 #: The frameworks, in the order of the tables.
-FRAMEWORKS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD, bm.TORCH, bm.ORT_BOUND, bm.NUMPY_MATMUL)
+FRAMEWORKS = (fw.ORT_WHOLE, fw.ORT_FORWARD_BACKWARD, fw.TORCH, fw.ORT_BOUND, fw.NUMPY_MATMUL)
 #: Learning rate of every framework: small, so that no run diverges.
 LEARNING_RATE = 1e-4
 #: Rows per epoch at least, so that an epoch has enough steps to time.
@@ -120,9 +121,9 @@ def make_fits(config, threads, random_state=0):
 
     return {
         **ort,
-        bm.TORCH: torch_eager,
-        bm.ORT_BOUND: ort_bound,
-        bm.NUMPY_MATMUL: numpy_products,
+        fw.TORCH: torch_eager,
+        fw.ORT_BOUND: ort_bound,
+        fw.NUMPY_MATMUL: numpy_products,
     }
 
 

@@ -20,13 +20,13 @@ from sklearn.linear_model import LinearRegression
 
 from benchmarks import example_models
 from benchmarks.profiles.ab_timing import FORWARD_BACKWARD, WHOLE
+from benchmarks.workloads.frameworks import LOSSES
 from benchmarks.workloads.model_inputs import (
     input_spec,
     output_width,
     random_inputs,
     random_targets,
 )
-from benchmarks.workloads.your_model import LOSSES
 from helpers import (
     LearningRateSGD,
     LearningRateSGDNesterov,
