@@ -15,8 +15,20 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 NOTEBOOK = "notebooks/01_linear_regression_whole_training.html"
 #: The packages of the API reference, one page each.
 API_PACKAGES = ["whole_training", "forward_backward", "core", "teaching", "measure"]
-#: The API reference's index, then one page per package.
-API_PAGES = ["api.html"] + [f"api/{p}.html" for p in API_PACKAGES]
+#: The sub-packages of ``helpers.core``, one page each below the core's.
+CORE_PARTS = sorted(
+    name
+    for name in os.listdir(os.path.join(ROOT, "helpers", "core"))
+    if os.path.isfile(os.path.join(ROOT, "helpers", "core", name, "__init__.py"))
+)
+#: The API reference's index, then one page per package and per core sub-package.
+API_PAGES = (
+    ["api.html"]
+    + [f"api/{p}.html" for p in API_PACKAGES]
+    + [f"api/core/{p}.html" for p in CORE_PARTS]
+)
+#: The pages that introduce others (a list of packages), not modules' members.
+API_OVERVIEWS = ["api.html", "api/core.html"]
 #: The notebooks the quick build executes (docs/conf.py): their outputs are on the site.
 EXECUTED = [
     NOTEBOOK,

@@ -4,8 +4,11 @@ A Sphinx extension of this project's docs (``extensions`` in ``docs/conf.py``).
 ``docs/api/<package>.md`` holds the marker line ``<!-- api-modules: helpers.<package> -->``;
 it becomes one section per module of the package and of its sub-packages: the modules
 of :data:`API_ORDER` first, in that order (reading order), then any other module of the
-package, so that a new module is documented without editing the pages. The marker
-``<!-- api-public-names -->`` becomes a list of ``helpers.__all__``.
+package, so that a new module is documented without editing the pages. ``helpers.core``
+has one page per sub-package (``docs/api/core/<sub-package>.md``), and its own page the
+marker ``<!-- api-subpackages: helpers.core -->``: one section per sub-package, what it
+holds and its modules. The marker ``<!-- api-public-names -->`` becomes a list of
+``helpers.__all__``, each name linked to its page.
 """
 
 import importlib
@@ -105,6 +108,16 @@ API_ORDER = {
     "helpers.measure": ["timing", "conditions", "profiling"],
 }
 _API_MARKER = re.compile(r"^<!-- api-modules: ([\w.]+) -->$", re.M)
+_SUBPACKAGES_MARKER = re.compile(r"^<!-- api-subpackages: ([\w.]+) -->$", re.M)
+
+
+def _reading_order(package):
+    """:data:`API_ORDER` of ``package``, or its part in its parent's (``helpers.core.machine``)."""
+    if package in API_ORDER:
+        return API_ORDER[package]
+    parent, _, name = package.rpartition(".")
+    prefix = f"{name}."
+    return [m.removeprefix(prefix) for m in API_ORDER.get(parent, []) if m.startswith(prefix)]
 
 
 def package_modules(package):
@@ -116,7 +129,7 @@ def package_modules(package):
     path = importlib.import_module(package).__path__
     found = sorted(m.name for m in pkgutil.walk_packages(path, prefix=f"{package}."))
     found = [m.removeprefix(f"{package}.") for m in found]
-    listed = [m for m in API_ORDER.get(package, []) if m in found]
+    listed = [m for m in _reading_order(package) if m in found]
     return [f"{package}.{m}" for m in listed + [m for m in found if m not in listed]]
 
 
@@ -154,6 +167,35 @@ def _module_sections(match):
     )
 
 
+def _subpackage_sections(match):
+    """One section per sub-package of a package: what it holds, its modules, a link to its page."""
+    package = match.group(1)
+    sections = []
+    for name in _reading_order(package):
+        if "." in name:
+            continue
+        sub_package = f"{package}.{name}"
+        modules = [m.rsplit(".", 1)[1] for m in package_modules(sub_package)]
+        sections.append(
+            f"## `{sub_package}`\n\n{_first_sentence(importlib.import_module(sub_package))}."
+            f" Its modules: {', '.join(f'`{m}`' for m in modules)}"
+            f" ({{doc}}`its page <{package.split('.')[-1]}/{name}>`).\n"
+        )
+    return "\n".join(sections)
+
+
+def page_of(module):
+    """The API page documenting ``module``: its package's, or its core sub-package's.
+
+    Examples
+    --------
+    >>> page_of("helpers.core.machine.sessions"), page_of("helpers.whole_training.optimizer")
+    ('api/core/machine', 'api/whole_training')
+    """
+    parts = module.split(".")
+    return "/".join(["api", *parts[1 : 3 if parts[1] == "core" else 2]])
+
+
 def _first_sentence(obj):
     doc = inspect.getdoc(obj) or ""
     paragraph = doc.split("\n\n")[0].replace("\n", " ").strip()
@@ -169,10 +211,10 @@ def _public_names_table():
     for name in helpers.__all__:
         obj = getattr(helpers, name)
         module = obj.__module__
-        package = ".".join(module.split(".")[:2])
+        page = page_of(module)
         rows.append(
-            f"- {{py:obj}}`{name} <{module}.{obj.__qualname__}>` ({{doc}}`{package.split('.')[1]} "
-            f"<api/{package.split('.')[1]}>`): {_first_sentence(obj)}."
+            f"- {{py:obj}}`{name} <{module}.{obj.__qualname__}>` "
+            f"({{doc}}`{page.removeprefix('api/')} <{page}>`): {_first_sentence(obj)}."
         )
     return "\n".join(rows)
 
@@ -181,6 +223,8 @@ def _fill_api_markers(app, docname, source):
     text = source[0]
     if "<!-- api-modules:" in text:
         text = _API_MARKER.sub(_module_sections, text)
+    if "<!-- api-subpackages:" in text:
+        text = _SUBPACKAGES_MARKER.sub(_subpackage_sections, text)
     if "<!-- api-public-names -->" in text:
         text = text.replace("<!-- api-public-names -->", _public_names_table())
     source[0] = text
