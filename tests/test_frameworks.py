@@ -52,7 +52,7 @@ def test_ort_makers_passes_params_to_both_optimizers():
     from helpers.teaching.model_factories import mlp_onnx
 
     makers = fw.ort_makers(
-        mlp_onnx(2, hidden=(3,)), "classification", learning_rate=0.1, validation_every=0
+        mlp_onnx(2, hidden=(3,)), "cross_entropy", learning_rate=0.1, validation_every=0
     )
     assert sorted(makers) == sorted((fw.ORT_WHOLE, fw.ORT_FORWARD_BACKWARD))
     for make in makers.values():

@@ -125,7 +125,7 @@ def _ort_fits(framework, onx, batch_size, counts):
 
     optimizer = fw.ort_makers(
         onx,
-        "regression",
+        "squared_error",
         learning_rate=LEARNING_RATE,
         batch_size=batch_size,
         validation_every=0,

@@ -201,7 +201,7 @@ def measure_refit_setup(threads, repeats=20):
     onx = mlp_onnx(config["n_features"], hidden=(config["hidden"],))
     makers = fw.ort_makers(
         onx,
-        "regression",
+        "squared_error",
         learning_rate=LEARNING_RATE,
         batch_size=config["batch_size"],
         n_threads=threads,

@@ -186,7 +186,7 @@ def framework_fits(
         "batch_size": batch_size,
         "random_state": random_state,
     }
-    makers = fw.ort_makers(onx, "classification", n_threads=n_threads, **common)
+    makers = fw.ort_makers(onx, "cross_entropy", n_threads=n_threads, **common)
     fits = {
         name: _returning_model(lambda m: ym.ort_fit(m, X, y, fresh=True), make)
         for name, make in makers.items()

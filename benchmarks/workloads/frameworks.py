@@ -29,7 +29,7 @@ LOSSES = {
 
 def ort_makers(
     onx,
-    task,
+    loss,
     optimizer="sgd",
     learning_rate=0.05,
     batch_size=64,
@@ -40,17 +40,17 @@ def ort_makers(
     """``make()``: a new optimizer of each onnxruntime API for the forward-only model ``onx``, by
     name.
 
-    The whole-training API trains ``add_loss_output(onx, score_name=...)``,
-    the forward/backward API ``onx`` with ``learning_loss=...``: the
-    task's loss of :data:`LOSSES`. Nothing is built before a fit.
+    The whole-training API trains ``add_loss_output(onx, score_name=loss)``,
+    the forward/backward API ``onx`` with ``learning_loss=loss``. Nothing is
+    built before a fit.
 
     Parameters
     ----------
     onx : onnx.ModelProto
         The forward-only model.
-    task : {'classification', 'regression'}
-        Picks the loss (:data:`LOSSES`).
-    optimizer : {'sgd', 'adamw'}
+    loss : str
+        The loss's name in both APIs: a task's is ``LOSSES[task][0]`` (:data:`LOSSES`).
+    optimizer : {'sgd', 'momentum', 'nesterov', 'adamw'}
         The optimizers' ``solver``.
     learning_rate, batch_size, n_threads, random_state
         Passed to both optimizers.
@@ -61,7 +61,7 @@ def ort_makers(
     Examples
     --------
     >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> makers = ort_makers(mlp_onnx(2, hidden=(3,)), "regression", batch_size=4, max_iter=2)
+    >>> makers = ort_makers(mlp_onnx(2, hidden=(3,)), "squared_error", batch_size=4, max_iter=2)
     >>> [type(make()).__name__ for name, make in sorted(makers.items())]
     ['OrtGradientForwardBackwardOptimizer', 'OrtGradientOptimizer']
     >>> makers[ORT_WHOLE]().max_iter
@@ -73,7 +73,6 @@ def ort_makers(
         add_loss_output,
     )
 
-    loss = LOSSES[task][0]
     common = dict(
         learning_rate=learning_rate,
         solver=optimizer,

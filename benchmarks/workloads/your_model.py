@@ -134,7 +134,9 @@ def ort_fits(
     ... )
     ['ort forward-backward', 'ort whole-training']
     """
-    makers = fw.ort_makers(onx, task, optimizer, learning_rate, batch_size, n_threads, random_state)
+    makers = fw.ort_makers(
+        onx, fw.LOSSES[task][0], optimizer, learning_rate, batch_size, n_threads, random_state
+    )
     return {name: ort_fit(make, X, y, fresh) for name, make in makers.items()}
 
 
