@@ -10,6 +10,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDRegressor
 
+from benchmarks.workloads import frameworks as fw
 from benchmarks.workloads import matmul_references as mr
 from benchmarks.workloads import models as bm
 from benchmarks.workloads import trainers as bt
@@ -208,7 +209,7 @@ def test_ort_step_products(mlp_and_onnx, batches):
     assert bound.step(*prepared) == 0.0
     assert bound.flops(16) == mr.NumpyMatmul(layers).flops(16)
     assert bound.products._session.get_session_options().intra_op_num_threads == 1
-    assert bm.ORT_BOUND in bm.BOUNDS and bm.NUMPY_MATMUL in bm.BOUNDS
+    assert fw.ORT_BOUND in fw.BOUNDS and fw.NUMPY_MATMUL in fw.BOUNDS
     with pytest.raises(ValueError, match="one hidden layer"):
         mr.OrtStepProducts(bm.mlp_layers(bm.zero_linear_onnx(3)))
 
@@ -314,7 +315,7 @@ def test_is_comparable():
 
 def test_make_row_schema():
     row = bm.make_row(
-        benchmark="torch", framework=bm.TORCH, fit_time_s=np.float64(1.5), setup_time_s=2.0
+        benchmark="torch", framework=fw.TORCH, fit_time_s=np.float64(1.5), setup_time_s=2.0
     )
     assert set(bm.ROW_KEYS) <= set(row) and row["setup_time_s"] == 2.0
     assert row["error"] is None and type(row["fit_time_s"]) is float

@@ -15,6 +15,7 @@ from conftest import APIS, make_optimizer
 from onnx import TensorProto, helper
 from torch import nn
 
+from benchmarks.workloads import frameworks as fw
 from benchmarks.workloads import your_model as ym
 from helpers import SquareLearningLoss, add_loss_output
 from helpers.core.machine.devices import Device
@@ -98,5 +99,5 @@ def test_the_benchmarks_torch_fit_is_the_reference_loop_and_the_onnx_loss(k):
     benchmark = ym.torch_fit(lambda: copy.deepcopy(module), X, y, "regression", **common)(3)
     reference, _ = torch_fit(copy.deepcopy(module), X, y, "squared_error", 8, 3, LEARNING_RATE)
     assert benchmark == reference[-1]
-    for name, make in ym.ort_makers(onx, "regression", **common).items():
+    for name, make in fw.ort_makers(onx, "squared_error", **common).items():
         np.testing.assert_allclose(ym.ort_fit(make, X, y)(3), benchmark, rtol=1e-4, err_msg=name)

@@ -5,16 +5,16 @@ import pandas as pd
 
 def test_step_targets_verdicts_follow_the_ratios():
     from benchmarks.studies import step_targets as st
-    from benchmarks.workloads import models as bm
+    from benchmarks.workloads import frameworks as fw
 
     times = {
-        ("100-50-1@100", bm.ORT_WHOLE): 0.05,
-        ("100-50-1@100", bm.ORT_FORWARD_BACKWARD): 0.09,
-        ("100-50-1@100", bm.TORCH): 0.2,
+        ("100-50-1@100", fw.ORT_WHOLE): 0.05,
+        ("100-50-1@100", fw.ORT_FORWARD_BACKWARD): 0.09,
+        ("100-50-1@100", fw.TORCH): 0.2,
         ("100-50-1@100", st.SKLEARN): 0.1,
-        ("500-500-1@1000", bm.ORT_WHOLE): 6.0,
-        ("500-500-1@1000", bm.ORT_FORWARD_BACKWARD): 6.5,
-        ("500-500-1@1000", bm.ORT_BOUND): 5.0,
+        ("500-500-1@1000", fw.ORT_WHOLE): 6.0,
+        ("500-500-1@1000", fw.ORT_FORWARD_BACKWARD): 6.5,
+        ("500-500-1@1000", fw.ORT_BOUND): 5.0,
     }
     steps = pd.DataFrame(
         [
@@ -24,8 +24,8 @@ def test_step_targets_verdicts_follow_the_ratios():
     )
     setup = pd.DataFrame(
         [
-            {"framework": bm.ORT_WHOLE, "setup_ms": 3.0},
-            {"framework": bm.ORT_FORWARD_BACKWARD, "setup_ms": 7.0},
+            {"framework": fw.ORT_WHOLE, "setup_ms": 3.0},
+            {"framework": fw.ORT_FORWARD_BACKWARD, "setup_ms": 7.0},
         ]
     )
     table = st.target_table(steps, setup, st.selected(["small MLP", "large MLP"])).set_index(
@@ -39,6 +39,6 @@ def test_step_targets_verdicts_follow_the_ratios():
     assert table.loc["small MLP, whole-training vs scikit-learn", "verdict"] == "missed by 1.25x"
     assert table.loc["large MLP, whole-training vs runtime bound", "verdict"] == "missed by 1.04x"
     assert table.loc["large MLP, forward/backward vs runtime bound", "verdict"] == "met"
-    assert table.loc[f"refit set-up, {bm.ORT_FORWARD_BACKWARD}", "verdict"] == "missed"
+    assert table.loc[f"refit set-up, {fw.ORT_FORWARD_BACKWARD}", "verdict"] == "missed"
     text = st.markdown(table.reset_index(), steps, threads=2)
     assert text.startswith("# Training-speed targets") and "| target |" in text

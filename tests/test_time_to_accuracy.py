@@ -9,7 +9,7 @@ import torch
 
 from benchmarks.report import study_sections
 from benchmarks.studies import time_to_accuracy as tta
-from benchmarks.workloads.models import ORT_FORWARD_BACKWARD, ORT_WHOLE, TORCH
+from benchmarks.workloads.frameworks import ORT_FORWARD_BACKWARD, ORT_WHOLE, TORCH
 from helpers.teaching.datasets import load_classification_standardized
 
 FRAMEWORKS = {ORT_WHOLE, ORT_FORWARD_BACKWARD, TORCH}

@@ -19,7 +19,7 @@ from torch import nn
 from benchmarks import example_models as em
 from benchmarks.studies import step_targets as st
 from benchmarks.studies import zoo_targets as zt
-from benchmarks.workloads import models as bm
+from benchmarks.workloads import frameworks as fw
 from helpers import OrtTorchModule
 from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
@@ -171,7 +171,7 @@ def test_every_large_zoo_model_has_a_target_against_torch_eager():
     for _, size, framework, reference, goal in zoo:
         assert size.endswith("@64") and (framework, reference, goal) == (
             zt.FASTER_ORT,
-            bm.TORCH,
+            fw.TORCH,
             1.0,
         )
     assert st.selected(["zoo"]) == tuple(zoo)
@@ -184,7 +184,7 @@ def test_every_large_zoo_model_has_a_target_against_torch_eager():
 def _zoo_steps(whole, forward_backward, torch_ms):
     """A steps table of resnet_large: each framework's best step and its repeats' steps, in ms."""
     size = zt.zoo_size("resnet_large")
-    costs = {bm.ORT_WHOLE: whole, bm.ORT_FORWARD_BACKWARD: forward_backward, bm.TORCH: torch_ms}
+    costs = {fw.ORT_WHOLE: whole, fw.ORT_FORWARD_BACKWARD: forward_backward, fw.TORCH: torch_ms}
     costs = zt.with_faster_ort(
         {k: {"step_s": min(v, default=float("nan")), "steps_s": v} for k, v in costs.items()}
     )

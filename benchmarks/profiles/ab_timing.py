@@ -18,12 +18,7 @@ import statistics
 import time
 import warnings
 
-from helpers import (
-    LearningRateSGD,
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
-    add_loss_output,
-)
+from benchmarks.workloads import frameworks as fw
 from helpers.core.machine.runtime_output import quiet_runtime_logs
 from helpers.measure.timing import marginal_step_cost
 
@@ -78,6 +73,23 @@ def conditions(script, argv, load):
     )
 
 
+def ort_makers(model, loss, **params):
+    """``make()`` of each API's optimizer for a loss, by this package's labels.
+
+    The benchmarks' optimizers (:func:`benchmarks.workloads.frameworks.ort_makers`), whose
+    ``params`` it passes on.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> makers = ort_makers(mlp_onnx(3, hidden=(4,)), "squared_error", fast_gradients=False)
+    >>> sorted(makers), makers[WHOLE]().fast_gradients
+    (['forward/backward', 'whole-training'], False)
+    """
+    made = fw.ort_makers(model, loss, **params)
+    return {WHOLE: made[fw.ORT_WHOLE], FORWARD_BACKWARD: made[fw.ORT_FORWARD_BACKWARD]}
+
+
 def step_fits(
     model,
     X,
@@ -121,26 +133,24 @@ def step_fits(
     ['forward/backward', 'whole-training']
     >>> fits["whole-training"](1)
     """
-    common = dict(
-        batch_size=batch_size, n_threads=threads, fast_gradients=fast_gradients, validation_every=0
+    makers = ort_makers(
+        model,
+        loss,
+        learning_rate=lr,
+        batch_size=batch_size,
+        n_threads=threads,
+        fast_gradients=fast_gradients,
+        validation_every=0,
     )
-    whole_model = add_loss_output(model, score_name=loss)
 
-    def whole(epochs):
-        with context():
-            OrtGradientOptimizer(whole_model, learning_rate=lr, max_iter=epochs, **common).fit(X, y)
+    def fit_of(make):
+        def fit(epochs):
+            with context():
+                make().set_params(max_iter=epochs).fit(X, y)
 
-    def forward_backward(epochs):
-        with context():
-            OrtGradientForwardBackwardOptimizer(
-                model,
-                learning_rate=LearningRateSGD(lr, learning_rate="constant"),
-                learning_loss=loss,
-                max_iter=epochs,
-                **common,
-            ).fit(X, y)
+        return fit
 
-    return {WHOLE: whole, FORWARD_BACKWARD: forward_backward}
+    return {api: fit_of(make) for api, make in makers.items()}
 
 
 def busy_fraction(window_s=0.5):

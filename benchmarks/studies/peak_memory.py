@@ -24,8 +24,10 @@ import sys
 if __package__ in (None, ""):  # run as a file
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from benchmarks.workloads import frameworks as fw
+
 #: The frameworks measured, each in a process of its own.
-FRAMEWORKS = ("ort whole-training", "ort forward-backward", "torch eager", "scikit-learn")
+FRAMEWORKS = (fw.ORT_WHOLE, fw.ORT_FORWARD_BACKWARD, fw.TORCH, fw.SKLEARN)
 #: What :func:`measure` reports of each framework: memory, set-ups and a step.
 MEASURES = [
     "framework",
@@ -81,7 +83,7 @@ def measure(
 
     rows = []
     for framework in frameworks:
-        if model_function and framework == "scikit-learn":
+        if model_function and framework == fw.SKLEARN:
             continue
         kwargs = {
             "framework": framework,

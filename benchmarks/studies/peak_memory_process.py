@@ -4,12 +4,16 @@
 model, reads the process's peak resident memory (the imports), times the set-up of a first fit
 and of a refit (:func:`setup_costs`), trains, and reads the peak again; it prints the figures as
 JSON for :func:`benchmarks.studies.peak_memory.measure`, which starts one such process per
-framework.
+framework. Its torch process trains with a loop of its own (:func:`_torch_fit`), not
+:func:`helpers.teaching.torch_reference.torch_fit`: importing :mod:`helpers` would load
+onnxruntime into the very process whose memory it measures.
 """
 
 import functools
 import json
 import time
+
+from benchmarks.workloads import frameworks as fw  # the standard library only
 
 #: Learning rate of every framework's plain SGD (memory and set-up are measured, not accuracy).
 LEARNING_RATE = 1e-3
@@ -104,6 +108,9 @@ def _cache_counts():
 def _ort_fits(framework, onx, batch_size, counts):
     """``first_fit`` and ``refit``, ``(X, y, epochs)``, of an onnxruntime optimizer of ``onx``.
 
+    The optimizer is every study's (:func:`benchmarks.workloads.frameworks.ort_makers`: plain
+    SGD, squared error, seeded batches).
+
     A first fit empties the training caches (:mod:`helpers.core.machine.training_cache`)
     and builds what it trains with; a refit fits a clone of the same
     optimizer, which finds them there. Both return ``more(X, y, epochs)``,
@@ -114,22 +121,15 @@ def _ort_fits(framework, onx, batch_size, counts):
     """
     from sklearn.base import clone
 
-    from helpers import (
-        LearningRateSGD,
-        OrtGradientForwardBackwardOptimizer,
-        OrtGradientOptimizer,
-        add_loss_output,
-    )
     from helpers.core.machine.training_cache import clear_training_caches
 
-    common = {"batch_size": batch_size, "validation_every": 0}
-    if framework == "ort whole-training":
-        optimizer = OrtGradientOptimizer(
-            add_loss_output(onx), learning_rate=LEARNING_RATE, **common
-        )
-    else:
-        rate = LearningRateSGD(LEARNING_RATE, learning_rate="constant")
-        optimizer = OrtGradientForwardBackwardOptimizer(onx, learning_rate=rate, **common)
+    optimizer = fw.ort_makers(
+        onx,
+        "squared_error",
+        learning_rate=LEARNING_RATE,
+        batch_size=batch_size,
+        validation_every=0,
+    )[framework]()
 
     def fit(X, y, epochs, first):
         if first:
@@ -239,7 +239,7 @@ def measure_in_this_process(
     X = random_inputs(n_samples, InputSpec(input_shape or (n_features,), input_dtype, vocabulary))
     y = np.random.default_rng(1).standard_normal((n_samples, n_outputs), dtype=np.float32)
     result = {"framework": framework}
-    if framework == "scikit-learn":
+    if framework == fw.SKLEARN:
         from sklearn.neural_network import MLPRegressor
 
         imported = _peak_mb()
@@ -254,7 +254,7 @@ def measure_in_this_process(
             n_iter_no_change=10**6,
         ).fit(X, y.ravel())
     else:
-        if framework == "torch eager":
+        if framework == fw.TORCH:
             first_fit = refit = _torch_fit(model_function, n_features, hidden, batch_size)
             prepared_s, counts = 0.0, {}
         else:

@@ -51,39 +51,39 @@ from benchmarks.sweep.records import (
     machine_lines,
     package_versions,
 )
+from benchmarks.workloads import frameworks as fw
 from benchmarks.workloads import models as bm
-from benchmarks.workloads import your_model as ym
 
 SKLEARN = "scikit-learn MLPRegressor"
 
 #: (name, size, framework, reference, goal): the step of ``framework`` over
 #: the step of ``reference`` must be at most ``goal``.
 TARGETS = (
-    ("small MLP, whole-training vs torch", "100-50-1@100", bm.ORT_WHOLE, bm.TORCH, 0.3),
+    ("small MLP, whole-training vs torch", "100-50-1@100", fw.ORT_WHOLE, fw.TORCH, 0.3),
     (
         "small MLP, forward/backward vs torch",
         "100-50-1@100",
-        bm.ORT_FORWARD_BACKWARD,
-        bm.TORCH,
+        fw.ORT_FORWARD_BACKWARD,
+        fw.TORCH,
         0.4,
     ),
-    ("small MLP, whole-training vs scikit-learn", "100-50-1@100", bm.ORT_WHOLE, SKLEARN, 0.4),
+    ("small MLP, whole-training vs scikit-learn", "100-50-1@100", fw.ORT_WHOLE, SKLEARN, 0.4),
     (
         "large MLP, whole-training vs runtime bound",
         "500-500-1@1000",
-        bm.ORT_WHOLE,
-        bm.ORT_BOUND,
+        fw.ORT_WHOLE,
+        fw.ORT_BOUND,
         1.15,
     ),
     (
         "large MLP, forward/backward vs runtime bound",
         "500-500-1@1000",
-        bm.ORT_FORWARD_BACKWARD,
-        bm.ORT_BOUND,
+        fw.ORT_FORWARD_BACKWARD,
+        fw.ORT_BOUND,
         1.3,
     ),
     *(
-        (f"zoo {name}, faster API vs torch", zoo_size(name), FASTER_ORT, bm.TORCH, 1.0)
+        (f"zoo {name}, faster API vs torch", zoo_size(name), FASTER_ORT, fw.TORCH, 1.0)
         for name in STEPS_PER_EPOCH
     ),
 )
@@ -161,7 +161,7 @@ def measure_steps(threads, repeats, targets=TARGETS):
     for size in dict.fromkeys(t[1] for t in targets):
         names = {t[i] for t in targets if t[1] == size for i in (2, 3)}
         if FASTER_ORT in names:
-            names |= {bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD}
+            names |= {fw.ORT_WHOLE, fw.ORT_FORWARD_BACKWARD}
         fits, steps = _size_fits(size, threads)
         fits = {k: v for k, v in fits.items() if k in names}
         with threadpool_limits(limits=threads, user_api="blas"):
@@ -190,7 +190,7 @@ def measure_refit_setup(threads, repeats=20):
 
     A copy of an optimizer fitted once is fitted on a single batch (one step),
     ``repeats`` times; the fastest such fit minus one step's time. The
-    optimizers are every study's (:func:`benchmarks.workloads.your_model.ort_makers`).
+    optimizers are every study's (:func:`benchmarks.workloads.frameworks.ort_makers`).
     """
     from sklearn.base import clone  # noqa: PLC0415
 
@@ -199,16 +199,16 @@ def measure_refit_setup(threads, repeats=20):
     config = parse_size(TARGETS[0][1])
     X, y = bm.random_regression(config["batch_size"], config["n_features"])
     onx = mlp_onnx(config["n_features"], hidden=(config["hidden"],))
-    makers = ym.ort_makers(
+    makers = fw.ort_makers(
         onx,
-        "regression",
+        "squared_error",
         learning_rate=LEARNING_RATE,
         batch_size=config["batch_size"],
         n_threads=threads,
+        max_iter=1,
+        validation_every=0,
     )
-    optimizers = {
-        name: make().set_params(max_iter=1, validation_every=0) for name, make in makers.items()
-    }
+    optimizers = {name: make() for name, make in makers.items()}
     rows = []
     for name, optimizer in optimizers.items():
         clone(optimizer).fit(X, y)  # builds and caches
@@ -349,7 +349,7 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     targets = selected(args.only)
-    refits = [f"{REFIT}, {api}" for api in (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD)]
+    refits = [f"{REFIT}, {api}" for api in (fw.ORT_WHOLE, fw.ORT_FORWARD_BACKWARD)]
     wants_refit = any(w.lower() in name for w in args.only or [""] for name in refits)
     if not targets and not wants_refit:
         parser.error(f"no target's name contains {' or '.join(map(repr, args.only))}")

@@ -49,7 +49,7 @@ from benchmarks.sweep.records import (
     machine_lines,
     package_versions,
 )
-from benchmarks.workloads import models as bm
+from benchmarks.workloads import frameworks as fw
 
 #: A tiny size for ``--quick`` (tests, smoke runs).
 QUICK_SIZES = ("8-16-1@32",)
@@ -95,7 +95,7 @@ def add_ratios(df):
         reference = df[selected].set_index(keys)["ms_per_step"]
         return reference.reindex(pd.MultiIndex.from_frame(df[keys])).to_numpy()
 
-    for column, reference in (("ratio_to_torch", bm.TORCH), ("ratio_to_ort_bound", bm.ORT_BOUND)):
+    for column, reference in (("ratio_to_torch", fw.TORCH), ("ratio_to_ort_bound", fw.ORT_BOUND)):
         df[column] = df["ms_per_step"].to_numpy() / times_of(
             df.framework == reference, ["size", "threads"]
         )
@@ -124,9 +124,9 @@ def answer(df):
         # pivot, not pivot_table: a NaN time (noise above a tiny step's cost) keeps its column
         times = group.pivot(index="threads", columns="framework", values="ms_per_step")
         low, high = times.index.min(), times.index.max()
-        apis = ((bm.ORT_WHOLE, "whole-training"), (bm.ORT_FORWARD_BACKWARD, "forward/backward"))
+        apis = ((fw.ORT_WHOLE, "whole-training"), (fw.ORT_FORWARD_BACKWARD, "forward/backward"))
         against = ", ".join(
-            f"{label} {_times(times.loc[high, name], times.loc[high, bm.TORCH])} torch eager"
+            f"{label} {_times(times.loc[high, name], times.loc[high, fw.TORCH])} torch eager"
             for name, label in apis
         )
         if low == high:
@@ -140,8 +140,8 @@ def answer(df):
             f"({_times(times.loc[low, name], times.loc[high, name], speedup=True)})"
             for name, label in (
                 *apis,
-                (bm.TORCH, "torch eager"),
-                (bm.ORT_BOUND, "onnxruntime bound"),
+                (fw.TORCH, "torch eager"),
+                (fw.ORT_BOUND, "onnxruntime bound"),
             )
         )
         lines.append(f"- `{size}`, {low} -> {high} threads: {moves}; at {high} threads {against}.")
@@ -211,7 +211,7 @@ def plot(df):
             rows = group[group.framework == framework].sort_values("threads")
             if rows.empty:
                 continue
-            bound = framework in bm.BOUNDS
+            bound = framework in fw.BOUNDS
             ax.plot(
                 rows.threads,
                 rows.ms_per_step,

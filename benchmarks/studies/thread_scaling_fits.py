@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from benchmarks.workloads import frameworks as fw
 from benchmarks.workloads import matmul_references as mr
 from benchmarks.workloads import models as bm
 from benchmarks.workloads import your_model as ym
@@ -19,7 +20,7 @@ from benchmarks.workloads import your_model as ym
 #: The sizes measured by default: the small MLP of the targets and the large one.
 PRESETS = ("100-50-1@100", "500-500-1@1000")
 #: The frameworks, in the order of the tables.
-FRAMEWORKS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD, bm.TORCH, bm.ORT_BOUND, bm.NUMPY_MATMUL)
+FRAMEWORKS = (fw.ORT_WHOLE, fw.ORT_FORWARD_BACKWARD, fw.TORCH, fw.ORT_BOUND, fw.NUMPY_MATMUL)
 #: Learning rate of every framework: small, so that no run diverges.
 LEARNING_RATE = 1e-4
 #: Rows per epoch at least, so that an epoch has enough steps to time.
@@ -66,15 +67,17 @@ def make_fits(config, threads, random_state=0):
 
     Both onnxruntime APIs are the benchmarks' optimizers
     (:func:`benchmarks.workloads.your_model.ort_fits`, plain SGD, squared error), whose refits
-    find their training graphs in the caches; threads are ``n_threads``.
+    find their training graphs in the caches; threads are ``n_threads``. Torch eager is the
+    benchmarks' torch loop (:func:`benchmarks.workloads.your_model.torch_fit`: the same
+    batches, learning rate and loss), starting from the same weights; its threads are
+    ``torch.set_num_threads``, set by the caller. That loop reads the loss of every step
+    (``.item()``), as the onnxruntime optimizers do (their ``train_losses_``).
 
     Returns
     -------
     dict
         Framework name to a callable ``fit(epochs)``, in :data:`FRAMEWORKS` order.
     """
-    import torch  # noqa: PLC0415
-
     from helpers.teaching.model_factories import mlp_onnx  # noqa: PLC0415
 
     d, h, b, n = config["n_features"], config["hidden"], config["batch_size"], config["n_samples"]
@@ -92,20 +95,15 @@ def make_fits(config, threads, random_state=0):
         random_state=random_state,
     )
 
-    X_torch, y_torch = torch.from_numpy(X), torch.from_numpy(y).reshape(-1, 1)
-
-    def torch_eager(epochs):  # threads: torch.set_num_threads, set by the caller
-        model = bm.torch_mlp(onx)
-        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
-        loss_fn = torch.nn.MSELoss()
-        generator = torch.Generator().manual_seed(random_state)
-        for _ in range(epochs):
-            order = torch.randperm(n, generator=generator)
-            for start in range(0, n, b):
-                rows = order[start : start + b]
-                optimizer.zero_grad(set_to_none=True)
-                loss_fn(model(X_torch[rows]), y_torch[rows]).backward()
-                optimizer.step()
+    torch_eager = ym.torch_fit(
+        lambda: bm.torch_mlp(onx),
+        X,
+        y.reshape(-1, 1),
+        "regression",
+        learning_rate=LEARNING_RATE,
+        batch_size=b,
+        random_state=random_state,
+    )
 
     bound = mr.OrtStepProducts(layers, n_threads=threads)
 
@@ -120,9 +118,9 @@ def make_fits(config, threads, random_state=0):
 
     return {
         **ort,
-        bm.TORCH: torch_eager,
-        bm.ORT_BOUND: ort_bound,
-        bm.NUMPY_MATMUL: numpy_products,
+        fw.TORCH: torch_eager,
+        fw.ORT_BOUND: ort_bound,
+        fw.NUMPY_MATMUL: numpy_products,
     }
 
 

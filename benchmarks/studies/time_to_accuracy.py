@@ -35,7 +35,7 @@ from benchmarks.example_models import digits_mlp
 from benchmarks.report import style
 from benchmarks.report.study_sections import time_to_accuracy_lines
 from benchmarks.sweep.records import atomic_write_bytes, atomic_write_text
-from benchmarks.workloads import models as bm
+from benchmarks.workloads import frameworks as fw
 from benchmarks.workloads import your_model as ym
 from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.datasets import load_classification_standardized
@@ -169,7 +169,7 @@ def framework_fits(
     """``fit(k) -> (last epoch's loss, trained model)``, per framework: fresh fits from ``module``.
 
     torch eager trains a copy of ``module``, both onnxruntime APIs its
-    export (:func:`benchmarks.workloads.your_model.ort_makers`); their training caches
+    export (:func:`benchmarks.workloads.frameworks.ort_makers`); their training caches
     are emptied before each fit, which then pays a first fit's set-up.
 
     Examples
@@ -186,12 +186,12 @@ def framework_fits(
         "batch_size": batch_size,
         "random_state": random_state,
     }
-    makers = ym.ort_makers(onx, "classification", n_threads=n_threads, **common)
+    makers = fw.ort_makers(onx, "cross_entropy", n_threads=n_threads, **common)
     fits = {
         name: _returning_model(lambda m: ym.ort_fit(m, X, y, fresh=True), make)
         for name, make in makers.items()
     }
-    fits[bm.TORCH] = _returning_model(
+    fits[fw.TORCH] = _returning_model(
         lambda m: ym.torch_fit(m, X, y, "classification", **common), lambda: copy.deepcopy(module)
     )
     return fits

@@ -34,10 +34,10 @@ from benchmarks.report.study_sections import (
     zoo_costs_markdown,
 )
 from benchmarks.studies.peak_memory import MEASURES
-from benchmarks.workloads import models as bm
+from benchmarks.workloads import frameworks as fw
 
 #: The frameworks that train every model of the zoo, each in a process of its own.
-FRAMEWORKS = (bm.ORT_WHOLE, bm.ORT_FORWARD_BACKWARD, bm.TORCH)
+FRAMEWORKS = (fw.ORT_WHOLE, fw.ORT_FORWARD_BACKWARD, fw.TORCH)
 #: The columns of ``zoo_costs.csv`` (``step_s``, a step of the training fit: the faster API).
 COLUMNS = ["model", *MEASURES]
 #: Batch size of the zoo (``ZOO_BATCH`` of the kernel survey and the grid's ``zoo_*`` tables).

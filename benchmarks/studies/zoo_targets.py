@@ -15,7 +15,7 @@ import numpy as np
 
 from benchmarks import example_models
 from benchmarks.profiles.survey.profiled_models import ZOO_BATCH, zoo_model
-from benchmarks.workloads import models as bm
+from benchmarks.workloads import frameworks as fw
 from benchmarks.workloads.your_model import ort_fits, torch_fit
 
 #: The faster of the two onnxruntime APIs, as a framework of the targets' tables.
@@ -91,7 +91,7 @@ def zoo_fits(name, threads, random_state=0):
 
     common = {"learning_rate": LEARNING_RATE, "batch_size": ZOO_BATCH, "random_state": random_state}
     fits = ort_fits(onx, X, y, task, n_threads=threads, **common)
-    fits[bm.TORCH] = torch_fit(make_module, X, y, task, **common)
+    fits[fw.TORCH] = torch_fit(make_module, X, y, task, **common)
     return fits, steps
 
 
@@ -102,12 +102,12 @@ def with_faster_ort(costs):
 
     Examples
     --------
-    >>> costs = {bm.ORT_WHOLE: {"step_s": 2.0, "steps_s": [2.0, 3.0]},
-    ...          bm.ORT_FORWARD_BACKWARD: {"step_s": 2.5, "steps_s": [2.5, 2.5]}}
+    >>> costs = {fw.ORT_WHOLE: {"step_s": 2.0, "steps_s": [2.0, 3.0]},
+    ...          fw.ORT_FORWARD_BACKWARD: {"step_s": 2.5, "steps_s": [2.5, 2.5]}}
     >>> with_faster_ort(costs)[FASTER_ORT]
     {'step_s': 2.0, 'steps_s': [2.0, 2.5]}
     """
-    apis = [costs[bm.ORT_WHOLE], costs[bm.ORT_FORWARD_BACKWARD]]
+    apis = [costs[fw.ORT_WHOLE], costs[fw.ORT_FORWARD_BACKWARD]]
     rounds = np.fmin(*(np.asarray(api["steps_s"], dtype=float) for api in apis))
     best = float(np.fmin(*(api["step_s"] for api in apis)))
     return {**costs, FASTER_ORT: {"step_s": best, "steps_s": rounds.tolist()}}

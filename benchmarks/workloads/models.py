@@ -39,19 +39,6 @@ from helpers.measure.timing import (  # noqa: F401 (the benchmarks' notebooks us
 from helpers.teaching.datasets import random_regression, split_standardized  # noqa: F401 (re-exported)
 from helpers.teaching.sklearn_training import fit_first_epoch
 
-#: Framework names, exactly as :mod:`benchmarks.report.aggregate` expects them.
-SKLEARN = "scikit-learn"
-TORCH = "torch eager"
-TORCH_COMPILE = "torch.compile"
-ORT_WHOLE = "ort whole-training"
-ORT_FORWARD_BACKWARD = "ort forward-backward"
-ORT_TORCH_MODULE = "ort torch module"
-NUMPY_MATMUL = "numpy matmul"
-ORT_BOUND = "onnxruntime matmul bound"
-
-#: The two references: the step's matrix products alone, not frameworks.
-BOUNDS = (NUMPY_MATMUL, ORT_BOUND)
-
 #: The columns every benchmark row has (see :mod:`benchmarks.report.aggregate`).
 ROW_KEYS = (
     "benchmark",

@@ -21,14 +21,8 @@ import time
 import numpy as np  # noqa: F401  (the examples use it)
 import torch  # noqa: F401  (the examples call it)
 
-from benchmarks.workloads import models as bm
+from benchmarks.workloads import frameworks as fw
 from helpers.teaching.torch_reference import torch_fit as reference_fit
-
-#: The loss of each task: its name in both onnxruntime APIs, and in words (plots, tables).
-LOSSES = {
-    "classification": ("cross_entropy", "cross-entropy"),
-    "regression": ("squared_error", "mean squared error"),
-}
 
 
 def torch_fit(
@@ -67,7 +61,7 @@ def torch_fit(
     >>> fit(2) >= 0
     True
     """
-    loss = LOSSES[task][0]
+    loss = fw.LOSSES[task][0]
 
     def fit(epochs):
         module = make_module()
@@ -108,45 +102,6 @@ def ort_fit(make, X, y, fresh=False):
     return fit
 
 
-def ort_makers(
-    onx, task, optimizer="sgd", learning_rate=0.05, batch_size=64, n_threads=None, random_state=0
-):
-    """``make()``: a new optimizer of each onnxruntime API for the forward-only model ``onx``, by
-    name.
-
-    The whole-training API trains ``add_loss_output(onx, score_name=...)``,
-    the forward/backward API ``onx`` with ``learning_loss=...``: the
-    task's loss of :data:`LOSSES`. Nothing is built before a fit.
-
-    Examples
-    --------
-    >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> makers = ort_makers(mlp_onnx(2, hidden=(3,)), "regression", batch_size=4)
-    >>> [type(make()).__name__ for name, make in sorted(makers.items())]
-    ['OrtGradientForwardBackwardOptimizer', 'OrtGradientOptimizer']
-    """
-    from helpers import (  # noqa: PLC0415
-        OrtGradientForwardBackwardOptimizer,
-        OrtGradientOptimizer,
-        add_loss_output,
-    )
-
-    loss = LOSSES[task][0]
-    common = dict(
-        learning_rate=learning_rate,
-        solver=optimizer,
-        batch_size=batch_size,
-        n_threads=n_threads,
-        random_state=random_state,
-    )
-    return {
-        bm.ORT_WHOLE: lambda: OrtGradientOptimizer(add_loss_output(onx, score_name=loss), **common),
-        bm.ORT_FORWARD_BACKWARD: lambda: OrtGradientForwardBackwardOptimizer(
-            onx, learning_loss=loss, **common
-        ),
-    }
-
-
 def ort_fits(
     onx,
     X,
@@ -162,8 +117,9 @@ def ort_fits(
     """``fit(epochs)`` of both onnxruntime APIs on the forward-only model ``onx``, by framework
     name.
 
-    The optimizers of :func:`ort_makers`: a model the runtime cannot train
-    fails at its first fit, in :func:`first_fits`. ``fresh``: see :func:`ort_fit`.
+    The optimizers of :func:`benchmarks.workloads.frameworks.ort_makers`: a model the
+    runtime cannot train fails at its first fit, in :func:`first_fits`. ``fresh``: see
+    :func:`ort_fit`.
 
     Examples
     --------
@@ -178,7 +134,9 @@ def ort_fits(
     ... )
     ['ort forward-backward', 'ort whole-training']
     """
-    makers = ort_makers(onx, task, optimizer, learning_rate, batch_size, n_threads, random_state)
+    makers = fw.ort_makers(
+        onx, fw.LOSSES[task][0], optimizer, learning_rate, batch_size, n_threads, random_state
+    )
     return {name: ort_fit(make, X, y, fresh) for name, make in makers.items()}
 
 

@@ -13,6 +13,7 @@ import math
 
 from benchmarks.report.caveats import ratio_caveat
 from benchmarks.report.ratios import speed_phrase
+from benchmarks.workloads import frameworks as fw
 from benchmarks.workloads import models as bm
 from benchmarks.workloads.model_inputs import weighted_layers
 
@@ -91,7 +92,7 @@ def step_sentence(name, step_s, caveats=None):
     """
     caveats = caveats or {}
     parts = []
-    for peer in (bm.TORCH, bm.TORCH_COMPILE):
+    for peer in (fw.TORCH, fw.TORCH_COMPILE):
         phrase = speed_phrase(step_s[name] / step_s[peer]) if peer in step_s else "-"
         if phrase != "-":
             part = f"as fast as {peer}" if phrase == "same" else f"{phrase} than {peer}"
@@ -138,24 +139,24 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
     --------
     >>> import pandas as pd
     >>> costs = {
-    ...     bm.TORCH: {"step_s": 0.002, "fixed_s": 0.01},
-    ...     bm.ORT_WHOLE: {"step_s": 0.001, "fixed_s": 0.02},
+    ...     fw.TORCH: {"step_s": 0.002, "fixed_s": 0.01},
+    ...     fw.ORT_WHOLE: {"step_s": 0.001, "fixed_s": 0.02},
     ... }
     >>> curves = pd.DataFrame(
-    ...     {"framework": [bm.TORCH, bm.ORT_WHOLE], "seconds": [0.1, 0.2], "loss": [1.0, 1.0]}
+    ...     {"framework": [fw.TORCH, fw.ORT_WHOLE], "seconds": [0.1, 0.2], "loss": [1.0, 1.0]}
     ... )
     >>> rows = record_rows(
     ...     {"benchmark": "your_model", "batch_size": 32},
     ...     costs,
-    ...     {bm.TORCH: 1.0, bm.ORT_WHOLE: 1.0},
-    ...     {bm.ORT_FORWARD_BACKWARD: "UntrainableModelError: Round"},
+    ...     {fw.TORCH: 1.0, fw.ORT_WHOLE: 1.0},
+    ...     {fw.ORT_FORWARD_BACKWARD: "UntrainableModelError: Round"},
     ...     curves,
     ... )
     >>> [(r["framework"], r.get("ratio_to_torch_eager"), r["comparable"], r["error"]) for r in rows]
     [('torch eager', 1.0, True, None), ('ort whole-training', 0.5, True, None), \
 ('ort forward-backward', None, None, 'UntrainableModelError: Round')]
     """
-    reference = costs.get(bm.TORCH, {}).get("step_s")
+    reference = costs.get(fw.TORCH, {}).get("step_s")
     memory = memory.set_index("framework") if memory is not None else None
     rows = []
     for name, cost in costs.items():
@@ -170,7 +171,7 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
             setup_time_s=cost["fixed_s"],
             train_loss=final[name],
             ratio_to_torch_eager=step / reference if reference else None,
-            comparable=bm.is_comparable(final[name], final.get(bm.TORCH), tolerance),
+            comparable=bm.is_comparable(final[name], final.get(fw.TORCH), tolerance),
             time_to_loss=curves.loc[curves.framework == name, ["seconds", "loss"]]
             .to_numpy()
             .tolist(),
@@ -180,7 +181,7 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
         )
         if memory is not None and name in memory.index:
             row.update(memory.loc[name, ["import_mb", "peak_mb"]].astype(float).to_dict())
-        if name == bm.TORCH_COMPILE and compile_s is not None:
+        if name == fw.TORCH_COMPILE and compile_s is not None:
             row.update(compile_time_s=compile_s, note=compile_note(compile_s))
         rows.append(row)
     rows += [

@@ -56,8 +56,9 @@ from benchmarks.profiles.survey.torch_kernels import (
     torch_peak_gflops,
     torch_threads,
 )
+from benchmarks.workloads.frameworks import LOSSES
 from benchmarks.workloads.models import torch_mlp
-from benchmarks.workloads.your_model import LOSSES, torch_fit
+from benchmarks.workloads.your_model import torch_fit
 from helpers.teaching.model_factories import mlp_onnx
 
 #: The large MLP of the survey: features, hidden units, batch.

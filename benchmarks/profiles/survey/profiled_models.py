@@ -19,20 +19,13 @@ from skl2onnx import to_onnx
 from sklearn.linear_model import LinearRegression
 
 from benchmarks import example_models
-from benchmarks.profiles.ab_timing import FORWARD_BACKWARD, WHOLE
+from benchmarks.profiles.ab_timing import FORWARD_BACKWARD, WHOLE, ort_makers
+from benchmarks.workloads.frameworks import LOSSES
 from benchmarks.workloads.model_inputs import (
     input_spec,
     output_width,
     random_inputs,
     random_targets,
-)
-from benchmarks.workloads.your_model import LOSSES
-from helpers import (
-    LearningRateSGD,
-    LearningRateSGDNesterov,
-    OrtGradientForwardBackwardOptimizer,
-    OrtGradientOptimizer,
-    add_loss_output,
 )
 from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.datasets import one_hot
@@ -168,30 +161,18 @@ def make_optimizer(api, onx, loss, rule, fast_gradients, batch_size, lr, threads
         The optimizer; None when the API has no such update rule (AdamW in
         the forward/backward API).
     """
-    if api == WHOLE:
-        return OrtGradientOptimizer(
-            add_loss_output(onx, score_name=loss),
-            solver=rule,
-            learning_rate=lr,
-            batch_size=batch_size,
-            n_threads=threads,
-            fast_gradients=fast_gradients,
-        )
-    if rule == "adamw":
+    if api == FORWARD_BACKWARD and rule == "adamw":
         return None
-    learning_rate = (
-        LearningRateSGDNesterov(eta0=lr, momentum=0.9)
-        if rule == "nesterov"
-        else LearningRateSGD(eta0=lr, learning_rate="constant")
-    )
-    return OrtGradientForwardBackwardOptimizer(
+    makers = ort_makers(
         onx,
-        learning_rate=learning_rate,
-        learning_loss=loss,
+        loss,
+        optimizer=rule,
+        learning_rate=lr,
         batch_size=batch_size,
         n_threads=threads,
         fast_gradients=fast_gradients,
     )
+    return makers[api]()
 
 
 def configurations(size_name, threads, only=()):

@@ -21,7 +21,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from benchmarks.profiles.survey.kernel_families import torch_family
 from benchmarks.profiles.survey.kernel_flops import torch_flops
-from benchmarks.workloads.your_model import LOSSES
+from benchmarks.workloads.frameworks import LOSSES
 from helpers.teaching.torch_reference import TORCH_LOSSES
 
 #: Name of the record function around each profiled step.
@@ -53,7 +53,7 @@ def torch_step(module, X, y, task, lr=1e-3):
     """One training step of ``module`` on the batch ``(X, y)``: a function of no argument.
 
     Plain SGD (``torch.optim.SGD`` without momentum), the gradients set to
-    None before each step; the task's loss (:data:`benchmarks.workloads.your_model.LOSSES`)
+    None before each step; the task's loss (:data:`benchmarks.workloads.frameworks.LOSSES`)
     as the torch loop computes it (:data:`helpers.teaching.torch_reference.TORCH_LOSSES`):
     softmax cross-entropy on class indices, or the squared error averaged over every element.
 
