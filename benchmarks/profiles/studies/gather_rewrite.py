@@ -17,13 +17,10 @@ softmax cross-entropy, both APIs. It writes its section of
 """
 
 import contextlib
-import os
 import sys
 from unittest import mock
 
-from benchmarks.profiles.ab_timing import BUSY_NOTE, conditions, parse_arguments
-from benchmarks.profiles.report import markdown, write_section
-from benchmarks.profiles.studies.zoo_variants import zoo_variant_rows
+from benchmarks.profiles.studies.zoo_variants import write_zoo_variant_section
 from helpers.core.rewrites import gradient_rewrites
 
 #: Zoo model to (steps per epoch, epochs of the long fit).
@@ -47,24 +44,14 @@ def without_gather_rewrite():
 
 def main(argv=None):
     """Time both variants; write their section of ``results/kernel_survey.md``."""
-    argv = sys.argv[1:] if argv is None else argv
-    args = parse_arguments(__doc__.split("\n", 1)[0], argv)
-    load = os.getloadavg()[0]
+    words = {
+        "title": "The Gather rewrite",
+        "anchor": "gather-rewrite",
+        "subject": "the zoo's token classifiers",
+        "baseline": "the rewrite off",
+    }
     variants = {"gather_nd": contextlib.nullcontext, "gather": without_gather_rewrite}
-    rows = [
-        row
-        for threads in args.threads
-        for row in zoo_variant_rows(MODELS, variants, "gather", threads, args.rounds, args.repeats)
-    ]
-    text = (
-        "## The Gather rewrite\n\n"
-        f"{conditions('benchmarks/profiles/studies/gather_rewrite.py', argv, load)} Marginal "
-        "cost of a training step of the zoo's token classifiers (batches of 64), median over the "
-        "rounds of the best of the repeats, with the range over the rounds; the ratio to `gather` "
-        "(the rewrite off) is taken within each round; "
-        f"{BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}"
-    )
-    write_section(args.output, "gather-rewrite", text)
+    write_zoo_variant_section(sys.modules[__name__], argv, MODELS, variants, "gather", words)
 
 
 if __name__ == "__main__":

@@ -18,13 +18,10 @@ cross-entropy, both APIs. It writes its section of ``results/kernel_survey.md``.
 """
 
 import contextlib
-import os
 import sys
 from unittest import mock
 
-from benchmarks.profiles.ab_timing import BUSY_NOTE, conditions, parse_arguments
-from benchmarks.profiles.report import markdown, write_section
-from benchmarks.profiles.studies.zoo_variants import zoo_variant_rows
+from benchmarks.profiles.studies.zoo_variants import write_zoo_variant_section
 from helpers.core.layers import activations
 
 #: Zoo model to (steps per epoch, epochs of the long fit).
@@ -49,24 +46,14 @@ def with_where_hardtanh():
 
 def main(argv=None):
     """Time both variants; write their section of ``results/kernel_survey.md``."""
-    argv = sys.argv[1:] if argv is None else argv
-    args = parse_arguments(__doc__.split("\n", 1)[0], argv)
-    load = os.getloadavg()[0]
+    words = {
+        "title": "ReLU6 as a Clip",
+        "anchor": "hardtanh-clip",
+        "subject": "the zoo's MobileNetV2-style networks",
+        "baseline": "two `Where` per ReLU6",
+    }
     variants = {"clip": contextlib.nullcontext, "where": with_where_hardtanh}
-    rows = [
-        row
-        for threads in args.threads
-        for row in zoo_variant_rows(MODELS, variants, "where", threads, args.rounds, args.repeats)
-    ]
-    text = (
-        "## ReLU6 as a Clip\n\n"
-        f"{conditions('benchmarks/profiles/studies/hardtanh_clip.py', argv, load)} "
-        "Marginal cost of a training step of the zoo's MobileNetV2-style networks (batches of "
-        "64), median over the rounds of the best of the repeats, with the range over the rounds; "
-        "the ratio to `where` (two `Where` per ReLU6) is taken within each round; "
-        f"{BUSY_NOTE}.\n\n{markdown(rows, list(rows[0]))}"
-    )
-    write_section(args.output, "hardtanh-clip", text)
+    write_zoo_variant_section(sys.modules[__name__], argv, MODELS, variants, "where", words)
 
 
 if __name__ == "__main__":

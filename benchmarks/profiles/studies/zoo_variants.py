@@ -7,10 +7,22 @@ each variant's own copy of the model: the training caches key on a model's
 content, so the variants never share a session.
 """
 
+import os
+import sys
+
 import onnx
 
-from benchmarks.profiles.ab_timing import ab_rounds, ab_rows, busy_note, step_fits
-from benchmarks.profiles.report import markdown
+import benchmarks
+from benchmarks.profiles.ab_timing import (
+    BUSY_NOTE,
+    ab_rounds,
+    ab_rows,
+    busy_note,
+    conditions,
+    parse_arguments,
+    step_fits,
+)
+from benchmarks.profiles.report import markdown, write_section
 from benchmarks.profiles.survey.profiled_models import ZOO_BATCH, zoo_model
 
 
@@ -67,3 +79,41 @@ def zoo_variant_rows(models, variants, baseline, threads, rounds, repeats, lr=1e
             if verbose:
                 print(markdown(rows[-len(variants) :], list(rows[-1])), flush=True)
     return rows
+
+
+def write_zoo_variant_section(script, argv, models, variants, baseline, words):
+    """Time the variants on the zoo's ``models``; write their section of the kernel survey.
+
+    The ``main`` of a study script that switches one rewrite off.
+
+    Parameters
+    ----------
+    script : module
+        The study script: its docstring's first line is the command's description, its path
+        the command the section names.
+    argv : list of str or None
+        The command's arguments (``sys.argv[1:]`` when None).
+    models, variants, baseline
+        As :func:`zoo_variant_rows` takes them.
+    words : dict
+        ``title`` and ``anchor`` of the section of ``results/kernel_survey.md``,
+        ``subject`` (the models, in words) and ``baseline`` (the baseline variant, in words).
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_arguments(script.__doc__.split("\n", 1)[0], argv)
+    load = os.getloadavg()[0]
+    rows = [
+        row
+        for threads in args.threads
+        for row in zoo_variant_rows(models, variants, baseline, threads, args.rounds, args.repeats)
+    ]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(benchmarks.__file__)))
+    path = os.path.relpath(os.path.abspath(script.__file__), root)
+    text = (
+        f"## {words['title']}\n\n{conditions(path, argv, load)} Marginal cost of a training step "
+        f"of {words['subject']} (batches of 64), median over the rounds of the best of the "
+        f"repeats, with the range over the rounds; the ratio to `{baseline}` "
+        f"({words['baseline']}) is taken within each round; {BUSY_NOTE}.\n\n"
+        f"{markdown(rows, list(rows[0]))}"
+    )
+    write_section(args.output, words["anchor"], text)
