@@ -11,7 +11,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import make_optimizer
+from conftest import make_sgd_optimizer
 from torch import nn
 
 from helpers import (
@@ -150,15 +150,8 @@ def _torch_training(module, X, y, n_classes, batch_size, epochs):
 
 
 def _optimizer(api, onx, n_classes, batch_size, epochs):
-    common = dict(
-        max_iter=epochs,
-        batch_size=batch_size,
-        learning_rate=LEARNING_RATE,
-        solver="sgd",
-        random_state=0,
-        validation_every=0,
-    )
-    return make_optimizer(api, onx, "cross_entropy" if n_classes else "squared_error", **common)
+    loss = "cross_entropy" if n_classes else "squared_error"
+    return make_sgd_optimizer(api, onx, epochs, batch_size, LEARNING_RATE, loss)
 
 
 def _epoch_means(step_losses, n, batch_size):

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import make_optimizer
+from conftest import make_sgd_optimizer
 from onnx import TensorProto, helper
 from torch import nn
 
@@ -101,16 +101,7 @@ def _data(shape, seed=0):
 
 
 def _optimizer(api, onx, batch_size, epochs, **options):
-    common = dict(
-        max_iter=epochs,
-        batch_size=batch_size,
-        learning_rate=LEARNING_RATE,
-        solver="sgd",
-        random_state=0,
-        validation_every=0,
-        **options,
-    )
-    return make_optimizer(api, onx, **common)
+    return make_sgd_optimizer(api, onx, epochs, batch_size, LEARNING_RATE, **options)
 
 
 def _eval_outputs(module, X):

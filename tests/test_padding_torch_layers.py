@@ -14,7 +14,7 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-from conftest import APIS, make_optimizer
+from conftest import APIS, make_sgd_optimizer
 from torch import nn
 
 from helpers import OrtGradientForwardBackward, OrtTorchModule
@@ -198,15 +198,7 @@ def test_exported_model_computes_what_torch_computes(name):
 
 
 def _optimizer(api, onx, batch_size, epochs):
-    common = dict(
-        max_iter=epochs,
-        batch_size=batch_size,
-        learning_rate=LEARNING_RATE,
-        solver="sgd",
-        random_state=0,
-        validation_every=0,
-    )
-    return make_optimizer(api, onx, **common)
+    return make_sgd_optimizer(api, onx, epochs, batch_size, LEARNING_RATE)
 
 
 @pytest.mark.parametrize("api", [*APIS, "torch_module"])

@@ -13,7 +13,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import make_optimizer
+from conftest import make_sgd_optimizer
 from torch import nn
 
 from helpers import (
@@ -176,15 +176,7 @@ def _decoder_data(rank):
 
 
 def _optimizer(api, onx, epochs, batch_size):
-    common = dict(
-        max_iter=epochs,
-        batch_size=batch_size,
-        learning_rate=LEARNING_RATE,
-        solver="sgd",
-        random_state=0,
-        validation_every=0,
-    )
-    return make_optimizer(api, onx, **common)
+    return make_sgd_optimizer(api, onx, epochs, batch_size, LEARNING_RATE)
 
 
 @pytest.mark.parametrize("api", ["whole", "forward_backward"])
