@@ -235,6 +235,27 @@ def reduction(rng, shape):
     )
 
 
+#: The blocks of sequences and images, with their weights (the same for both ranks).
+_CHANNEL_BLOCKS = [
+    (convolution, 4),
+    (activation, 3),
+    (batch_norm, 1),
+    (layer_norm, 1),
+    (group_norm, 1),
+    (instance_norm, 1),
+    (max_pool, 1),
+    (average_pool, 1),
+    (adaptive_pool, 1),
+    (upsample, 1),
+    (transposed_convolution, 1),
+    (dropout, 1),
+    (residual, 1),
+    (gate, 1),
+    (concatenation, 1),
+    (permutation, 1),
+    (reduction, 2),
+]
+
 #: The blocks each kind of sample draws from, with their weights.
 BLOCKS = {
     1: [
@@ -248,44 +269,8 @@ BLOCKS = {
         (concatenation, 1),
         (unflatten, 2),
     ],
-    2: [
-        (convolution, 4),
-        (activation, 3),
-        (batch_norm, 1),
-        (layer_norm, 1),
-        (group_norm, 1),
-        (instance_norm, 1),
-        (max_pool, 1),
-        (average_pool, 1),
-        (adaptive_pool, 1),
-        (upsample, 1),
-        (transposed_convolution, 1),
-        (dropout, 1),
-        (residual, 1),
-        (gate, 1),
-        (concatenation, 1),
-        (permutation, 1),
-        (reduction, 2),
-    ],
-    3: [
-        (convolution, 4),
-        (activation, 3),
-        (batch_norm, 1),
-        (layer_norm, 1),
-        (group_norm, 1),
-        (instance_norm, 1),
-        (max_pool, 1),
-        (average_pool, 1),
-        (adaptive_pool, 1),
-        (upsample, 1),
-        (transposed_convolution, 1),
-        (dropout, 1),
-        (residual, 1),
-        (gate, 1),
-        (concatenation, 1),
-        (permutation, 1),
-        (reduction, 2),
-    ],
+    2: _CHANNEL_BLOCKS,
+    3: _CHANNEL_BLOCKS,
 }
 
 
