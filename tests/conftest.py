@@ -32,10 +32,13 @@ def make_optimizer(api, onx, loss="squared_error", **params):
     raise ValueError(f"api must be one of {APIS}, not {api!r}")
 
 
-def make_sgd_optimizer(api, onx, epochs, batch_size, learning_rate, loss="squared_error", **params):
-    """:func:`make_optimizer` as the layer tests compare it with torch, step by step: plain SGD at
-    a constant ``learning_rate``, seeded batches, no validation split."""
-    settings = dict(solver="sgd", random_state=0, validation_every=0, **params)
+def make_seeded_optimizer(
+    api, onx, epochs, batch_size, learning_rate, loss="squared_error", **params
+):
+    """:func:`make_optimizer` as the tests compare runs: ``epochs`` epochs of ``batch_size`` rows,
+    seeded batches, no validation split, plain SGD at a constant ``learning_rate`` unless
+    ``params`` names another ``solver``."""
+    settings = {"solver": "sgd", "random_state": 0, "validation_every": 0, **params}
     return make_optimizer(
         api,
         onx,

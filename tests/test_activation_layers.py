@@ -13,7 +13,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import make_sgd_optimizer
+from conftest import make_seeded_optimizer
 from torch import nn
 
 from helpers import (
@@ -174,7 +174,7 @@ def _data(name):
 
 
 def _optimizer(api, onx, batch_size, epochs, learning_rate):
-    return make_sgd_optimizer(api, onx, epochs, batch_size, learning_rate)
+    return make_seeded_optimizer(api, onx, epochs, batch_size, learning_rate)
 
 
 def _assert_trains_as_torch(module, X, y, api, learning_rate=LEARNING_RATE):

@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from conftest import APIS, make_optimizer
+from conftest import APIS, make_seeded_optimizer
 from torch import nn
 
 from helpers.core.machine.devices import Device
@@ -14,17 +14,9 @@ from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.core.training.batches import Batches
 
 
-def _optimizer(api, onx, classes=False, **params):
-    common = dict(
-        max_iter=2,
-        batch_size=8,
-        learning_rate=0.05,
-        solver="sgd",
-        random_state=0,
-        validation_every=0,
-    )
-    common.update(params)
-    return make_optimizer(api, onx, "cross_entropy" if classes else "squared_error", **common)
+def _optimizer(api, onx, classes=False, max_iter=2, batch_size=8, learning_rate=0.05, **params):
+    loss = "cross_entropy" if classes else "squared_error"
+    return make_seeded_optimizer(api, onx, max_iter, batch_size, learning_rate, loss, **params)
 
 
 @pytest.fixture(scope="module")

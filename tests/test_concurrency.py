@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import make_optimizer
+from conftest import make_seeded_optimizer
 from joblib import parallel_backend
 from sklearn.model_selection import GridSearchCV
 
@@ -27,16 +27,8 @@ MODELS = {hidden: mlp_onnx(4, hidden=(hidden,), random_state=hidden) for hidden 
 
 
 def _fit(api, hidden, learning_rate=0.05):
-    params = dict(
-        max_iter=3,
-        batch_size=16,
-        learning_rate=learning_rate,
-        solver="sgd",
-        random_state=0,
-        n_threads=1,
-        validation_every=0,
-    )
-    return make_optimizer(api, MODELS[hidden], **params).fit(X, Y).get_state()
+    optimizer = make_seeded_optimizer(api, MODELS[hidden], 3, 16, learning_rate, n_threads=1)
+    return optimizer.fit(X, Y).get_state()
 
 
 def _run_in_threads(jobs):

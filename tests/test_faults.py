@@ -8,7 +8,7 @@ import signal
 
 import numpy as np
 import pytest
-from conftest import APIS, make_optimizer
+from conftest import APIS, make_seeded_optimizer
 
 from helpers import TrainingDivergedError
 from helpers.core.training.training_loop import TrainingState
@@ -19,17 +19,9 @@ X = np.random.default_rng(0).standard_normal((40, 4)).astype(np.float32)
 Y = np.tanh(X[:, :2].sum(axis=1)).astype(np.float32)
 
 
-def _optimizer(api, hidden=5, **params):
-    settings = dict(
-        max_iter=4,
-        batch_size=8,
-        learning_rate=0.05,
-        solver="sgd",
-        random_state=0,
-        validation_every=0,
-    )
-    settings.update(params)
-    return make_optimizer(api, mlp_onnx(4, hidden=(hidden,)), **settings)
+def _optimizer(api, hidden=5, max_iter=4, batch_size=8, learning_rate=0.05, **params):
+    onx = mlp_onnx(4, hidden=(hidden,))
+    return make_seeded_optimizer(api, onx, max_iter, batch_size, learning_rate, **params)
 
 
 @pytest.mark.parametrize("api", APIS)

@@ -11,7 +11,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import make_sgd_optimizer
+from conftest import make_seeded_optimizer
 from torch import nn
 
 from helpers import (
@@ -151,7 +151,7 @@ def _torch_training(module, X, y, n_classes, batch_size, epochs):
 
 def _optimizer(api, onx, n_classes, batch_size, epochs):
     loss = "cross_entropy" if n_classes else "squared_error"
-    return make_sgd_optimizer(api, onx, epochs, batch_size, LEARNING_RATE, loss)
+    return make_seeded_optimizer(api, onx, epochs, batch_size, LEARNING_RATE, loss)
 
 
 def _epoch_means(step_losses, n, batch_size):

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import make_sgd_optimizer
+from conftest import make_seeded_optimizer
 from onnx import TensorProto, helper
 from torch import nn
 
@@ -101,7 +101,7 @@ def _data(shape, seed=0):
 
 
 def _optimizer(api, onx, batch_size, epochs, **options):
-    return make_sgd_optimizer(api, onx, epochs, batch_size, LEARNING_RATE, **options)
+    return make_seeded_optimizer(api, onx, epochs, batch_size, LEARNING_RATE, **options)
 
 
 def _eval_outputs(module, X):

@@ -14,7 +14,7 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-from conftest import APIS, make_sgd_optimizer
+from conftest import APIS, make_seeded_optimizer
 from torch import nn
 
 from helpers import OrtGradientForwardBackward, OrtTorchModule
@@ -198,7 +198,7 @@ def test_exported_model_computes_what_torch_computes(name):
 
 
 def _optimizer(api, onx, batch_size, epochs):
-    return make_sgd_optimizer(api, onx, epochs, batch_size, LEARNING_RATE)
+    return make_seeded_optimizer(api, onx, epochs, batch_size, LEARNING_RATE)
 
 
 @pytest.mark.parametrize("api", [*APIS, "torch_module"])

@@ -13,7 +13,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import make_sgd_optimizer
+from conftest import make_seeded_optimizer
 from torch import nn
 
 from helpers import (
@@ -176,7 +176,7 @@ def _decoder_data(rank):
 
 
 def _optimizer(api, onx, epochs, batch_size):
-    return make_sgd_optimizer(api, onx, epochs, batch_size, LEARNING_RATE)
+    return make_seeded_optimizer(api, onx, epochs, batch_size, LEARNING_RATE)
 
 
 @pytest.mark.parametrize("api", ["whole", "forward_backward"])

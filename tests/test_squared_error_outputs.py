@@ -11,7 +11,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import APIS, make_optimizer
+from conftest import APIS, make_seeded_optimizer
 from onnx import TensorProto, helper
 from torch import nn
 
@@ -75,15 +75,7 @@ def test_training_with_k_outputs_matches_torch_mse_loss(k, api):
     onx = export_for_training(module, torch.from_numpy(X[:2]))
     trained = copy.deepcopy(module)
     _, torch_losses = torch_fit(trained, X, y, "squared_error", len(X), 4, LEARNING_RATE)
-    common = dict(
-        max_iter=4,
-        batch_size=len(X),
-        learning_rate=LEARNING_RATE,
-        solver="sgd",
-        random_state=0,
-        validation_every=0,
-    )
-    opt = make_optimizer(api, onx, **common).fit(X, y)
+    opt = make_seeded_optimizer(api, onx, 4, len(X), LEARNING_RATE).fit(X, y)
     np.testing.assert_allclose(opt.train_losses_, torch_losses, rtol=1e-4)
     expected = dict(trained.named_parameters())
     for name, value in opt.get_state().items():
