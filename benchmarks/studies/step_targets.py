@@ -21,7 +21,7 @@ and the range of the repeats' ratios. It writes ``step_targets.md`` and
 contains one of its words::
 
     .venv/bin/python -m benchmarks.studies.step_targets --out results/
-    .venv/bin/python -m benchmarks.studies.step_targets --only zoo --out /tmp/targets
+    .venv/bin/python -m benchmarks.studies.step_targets --only zoo --out results/local/targets
 """
 
 import argparse
