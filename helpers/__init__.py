@@ -2,7 +2,7 @@
 
 The public names and call forms are those of onnxcustom's training helpers,
 which this project rebuilds on the APIs onnxruntime-training 1.19.2 still has. The
-code is organised in four packages:
+code is organised in these packages:
 
 * :mod:`helpers.core`: what both APIs share (sessions, devices, batches,
   graph editing, learning rates, update rules, penalties, loss formulas,
@@ -12,59 +12,57 @@ code is organised in four packages:
 * :mod:`helpers.forward_backward`: the API where onnxruntime computes a
   layer's forward and backward passes and the caller does the rest
   (:class:`OrtGradientForwardBackwardOptimizer`);
+* :mod:`helpers.portable`: one training step as a standard ONNX model, trained
+  by any maintained onnxruntime (numpy, onnx and onnxruntime only);
 * :mod:`helpers.teaching` and :mod:`helpers.measure`: data sets, models,
   plots and comparisons for the notebooks; timing and profiling.
+
+The public names below are loaded on first use (PEP 562), so that
+``import helpers.portable`` does not import the training package, torch or
+scikit-learn; ``from helpers import OrtGradientOptimizer`` works as before.
 """
 
-from .core.machine.devices import DeviceError
-from .core.machine.disk_space import DiskFullError
-from .core.machine.runtime import (
-    RuntimeCompatibilityError,
-    UntrainableModelError,
-    check_onnx_compatible,
-)
-from .core.machine.sessions import set_num_threads
-from .core.model_graphs.onnx_graph import get_train_initializer, onnx_rename_weights
-from .core.training.epoch_losses import TrainingDivergedError
-from .core.updates.learning_rates import LearningRateSGD, LearningRateSGDNesterov
-from .core.updates.penalties import ElasticLearningPenalty, NoLearningPenalty
-from .forward_backward.function import OrtGradientForwardBackward
-from .forward_backward.losses import (
-    AbsoluteLearningLoss,
-    CrossEntropyLearningLoss,
-    ElasticLearningLoss,
-    NegLogLearningLoss,
-    SquareLearningLoss,
-)
-from .forward_backward.optimizer import OrtGradientForwardBackwardOptimizer
-from .forward_backward.passes import OrtGradientForwardBackwardFunction
-from .forward_backward.torch_module import OrtTorchModule
-from .whole_training.loss_output import add_loss_output
-from .whole_training.optimizer import OrtGradientOptimizer
+import importlib
 
-__all__ = [
-    "AbsoluteLearningLoss",
-    "CrossEntropyLearningLoss",
-    "DeviceError",
-    "DiskFullError",
-    "ElasticLearningLoss",
-    "ElasticLearningPenalty",
-    "LearningRateSGD",
-    "LearningRateSGDNesterov",
-    "NegLogLearningLoss",
-    "NoLearningPenalty",
-    "OrtGradientForwardBackward",
-    "OrtGradientForwardBackwardFunction",
-    "OrtGradientForwardBackwardOptimizer",
-    "OrtGradientOptimizer",
-    "OrtTorchModule",
-    "RuntimeCompatibilityError",
-    "SquareLearningLoss",
-    "TrainingDivergedError",
-    "UntrainableModelError",
-    "add_loss_output",
-    "check_onnx_compatible",
-    "get_train_initializer",
-    "onnx_rename_weights",
-    "set_num_threads",
-]
+#: Each public name and the module that defines it.
+_PUBLIC = {
+    "DeviceError": ".core.machine.devices",
+    "DiskFullError": ".core.machine.disk_space",
+    "RuntimeCompatibilityError": ".core.machine.runtime",
+    "UntrainableModelError": ".core.machine.runtime",
+    "check_onnx_compatible": ".core.machine.runtime",
+    "set_num_threads": ".core.machine.sessions",
+    "get_train_initializer": ".core.model_graphs.onnx_graph",
+    "onnx_rename_weights": ".core.model_graphs.onnx_graph",
+    "TrainingDivergedError": ".core.training.epoch_losses",
+    "LearningRateSGD": ".core.updates.learning_rates",
+    "LearningRateSGDNesterov": ".core.updates.learning_rates",
+    "ElasticLearningPenalty": ".core.updates.penalties",
+    "NoLearningPenalty": ".core.updates.penalties",
+    "OrtGradientForwardBackward": ".forward_backward.function",
+    "AbsoluteLearningLoss": ".forward_backward.losses",
+    "CrossEntropyLearningLoss": ".forward_backward.losses",
+    "ElasticLearningLoss": ".forward_backward.losses",
+    "NegLogLearningLoss": ".forward_backward.losses",
+    "SquareLearningLoss": ".forward_backward.losses",
+    "OrtGradientForwardBackwardOptimizer": ".forward_backward.optimizer",
+    "OrtGradientForwardBackwardFunction": ".forward_backward.passes",
+    "OrtTorchModule": ".forward_backward.torch_module",
+    "add_loss_output": ".whole_training.loss_output",
+    "OrtGradientOptimizer": ".whole_training.optimizer",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # the next access is a plain attribute
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -1,0 +1,16 @@
+"""One training step as a standard ONNX model, trained by any onnxruntime from 1.19.2 to 1.31.1.
+
+This package imports numpy, onnx and onnxruntime only: no torch, no scikit-learn, no
+``onnxruntime.training``. It runs on the maintained ``onnxruntime`` (Python 3.13, CUDA 12 and 13).
+
+* :mod:`~helpers.portable.lowering`: the operators outside the standard ONNX domain that the
+  gradient builders write, each rewritten with standard operators;
+* :mod:`~helpers.portable.step_format`: what a step model takes and returns, and the record it
+  carries;
+* :mod:`~helpers.portable.trainer`: :class:`PortableTrainer`, which trains a step model;
+* ``python -m helpers.portable fit``: the same from the command line.
+
+The step model itself is written by ``export_training_step`` of
+:class:`helpers.OrtGradientOptimizer` and :class:`helpers.OrtGradientForwardBackwardOptimizer`,
+on onnxruntime-training 1.19.2.
+"""

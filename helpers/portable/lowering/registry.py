@@ -1,0 +1,166 @@
+"""The registry of lowerings and the pass that applies them to a model.
+
+A lowering is a function ``lower(node, ctx)`` that returns the standard nodes computing the
+outputs of ``node`` (a contrib operator) from its inputs, with the same output names. It is
+registered for its ``(domain, op_type)`` with :func:`register`. ``ctx``
+(:class:`LoweringContext`) gives fresh names, constants and the model's opset.
+"""
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+#: ``(domain, op_type)`` to the function that rewrites such a node with standard operators.
+LOWERINGS = {}
+
+#: The domains a step model may use: the standard ones.
+STANDARD_DOMAINS = ("", "ai.onnx")
+
+
+class UnsupportedOperatorError(NotImplementedError):
+    """A node whose operator has no standard formulation (yet).
+
+    Parameters
+    ----------
+    op_type, domain : str
+        The operator.
+    layer : str
+        The layer the node comes from (its name, as the exporter or the gradient builder
+        wrote it).
+
+    Examples
+    --------
+    >>> str(UnsupportedOperatorError("Foo", "com.microsoft", "/fc1/Foo_Grad"))[:60]
+    'com.microsoft:Foo (from the layer /fc1/Foo_Grad) has no stan'
+    """
+
+    def __init__(self, op_type, domain, layer):
+        self.op_type, self.domain, self.layer = op_type, domain, layer
+        super().__init__(
+            f"{domain}:{op_type} (from the layer {layer or 'unnamed'}) has no standard ONNX "
+            "formulation in helpers.portable.lowering, so this model cannot be exported as a "
+            "portable training step. Train it with the whole-training or forward/backward API on "
+            "onnxruntime-training 1.19.2, or replace the layer."
+        )
+
+
+def register(op_type, domain="com.microsoft"):
+    """Register the decorated function as the lowering of ``domain:op_type``.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> @register("Twice", domain="example.test")
+    ... def _twice(node, ctx):
+    ...     return [helper.make_node("Add", [node.input[0]] * 2, list(node.output))]
+    >>> ("example.test", "Twice") in LOWERINGS
+    True
+    >>> del LOWERINGS["example.test", "Twice"]
+    """
+
+    def decorate(function):
+        LOWERINGS[domain, op_type] = function
+        return function
+
+    return decorate
+
+
+class LoweringContext:
+    """What a lowering needs besides its node: fresh names, constants, the opset.
+
+    Parameters
+    ----------
+    opset : int
+        The model's version of the standard domain.
+    prefix : str
+        Prefix of every name this context makes.
+
+    Examples
+    --------
+    >>> ctx = LoweringContext(17)
+    >>> ctx.name("axes"), ctx.constant(np.array([0], np.int64), "axes")
+    ('lower_0_axes', 'lower_1_axes')
+    >>> [t.name for t in ctx.initializers]
+    ['lower_1_axes']
+    """
+
+    def __init__(self, opset, prefix="lower"):
+        self.opset, self.prefix = opset, prefix
+        self.initializers = []
+        self._count = 0
+
+    def name(self, tag):
+        """A name no other node uses."""
+        name = f"{self.prefix}_{self._count}_{tag}"
+        self._count += 1
+        return name
+
+    def constant(self, value, tag="const"):
+        """The name of a new initializer holding ``value`` (a numpy array)."""
+        name = self.name(tag)
+        self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+
+def standard_opset(model):
+    """The model's version of the standard ONNX domain.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> graph = helper.make_graph([], "g", [], [])
+    >>> standard_opset(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    17
+    """
+    return next(o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS)
+
+
+def lower_model(model):
+    """Return a copy of ``model`` whose nodes are all in the standard ONNX domain.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+
+    Returns
+    -------
+    onnx.ModelProto
+        The same computation; every opset import outside the standard domain dropped.
+
+    Raises
+    ------
+    UnsupportedOperatorError
+        For the first node whose operator has no lowering.
+
+    Examples
+    --------
+    >>> from onnx import TensorProto, helper
+    >>> node = helper.make_node("Foo", ["x"], ["y"], domain="example.test", name="/fc/Foo")
+    >>> graph = helper.make_graph(
+    ...     [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    >>> lower_model(model)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    helpers.portable.lowering.registry.UnsupportedOperatorError: example.test:Foo (from the ...
+    """
+    ctx = LoweringContext(standard_opset(model))
+    lowered = onnx.ModelProto()
+    lowered.CopyFrom(model)
+    nodes = []
+    for node in model.graph.node:
+        if node.domain in STANDARD_DOMAINS:
+            nodes.append(node)
+            continue
+        lowering = LOWERINGS.get((node.domain, node.op_type))
+        if lowering is None:
+            raise UnsupportedOperatorError(node.op_type, node.domain, node.name)
+        nodes.extend(lowering(node, ctx))
+    del lowered.graph.node[:]
+    lowered.graph.node.extend(nodes)
+    lowered.graph.initializer.extend(ctx.initializers)
+    standard = [o for o in model.opset_import if o.domain in STANDARD_DOMAINS]
+    del lowered.opset_import[:]
+    lowered.opset_import.extend(standard)
+    return lowered
