@@ -6,9 +6,13 @@ operators. Its graph:
 * inputs: the batch (:attr:`StepRecord.batch_inputs`, one row per sample, the batch size free),
   the step count ``step`` (int64 scalar, from 1: the update's ``t``), then every value carried
   from one step to the next (:attr:`StepRecord.state`: the trained weights, the running
-  statistics, the optimizer's buffers), each one an input with a default value, the
-  initializer of the same name, which holds its value at export;
+  statistics, the optimizer's buffers);
 * outputs: ``loss`` (float scalar), then ``NAME.next`` for each name of the state, in order.
+
+The state's values at export (:func:`initial_state`) are kept where the ONNX standard keeps a
+model's initial training state: the ``initialization`` graph of the model's ``training_info``,
+bound to the state's names. They are not initializers of the step's graph: a runtime would
+treat those as constants, and onnxruntime-web refuses to feed an input that has one.
 
 The record (JSON in the model's ``metadata_props`` under :data:`RECORD_KEY`) names those parts
 and keeps the training parameters the exporter used, and the inference model whose weights
@@ -19,6 +23,7 @@ import base64
 import dataclasses
 import json
 
+import numpy as np
 import onnx
 
 #: The key of ``metadata_props`` that holds the record of a step model.
@@ -132,6 +137,63 @@ def read_record(model):
         "This ONNX model is not a training step: it has no helpers.portable record. Write one "
         "with export_training_step of OrtGradientOptimizer or OrtGradientForwardBackwardOptimizer."
     )
+
+
+def write_initial_state(model, values):
+    """Keep ``values`` (state name to array) as the model's initial training state.
+
+    They become the initializers of the ``initialization`` graph of ``model.training_info``
+    (standard ONNX), which returns them bound to the state's names; a previous initial state is
+    replaced.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> model = onnx.helper.make_model(onnx.helper.make_graph([], "step", [], []))
+    >>> write_initial_state(model, {"w": np.ones(2, np.float32)})
+    >>> {name: value.tolist() for name, value in initial_state(model).items()}
+    {'w': [1.0, 1.0]}
+    >>> onnx.checker.check_model(model)
+    """
+    from onnx import helper, numpy_helper
+
+    nodes, outputs, tensors = [], [], []
+    for name, value in values.items():
+        array = np.asarray(value)
+        tensors.append(numpy_helper.from_array(array, f"initial.{name}"))
+        nodes.append(helper.make_node("Identity", [f"initial.{name}"], [f"{name}.initial"]))
+        outputs.append(
+            helper.make_tensor_value_info(
+                f"{name}.initial", helper.np_dtype_to_tensor_dtype(array.dtype), array.shape
+            )
+        )
+    del model.training_info[:]
+    info = model.training_info.add()
+    info.initialization.CopyFrom(
+        helper.make_graph(nodes, "initial_state", [], outputs, initializer=tensors)
+    )
+    for name in values:
+        binding = info.initialization_binding.add()
+        binding.key, binding.value = name, f"{name}.initial"
+
+
+def initial_state(model):
+    """The state's values at export: state name to numpy array (see :func:`write_initial_state`).
+
+    Examples
+    --------
+    >>> initial_state(onnx.helper.make_model(onnx.helper.make_graph([], "step", [], [])))
+    {}
+    """
+    from onnx import numpy_helper
+
+    values = {}
+    for info in model.training_info:
+        tensors = {t.name: t for t in info.initialization.initializer}
+        produced = {n.output[0]: n.input[0] for n in info.initialization.node}
+        for binding in info.initialization_binding:
+            values[binding.key] = numpy_helper.to_array(tensors[produced[binding.value]])
+    return values
 
 
 def inference_model(record, values):
