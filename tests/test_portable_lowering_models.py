@@ -13,12 +13,13 @@ import numpy as np
 import onnx
 import pytest
 import torch
-from lowering_cases import lowered_and_checked, one_node_model, run
+from lowering_cases import lowered_and_checked, run
 from torch import nn
 
 from benchmarks.workloads import frameworks as fw
 from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.portable.lowering import UnsupportedOperatorError, lower_model
+from helpers.portable.lowering.single_node import single_node_model
 
 
 class SliceConcat(nn.Module):
@@ -126,7 +127,7 @@ def test_a_lowered_training_model_computes_the_same_loss_and_gradients(name, tmp
 
 def test_an_operator_without_lowering_is_refused_with_its_layer():
     feeds = {"x": np.ones((2, 3), np.float32)}
-    model = one_node_model("NoSuchGrad", feeds, {"y": np.float32})
+    model = single_node_model("NoSuchGrad", feeds, {"y": np.float32})
     model.graph.node[0].name = "/fc1/NoSuchGrad_Grad"
     with pytest.raises(
         UnsupportedOperatorError, match="com.microsoft:NoSuchGrad.*/fc1/NoSuchGrad_Grad"
@@ -138,7 +139,7 @@ def test_an_operator_without_lowering_is_refused_with_its_layer():
 def test_an_attribute_without_lowering_is_refused_by_name():
     feeds = {"shape": np.array([3, 4], np.int64), "indices": np.zeros((3, 1), np.int64),
              "dy": np.ones((3,), np.float32)}  # fmt: skip
-    model = one_node_model("GatherNDGrad", feeds, {"dx": np.float32}, batch_dims=1)
+    model = single_node_model("GatherNDGrad", feeds, {"dx": np.float32}, batch_dims=1)
     model.graph.node[0].name = "/emb/GatherND_Grad"
     with pytest.raises(UnsupportedOperatorError, match="GatherNDGrad.*/emb/GatherND_Grad"):
         lower_model(model)
