@@ -166,9 +166,15 @@ def test_gather_nd_grad(shape, indices):
         ((6, 8), [5], [-100], [0], [-2]),  # backwards
         ((2, 3, 10), [2], [1000], [-1], None),  # an end past the axis, a negative axis
         ((1, 4), [0], [1], None, None),  # no axes: the first ones
+        ((6, 8), [-3], [100], [1], None),
+        ((6, 8), [4], [2], [0], None),  # empty
+        ((2, 3, 10), [-100, 1], [5, -1], [-1, 1], None),
+        ((2, 3, 10), [1, 0], [3, 2], [2, 0], [1, 1]),  # unit steps given at run time
     ],
 )
-def test_slice_grad(shape, starts, ends, axes, steps):
+@pytest.mark.parametrize("constant_steps", [False, True])
+def test_slice_grad(shape, starts, ends, axes, steps, constant_steps):
+    """Steps absent or constant ones: ``Pad``; others: a scatter of the positions."""
     grid = np.zeros(shape)
     axes_ = axes if axes is not None else list(range(len(starts)))
     index = [slice(None)] * len(shape)
@@ -178,9 +184,13 @@ def test_slice_grad(shape, starts, ends, axes, steps):
              "starts": np.array(starts, np.int64), "ends": np.array(ends, np.int64)}  # fmt: skip
     if axes is not None:
         feeds["axes"] = np.array(axes, np.int64)
+    constants = {}
     if steps is not None:
-        feeds["steps"] = np.array(steps, np.int64)
-    compare(single_node_model("SliceGrad", feeds, {"dx": np.float32}), feeds)
+        (constants if constant_steps else feeds)["steps"] = np.array(steps, np.int64)
+    if constant_steps and "axes" not in feeds:
+        feeds["axes"] = np.arange(len(starts), dtype=np.int64)
+    model = single_node_model("SliceGrad", feeds, {"dx": np.float32}, constants=constants)
+    compare(model, feeds)
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
