@@ -3,7 +3,8 @@
 For each operator of :mod:`helpers.portable.lowering` (but convolution, pooling and
 normalization), a model of one node at a representative size (a batch of 64) runs on this
 onnxruntime's ``InferenceSession`` as written (the training build's contrib kernel) and lowered
-to standard operators; the best of ``--repeats`` runs of ``--calls`` calls, 2 threads::
+to standard operators; the best of ``--repeats`` runs of ``--calls`` calls, the two models
+taking turns, 2 threads that do not spin (a machine shared with other work)::
 
     python -m benchmarks.studies.lowering_costs [--out results/reference] [--threads 2]
 
@@ -85,35 +86,41 @@ def _cases():
     ]  # fmt: skip
 
 
-def best_call_us(model, feeds, threads, calls, repeats):
-    """The fastest mean time of one ``run`` (microseconds), over ``repeats`` runs of ``calls``.
+def best_calls_us(models, feeds, threads, calls, repeats):
+    """The fastest mean time of one ``run`` of each model (microseconds), over ``repeats`` runs
+    of ``calls``; the models take turns in every repeat, so that a busy machine slows both.
 
     Examples
     --------
     >>> from helpers.portable.lowering.single_node import single_node_model
     >>> feeds = {"dy": np.ones(4, np.float32), "x": np.ones(4, np.float32)}
     >>> model = single_node_model("ReluGrad", feeds, {"dx": np.float32})
-    >>> best_call_us(model, feeds, threads=1, calls=3, repeats=2) > 0
-    True
+    >>> [t > 0 for t in best_calls_us([model, model], feeds, threads=1, calls=3, repeats=2)]
+    [True, True]
     """
     import onnxruntime  # noqa: PLC0415
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
-    session = onnxruntime.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    session.run(None, feeds)
-    best = float("inf")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    sessions = [
+        onnxruntime.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        for model in models
+    ]
+    best = [float("inf")] * len(sessions)
     for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
+        for k, session in enumerate(sessions):
             session.run(None, feeds)
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best * 1e6
+            start = time.perf_counter()
+            for _ in range(calls):
+                session.run(None, feeds)
+            best[k] = min(best[k], (time.perf_counter() - start) / calls)
+    return [t * 1e6 for t in best]
 
 
-def measure(threads=2, calls=200, repeats=5, log=print):
+def measure(threads=2, calls=30, repeats=30, log=print):
     """One row per case of :func:`_cases`: the CSV's columns."""
     from helpers.portable.lowering import LOWERINGS, lower_model  # noqa: PLC0415
     from helpers.portable.lowering.single_node import single_node_model  # noqa: PLC0415
@@ -121,10 +128,10 @@ def measure(threads=2, calls=200, repeats=5, log=print):
     rows = []
     for label, op_type, feeds, outputs, attributes, size in _cases():
         model = single_node_model(op_type, feeds, outputs, **attributes)
-        lowered = lower_model(model)
-        # the in-place accumulator writes into its buffer: every call adds to it, either way
-        contrib = best_call_us(model, feeds, threads, calls, repeats)
-        standard = best_call_us(lowered, feeds, threads, calls, repeats)
+        # the in-place accumulator adds into its buffer at every call, either way
+        contrib, standard = best_calls_us(
+            [model, lower_model(model)], feeds, threads, calls, repeats
+        )
         formulation = LOWERINGS["com.microsoft", op_type].__doc__.strip().split("\n")[0]
         rows.append([label, formulation, round(contrib, 1), round(standard, 1),
                      round(standard / contrib, 2), size])  # fmt: skip
@@ -137,8 +144,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.join("results", "reference"))
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args(argv)
     rows = measure(args.threads, args.calls, args.repeats)
     path = os.path.join(args.out, CSV_NAME)
