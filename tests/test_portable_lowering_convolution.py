@@ -33,7 +33,14 @@ CASES = [
     (2, 4, 6, (5, 6, 7), (3, 2, 3), (1, 2, 1), (1, 0, 1, 1, 1, 0), (1, 1, 2), 2),
 ]
 
-OUTPUTS = [("dX", "dW", "dB"), ("dX", "dW"), ("", "dW", "dB"), ("dX",), ("", "dW"), ("dX", "", "dB")]
+OUTPUTS = [
+    ("dX", "dW", "dB"),
+    ("dX", "dW"),
+    ("", "dW", "dB"),
+    ("dX",),
+    ("", "dW"),
+    ("dX", "", "dB"),
+]
 
 
 def conv_grad_case(case, outputs=("dX", "dW", "dB"), **extra):
@@ -54,9 +61,7 @@ def conv_grad_case(case, outputs=("dX", "dW", "dB"), **extra):
     node = helper.make_node(
         "ConvGrad", ["dY", "X", "W"], list(outputs), domain="com.microsoft", **attrs
     )
-    model = model_of(
-        [node], {"dY": None, "X": None, "W": None}, {o: None for o in outputs if o}
-    )
+    model = model_of([node], {"dY": None, "X": None, "W": None}, {o: None for o in outputs if o})
     return model, {"dY": d_y, "X": x, "W": w}
 
 

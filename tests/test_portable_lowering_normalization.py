@@ -49,9 +49,7 @@ def layer_norm_case(shape, axis, outputs=("dX", "dS", "dB"), simplified=False):
     else:
         feeds["B"] = rng.standard_normal(normalized).astype(np.float32)
         nodes = [
-            helper.make_node(
-                "LayerNormalization", ["X", "S", "B"], ["Y", "mean", "inv"], **attrs
-            )
+            helper.make_node("LayerNormalization", ["X", "S", "B"], ["Y", "mean", "inv"], **attrs)
         ]
         grad_inputs = ["dY", "X", "S", "mean", "inv"]
     op = "SimplifiedLayerNormalizationGrad" if simplified else "LayerNormalizationGrad"

@@ -29,11 +29,15 @@ CASES = [
 def max_pool_case(shape, kernel, strides, pads, dilations, ceil_mode):
     """A model of ``MaxPool`` and ``MaxPoolGrad``, and its random inputs (with ties)."""
     attrs = dict(
-        kernel_shape=list(kernel), strides=list(strides), pads=list(pads),
-        dilations=list(dilations), ceil_mode=ceil_mode,
+        kernel_shape=list(kernel),
+        strides=list(strides),
+        pads=list(pads),
+        dilations=list(dilations),
+        ceil_mode=ceil_mode,
     )
     free = ["N", *shape[1:]]
-    forward = model_of([helper.make_node("MaxPool", ["X"], ["Y"], **attrs)], {"X": free}, {"Y": None})
+    pool = helper.make_node("MaxPool", ["X"], ["Y"], **attrs)
+    forward = model_of([pool], {"X": free}, {"Y": None})
     rng = np.random.default_rng(sum(shape))
     x = rng.integers(-3, 4, shape).astype(np.float32)  # ties: the first maximum takes it all
     d_y = rng.standard_normal(run(forward, {"X": x})[0].shape).astype(np.float32)
