@@ -113,7 +113,13 @@ def environment():
 
 def test_every_requirements_file_parses_with_exact_pins():
     files = sorted(REQUIREMENTS.glob("*.txt"))
-    assert [f.name for f in files] == ["base.txt", "cpu.txt", "docs.txt", "gpu.txt"]
+    assert [f.name for f in files] == [
+        "base.txt",
+        "cpu.txt",
+        "docs.txt",
+        "gpu.txt",
+        "maintained.txt",
+    ]
     for path in files:
         assert read_requirements(path), f"{path.name} pins nothing"
 
@@ -146,6 +152,25 @@ def test_variants_share_base_pins_and_runtime_version(base, cpu, gpu):
             k: v for k, v in variant.items() if not k.startswith((RUNTIME_PREFIX, CUDA_PREFIX))
         } == base
     assert cpu[CPU_RUNTIME] == gpu[GPU_RUNTIME]
+
+
+#: The maintained onnxruntime's package (requirements/maintained.txt): inference only.
+MAINTAINED_RUNTIME = "onnxruntime"
+
+
+def test_maintained_environment_has_the_maintained_runtime_and_no_training_stack(base):
+    """helpers.portable's environment: onnxruntime (no training module), onnx newer than base's
+    (1.17 has no wheel for Python 3.13), the other shared pins as in base.txt."""
+    maintained = read_requirements(REQUIREMENTS / "maintained.txt")
+    assert runtimes(maintained) == [MAINTAINED_RUNTIME]
+    assert not {"torch", "scikit-learn", "scipy", "pandas", "skl2onnx"} & set(maintained)
+    assert maintained["onnx"] != base["onnx"]
+    differ = {
+        name: (version, base[name])
+        for name, version in maintained.items()
+        if name in base and name != "onnx" and base[name] != version
+    }
+    assert not differ, f"maintained.txt and base.txt pin different versions: {differ}"
 
 
 def test_environment_yml_matches_cpu_requirements(environment, cpu):
