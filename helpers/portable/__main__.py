@@ -81,13 +81,8 @@ def _load_data(path):
         return data["X"], data["y"], weights
 
 
-def fit(args):
-    """Train as ``args`` say and write the losses and the model.
-
-    Returns
-    -------
-    PortableTrainer
-    """
+def _fit(args):
+    """Train as ``args`` say, write the losses and the model; return the trainer."""
     X, y, weights = _load_data(args.data)
     trainer = PortableTrainer(
         args.step,
@@ -113,7 +108,7 @@ def main(argv=None):
     """
     args = build_parser().parse_args(argv)
     try:
-        trainer = fit(args)
+        trainer = _fit(args)
     except Exception as error:  # onnxruntime's own errors derive from Exception only
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2

@@ -57,6 +57,12 @@ class StepModel:
         The batch inputs, in order (features, label, sample weights).
     initial : dict
         The state's values at export (the inputs' defaults), numpy arrays.
+
+    Examples
+    --------
+    >>> record = StepRecord(["X", "label"], ["w", "w.momentum_buffer"], ["w"], b"")
+    >>> StepModel(onnx.ModelProto(), record, [], {}).next_names
+    ['w.next', 'w.momentum_buffer.next']
     """
 
     model: onnx.ModelProto

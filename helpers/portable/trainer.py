@@ -36,6 +36,14 @@ def _scalar(value, dtype=np.int64):
     return array, onnxruntime.OrtValue.ortvalue_from_numpy(array)
 
 
+def _quiet_options():
+    """Session options that log errors only: a step model's state inputs have defaults, which
+    onnxruntime warns about at every session."""
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    return options
+
+
 class _State:
     """The state in two sets of OrtValues, and two I/O bindings that alternate between them."""
 
@@ -76,6 +84,31 @@ class _State:
     def values(self):
         """The current state as numpy arrays (copies)."""
         return {n: v.numpy().copy() for n, v in self.sets[self.current].items()}
+
+
+class _EpochData:
+    """The arrays of a fit as the runtime reads them, made once per fit.
+
+    One call per step: buffers that each epoch fills with the rows in its order, and an OrtValue
+    per batch and input on views of them (an OrtValue costs tens of microseconds to make: a
+    step only binds them). The epoch loop: an OrtValue per array, every row.
+    """
+
+    def __init__(self, arrays, batch_size, stepped):
+        self.arrays, self.n_rows = arrays, len(arrays[0])
+        self.bounds = batch_bounds(self.n_rows, batch_size)
+        self._batch_size_array, self.batch_size = _scalar(batch_size)
+        ortvalue = onnxruntime.OrtValue.ortvalue_from_numpy
+        if stepped:
+            self.buffers = [np.empty_like(a) for a in arrays]
+            self.batches = [[ortvalue(b[s:e]) for b in self.buffers] for s, e in self.bounds]
+        else:
+            self.whole = [ortvalue(a) for a in arrays]
+
+    def shuffle(self, order):
+        """Fill the buffers with the rows in ``order``."""
+        for array, buffer in zip(self.arrays, self.buffers):
+            np.take(array, order, axis=0, out=buffer)
 
 
 class PortableTrainer:
@@ -190,7 +223,9 @@ class PortableTrainer:
         step = load_step(self.step)
         providers = resolve_providers(self.providers)
         model = epoch_model(step.model) if self.epoch_loop else step.model
-        session = onnxruntime.InferenceSession(model.SerializeToString(), providers=providers)
+        session = onnxruntime.InferenceSession(
+            model.SerializeToString(), _quiet_options(), providers=providers
+        )
         self._runtime = {
             "step": step,
             "session": session,
@@ -238,9 +273,9 @@ class PortableTrainer:
         self._start()
         self._reset()
         epochs = self._parameter("max_iter", 0)
-        arrays = self._arrays(X, y, sample_weight)
+        data = self._data(X, y, sample_weight)
         for _ in range(epochs):
-            self._train_epoch(arrays)
+            self._train_epoch(data)
         return self
 
     def partial_fit(self, X, y, sample_weight=None):
@@ -251,61 +286,58 @@ class PortableTrainer:
         See :class:`PortableTrainer`.
         """
         self._start()
-        self._train_epoch(self._arrays(X, y, sample_weight))
+        self._train_epoch(self._data(X, y, sample_weight))
         return self
 
-    def _arrays(self, X, y, sample_weight):
-        return check_batch_arrays(self._runtime["step"].batch, X, y, sample_weight)
+    def _data(self, X, y, sample_weight):
+        arrays = check_batch_arrays(self._runtime["step"].batch, X, y, sample_weight)
+        return _EpochData(arrays, self._parameter("batch_size", 1), not self.epoch_loop)
 
-    def _train_epoch(self, arrays):
-        batch_size = self._parameter("batch_size", 1)
+    def _train_epoch(self, data):
         runtime = self._runtime
-        order = epoch_order(runtime["rng"], len(arrays[0]))
+        order = epoch_order(runtime["rng"], data.n_rows)
         runtime["step_count"][()] = self.t_ + 1
         runtime["prediction"] = None
         train = self._loop_epoch if self.epoch_loop else self._stepped_epoch
-        losses, kept = train(arrays, order, batch_size)
+        losses, kept = train(data, order)
         self.losses_.extend(losses[:kept].tolist())
         self.t_ += kept
         bad = np.flatnonzero(~np.isfinite(losses))
         if bad.size:
             raise NonFiniteLossError(
                 f"The loss of step {self.t_ - kept + 1 + bad[0]} (epoch {self.n_iter_ + 1}, batch "
-                f"{bad[0] + 1} of {len(batch_bounds(len(order), batch_size))}) is "
-                f"{losses[bad[0]]}: the training diverged. Lower the learning rate when "
-                "exporting the step, or scale the features."
+                f"{bad[0] + 1} of {len(data.bounds)}) is {losses[bad[0]]}: the training "
+                "diverged. Lower the learning rate when exporting the step, or scale the features."
             )
         self.n_iter_ += 1
 
-    def _stepped_epoch(self, arrays, order, batch_size):
+    def _stepped_epoch(self, data, order):
         """One call per step: the losses, and how many steps are kept (all, or those before the
         first non-finite loss)."""
         runtime, state = self._runtime, self._runtime["state"]
         names = runtime["step"].record.batch_inputs
-        shuffled = [np.take(a, order, axis=0) for a in arrays]
-        session, losses = runtime["session"], []
-        for start, end in batch_bounds(len(order), batch_size):
+        session, loss, losses = runtime["session"], runtime["loss"], []
+        data.shuffle(order)
+        for values in data.batches:
             binding = state.binding()
-            for name, array in zip(names, shuffled):
-                binding.bind_ortvalue_input(
-                    name, onnxruntime.OrtValue.ortvalue_from_numpy(array[start:end])
-                )
+            for name, value in zip(names, values):
+                binding.bind_ortvalue_input(name, value)
             session.run_with_iobinding(binding)
-            losses.append(float(runtime["loss"]))
+            losses.append(float(loss))
             if not np.isfinite(losses[-1]):
                 return np.array(losses), len(losses) - 1
             state.advance()
             runtime["step_count"][()] += 1
         return np.array(losses), len(losses)
 
-    def _loop_epoch(self, arrays, order, batch_size):
+    def _loop_epoch(self, data, order):
         """One call for the epoch: the losses, and how many steps are kept (all or none)."""
         runtime, state = self._runtime, self._runtime["state"]
         binding = state.binding()
-        feeds = dict(zip(runtime["step"].record.batch_inputs, arrays))
-        feeds[ORDER_INPUT], feeds[BATCH_SIZE_INPUT] = order, np.array(batch_size, np.int64)
-        for name, array in feeds.items():
-            binding.bind_ortvalue_input(name, onnxruntime.OrtValue.ortvalue_from_numpy(array))
+        for name, value in zip(runtime["step"].record.batch_inputs, data.whole):
+            binding.bind_ortvalue_input(name, value)
+        binding.bind_ortvalue_input(ORDER_INPUT, onnxruntime.OrtValue.ortvalue_from_numpy(order))
+        binding.bind_ortvalue_input(BATCH_SIZE_INPUT, data.batch_size)
         runtime["session"].run_with_iobinding(binding)
         losses = binding.get_outputs()[-1].numpy().astype(np.float64)
         if not np.isfinite(losses).all():
@@ -356,7 +388,7 @@ class PortableTrainer:
         if runtime["prediction"] is None:
             model = self.inference_model()
             session = onnxruntime.InferenceSession(
-                model.SerializeToString(), providers=runtime["providers"]
+                model.SerializeToString(), _quiet_options(), providers=runtime["providers"]
             )
             runtime["prediction"] = (session, TensorSpec.of(model.graph.input[0]))
         session, spec = runtime["prediction"]
