@@ -285,3 +285,26 @@ def test_gpu_variant_pins_the_cuda_libraries_the_helpers_load(cpu, gpu):
         p for p, _, _ in CUDA_PACKAGES
     )
     assert not [k for k in cpu if k.startswith(CUDA_PREFIX)]
+
+
+def test_make_setup_maintained_names_the_pythons_it_needs(tmp_path):
+    """The maintained environment's interpreter check, with the accepted list narrowed to a
+    version that no machine has, then to one the running Python is not."""
+    import subprocess
+    import sys
+
+    venv = tmp_path / "maintained"
+    common = ["make", f"MAINTAINED_VENV={venv}", "MAINTAINED_PYTHON_VERSIONS=3.99"]
+    missing = subprocess.run(
+        [*common, f"{venv}/bin/python"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert missing.returncode != 0 and "no Python 3.99 found" in missing.stderr
+    wrong = subprocess.run(
+        [*common, f"MAINTAINED_PYTHON={sys.executable}", f"{venv}/bin/python"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert wrong.returncode != 0 and "the maintained onnxruntime needs Python 3.99" in wrong.stderr
+    assert not venv.exists()
