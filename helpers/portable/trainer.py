@@ -137,9 +137,11 @@ class PortableTrainer:
     losses_ : list of float
         The loss of each step trained, in order.
     t_ : int
-        Steps trained (the next step's count is ``t_ + 1``).
+        Steps trained (the next step's count is ``t_ + 1``), from the exporting optimizer's
+        count (the record's ``steps_done``: a fitted optimizer's step continues its training).
     n_iter_ : int
-        Epochs trained.
+        Epochs trained, from the record's ``epochs_done``; the first epoch's order of the rows
+        is the one the optimizer would draw next from the same seed, on the same rows.
 
     Notes
     -----
@@ -178,6 +180,8 @@ class PortableTrainer:
     (60, 3.0)
     >>> trainer.partial_fit(X, y).n_iter_, trainer.t_
     (31, 62)
+    >>> round(float(trainer.predict(X)), 3)
+    3.0
     """
 
     def __init__(
@@ -235,7 +239,7 @@ class PortableTrainer:
         self._reset()
 
     def _reset(self):
-        """The state at export, a new generator, no step trained."""
+        """The state at export, a new generator, the counts of the exporting fit."""
         step, runtime = self._runtime["step"], self._runtime
         runtime["step_count"], runtime["step_value"] = _scalar(1)
         if self.epoch_loop:
@@ -249,8 +253,12 @@ class PortableTrainer:
         for binding in runtime["state"].bindings:
             binding.bind_ortvalue_input(STEP_INPUT, runtime["step_value"])
         runtime["rng"] = random_state(self._seed())
+        done = step.record.parameters
+        # a step exported by a fitted optimizer continues its count and its row orders
+        runtime["orders_behind"] = done.get("epochs_done") or 0
         runtime["prediction"] = None
-        self.losses_, self.t_, self.n_iter_ = [], 0, 0
+        self.losses_, self.t_ = [], done.get("steps_done") or 0
+        self.n_iter_ = runtime["orders_behind"]
 
     # -- training ----------------------------------------------------------------------------
 
@@ -295,6 +303,9 @@ class PortableTrainer:
 
     def _train_epoch(self, data):
         runtime = self._runtime
+        for _ in range(runtime["orders_behind"]):  # the orders the exporting fit drew
+            epoch_order(runtime["rng"], data.n_rows)
+        runtime["orders_behind"] = 0
         order = epoch_order(runtime["rng"], data.n_rows)
         runtime["step_count"][()] = self.t_ + 1
         runtime["prediction"] = None

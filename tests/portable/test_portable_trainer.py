@@ -12,6 +12,7 @@ from step_models import TRAINED, initial_state, linear_step, reference_fit, regr
 from helpers.portable import atomic_files
 from helpers.portable.batch_order import batch_bounds, epoch_order, random_state
 from helpers.portable.epoch_loop import epoch_model
+from helpers.portable.step_format import read_record, write_record
 from helpers.portable.trainer import PortableTrainer
 
 SETTINGS = dict(max_iter=3, batch_size=5, random_state=7)  # 37 rows: 8 batches, the last of 2
@@ -187,3 +188,35 @@ def test_two_trainers_in_two_threads_train_as_alone(data):
         thread.join()
     assert not errors
     assert results == [alone[0].losses_, alone[1].losses_]
+
+
+def continued_step(step, values, parameters):
+    """``step`` as a fitted optimizer exports it: its state's defaults are ``values``, its record
+    counts the steps and epochs done."""
+    fitted = onnx.ModelProto()
+    fitted.CopyFrom(step)
+    for tensor in fitted.graph.initializer:
+        if tensor.name in values:
+            tensor.CopyFrom(onnx.numpy_helper.from_array(values[tensor.name], tensor.name))
+    record = read_record(fitted)
+    record.parameters.update(parameters)
+    write_record(fitted, record)
+    return fitted
+
+
+@pytest.mark.parametrize("epoch_loop", [False, True])
+def test_a_fitted_step_continues_its_count_and_its_row_orders(data, epoch_loop):
+    """The record's steps_done and epochs_done: the step count and the seed's row orders go on
+    from there, as the exporting optimizer's next epochs would."""
+    X, y = data
+    step = linear_step(momentum=0.9)  # the rate depends on the step count
+    first = PortableTrainer(step, **{**SETTINGS, "max_iter": 1}).fit(X, y)
+    both = PortableTrainer(step, **{**SETTINGS, "max_iter": 2}).fit(X, y)
+    done = {"steps_done": 8, "epochs_done": 1}
+    rest = PortableTrainer(
+        continued_step(step, first.get_state(), done), epoch_loop=epoch_loop, **SETTINGS
+    )
+    rest.max_iter = 1
+    rest.fit(X, y)
+    assert (rest.t_, rest.n_iter_) == (16, 2)
+    np.testing.assert_array_equal(rest.losses_, both.losses_[8:])
