@@ -169,10 +169,12 @@ class PortableTrainer:
     ...                  numpy_helper.from_array(np.array(0.2, np.float32), "rate")])
     >>> step = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     >>> step.ir_version = 10
-    >>> predict = helper.make_graph([helper.make_node("Identity", ["c"], ["variable"])], "p",
-    ...     [value("X", [None, 1])], [value("variable", [])])
-    >>> write_record(step, StepRecord(["X", "label"], ["c"], ["c"],
-    ...                               helper.make_model(predict).SerializeToString(),
+    >>> predict = helper.make_model(helper.make_graph(
+    ...     [helper.make_node("Identity", ["c"], ["variable"])], "p",
+    ...     [value("X", [None, 1])], [value("variable", [])]),
+    ...     opset_imports=[helper.make_opsetid("", 17)])
+    >>> predict.ir_version = 10
+    >>> write_record(step, StepRecord(["X", "label"], ["c"], ["c"], predict.SerializeToString(),
     ...                               parameters={"batch_size": 4, "max_iter": 30}))
     >>> X, y = np.zeros((8, 1), np.float32), np.full(8, 3.0, np.float32)
     >>> trainer = PortableTrainer(step, random_state=0).fit(X, y)

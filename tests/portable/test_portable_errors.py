@@ -7,6 +7,7 @@ import pytest
 from step_models import linear_step, regression_data
 
 from helpers.portable.runtime_support import RuntimeSupportError
+from helpers.portable.step_format import read_record, write_record
 from helpers.portable.trainer import NonFiniteLossError, PortableTrainer
 
 SETTINGS = dict(max_iter=2, batch_size=5, random_state=0)
@@ -53,9 +54,21 @@ def test_versions_the_runtime_cannot_load_name_the_fix(data, field, value, match
         step.ir_version = value
     else:
         step.opset_import[0].version = value
-    with pytest.raises(RuntimeSupportError, match=match) as error:
+    with pytest.raises(RuntimeSupportError, match=f"The step model .*{match}") as error:
         fit(step, *data)
     assert onnxruntime.__version__ in str(error.value) and "newer onnxruntime" in str(error.value)
+
+
+def test_an_inference_model_the_runtime_cannot_load_is_refused_before_training(data):
+    step = linear_step()
+    record = read_record(step)
+    inference = onnx.ModelProto()
+    inference.ParseFromString(record.inference)
+    inference.ir_version = 99
+    record.inference = inference.SerializeToString()
+    write_record(step, record)
+    with pytest.raises(RuntimeSupportError, match="The inference model has IR version 99"):
+        fit(step, *data)
 
 
 def test_an_unavailable_provider_lists_the_available_ones(data):
