@@ -90,7 +90,7 @@ class _EpochData:
     """The arrays of a fit as the runtime reads them, made once per fit.
 
     One call per step: buffers that each epoch fills with the rows in its order, and an OrtValue
-    per batch and input on views of them (an OrtValue costs tens of microseconds to make: a
+    per batch and input on views of them (making an OrtValue costs more than binding one: a
     step only binds them). The epoch loop: an OrtValue per array, every row.
     """
 
