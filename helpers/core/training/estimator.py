@@ -11,9 +11,9 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import check_random_state
 from tqdm.auto import tqdm
 
+from ...portable.batch_order import epoch_order, random_state
 from ..inputs.feature_names import check_feature_names, check_validation_names, feature_names
 from ..inputs.validation import InputSpec, check_features, check_sample_weight, check_targets
 from ..machine.devices import resolve_device
@@ -240,7 +240,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         if not warm:
             self._fitted = False
             self._start_training(self._initial_weights())
-            self._rng = check_random_state(self.random_state)
+            self._rng = random_state(self.random_state)
             self.train_losses_, self.validation_losses_, self.validation_epochs_ = [], [], []
             self.n_iter_ = self.t_ = 0
             self._partial_epoch = None
@@ -301,7 +301,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
                 RuntimeWarning,
                 stacklevel=3,
             )
-        return self._rng.permutation(n), 0, 0.0
+        return epoch_order(self._rng, n), 0, 0.0
 
     def _run_epoch(self, batches, interrupt, data=None):
         """Train one epoch; return the sum of the batch losses times their rows, None if it diverged
