@@ -160,8 +160,8 @@ def build_step_model(
     rule : helpers.core.updates.update_rules.BaseUpdateRule
     prediction_gradient : tuple, optional
         ``(model, bindings)``: a graph computing the loss's gradient with respect to the
-        prediction, and its names bound to the step's (its gradient output to
-        ``PREDICTION_grad``): it replaces the gradient the builder derived.
+        prediction, and its names bound to the step's. Its outputs bound (the gradient, to
+        ``PREDICTION_grad``) replace the values of the same names the builder derived.
     penalty : onnx.ModelProto, optional
         The forward/backward API's penalty graph: inputs ``W<i>``, ``G<i>`` for each trained
         weight, outputs ``penalty`` (added to the loss) and ``G<i>_new`` (the gradients).
@@ -183,10 +183,13 @@ def build_step_model(
     initializers = list(source.graph.initializer)
     if prediction_gradient is not None:
         model, bindings = prediction_gradient
-        replaced = set(bindings.values())
-        nodes = [n for n in nodes if not replaced & set(n.output)]
+        replaced = {bindings[o.name] for o in model.graph.output if o.name in bindings}
+        where = [i for i, n in enumerate(nodes) if replaced & set(n.output)]
+        if len(where) != len(replaced):
+            raise RuntimeError(f"The training model computes no gradient named {replaced}.")
         added, constants_added = inline_graph(model, bindings, "step_loss_gradient__")
-        nodes += added
+        kept = [n for n in nodes if not replaced & set(n.output)]
+        nodes = kept[: where[0]] + added + kept[where[0] :]  # where the first one was
         initializers += constants_added
     loss = source.graph.output[0].name
     _renamed(nodes, loss, DATA_LOSS)
