@@ -7,6 +7,16 @@ and the layer it comes from. The lowerings live in modules by family; importing 
 registers all of them.
 """
 
+from . import (  # noqa: F401  (each module registers its lowerings)
+    activations,
+    concat_split,
+    division_grad,
+    dropout_grad,
+    gradient_plumbing,
+    matmul,
+    scatter_grads,
+    softmax_grads,
+)
 from .registry import LOWERINGS, LoweringContext, UnsupportedOperatorError, lower_model
 
 __all__ = ["LOWERINGS", "LoweringContext", "UnsupportedOperatorError", "lower_model"]

@@ -74,19 +74,28 @@ class LoweringContext:
         The model's version of the standard domain.
     prefix : str
         Prefix of every name this context makes.
+    known : dict, optional
+        Name to value (``onnx.TensorProto`` or numpy array) of the model's constants
+        (initializers that no graph input overrides, outputs of ``Constant`` nodes): what
+        :meth:`constant_value` returns.
+    ranks : dict, optional
+        Name to rank of the values whose rank the model declares or shape inference finds:
+        what :meth:`rank` returns.
 
     Examples
     --------
-    >>> ctx = LoweringContext(17)
+    >>> ctx = LoweringContext(17, known={"flag": np.array(True)})
     >>> ctx.name("axes"), ctx.constant(np.array([0], np.int64), "axes")
     ('lower_0_axes', 'lower_1_axes')
-    >>> [t.name for t in ctx.initializers]
-    ['lower_1_axes']
+    >>> [t.name for t in ctx.initializers], ctx.constant_value("flag"), ctx.constant_value("x")
+    (['lower_1_axes'], array(True), None)
     """
 
-    def __init__(self, opset, prefix="lower"):
+    def __init__(self, opset, prefix="lower", known=None, ranks=None):
         self.opset, self.prefix = opset, prefix
         self.initializers = []
+        self.known = dict(known or {})
+        self.ranks = dict(ranks or {})
         self._count = 0
 
     def name(self, tag):
@@ -100,6 +109,67 @@ class LoweringContext:
         name = self.name(tag)
         self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
         return name
+
+    def constant_value(self, name):
+        """The value (numpy array) of ``name`` if the model holds it as a constant, else None."""
+        value = self.known.get(name)
+        if isinstance(value, onnx.TensorProto):
+            return numpy_helper.to_array(value)
+        return value
+
+    def rank(self, name):
+        """The rank of ``name`` if the model tells it, else None."""
+        return self.ranks.get(name)
+
+
+def model_ranks(model):
+    """Name to rank of every value whose rank the model declares or onnx's shape inference finds
+    (nodes outside the standard domain are skipped, so values after them may be missing).
+
+    Examples
+    --------
+    >>> from onnx import TensorProto, helper
+    >>> graph = helper.make_graph(
+    ...     [helper.make_node("Relu", ["x"], ["y"])], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    >>> model_ranks(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    {'x': 2, 'y': 2}
+    """
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 (ranks are a hint: none is a valid answer)
+        inferred = model
+    graph = inferred.graph
+    ranks = {t.name: len(t.dims) for t in graph.initializer}
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        tensor = value.type.tensor_type
+        if tensor.HasField("shape"):
+            ranks[value.name] = len(tensor.shape.dim)
+    return ranks
+
+
+def model_constants(graph):
+    """Name to ``TensorProto`` of the constants of ``graph``: initializers no graph input
+    overrides, outputs of ``Constant`` nodes holding a tensor.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> node = helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.ones(2)))
+    >>> graph = helper.make_graph([node], "g", [], [], initializer=[
+    ...     numpy_helper.from_array(np.array(True), "flag")])
+    >>> sorted(model_constants(graph))
+    ['c', 'flag']
+    """
+    inputs = {i.name for i in graph.input}
+    known = {t.name: t for t in graph.initializer if t.name not in inputs}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in STANDARD_DOMAINS:
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                known[node.output[0]] = value
+    return known
 
 
 def standard_opset(model):
@@ -145,7 +215,9 @@ def lower_model(model):
     ...
     helpers.portable.lowering.registry.UnsupportedOperatorError: example.test:Foo (from the ...
     """
-    ctx = LoweringContext(standard_opset(model))
+    ctx = LoweringContext(
+        standard_opset(model), known=model_constants(model.graph), ranks=model_ranks(model)
+    )
     lowered = onnx.ModelProto()
     lowered.CopyFrom(model)
     nodes = []
