@@ -133,7 +133,14 @@ def export_optimizer_step(optimizer, path, api, step_loss, trained_buffers=None)
     optimizer._prepare()
     fitted = optimizer._is_fitted()
     if fitted:
-        check_warm_start(optimizer._settings, training_settings(optimizer))
+        try:
+            check_warm_start(optimizer._settings, training_settings(optimizer))
+        except ValueError as error:
+            raise ValueError(
+                "The parameters changed since this optimizer was fitted, so its step would not "
+                f"continue its training ({error}) Set them back, or export the step of an "
+                "optimizer not fitted yet (sklearn.base.clone)."
+            ) from None
         if optimizer.partial_epoch_rows_:
             raise ValueError(
                 f"The last epoch was interrupted after {optimizer.partial_epoch_rows_} rows: "
