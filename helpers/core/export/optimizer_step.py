@@ -129,6 +129,18 @@ def export_optimizer_step(optimizer, path, api, step_loss, trained_buffers=None)
     Returns
     -------
     helpers.portable.step_format.StepRecord
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from helpers import OrtGradientOptimizer, add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,))), solver="nesterov")
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     record = export_optimizer_step(
+    ...         opt, os.path.join(folder, "step.onnx"), "example", lambda: StepLoss(opt.model_onnx))
+    >>> record.parameters["solver"], record.parameters["steps_done"], record.state[-1]
+    ('nesterov', 0, 'intercept1.momentum_buffer')
     """
     optimizer._prepare()
     fitted = optimizer._is_fitted()
