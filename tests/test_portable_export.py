@@ -132,6 +132,25 @@ def test_step_model_trains_as_fit(api, solver, schedule, penalized, tmp_path):
 
 
 @pytest.mark.parametrize(
+    "settings",
+    [{"fast_gradients": False}, {"weights_to_train": ["3.weight", "3.bias"]}],
+    ids=["no_fast_gradients", "frozen_weights"],
+)
+@pytest.mark.parametrize("api", APIS)
+def test_rewrites_and_frozen_weights(api, settings, tmp_path):
+    """The training graph without the speed rewrites; weights left out of training are
+    constants of the step (and the statistics of a frozen layer still move)."""
+    X, y, w = regression_data()
+    opt = make(api, batch_norm_model(0.2), solver="momentum", **settings)
+    path = str(tmp_path / "step.onnx")
+    record = opt.export_training_step(path)
+    assert record.trained == opt.weights_to_train_
+    opt.fit(X, y)
+    losses, state = train_step_model(path, batch_arrays(api, X, y, w, False), EPOCHS)
+    assert_same_training(losses, state, opt)
+
+
+@pytest.mark.parametrize(
     "loss", ["squared_error", "absolute_error", "elastic", "log", "cross_entropy"]
 )
 @pytest.mark.parametrize("api", APIS)

@@ -69,6 +69,7 @@ def _parameters(optimizer, api, batch_inputs):
         "solver_parameters": rule.get_params(),
         "learning_rate": schedule.get_params(),
         "sample_weight": batch_inputs[2] if len(batch_inputs) > 2 else None,
+        "class_labels": optimizer._takes_class_labels(),
         "epochs_done": optimizer.n_iter_ if fitted else 0,
         "steps_done": optimizer.t_ if fitted else 0,
     }
