@@ -304,6 +304,14 @@ def test_written_model_is_standard_onnx(api, tmp_path):
     assert [o.version for o in model.opset_import] == [
         v.version for v in opt.model_onnx.opset_import if v.domain in ("", "ai.onnx")
     ]
+    assert read_record(model) == record
+    # the runner's defaults: the optimizer's parameters, and where its training stands
+    params = opt.get_params()
+    names = ["batch_size", "max_iter", "random_state", "solver", "learning_rate", "eps"]
+    names += ["learning_rate_schedule", "power_t", "alpha", "weight_decay"]
+    assert {k: record.parameters[k] for k in names} == {k: params[k] for k in names}
+    assert record.parameters["betas"] == list(opt.betas)
+    assert (record.parameters["epochs_done"], record.parameters["steps_done"]) == (1, 3)
     assert [i.name for i in model.graph.input] == [*record.batch_inputs, "step", *record.state]
     assert [o.name for o in model.graph.output] == ["loss"] + [f"{s}.next" for s in record.state]
     defaults = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}

@@ -57,17 +57,24 @@ def _buffers(optimizer, rule, weights, trained_buffers):
 
 
 def _parameters(optimizer, api, batch_inputs):
+    """The record's parameters: the optimizer's (by their names), and where the training is."""
     schedule, rule = optimizer.learning_rate_, optimizer.update_rule_
     random_state = optimizer.random_state
     fitted = optimizer._is_fitted()
+    rule_parameters = {
+        k: list(v) if isinstance(v, tuple) else v for k, v in rule.get_params().items()
+    }
     return {
         "api": api,
         "batch_size": optimizer.batch_size,
         "max_iter": optimizer.max_iter,
         "random_state": random_state if isinstance(random_state, numbers.Integral) else None,
         "solver": rule.name,
-        "solver_parameters": rule.get_params(),
-        "learning_rate": schedule.get_params(),
+        **rule_parameters,  # momentum; betas (a list, as JSON reads it), eps, weight_decay
+        "learning_rate": schedule.eta0,
+        "learning_rate_schedule": schedule.learning_rate,
+        "power_t": schedule.power_t,
+        "alpha": schedule.alpha,
         "sample_weight": batch_inputs[2] if len(batch_inputs) > 2 else None,
         "class_labels": optimizer._takes_class_labels(),
         "epochs_done": optimizer.n_iter_ if fitted else 0,
