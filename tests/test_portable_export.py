@@ -325,3 +325,16 @@ def test_written_model_is_standard_onnx(api, tmp_path):
     session = onnxruntime.InferenceSession(predictor.SerializeToString())
     (prediction,) = session.run([record.prediction_output], {session.get_inputs()[0].name: X})
     np.testing.assert_allclose(prediction, opt.predict(X).reshape(prediction.shape), rtol=1e-6)
+
+
+def test_a_loss_of_another_name(tmp_path):
+    """The step's loss output is ``loss`` whatever the loss model calls it."""
+    X, y, _ = regression_data()
+    onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)), loss_name="cost", label_name="target")
+    opt = OrtGradientOptimizer(onx_loss, max_iter=1, batch_size=BATCH, random_state=0)
+    path = str(tmp_path / "step.onnx")
+    record = opt.export_training_step(path)
+    assert record.batch_inputs == ["X", "target"]
+    opt.fit(X, y)
+    losses, state = train_step_model(path, [X, y], 1)
+    assert_same_training(losses, state, opt)
