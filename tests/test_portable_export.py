@@ -150,6 +150,20 @@ def test_rewrites_and_frozen_weights(api, settings, tmp_path):
     assert_same_training(losses, state, opt)
 
 
+@pytest.mark.parametrize("api", APIS)
+def test_weights_in_another_order(api, tmp_path):
+    """The state follows ``weights_to_train``'s order, and the penalty its weight."""
+    X, y, w = regression_data()
+    order = ["intercept1", "coefficient0", "coefficient1", "intercept0"]
+    opt = make(api, mlp_onnx(3, hidden=(4,)), penalty=PENALTY, weights_to_train=order)
+    path = str(tmp_path / "step.onnx")
+    record = opt.export_training_step(path)
+    assert record.trained == record.state == order
+    opt.fit(X, y)
+    losses, state = train_step_model(path, batch_arrays(api, X, y, w, False), EPOCHS)
+    assert_same_training(losses, state, opt)
+
+
 @pytest.mark.parametrize(
     "loss", ["squared_error", "absolute_error", "elastic", "log", "cross_entropy"]
 )
