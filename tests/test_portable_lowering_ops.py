@@ -9,9 +9,10 @@ reductions) add in another order.
 
 import numpy as np
 import pytest
-from lowering_cases import compare, lowered_and_checked, one_node_model, with_output_ranks
+from lowering_cases import compare, lowered_and_checked, with_output_ranks
 
 from helpers.portable.lowering import registry
+from helpers.portable.lowering.single_node import single_node_model
 
 RNG = np.random.default_rng(0)
 ROUNDING = {"rtol": 1e-6, "atol": 1e-6}
@@ -42,7 +43,7 @@ def test_activation_gradients(op_type, second, exact, shape):
     values = {"x": x, "probability": 1 / (1 + np.exp(-x)), "tanh": np.tanh(x)}
     feeds = {"dy": _normal(*shape), "y": values[second].astype(np.float32)}
     attributes = {"alpha": 0.2} if op_type == "LeakyReluGrad" else {}
-    model = one_node_model(op_type, feeds, {"dx": np.float32}, **attributes)
+    model = single_node_model(op_type, feeds, {"dx": np.float32}, **attributes)
     compare(model, feeds, **({} if exact else ROUNDING))
 
 
@@ -51,7 +52,7 @@ def test_activation_gradients(op_type, second, exact, shape):
                                                  ("QuickGelu", {"alpha": 1.702})])  # fmt: skip
 def test_activations(op_type, attributes, shape):
     feeds = {"x": 3 * _normal(*shape)}
-    compare(one_node_model(op_type, feeds, {"y": np.float32}, **attributes), feeds, **ROUNDING)
+    compare(single_node_model(op_type, feeds, {"y": np.float32}, **attributes), feeds, **ROUNDING)
 
 
 @pytest.mark.parametrize("axis", [-1, 0, 1])
@@ -63,7 +64,7 @@ def test_softmax_gradients(op_type, axis, shape):
     log_softmax = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
     y = log_softmax if op_type.startswith("Log") else np.exp(log_softmax)
     feeds = {"dy": _normal(*shape), "y": y.astype(np.float32)}
-    compare(one_node_model(op_type, feeds, {"dx": np.float32}, axis=axis), feeds, **ROUNDING)
+    compare(single_node_model(op_type, feeds, {"dx": np.float32}, axis=axis), feeds, **ROUNDING)
 
 
 MATMUL_CASES = [
@@ -88,7 +89,7 @@ def test_fused_matmul(a_shape, b_shape, attributes):
     """Known ranks: ``Gemm`` for two matrices, else ``Transpose`` and ``MatMul``."""
     feeds = {"a": _normal(*a_shape), "b": _normal(*b_shape)}
     compare(
-        one_node_model("FusedMatMul", feeds, {"y": np.float32}, **attributes), feeds, **ROUNDING
+        single_node_model("FusedMatMul", feeds, {"y": np.float32}, **attributes), feeds, **ROUNDING
     )
 
 
@@ -99,7 +100,7 @@ def test_fused_matmul_of_unknown_ranks(a_shape, b_shape, attributes, monkeypatch
     """Ranks the model does not tell: the ``Einsum`` formulation (operands of one rank)."""
     monkeypatch.setattr(registry, "model_ranks", lambda model: {})
     feeds = {"a": _normal(*a_shape), "b": _normal(*b_shape)}
-    model = one_node_model("FusedMatMul", feeds, {"y": np.float32}, **attributes)
+    model = single_node_model("FusedMatMul", feeds, {"y": np.float32}, **attributes)
     _, got = compare(model, feeds, **ROUNDING)
     lowered = lowered_and_checked(with_output_ranks(model, got))
     assert lowered.graph.node[0].op_type == "Einsum"
@@ -114,7 +115,7 @@ def test_div_grad(a_shape, b_shape, outputs):
     out_shape = np.broadcast_shapes(a_shape, b_shape)
     feeds = {"dy": _normal(*out_shape), "a": _normal(*a_shape),
              "b": (1.5 + RNG.random(b_shape)).astype(np.float32)}  # fmt: skip
-    model = one_node_model("DivGrad", feeds, dict.fromkeys(outputs, np.float32))
+    model = single_node_model("DivGrad", feeds, dict.fromkeys(outputs, np.float32))
     compare(model, feeds, rtol=2e-6, atol=1e-6)
 
 
@@ -136,7 +137,9 @@ def test_gather_grad(shape, indices, axis, index_type):
     out_shape = np.take(data, indices, axis=axis).shape
     feeds = {"shape": np.array(shape, np.int64), "indices": indices.astype(index_type),
              "dy": _normal(*out_shape)}  # fmt: skip
-    compare(one_node_model("GatherGrad", feeds, {"dx": np.float32}, axis=axis), feeds, **ROUNDING)
+    compare(
+        single_node_model("GatherGrad", feeds, {"dx": np.float32}, axis=axis), feeds, **ROUNDING
+    )
 
 
 @pytest.mark.parametrize(
@@ -152,7 +155,7 @@ def test_gather_nd_grad(shape, indices):
     gathered = np.zeros(shape)[tuple(np.moveaxis(indices, -1, 0))]
     feeds = {"shape": np.array(shape, np.int64), "indices": indices.astype(np.int64),
              "dy": _normal(*gathered.shape)}  # fmt: skip
-    compare(one_node_model("GatherNDGrad", feeds, {"dx": np.float32}), feeds, **ROUNDING)
+    compare(single_node_model("GatherNDGrad", feeds, {"dx": np.float32}), feeds, **ROUNDING)
 
 
 @pytest.mark.parametrize(
@@ -163,9 +166,15 @@ def test_gather_nd_grad(shape, indices):
         ((6, 8), [5], [-100], [0], [-2]),  # backwards
         ((2, 3, 10), [2], [1000], [-1], None),  # an end past the axis, a negative axis
         ((1, 4), [0], [1], None, None),  # no axes: the first ones
+        ((6, 8), [-3], [100], [1], None),
+        ((6, 8), [4], [2], [0], None),  # empty
+        ((2, 3, 10), [-100, 1], [5, -1], [-1, 1], None),
+        ((2, 3, 10), [1, 0], [3, 2], [2, 0], [1, 1]),  # unit steps given at run time
     ],
 )
-def test_slice_grad(shape, starts, ends, axes, steps):
+@pytest.mark.parametrize("constant_steps", [False, True])
+def test_slice_grad(shape, starts, ends, axes, steps, constant_steps):
+    """Steps absent or constant ones: ``Pad``; others: a scatter of the positions."""
     grid = np.zeros(shape)
     axes_ = axes if axes is not None else list(range(len(starts)))
     index = [slice(None)] * len(shape)
@@ -175,9 +184,13 @@ def test_slice_grad(shape, starts, ends, axes, steps):
              "starts": np.array(starts, np.int64), "ends": np.array(ends, np.int64)}  # fmt: skip
     if axes is not None:
         feeds["axes"] = np.array(axes, np.int64)
+    constants = {}
     if steps is not None:
-        feeds["steps"] = np.array(steps, np.int64)
-    compare(one_node_model("SliceGrad", feeds, {"dx": np.float32}), feeds)
+        (constants if constant_steps else feeds)["steps"] = np.array(steps, np.int64)
+    if constant_steps and "axes" not in feeds:
+        feeds["axes"] = np.arange(len(starts), dtype=np.int64)
+    model = single_node_model("SliceGrad", feeds, {"dx": np.float32}, constants=constants)
+    compare(model, feeds)
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
@@ -188,7 +201,7 @@ def test_concat_training(axis, lengths_output):
         shape[axis] = k + 1
     feeds = {f"x{k}": _normal(*shape) for k, shape in enumerate(shapes)}
     outputs = {"y": np.float32, **({"lengths": np.int64} if lengths_output else {})}
-    expected, _ = compare(one_node_model("ConcatTraining", feeds, outputs, axis=axis), feeds)
+    expected, _ = compare(single_node_model("ConcatTraining", feeds, outputs, axis=axis), feeds)
     if lengths_output:
         assert expected["lengths"].tolist() == [1, 2, 3]
 
@@ -199,7 +212,7 @@ def test_split_training(axis, split):
     shape[axis] = sum(split)
     feeds = {"x": _normal(*shape), "split": np.array(split, np.int64)}
     outputs = {f"y{k}": np.float32 for k in range(len(split))}
-    compare(one_node_model("SplitTraining", feeds, outputs, axis=axis), feeds)
+    compare(single_node_model("SplitTraining", feeds, outputs, axis=axis), feeds)
 
 
 @pytest.mark.parametrize("ratio", [None, 0.0, 0.3, 0.9])
@@ -208,4 +221,4 @@ def test_dropout_grad(ratio, shape):
     feeds = {"dy": _normal(*shape), "mask": RNG.random(shape) < 0.6}
     if ratio is not None:
         feeds["ratio"] = np.array(ratio, np.float32)
-    compare(one_node_model("DropoutGrad", feeds, {"dx": np.float32}), feeds)
+    compare(single_node_model("DropoutGrad", feeds, {"dx": np.float32}), feeds)

@@ -141,40 +141,113 @@ def lower_gather_nd_grad(node, ctx):
     ]
 
 
+def _unit_steps(node, ctx):
+    """Whether the node's ``steps`` are absent or a constant of ones."""
+    if len(node.input) < 6 or not node.input[5]:
+        return True
+    steps = ctx.constant_value(node.input[5])
+    return steps is not None and bool(np.all(steps == 1))
+
+
+def _slice_pads(node, ctx):
+    """Nodes and name of the ``Pad`` pads that put a unit-step slice's values back in place."""
+    _, shape, starts, ends, *rest = node.input
+    axes = rest[0] if rest and rest[0] else ""
+    names = [ctx.name(t) for t in ("rank", "count", "axes", "negative_axes", "wrapped_axes",
+                                   "dims", "pad_positions", "after_positions", "positions",
+                                   "after", "lengths", "zeros", "pads")]  # fmt: skip
+    rank, count, all_axes, negative_axes, wrapped, dims = names[:6]
+    pad_positions, after_positions, positions, after, lengths, zeros, pads = names[6:]
+    zero = ctx.constant(np.array(0, np.int64), "zero")
+    nodes = [helper.make_node("Size", [shape], [rank])]
+    if not axes:  # the first axes, one per start
+        nodes += [
+            helper.make_node("Size", [starts], [count]),
+            helper.make_node(
+                "Range", [zero, count, ctx.constant(np.array(1, np.int64), "step")], [all_axes]
+            ),
+        ]
+        axes = all_axes
+    else:
+        nodes.append(helper.make_node("Cast", [axes], [all_axes], to=7))
+        axes = all_axes
+    nodes += [
+        helper.make_node("Add", [axes, rank], [negative_axes]),
+        helper.make_node("Less", [axes, zero], [negative_axes + "_flag"]),
+        helper.make_node("Where", [negative_axes + "_flag", negative_axes, axes], [wrapped]),
+        helper.make_node("Gather", [shape, wrapped], [dims]),
+    ]
+    bounds = []
+    for bound in (starts, ends):
+        as_int, shifted, flag, wrapped_bound, low, clamped = (
+            ctx.name(t)
+            for t in ("bound", "shifted", "negative", "wrapped", "at_most_dim", "clamped")
+        )
+        nodes += [
+            helper.make_node("Cast", [bound], [as_int], to=7),
+            helper.make_node("Add", [as_int, dims], [shifted]),
+            helper.make_node("Less", [as_int, zero], [flag]),
+            helper.make_node("Where", [flag, shifted, as_int], [wrapped_bound]),
+            helper.make_node("Min", [wrapped_bound, dims], [low]),
+            helper.make_node("Max", [low, zero], [clamped]),
+        ]
+        bounds.append(clamped)
+    stop = ctx.name("stop")
+    nodes += [
+        helper.make_node("Max", [bounds[1], bounds[0]], [stop]),
+        helper.make_node("Sub", [dims, stop], [after]),
+        helper.make_node("Add", [wrapped, rank], [after_positions]),
+        helper.make_node("Concat", [wrapped, after_positions], [positions], axis=0),
+        helper.make_node("Concat", [bounds[0], after], [lengths], axis=0),
+        helper.make_node("Mul", [rank, _vector(ctx, 2, "two")], [pad_positions]),
+        helper.make_node(
+            "ConstantOfShape", [pad_positions], [zeros],
+            value=numpy_helper.from_array(np.zeros(1, np.int64)),
+        ),
+        helper.make_node("ScatterElements", [zeros, positions, lengths], [pads], axis=0),
+    ]  # fmt: skip
+    return nodes, pads
+
+
 @register("SliceGrad")
 def lower_slice_grad(node, ctx):
     """``SliceGrad(dY, shape, starts, ends[, axes, steps])``: ``dY`` written into zeros of
     ``shape`` where the ``Slice`` read.
 
-    The positions are the same ``Slice`` of ``Range(0, size)`` reshaped to ``shape``; one
-    ``ScatterElements`` writes ``dY`` there in the flattened zeros (each position once: exact).
+    Steps absent or constant ones (the usual case): a ``Pad`` of ``dY`` by zeros, the pads
+    computed at run time from the bounds as ``Slice`` reads them (negative ones counted from the
+    end, clamped to the axis). Other steps: the positions are the same ``Slice`` of
+    ``Range(0, size)`` reshaped to ``shape``, where one ``ScatterElements`` writes ``dY`` into
+    flattened zeros. Each value is copied once: exact.
 
     Examples
     --------
     >>> from helpers.portable.lowering import LoweringContext
     >>> node = helper.make_node("SliceGrad", ["dy", "shape", "s", "e", "a"], ["dx"],
     ...                         domain="com.microsoft")
-    >>> "ScatterElements" in [n.op_type for n in lower_slice_grad(node, LoweringContext(17))]
-    True
+    >>> lower_slice_grad(node, LoweringContext(17))[-1].op_type
+    'Pad'
+    >>> node.input.append("steps")
+    >>> lower_slice_grad(node, LoweringContext(17))[-1].op_type
+    'Reshape'
     """
     d_y, shape, *bounds = node.input
+    if _unit_steps(node, ctx):
+        nodes, pads = _slice_pads(node, ctx)
+        return nodes + [helper.make_node("Pad", [d_y, pads], [node.output[0]], mode="constant")]
     names = [ctx.name(t) for t in ("size", "size_1d", "range", "grid", "positions", "flat",
                                    "flat_dy", "written")]  # fmt: skip
     size, size_1d, numbers, grid, positions, flat, flat_d_y, written = names
     zeros_node, zeros = _zeros(ctx, size_1d)
     flatten = ctx.constant(np.array([-1], np.int64), "flatten")
+    zero, one = (
+        ctx.constant(np.array(0, np.int64), "zero"),
+        ctx.constant(np.array(1, np.int64), "step"),
+    )
     return [
         helper.make_node("ReduceProd", [shape], [size], keepdims=0),
         helper.make_node("Reshape", [size, _vector(ctx, 1, "one")], [size_1d]),
-        helper.make_node(
-            "Range",
-            [
-                ctx.constant(np.array(0, np.int64), "zero"),
-                size,
-                ctx.constant(np.array(1, np.int64), "step"),
-            ],
-            [numbers],
-        ),
+        helper.make_node("Range", [zero, size, one], [numbers]),
         helper.make_node("Reshape", [numbers, shape], [grid]),
         helper.make_node("Slice", [grid, *bounds], [positions]),
         helper.make_node("Reshape", [positions, flatten], [flat]),
