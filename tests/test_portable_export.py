@@ -230,6 +230,30 @@ def test_batch_norm_running_statistics(api, momentum, tmp_path):
 
 
 @pytest.mark.parametrize("api", APIS)
+def test_convolutional_network(api, tmp_path):
+    """Convolution, batch normalization, max pooling, their rewrites and gradients lowered."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(2, 3, 3, padding=1, bias=False),
+        torch.nn.BatchNorm2d(3),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(12, 1),
+    )
+    model = export_for_training(net, torch.zeros(4, 2, 4, 4))
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((ROWS, 2, 4, 4)).astype(np.float32)
+    y = rng.standard_normal((ROWS, 1)).astype(np.float32)
+    opt = make(api, model, solver="momentum")
+    path = str(tmp_path / "step.onnx")
+    opt.export_training_step(path)
+    opt.fit(X, y)
+    losses, state = train_step_model(path, batch_arrays(api, X, y, None, False), EPOCHS)
+    assert_same_training(losses, state, opt)
+
+
+@pytest.mark.parametrize("api", APIS)
 def test_embedding_padding_row_stays_zero(api, tmp_path):
     torch.manual_seed(0)
     net = torch.nn.Sequential(
