@@ -254,6 +254,21 @@ def test_convolutional_network(api, tmp_path):
 
 
 @pytest.mark.parametrize("api", APIS)
+def test_layer_norm_and_gelu(api, tmp_path):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(3, 8), torch.nn.LayerNorm(8), torch.nn.GELU(), torch.nn.Linear(8, 1)
+    )
+    X, y, _ = regression_data()
+    opt = make(api, export_for_training(net, torch.zeros(4, 3)), solver="adamw")
+    path = str(tmp_path / "step.onnx")
+    opt.export_training_step(path)
+    opt.fit(X, y)
+    losses, state = train_step_model(path, batch_arrays(api, X, y, None, False), EPOCHS)
+    assert_same_training(losses, state, opt)
+
+
+@pytest.mark.parametrize("api", APIS)
 def test_embedding_padding_row_stays_zero(api, tmp_path):
     torch.manual_seed(0)
     net = torch.nn.Sequential(
