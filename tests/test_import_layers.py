@@ -34,10 +34,12 @@ CORE_ORDER = [
     "inputs",
     "updates",
     "training",
+    "export",
 ]
 CORE = {f"core.{sub}" for sub in CORE_ORDER}
 APIS = {"whole_training", "forward_backward"}
 
+#: The bottom layer: numpy, onnx and onnxruntime only; every other layer may import it.
 PORTABLE = {"portable"}
 
 #: What each layer may import besides itself.
