@@ -27,7 +27,7 @@ from helpers import (
 )
 from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.portable.lowering import LOWERINGS, UnsupportedOperatorError
-from helpers.portable.step_format import inference_model, read_record
+from helpers.portable.step_format import inference_model, initial_state, read_record
 from helpers.teaching.model_factories import mlp_onnx
 
 APIS = ["whole", "forward_backward"]
@@ -70,13 +70,14 @@ def train_step_model(path, arrays, epochs, skip_epochs=0, state=None):
     trained (their permutations are drawn and dropped); the steps count from the record's
     ``steps_done``.
     """
-    record = read_record(onnx.load(path))
+    model = onnx.load(path)
+    record = read_record(model)
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     rng = np.random.RandomState(record.parameters["random_state"])
     batch_size, n = record.parameters["batch_size"], len(arrays[0])
     for _ in range(skip_epochs):
         rng.permutation(n)
-    t, state, losses = record.parameters["steps_done"], dict(state or {}), []
+    t, state, losses = record.parameters["steps_done"], dict(state or initial_state(model)), []
     for _ in range(epochs):
         order, total = rng.permutation(n), 0.0
         for start in range(0, n, batch_size):
@@ -367,7 +368,7 @@ def test_written_model_is_standard_onnx(api, tmp_path):
     assert (record.parameters["epochs_done"], record.parameters["steps_done"]) == (1, 3)
     assert [i.name for i in model.graph.input] == [*record.batch_inputs, "step", *record.state]
     assert [o.name for o in model.graph.output] == ["loss"] + [f"{s}.next" for s in record.state]
-    defaults = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    defaults = initial_state(model)
     for name, value in fitted_state(opt).items():
         np.testing.assert_array_equal(defaults[name], value)
     # the inference model with the state's values predicts as the optimizer does

@@ -203,7 +203,8 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         --------
         >>> import os, tempfile
         >>> import numpy as np
-        >>> import onnxruntime
+        >>> import onnx, onnxruntime
+        >>> from helpers.portable.step_format import initial_state
         >>> from helpers import OrtGradientForwardBackwardOptimizer
         >>> from helpers.teaching.model_factories import mlp_onnx
         >>> X = np.ones((8, 3), np.float32)
@@ -213,11 +214,13 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         ...     random_state=0).fit(X, X[:, :1])
         >>> with tempfile.TemporaryDirectory() as folder:
         ...     record = opt.export_training_step(os.path.join(folder, "step.onnx"))
-        ...     step = onnxruntime.InferenceSession(os.path.join(folder, "step.onnx"))
+        ...     model = onnx.load(os.path.join(folder, "step.onnx"))
+        >>> step = onnxruntime.InferenceSession(model.SerializeToString())
         >>> record.batch_inputs, record.state[-1], record.parameters["steps_done"]
         (['X', 'label', 'sample_weight'], 'intercept1.momentum_buffer', 4)
         >>> feeds = {"X": X, "label": X[:, :1], "sample_weight": np.ones(8, np.float32)}
-        >>> loss, *after = step.run(None, {**feeds, "step": np.array(5)})
+        >>> state = initial_state(model)  # the fitted weights and momentum buffers
+        >>> loss, *after = step.run(None, {**feeds, "step": np.array(5), **state})
         >>> bool(np.isfinite(loss))
         True
         """

@@ -7,7 +7,7 @@ a whole epoch. Its graph:
   epoch's order of the rows :data:`ORDER_INPUT` (int64 ``[N]``, a permutation drawn as
   :mod:`helpers.portable.batch_order` draws it), :data:`BATCH_SIZE_INPUT` (int64 scalar),
   ``step`` (int64 scalar: the count of the epoch's first step), then the state, each value with
-  its default as in the step model;
+  (no default: the trainer feeds it);
 * outputs: ``NAME.next`` for each state value after the epoch's last step, then
   :data:`LOSSES_OUTPUT`, the loss of each step (float ``[batches]``).
 
@@ -115,8 +115,7 @@ def epoch_model(step):
     ...          helper.make_node("Add", ["total", "loss"], ["total.next"])]  # state: running sum
     >>> graph = helper.make_graph(
     ...     nodes, "step", [value("X", [None]), value("step", [], TensorProto.INT64),
-    ...     value("total", [])], [value("loss", []), value("total.next", [])],
-    ...     initializer=[numpy_helper.from_array(np.array(0, np.float32), "total")])
+    ...     value("total", [])], [value("loss", []), value("total.next", [])])
     >>> step = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     >>> step.ir_version = 10
     >>> write_record(step, StepRecord(["X"], ["total"], [], b""))
@@ -124,7 +123,7 @@ def epoch_model(step):
     ...                                        providers=["CPUExecutionProvider"])
     >>> total, losses = session.run(None, {
     ...     "X": np.arange(5, dtype=np.float32), "order": np.array([4, 3, 2, 1, 0]),
-    ...     "batch_size": np.array(2), "step": np.array(1)})
+    ...     "batch_size": np.array(2), "step": np.array(1), "total": np.array(0, np.float32)})
     >>> losses.tolist(), float(total)
     ([7.0, 3.0, 0.0], 10.0)
     """

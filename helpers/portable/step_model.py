@@ -11,10 +11,10 @@ import os
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from .runtime_support import check_runtime_loads
-from .step_format import LOSS_OUTPUT, STEP_INPUT, StepRecord, read_record
+from .step_format import LOSS_OUTPUT, STEP_INPUT, StepRecord, initial_state, read_record
 
 
 @dataclasses.dataclass
@@ -113,12 +113,12 @@ def check_layout(model, record):
                 f"The step model's {what} are {found}, but its record expects {expected}: the "
                 "graph was edited after export. Export the step again."
             )
-    defaults = {t.name for t in model.graph.initializer}
+    defaults = initial_state(model)
     missing = [name for name in record.state if name not in defaults]
     if missing:
         raise ValueError(
-            f"The state values {missing} have no initial value (an initializer of the same "
-            "name) in the step model: export the step again."
+            f"The state values {missing} have no initial value (the model's training_info "
+            "initialization) in the step model: export the step again."
         )
 
 
@@ -150,6 +150,6 @@ def load_step(step):
         check_runtime_loads(inference, "inference model")
     inputs = {i.name: i for i in model.graph.input}
     state = set(record.state)
-    initial = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in state}
+    initial = {name: value for name, value in initial_state(model).items() if name in state}
     batch = [TensorSpec.of(inputs[name]) for name in record.batch_inputs]
     return StepModel(model, record, batch, initial)

@@ -152,7 +152,7 @@ class PortableTrainer:
     --------
     >>> import numpy as np
     >>> from onnx import TensorProto, helper, numpy_helper
-    >>> from helpers.portable.step_format import StepRecord, write_record
+    >>> from helpers.portable.step_format import StepRecord, write_initial_state, write_record
     >>> def value(name, shape, elem=TensorProto.FLOAT):
     ...     return helper.make_tensor_value_info(name, elem, shape)
     >>> nodes = [  # fit a constant c to y: loss = mean((c - y)^2), c -= 0.1 * dloss/dc
@@ -165,8 +165,7 @@ class PortableTrainer:
     >>> graph = helper.make_graph(nodes, "step", [value("X", [None, 1]), value("label", [None]),
     ...     value("step", [], TensorProto.INT64), value("c", [])],
     ...     [value("loss", []), value("c.next", [])],
-    ...     initializer=[numpy_helper.from_array(np.array(0, np.float32), "c"),
-    ...                  numpy_helper.from_array(np.array(0.2, np.float32), "rate")])
+    ...     initializer=[numpy_helper.from_array(np.array(0.2, np.float32), "rate")])
     >>> step = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     >>> step.ir_version = 10
     >>> predict = helper.make_model(helper.make_graph(
@@ -174,6 +173,7 @@ class PortableTrainer:
     ...     [value("X", [None, 1])], [value("variable", [])]),
     ...     opset_imports=[helper.make_opsetid("", 17)])
     >>> predict.ir_version = 10
+    >>> write_initial_state(step, {"c": np.array(0, np.float32)})
     >>> write_record(step, StepRecord(["X", "label"], ["c"], ["c"], predict.SerializeToString(),
     ...                               parameters={"batch_size": 4, "max_iter": 30}))
     >>> X, y = np.zeros((8, 1), np.float32), np.full(8, 3.0, np.float32)

@@ -356,18 +356,21 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         --------
         >>> import os, tempfile
         >>> import numpy as np
-        >>> import onnxruntime
+        >>> import onnx, onnxruntime
+        >>> from helpers.portable.step_format import initial_state
         >>> from helpers import OrtGradientOptimizer, add_loss_output
         >>> from helpers.teaching.model_factories import mlp_onnx
         >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,))),
         ...                            learning_rate=0.1, batch_size=8, random_state=0)
         >>> with tempfile.TemporaryDirectory() as folder:
         ...     record = opt.export_training_step(os.path.join(folder, "step.onnx"))
-        ...     step = onnxruntime.InferenceSession(os.path.join(folder, "step.onnx"))
+        ...     model = onnx.load(os.path.join(folder, "step.onnx"))
+        >>> step = onnxruntime.InferenceSession(model.SerializeToString())
         >>> record.batch_inputs, record.state[:2]
         (['X', 'label'], ['coefficient0', 'intercept0'])
         >>> X, y = np.ones((8, 3), np.float32), np.zeros((8, 1), np.float32)
-        >>> loss, *after = step.run(None, {"X": X, "label": y, "step": np.array(1)})
+        >>> state = initial_state(model)  # the weights fit would start from
+        >>> loss, *after = step.run(None, {"X": X, "label": y, "step": np.array(1), **state})
         >>> [o.name for o in step.get_outputs()][:2], bool(loss > 0)
         (['loss', 'coefficient0.next'], True)
         """

@@ -11,7 +11,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from helpers.portable.step_format import StepRecord, write_record
+from helpers.portable.step_format import (
+    StepRecord,
+    initial_state,
+    write_initial_state,
+    write_record,
+)
 
 OPSET = 17
 IR_VERSION = 10
@@ -163,8 +168,9 @@ def linear_step(
         + [_value(name, list(initial[name].shape)) for name in state],
         [_value("loss", [])]
         + [_value(f"{name}.next", list(initial[name].shape)) for name in state],
-        [numpy_helper.from_array(v, k) for k, v in {**initial, **constants}.items()],
+        [numpy_helper.from_array(v, k) for k, v in constants.items()],
     )
+    write_initial_state(model, initial)
     record = StepRecord(
         batch_inputs=[v.name for v in batch],
         state=state,
@@ -176,13 +182,6 @@ def linear_step(
     write_record(model, record)
     onnx.checker.check_model(model)
     return model
-
-
-def initial_state(model):
-    """The state's values at export: the initializers of the step's state inputs."""
-    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    inputs = [i.name for i in model.graph.input]
-    return {name: values[name] for name in inputs if name in values}
 
 
 def reference_fit(

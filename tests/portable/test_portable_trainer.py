@@ -7,12 +7,17 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from step_models import TRAINED, initial_state, linear_step, reference_fit, regression_data
+from step_models import TRAINED, linear_step, reference_fit, regression_data
 
 from helpers.portable import atomic_files
 from helpers.portable.batch_order import batch_bounds, epoch_order, random_state
 from helpers.portable.epoch_loop import epoch_model
-from helpers.portable.step_format import read_record, write_record
+from helpers.portable.step_format import (
+    initial_state,
+    read_record,
+    write_initial_state,
+    write_record,
+)
 from helpers.portable.trainer import PortableTrainer
 
 SETTINGS = dict(max_iter=3, batch_size=5, random_state=7)  # 37 rows: 8 batches, the last of 2
@@ -77,6 +82,7 @@ def test_epoch_model_equals_session_calls_per_step(data):
     X, y = data
     step = linear_step(momentum=0.9)
     state = initial_state(step)
+    initial = dict(state)
     order = epoch_order(random_state(3), len(X))
     session = onnxruntime.InferenceSession(
         step.SerializeToString(), providers=["CPUExecutionProvider"]
@@ -98,7 +104,7 @@ def test_epoch_model_equals_session_calls_per_step(data):
         epoch.SerializeToString(), providers=["CPUExecutionProvider"]
     )
     feeds = dict(X=X, label=y[:, None], order=order, batch_size=np.array(5), step=np.array(4))
-    outputs = dict(zip([o.name for o in epoch.graph.output], loop.run(None, feeds)))
+    outputs = dict(zip([o.name for o in epoch.graph.output], loop.run(None, {**feeds, **initial})))
     np.testing.assert_array_equal(outputs["losses"], np.array(losses))
     for name in state:
         np.testing.assert_array_equal(outputs[name + ".next"], state[name])
@@ -195,9 +201,7 @@ def continued_step(step, values, parameters):
     counts the steps and epochs done."""
     fitted = onnx.ModelProto()
     fitted.CopyFrom(step)
-    for tensor in fitted.graph.initializer:
-        if tensor.name in values:
-            tensor.CopyFrom(onnx.numpy_helper.from_array(values[tensor.name], tensor.name))
+    write_initial_state(fitted, values)
     record = read_record(fitted)
     record.parameters.update(parameters)
     write_record(fitted, record)

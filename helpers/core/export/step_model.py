@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ...portable.lowering import lower_model
 from ...portable.lowering.registry import STANDARD_DOMAINS
-from ...portable.step_format import LOSS_OUTPUT, STEP_INPUT, StepRecord
+from ...portable.step_format import LOSS_OUTPUT, STEP_INPUT, StepRecord, write_initial_state
 from ..graphs.graph_nodes import nodes_reaching
 from ..updates.weight_updater import build_update_graph
 from .graph_inlining import inline_graph
@@ -242,7 +242,6 @@ def build_step_model(
             if name not in constants:
                 raise RuntimeError(f"The training model's input {name!r} has no value.")
             initializers.append(numpy_helper.from_array(np.asarray(constants[name]), name))
-    initializers += [numpy_helper.from_array(np.asarray(values[name]), name) for name in state]
     outputs = [helper.make_tensor_value_info(LOSS_OUTPUT, TensorProto.FLOAT, [])]
     outputs += [_value_info(StepRecord.next_name(name), values[name]) for name in state]
 
@@ -251,6 +250,7 @@ def build_step_model(
     model = helper.make_model(graph, opset_imports=list(source.opset_import))
     model.ir_version = min(source.ir_version, MAX_IR_VERSION)
     model = lower_model(model)
+    write_initial_state(model, {name: np.asarray(values[name]) for name in state})
     check_step_model(model)
     return model, state
 
