@@ -1,5 +1,11 @@
 """One generated model in one training path, compared with torch: the outcome is one word.
 
+The paths: the whole-training optimizer (``whole``), the forward/backward optimizer
+(``forward_backward``), :class:`helpers.OrtTorchModule` (``torch_module``), and the
+whole-training optimizer's step model (``export_training_step``) trained by the maintained
+onnxruntime in its own environment with ``python -m helpers.portable fit`` (``portable``;
+``make setup-maintained`` builds it, ``PORTABLE_PYTHON`` names another interpreter).
+
 ``trains``: the path agrees with torch's plain SGD from the same weights on
 the same batches (losses of every step, trained weights, running statistics,
 predictions). ``refused``: it raised, before training, a ``ValueError``
@@ -37,10 +43,17 @@ output with the weights and running statistics the path trained.
 
 import copy
 import dataclasses
+import json
+import os
 import re
+import subprocess
+import tempfile
 
 import numpy as np
+import onnx
+import onnxruntime
 import torch
+from onnx import numpy_helper
 
 from helpers import (
     OrtGradientForwardBackwardOptimizer,
@@ -53,7 +66,9 @@ from helpers.teaching.torch_reference import torch_fit
 
 from .grammar import MODULE_EPOCHS, OPTIMIZER_STEPS, one_thread
 
-PATHS = ("whole", "forward_backward", "torch_module")
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PATHS = ("whole", "forward_backward", "torch_module", "portable")
 PASSING = ("trains", "refused")
 RTOL = 1e-4
 CONDITIONING = 10
@@ -212,6 +227,80 @@ def _check_optimizer(path, model, module, X, y):
     _compare(actual, torch_values)
 
 
+#: The interpreter of the maintained onnxruntime (``make setup-maintained``); ``PORTABLE_PYTHON``
+#: names another.
+MAINTAINED_PYTHON = os.environ.get(
+    "PORTABLE_PYTHON",
+    os.path.join(_ROOT, ".venv-maintained", "bin", "python"),
+)
+
+
+def _train_portable(step, X, y, epochs, folder):
+    """Train the step model ``step`` with ``python -m helpers.portable fit`` in the maintained
+    environment; its losses, trained weights and a session of its inference model."""
+    data, out = os.path.join(folder, "data.npz"), os.path.join(folder, "out")
+    np.savez(data, X=X, y=y)
+    command = [
+        MAINTAINED_PYTHON,
+        "-m",
+        "helpers.portable",
+        "fit",
+        step,
+        "--data",
+        data,
+        "--epochs",
+        str(epochs),
+        "--batch-size",
+        str(len(X)),
+        "--random-state",
+        "0",
+        "--out",
+        out,
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, cwd=folder, env={**os.environ, "PYTHONPATH": _ROOT}
+    )
+    if done.returncode:
+        raise RuntimeError(f"helpers.portable fit failed ({done.returncode}): {done.stderr[-600:]}")
+    with open(os.path.join(out, "losses.json")) as f:
+        losses = json.load(f)
+    trained = onnx.load(os.path.join(out, "model.onnx"))
+    weights = {t.name: numpy_helper.to_array(t) for t in trained.graph.initializer}
+    session = onnxruntime.InferenceSession(
+        trained.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    return np.asarray(losses), weights, session
+
+
+def _check_portable(model, module, X, y):
+    """The whole-training optimizer's step model, trained by the maintained onnxruntime."""
+    opt = _optimizer("whole", copy.deepcopy(module), X, model)
+    with tempfile.TemporaryDirectory() as folder:
+        step = os.path.join(folder, "step.onnx")
+        opt.export_training_step(step)
+        losses, weights, session = _train_portable(step, X, y, OPTIMIZER_STEPS, folder)
+
+    def predict(rows):
+        return session.run(None, {session.get_inputs()[0].name: rows})[0]
+
+    if model.dropout:
+        _finite(losses, "training")
+        state = {n: torch.from_numpy(v) for n, v in weights.items() if n in module.state_dict()}
+        module.load_state_dict(state, strict=False)
+        expected, expected64 = _eval_outputs(module, X)
+        close(predict(X), expected, _WITH_ITS_WEIGHTS, expected64, PREDICTION_RTOL)
+        return
+    torch_values = _torch_training(module, X, y, model, len(X), OPTIMIZER_STEPS)
+    trained = {n: v for n, v in weights.items() if f"trained {n}" in torch_values}
+    missing = sorted(set(n for n, _ in module.named_parameters()) - set(trained))
+    if missing:
+        raise Disagreement(f"weights not trained: {missing}")
+    actual = {"losses of each step": losses}
+    actual.update({f"trained {name}": value for name, value in trained.items()})
+    actual.update({"predict": predict(X), "predict on 5 rows": predict(X[:5])})
+    _compare(actual, torch_values)
+
+
 def _check_torch_module(model, module, X, y):
     ort_module = OrtTorchModule(copy.deepcopy(module), torch.from_numpy(X[:2]), n_threads=1)
     _, ort_steps = torch_fit(
@@ -259,6 +348,8 @@ def _outcome(model, path):
     try:
         if path == "torch_module":
             _check_torch_module(model, module, X, y)
+        elif path == "portable":
+            _check_portable(model, module, X, y)
         else:
             _check_optimizer(path, model, module, X, y)
     except Disagreement as error:
