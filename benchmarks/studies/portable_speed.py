@@ -253,18 +253,16 @@ def machine_columns(python=None):
     Python the portable fits ran on)."""
     import subprocess  # noqa: PLC0415
 
-    from benchmarks.sweep.records import _cpu_model  # noqa: PLC0415
+    from benchmarks.sweep.records import machine_info  # noqa: PLC0415
 
+    code = "import onnxruntime, platform; print(onnxruntime.__version__, platform.python_version())"
     version = subprocess.run(
-        [pf.maintained_python(python), "-c"]
-        + [
-            "import onnxruntime, platform; print(onnxruntime.__version__, platform.python_version())"
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
+        [pf.maintained_python(python), "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
-    return {"machine": _cpu_model(), "maintained": f"onnxruntime {version[0]}, Python {version[1]}"}
+    return {
+        "machine": machine_info()["cpu"],
+        "maintained": f"onnxruntime {version[0]}, Python {version[1]}",
+    }
 
 
 def main(argv=None):
