@@ -74,19 +74,24 @@ class LoweringContext:
         The model's version of the standard domain.
     prefix : str
         Prefix of every name this context makes.
+    known : dict, optional
+        Name to value (``onnx.TensorProto`` or numpy array) of the model's constants
+        (initializers that no graph input overrides, outputs of ``Constant`` nodes): what
+        :meth:`constant_value` returns.
 
     Examples
     --------
-    >>> ctx = LoweringContext(17)
+    >>> ctx = LoweringContext(17, known={"flag": np.array(True)})
     >>> ctx.name("axes"), ctx.constant(np.array([0], np.int64), "axes")
     ('lower_0_axes', 'lower_1_axes')
-    >>> [t.name for t in ctx.initializers]
-    ['lower_1_axes']
+    >>> [t.name for t in ctx.initializers], ctx.constant_value("flag"), ctx.constant_value("x")
+    (['lower_1_axes'], array(True), None)
     """
 
-    def __init__(self, opset, prefix="lower"):
+    def __init__(self, opset, prefix="lower", known=None):
         self.opset, self.prefix = opset, prefix
         self.initializers = []
+        self.known = dict(known or {})
         self._count = 0
 
     def name(self, tag):
@@ -100,6 +105,36 @@ class LoweringContext:
         name = self.name(tag)
         self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
         return name
+
+    def constant_value(self, name):
+        """The value (numpy array) of ``name`` if the model holds it as a constant, else None."""
+        value = self.known.get(name)
+        if isinstance(value, onnx.TensorProto):
+            return numpy_helper.to_array(value)
+        return value
+
+
+def model_constants(graph):
+    """Name to ``TensorProto`` of the constants of ``graph``: initializers no graph input
+    overrides, outputs of ``Constant`` nodes holding a tensor.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> node = helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.ones(2)))
+    >>> graph = helper.make_graph([node], "g", [], [], initializer=[
+    ...     numpy_helper.from_array(np.array(True), "flag")])
+    >>> sorted(model_constants(graph))
+    ['c', 'flag']
+    """
+    inputs = {i.name for i in graph.input}
+    known = {t.name: t for t in graph.initializer if t.name not in inputs}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in STANDARD_DOMAINS:
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                known[node.output[0]] = value
+    return known
 
 
 def standard_opset(model):
@@ -145,7 +180,7 @@ def lower_model(model):
     ...
     helpers.portable.lowering.registry.UnsupportedOperatorError: example.test:Foo (from the ...
     """
-    ctx = LoweringContext(standard_opset(model))
+    ctx = LoweringContext(standard_opset(model), known=model_constants(model.graph))
     lowered = onnx.ModelProto()
     lowered.CopyFrom(model)
     nodes = []
