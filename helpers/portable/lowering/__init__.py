@@ -7,7 +7,12 @@ and the layer it comes from. The lowerings live in modules by family; importing 
 registers all of them.
 """
 
-from . import gradient_plumbing  # noqa: F401  (each module registers its lowerings)
+from . import (  # noqa: F401  (each module registers its lowerings)
+    convolution,
+    gradient_plumbing,
+    normalization,
+    pooling,
+)
 from .registry import LOWERINGS, LoweringContext, UnsupportedOperatorError, lower_model
 
 __all__ = ["LOWERINGS", "LoweringContext", "UnsupportedOperatorError", "lower_model"]

@@ -78,6 +78,8 @@ class LoweringContext:
         Name to value (``onnx.TensorProto`` or numpy array) of the model's constants
         (initializers that no graph input overrides, outputs of ``Constant`` nodes): what
         :meth:`constant_value` returns.
+    graph : onnx.GraphProto, optional
+        The graph being lowered: :meth:`producer` finds the node that computes a value.
 
     Examples
     --------
@@ -88,11 +90,13 @@ class LoweringContext:
     (['lower_1_axes'], array(True), None)
     """
 
-    def __init__(self, opset, prefix="lower", known=None):
+    def __init__(self, opset, prefix="lower", known=None, graph=None):
         self.opset, self.prefix = opset, prefix
         self.initializers = []
         self.known = dict(known or {})
         self._count = 0
+        nodes = graph.node if graph is not None else []
+        self._producers = {out: node for node in nodes for out in node.output if out}
 
     def name(self, tag):
         """A name no other node uses."""
@@ -112,6 +116,19 @@ class LoweringContext:
         if isinstance(value, onnx.TensorProto):
             return numpy_helper.to_array(value)
         return value
+
+    def producer(self, value):
+        """The node of the original graph that computes ``value``, or None (an input, a weight).
+
+        Examples
+        --------
+        >>> from onnx import helper
+        >>> graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [], [])
+        >>> ctx = LoweringContext(17, graph=graph)
+        >>> ctx.producer("y").op_type, ctx.producer("x")
+        ('Relu', None)
+        """
+        return self._producers.get(value)
 
 
 def model_constants(graph):
@@ -135,6 +152,23 @@ def model_constants(graph):
             if value is not None:
                 known[node.output[0]] = value
     return known
+
+
+def is_standard(node):
+    """Whether ``node`` is a standard ONNX operator.
+
+    onnxruntime registers some gradient kernels (``MaxPoolGrad``...) in the default domain:
+    they are not standard, though their domain is.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> is_standard(helper.make_node("MaxPool", ["x"], ["y"]))
+    True
+    >>> is_standard(helper.make_node("MaxPoolGrad", ["dy", "i"], ["dx"]))
+    False
+    """
+    return node.domain in STANDARD_DOMAINS and onnx.defs.has(node.op_type)
 
 
 def standard_opset(model):
@@ -180,15 +214,18 @@ def lower_model(model):
     ...
     helpers.portable.lowering.registry.UnsupportedOperatorError: example.test:Foo (from the ...
     """
-    ctx = LoweringContext(standard_opset(model), known=model_constants(model.graph))
+    ctx = LoweringContext(
+        standard_opset(model), known=model_constants(model.graph), graph=model.graph
+    )
     lowered = onnx.ModelProto()
     lowered.CopyFrom(model)
     nodes = []
     for node in model.graph.node:
-        if node.domain in STANDARD_DOMAINS:
+        if is_standard(node):
             nodes.append(node)
             continue
-        lowering = LOWERINGS.get((node.domain, node.op_type))
+        domain = "" if node.domain in STANDARD_DOMAINS else node.domain
+        lowering = LOWERINGS.get((domain, node.op_type))
         if lowering is None:
             raise UnsupportedOperatorError(node.op_type, node.domain, node.name)
         nodes.extend(lowering(node, ctx))
