@@ -2,6 +2,8 @@
 
 The layers, bottom to top:
 
+* ``helpers.portable``: numpy, onnx and onnxruntime only (it runs without the training
+  package); every other layer may import it;
 * the sub-packages of ``helpers.core``, in :data:`CORE_ORDER`: each may import those
   before it (sessions and devices know nothing of graphs; the estimator uses everything);
 * the two API packages, ``helpers.whole_training`` and ``helpers.forward_backward``: they
@@ -31,24 +33,29 @@ CORE_ORDER = [
     "inputs",
     "updates",
     "training",
+    "export",
 ]
 CORE = {f"core.{sub}" for sub in CORE_ORDER}
 APIS = {"whole_training", "forward_backward"}
 
+#: The bottom layer: numpy, onnx and onnxruntime only; every other layer may import it.
+PORTABLE = {"portable"}
+
 #: What each layer may import besides itself.
 ALLOWED = {
+    "portable": set(),
     **{
-        f"core.{sub}": {f"core.{below}" for below in CORE_ORDER[:i]}
+        f"core.{sub}": PORTABLE | {f"core.{below}" for below in CORE_ORDER[:i]}
         for i, sub in enumerate(CORE_ORDER)
     },
-    "core": CORE,
-    "whole_training": CORE,
-    "forward_backward": CORE,
-    "teaching": CORE | APIS,
-    "measure": CORE | APIS,
-    "helpers": CORE | APIS,
-    "doctor": CORE | APIS | {"teaching", "measure", "helpers"},
-    "benchmarks": CORE | APIS | {"core", "teaching", "measure", "helpers", "doctor"},
+    "core": PORTABLE | CORE,
+    "whole_training": PORTABLE | CORE,
+    "forward_backward": PORTABLE | CORE,
+    "teaching": PORTABLE | CORE | APIS,
+    "measure": PORTABLE | CORE | APIS,
+    "helpers": PORTABLE | CORE | APIS,
+    "doctor": PORTABLE | CORE | APIS | {"teaching", "measure", "helpers"},
+    "benchmarks": PORTABLE | CORE | APIS | {"core", "teaching", "measure", "helpers", "doctor"},
 }
 
 

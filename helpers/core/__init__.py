@@ -8,7 +8,8 @@
   its inference graph and its weights;
 * :mod:`~helpers.core.inputs`: checks of the data given to ``fit``, ``predict``, ``score``;
 * :mod:`~helpers.core.updates`: learning rates, update rules, penalties;
-* :mod:`~helpers.core.training`: the scikit-learn estimator both optimizers derive from.
+* :mod:`~helpers.core.training`: the scikit-learn estimator both optimizers derive from;
+* :mod:`~helpers.core.export`: one training step of either optimizer as a standard ONNX model.
 
 ``tests/test_import_layers.py`` checks that order, and that :mod:`helpers.core` imports
 neither API package.

@@ -10,6 +10,7 @@ passes with :class:`helpers.OrtGradientForwardBackward`; the loss gradient
 
 import numpy as np
 
+from ..core.export.optimizer_step import export_optimizer_step
 from ..core.machine.devices import Device
 from ..core.model_graphs.onnx_graph import check_weights_to_train, static_dims
 from ..core.training.estimator import BaseOrtOptimizer
@@ -17,6 +18,7 @@ from ..core.training.parameters import document_parameters
 from ..core.updates.penalties import make_learning_penalty
 from .losses import make_learning_loss
 from .session import ForwardBackwardSession
+from .step_loss import forward_backward_step_loss
 
 
 @document_parameters
@@ -164,6 +166,67 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
             self.learning_penalty_,
             self.learning_rate_.value(t),
             t,
+        )
+
+    def export_training_step(self, path):
+        """Write one training step of this optimizer as a standard ONNX model.
+
+        The step model (:mod:`helpers.portable.step_format`) computes the loss of a batch and
+        its penalty, the gradients (the loss class's own gradient with respect to the
+        prediction, the penalty's added), the update of the weights and of the update rule's
+        buffers (its learning rate computed from its ``step`` input and the schedule), and the
+        running statistics of batch normalization, with standard operators only
+        (:mod:`helpers.portable.lowering`): onnxruntime 1.19.2 to 1.31.1 run it with a plain
+        ``InferenceSession``, and :class:`helpers.portable.trainer.PortableTrainer` trains with
+        it. Its batch is the features, ``label`` and ``sample_weight`` (ones for an unweighted
+        fit): :mod:`helpers.forward_backward.step_loss`.
+
+        Parameters
+        ----------
+        path : str
+            The file, written atomically.
+
+        Returns
+        -------
+        helpers.portable.step_format.StepRecord
+            The record the model carries. A new optimizer's step starts from the model's
+            initial weights; a fitted one's from its trained weights, buffers, running
+            statistics and update count (``steps_done``, ``epochs_done``): training the step
+            continues as ``fit`` with ``warm_start=True`` would.
+
+        Raises
+        ------
+        helpers.portable.lowering.UnsupportedOperatorError
+            When the gradient graph holds an operator without a standard formulation.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> import onnxruntime
+        >>> from helpers import OrtGradientForwardBackwardOptimizer
+        >>> from helpers.teaching.model_factories import mlp_onnx
+        >>> X = np.ones((8, 3), np.float32)
+        >>> opt = OrtGradientForwardBackwardOptimizer(
+        ...     mlp_onnx(3, hidden=(4,)), max_iter=2, batch_size=4, solver="momentum",
+        ...     random_state=0).fit(X, X[:, :1])
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     record = opt.export_training_step(os.path.join(folder, "step.onnx"))
+        ...     step = onnxruntime.InferenceSession(os.path.join(folder, "step.onnx"))
+        >>> record.batch_inputs, record.state[-1], record.parameters["steps_done"]
+        (['X', 'label', 'sample_weight'], 'intercept1.momentum_buffer', 4)
+        >>> feeds = {"X": X, "label": X[:, :1], "sample_weight": np.ones(8, np.float32)}
+        >>> loss, *after = step.run(None, {**feeds, "step": np.array(5)})
+        >>> bool(np.isfinite(loss))
+        True
+        """
+        return export_optimizer_step(
+            self,
+            path,
+            "forward_backward",
+            lambda: forward_backward_step_loss(
+                self.model_onnx, self.learning_loss_, self.learning_penalty_, self.weights_to_train_
+            ),
         )
 
     def _loss_value(self, handle):

@@ -10,6 +10,7 @@ run them.
 
 import warnings
 
+from ..core.export.optimizer_step import StepLoss, export_optimizer_step
 from ..core.layers.running_statistics import statistic_initializers
 from ..core.machine.disk_space import temporary_file
 from ..core.machine.sessions import make_session
@@ -316,6 +317,67 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
 
     def _train_step(self, batch, t):
         return self._runtime.train_step(batch.ortvalues(), self.learning_rate_.value(t), t)
+
+    def export_training_step(self, path):
+        """Write one training step of this optimizer as a standard ONNX model.
+
+        The step model (:mod:`helpers.portable.step_format`) computes the loss of a batch, the
+        gradients, the update of the weights and of the update rule's buffers with torch's
+        formulas (its learning rate computed from its ``step`` input and the schedule), and the
+        running statistics of batch normalization, with standard operators only
+        (:mod:`helpers.portable.lowering`): onnxruntime 1.19.2 to 1.31.1 run it with a plain
+        ``InferenceSession``, and :class:`helpers.portable.trainer.PortableTrainer` trains with
+        it. Its graph is the training model of ``generate_artifacts`` for ``model_onnx``, with
+        every rewrite ``fit`` applies.
+
+        Parameters
+        ----------
+        path : str
+            The file, written atomically.
+
+        Returns
+        -------
+        helpers.portable.step_format.StepRecord
+            The record the model carries: its inputs and state, the inference model, the
+            training parameters. A new optimizer's step starts from the model's initial weights;
+            a fitted one's from its trained weights, buffers, running statistics and update
+            count (``steps_done``, ``epochs_done``): training the step continues as ``fit``
+            with ``warm_start=True`` would.
+
+        Raises
+        ------
+        helpers.portable.lowering.UnsupportedOperatorError
+            When the gradient graph holds an operator without a standard formulation.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> import onnxruntime
+        >>> from helpers import OrtGradientOptimizer, add_loss_output
+        >>> from helpers.teaching.model_factories import mlp_onnx
+        >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,))),
+        ...                            learning_rate=0.1, batch_size=8, random_state=0)
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     record = opt.export_training_step(os.path.join(folder, "step.onnx"))
+        ...     step = onnxruntime.InferenceSession(os.path.join(folder, "step.onnx"))
+        >>> record.batch_inputs, record.state[:2]
+        (['X', 'label'], ['coefficient0', 'intercept0'])
+        >>> X, y = np.ones((8, 3), np.float32), np.zeros((8, 1), np.float32)
+        >>> loss, *after = step.run(None, {"X": X, "label": y, "step": np.array(1)})
+        >>> [o.name for o in step.get_outputs()][:2], bool(loss > 0)
+        (['loss', 'coefficient0.next'], True)
+        """
+        return export_optimizer_step(
+            self, path, "whole_training", lambda: StepLoss(self.model_onnx), self._adamw_moments
+        )
+
+    def _adamw_moments(self):
+        raise NotImplementedError(
+            "The AdamW moments of a fitted OrtGradientOptimizer live in onnxruntime's optimizer "
+            "and cannot be read back: export the step before fitting, or train with "
+            "solver='adamw' on OrtGradientForwardBackwardOptimizer."
+        )
 
     def _loss_and_outputs(self, X, y, w):
         if getattr(self, "_scorer", None) is None:

@@ -1,0 +1,155 @@
+"""The training model of a loss model, and the gradient of each weight in it.
+
+``generate_artifacts`` (without an optimizer model) writes the graph both optimizers' step
+models start from: the loss model's training graph
+(:func:`helpers.core.model_graphs.training_graph.training_graph`: the layer rewrites, the batch
+statistics of batch normalization as extra outputs, the speed rewrites of ``fast_gradients``),
+its forward pass, loss and gradients. Each gradient ends in an ``InPlaceAccumulatorV2`` node that
+adds it to a buffer of the runtime; :func:`gradients_of_accumulators` takes the gradients before
+they reach it and drops the accumulators, their buffers and the flag that resets them.
+"""
+
+import functools
+import os
+from collections import namedtuple
+
+import onnx
+import onnxruntime
+
+from ..machine.runtime_output import ForkSafeLock, quiet_runtime_logs
+from ..machine.training_cache import cached_artifact_folder, content_key
+from ..model_graphs.training_graph import training_graph
+
+#: onnxblock builds one model at a time (a global of ``onnxblock.base``).
+_ONNXBLOCK_LOCK = ForkSafeLock()
+
+#: Suffix of the graph inputs holding the gradient buffers, after ``NAME_grad``.
+ACCUMULATION_SUFFIX = "_grad.accumulation.buffer"
+#: The flag input of the accumulators (overwrite the buffer rather than add to it).
+RESET_INPUT = "lazy_reset_grad"
+
+GradientModel = namedtuple("GradientModel", ["model", "gradients", "statistics"])
+GradientModel.__doc__ = """What :func:`gradient_model` returns: ``(model, gradients, statistics)``.
+
+``model`` computes the loss (its first output), the batch statistics of batch normalization
+(the next outputs) and, as values of its graph, the gradients; ``gradients`` maps each trained
+weight to its gradient's name; ``statistics`` is the
+:class:`~helpers.core.layers.running_statistics.RunningStatistics` of the training graph.
+
+Examples
+--------
+>>> GradientModel._fields
+('model', 'gradients', 'statistics')
+"""
+
+
+def _write_artifacts(graph, weights, folder):
+    from onnxruntime.training import artifacts  # noqa: PLC0415 - imports torch
+
+    frozen = [i.name for i in graph.model.graph.initializer if i.name not in weights]
+    quiet_runtime_logs()
+    with _ONNXBLOCK_LOCK:
+        artifacts.generate_artifacts(
+            graph.model,
+            requires_grad=list(weights),
+            frozen_params=frozen,
+            loss=None,
+            optimizer=None,
+            artifact_directory=folder,
+            additional_output_names=graph.statistics.output_names or None,
+        )
+
+
+def gradients_of_accumulators(model):
+    """Return a copy of ``model`` without its gradient accumulators, and each weight's gradient.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        A training model of ``generate_artifacts``.
+
+    Returns
+    -------
+    tuple
+        ``(model, gradients)``: the copy, without ``InPlaceAccumulatorV2`` nodes, their buffer
+        inputs, the reset flag and their outputs; weight name to the name of its gradient.
+
+    Examples
+    --------
+    >>> from onnx import TensorProto, helper
+    >>> node = helper.make_node(
+    ...     "InPlaceAccumulatorV2", ["w_grad.accumulation.buffer", "w_grad", "lazy_reset_grad"],
+    ...     ["w_grad.accumulation.out"], domain="com.microsoft")
+    >>> graph = helper.make_graph(
+    ...     [helper.make_node("Neg", ["w"], ["w_grad"]), node], "g",
+    ...     [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1])
+    ...      for n in ("w", "w_grad.accumulation.buffer", "lazy_reset_grad")],
+    ...     [helper.make_tensor_value_info("w_grad.accumulation.out", TensorProto.FLOAT, [1])])
+    >>> copy, gradients = gradients_of_accumulators(helper.make_model(graph))
+    >>> gradients, [i.name for i in copy.graph.input], len(copy.graph.node)
+    ({'w': 'w_grad'}, ['w'], 1)
+    """
+    gradients, dropped = {}, {RESET_INPUT}
+    nodes = []
+    for node in model.graph.node:
+        if node.op_type != "InPlaceAccumulatorV2":
+            nodes.append(node)
+            continue
+        buffer = node.input[0]
+        if not buffer.endswith(ACCUMULATION_SUFFIX):
+            raise RuntimeError(f"Unexpected gradient accumulator {node.name!r}: buffer {buffer}.")
+        gradients[buffer[: -len(ACCUMULATION_SUFFIX)]] = node.input[1]
+        dropped.update([buffer, *node.output])
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    del copy.graph.node[:]
+    copy.graph.node.extend(nodes)
+    for field in (copy.graph.input, copy.graph.output):
+        kept = [v for v in field if v.name not in dropped]
+        del field[:]
+        field.extend(kept)
+    return copy, gradients
+
+
+def gradient_model(loss_model, weights, fast_gradients=True):
+    """The training model of ``loss_model``, its gradients and its running statistics.
+
+    The artifacts come from the process's cache
+    (:mod:`helpers.core.machine.training_cache`), keyed by the model and the settings.
+
+    Parameters
+    ----------
+    loss_model : onnx.ModelProto
+        A model whose first output is a scalar loss; its inputs that are not initializers hold
+        one row per sample.
+    weights : list of str
+        The float initializers to train.
+    fast_gradients : bool
+        Apply the speed rewrites of the training graph too.
+
+    Returns
+    -------
+    GradientModel
+
+    Examples
+    --------
+    >>> from helpers import add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> built = gradient_model(add_loss_output(mlp_onnx(3, hidden=(4,))), ["intercept1"])
+    >>> built.gradients, [o.name for o in built.model.graph.output]
+    ({'intercept1': 'intercept1_grad'}, ['loss'])
+    """
+    initializers = {i.name for i in loss_model.graph.initializer}
+    per_row = [i.name for i in loss_model.graph.input if i.name not in initializers]
+    graph = training_graph(loss_model, per_row, fast_gradients)
+    key = content_key(
+        "step", loss_model, list(weights), fast_gradients, onnx.__version__, onnxruntime.__version__
+    )
+    write = functools.partial(_write_artifacts, graph, list(weights))
+    with cached_artifact_folder(key, write) as folder:
+        model = onnx.load(os.path.join(folder, "training_model.onnx"))
+    model, gradients = gradients_of_accumulators(model)
+    missing = [name for name in weights if name not in gradients]
+    if missing:
+        raise RuntimeError(f"generate_artifacts wrote no gradient for {missing}.")
+    return GradientModel(model, gradients, graph.statistics)

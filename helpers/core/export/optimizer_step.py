@@ -1,0 +1,174 @@
+"""What an optimizer exports: its step model, from its initial or its trained state.
+
+Both optimizers' ``export_training_step`` call :func:`export_optimizer_step` with their loss
+(:class:`StepLoss`): the whole-training API's model from :func:`helpers.add_loss_output`, the
+forward/backward API's model followed by its loss class, its own loss gradient and its
+penalty. The rest is shared: the training model of ``generate_artifacts``
+(:mod:`~helpers.core.export.gradient_model`), the state the step starts from, the record, the
+file written atomically.
+"""
+
+import numbers
+import os
+import tempfile
+from collections import namedtuple
+
+import numpy as np
+import onnx
+
+from ...portable.step_format import StepRecord, write_record
+from ..training.parameters import check_warm_start, training_settings
+from .gradient_model import gradient_model
+from .step_model import build_step_model
+
+StepLoss = namedtuple(
+    "StepLoss", ["model", "prediction_gradient", "penalty"], defaults=(None, None)
+)
+StepLoss.__doc__ = """An optimizer's loss, as :func:`export_optimizer_step` takes it.
+
+``model``: the model followed by its loss (its first output), whose inputs that are not
+initializers are the batch's (features, label, then sample weights when the loss takes them);
+``prediction_gradient`` and ``penalty``: see
+:func:`helpers.core.export.step_model.build_step_model` (None for the whole-training API, whose
+loss model holds its penalty).
+
+Examples
+--------
+>>> StepLoss._fields
+('model', 'prediction_gradient', 'penalty')
+"""
+
+
+def _buffers(optimizer, rule, weights, trained_buffers):
+    """The update rule's buffers, weight by weight: zeros for a new optimizer."""
+    shapes = [np.shape(weights[name]) for name in optimizer.weights_to_train_]
+    if not rule.state_names:
+        return []
+    if not optimizer._is_fitted():
+        return [np.zeros(shape, np.float32) for shape in shapes for _ in rule.state_names]
+    runtime = getattr(optimizer, "_runtime", None)
+    if runtime is None:
+        saved = optimizer._saved_state.update_state
+    else:
+        saved = None if runtime.updater is None else runtime.updater.get_state()
+    if saved is None:  # kept by onnxruntime's optimizer
+        saved = trained_buffers()
+    return [np.asarray(value, np.float32) for value in saved]
+
+
+def _parameters(optimizer, api, batch_inputs):
+    schedule, rule = optimizer.learning_rate_, optimizer.update_rule_
+    random_state = optimizer.random_state
+    fitted = optimizer._is_fitted()
+    return {
+        "api": api,
+        "batch_size": optimizer.batch_size,
+        "max_iter": optimizer.max_iter,
+        "random_state": random_state if isinstance(random_state, numbers.Integral) else None,
+        "solver": rule.name,
+        "solver_parameters": rule.get_params(),
+        "learning_rate": schedule.get_params(),
+        "sample_weight": batch_inputs[2] if len(batch_inputs) > 2 else None,
+        "epochs_done": optimizer.n_iter_ if fitted else 0,
+        "steps_done": optimizer.t_ if fitted else 0,
+    }
+
+
+def _inference_bytes(optimizer, state):
+    model = onnx.ModelProto()
+    model.CopyFrom(optimizer._prediction_model)
+    kept = [i for i in model.graph.initializer if i.name not in state]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
+    return model.SerializeToString()
+
+
+def save_model_atomically(model, path):
+    """Write ``model`` to ``path`` through a temporary file beside it, then rename it.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from onnx import helper
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "step.onnx")
+    ...     save_model_atomically(helper.make_model(helper.make_graph([], "g", [], [])), path)
+    ...     os.listdir(folder)
+    ['step.onnx']
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp_step_", suffix=".onnx")
+    os.close(fd)
+    try:
+        onnx.save(model, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def export_optimizer_step(optimizer, path, api, step_loss, trained_buffers=None):
+    """Write the step model of ``optimizer``, new or fitted, to ``path``; return its record.
+
+    Parameters
+    ----------
+    optimizer : helpers.core.training.estimator.BaseOrtOptimizer
+        New: the step starts from the model's initial weights, zero buffers, the initial
+        running statistics. Fitted: from its trained weights, buffers, running statistics and
+        update count, so that the step model continues as ``fit`` with ``warm_start`` would.
+    path : str
+    api : str
+        The API's name, kept in the record's parameters.
+    step_loss : callable
+        Returns the optimizer's :class:`StepLoss` (called once the parameters are checked).
+    trained_buffers : callable, optional
+        Returns the buffers of a fitted optimizer whose update rule runs in onnxruntime's
+        optimizer model (whole-training AdamW), in :func:`~helpers.core.export.step_model.
+        state_names` order.
+
+    Returns
+    -------
+    helpers.portable.step_format.StepRecord
+    """
+    optimizer._prepare()
+    fitted = optimizer._is_fitted()
+    if fitted:
+        check_warm_start(optimizer._settings, training_settings(optimizer))
+        if optimizer.partial_epoch_rows_:
+            raise ValueError(
+                f"The last epoch was interrupted after {optimizer.partial_epoch_rows_} rows: "
+                "finish it with fit (warm_start=True) before exporting the step."
+            )
+    loss = step_loss()
+    names = optimizer.weights_to_train_
+    weights = optimizer._current_weights() if fitted else optimizer._initial_weights()
+    weights = {name: np.asarray(weights[name], np.float32) for name in names}
+    gradient = gradient_model(loss.model, names, optimizer.fast_gradients)
+    statistics = optimizer._current_statistics() if fitted else gradient.statistics.get()
+    rule = optimizer.update_rule_
+    buffers = _buffers(optimizer, rule, weights, trained_buffers)
+    buffer_names = [f"{w}.{b}" for w in names for b in rule.state_names]
+    values = {**weights, **statistics, **dict(zip(buffer_names, buffers))}
+    initializers = {i.name: onnx.numpy_helper.to_array(i) for i in loss.model.graph.initializer}
+    batch_inputs = [i.name for i in loss.model.graph.input if i.name not in initializers]
+    model, state = build_step_model(
+        gradient,
+        batch_inputs,
+        values,
+        initializers,
+        optimizer.learning_rate_,
+        rule,
+        loss.prediction_gradient,
+        loss.penalty,
+    )
+    record = StepRecord(
+        batch_inputs=batch_inputs,
+        state=state,
+        trained=list(names),
+        inference=_inference_bytes(optimizer, state),
+        prediction_output=optimizer._prediction_name(),
+        parameters=_parameters(optimizer, api, batch_inputs),
+    )
+    write_record(model, record)
+    save_model_atomically(model, path)
+    return record
