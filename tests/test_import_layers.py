@@ -2,8 +2,9 @@
 
 The layers, bottom to top:
 
-* ``helpers.portable``: numpy, onnx and onnxruntime only (it runs without the training
-  package); every other layer may import it;
+* ``helpers.portable``: the step model's runner, numpy, onnx and onnxruntime only (it runs on
+  the maintained onnxruntime, without the training package): it imports nothing else of
+  ``helpers``, and every layer may import it (the batch order is defined there);
 * the sub-packages of ``helpers.core``, in :data:`CORE_ORDER`: each may import those
   before it (sessions and devices know nothing of graphs; the estimator uses everything);
 * the two API packages, ``helpers.whole_training`` and ``helpers.forward_backward``: they
@@ -149,6 +150,8 @@ def test_no_module_imports_from_a_layer_above_it():
         ),
         ("helpers.teaching.plotting", "from helpers.measure.timing import t"),
         ("helpers.core.inputs.validation", "from helpers import OrtGradientOptimizer"),
+        ("helpers.portable.trainer", "from ..core.training.batches import Batches"),
+        ("helpers.portable.batch_order", "from helpers import PortableTrainer"),
     ],
 )
 def test_an_import_from_above_is_reported(module, source):
@@ -159,6 +162,8 @@ def test_imports_from_below_are_not_reported():
     source = "from ..graphs.graph_nodes import a\nfrom .batches import b\nimport numpy"
     assert violations(source, "helpers.core.training.estimator") == []
     assert violations("from ..core.machine import sessions", "helpers.teaching.notebook") == []
+    source = "from ...portable.batch_order import epoch_order"
+    assert violations(source, "helpers.core.training.estimator") == []
 
 
 REPORT = sorted((ROOT / "benchmarks" / "report").rglob("*.py"))

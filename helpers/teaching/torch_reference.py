@@ -1,7 +1,8 @@
 """The torch training an onnxruntime optimizer is compared with: the same batches, the same update.
 
 Both optimizers draw one permutation of the rows per epoch from
-``numpy.random.RandomState(random_state)`` and cut it into batches in order.
+``numpy.random.RandomState(random_state)`` and cut it into batches in order
+(:mod:`helpers.portable.batch_order`).
 :func:`torch_fit` trains a torch module on exactly those batches with
 ``torch.optim.SGD`` or ``torch.optim.AdamW`` (the formulas the optimizers'
 ``solver='sgd'`` and ``'adamw'`` run), so that losses, weights and running
@@ -11,6 +12,8 @@ the benchmarks time it too (:func:`benchmarks.workloads.your_model.torch_fit`).
 
 import numpy as np
 import torch
+
+from ..portable.batch_order import batch_bounds, epoch_order, random_state as make_rng
 
 #: The per-batch losses the optimizers offer, as torch computes them.
 TORCH_LOSSES = {
@@ -82,15 +85,15 @@ def torch_fit(
     extra = {"weight_decay": 0.0} if solver == "adamw" else {}
     optimizer = optimizers[solver](module.parameters(), lr=learning_rate, **extra)
     Xt, yt = torch.from_numpy(np.asarray(X)), torch.from_numpy(np.asarray(y))
-    rng = np.random.RandomState(random_state)
+    rng = make_rng(random_state)
     epoch_losses, step_losses = [], []
     module.train()
     forward = torch.compile(module) if compiled else module
     for _ in range(epochs):
-        order = torch.from_numpy(rng.permutation(len(Xt)))
+        order = torch.from_numpy(epoch_order(rng, len(Xt)))
         total = 0.0
-        for start in range(0, len(Xt), batch_size):
-            rows = order[start : start + batch_size]
+        for start, end in batch_bounds(len(Xt), batch_size):
+            rows = order[start:end]
             optimizer.zero_grad(set_to_none=True)
             value = TORCH_LOSSES[loss](forward(Xt[rows]), yt[rows])
             value.backward()

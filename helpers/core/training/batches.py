@@ -10,6 +10,7 @@ import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
 
+from ...portable.batch_order import batch_bounds
 from ..graphs.onnx_function import IR_VERSION, OPSET, OnnxFunction, to_ortvalue
 
 
@@ -115,12 +116,8 @@ class Batches:
             self._buffers = [np.empty_like(a) for a in self._data]
         if batch_size not in self._batches:
             self._batches[batch_size] = [
-                Batch(
-                    start,
-                    min(start + batch_size, self.n_rows),
-                    [b[start : start + batch_size] for b in self._buffers],
-                )
-                for start in range(0, self.n_rows, batch_size)
+                Batch(start, end, [b[start:end] for b in self._buffers])
+                for start, end in batch_bounds(self.n_rows, batch_size)
             ]
         return self._batches[batch_size]
 
@@ -151,15 +148,10 @@ class Batches:
             if first_row == 0:
                 yield from batches
                 return
-            for start in range(
-                first_row, self.n_rows, batch_size
-            ):  # a resumed epoch: batches of its own
-                end = min(start + batch_size, self.n_rows)
-                yield Batch(start, end, [b[start:end] for b in self._buffers])
+            for start, end in batch_bounds(self.n_rows, batch_size, first_row):
+                yield Batch(start, end, [b[start:end] for b in self._buffers])  # a resumed epoch
             return
-        n = self.n_rows
         order = to_ortvalue(np.asarray(order, dtype=np.int64), self.device)
-        for start in range(first_row, n, batch_size):
-            end = min(start + batch_size, n)
+        for start, end in batch_bounds(self.n_rows, batch_size, first_row):
             bounds = [np.array([start], dtype=np.int64), np.array([end], dtype=np.int64)]
             yield Batch(start, end, self._gather(order, *bounds, *self._data))

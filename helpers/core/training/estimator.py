@@ -11,7 +11,6 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import check_random_state
 from tqdm.auto import tqdm
 
 from ..inputs.feature_names import check_feature_names, check_validation_names, feature_names
@@ -24,6 +23,7 @@ from ..machine.runtime import (
     check_onnx_compatible,
 )
 from ..model_graphs.inference_mode import inference_graph
+from ...portable.batch_order import epoch_order, random_state
 from ..model_graphs.onnx_graph import get_train_initializer
 from ..updates.learning_rates import resolve_learning_rate
 from .batches import Batches
@@ -240,7 +240,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         if not warm:
             self._fitted = False
             self._start_training(self._initial_weights())
-            self._rng = check_random_state(self.random_state)
+            self._rng = random_state(self.random_state)
             self.train_losses_, self.validation_losses_, self.validation_epochs_ = [], [], []
             self.n_iter_ = self.t_ = 0
             self._partial_epoch = None
@@ -301,7 +301,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
                 RuntimeWarning,
                 stacklevel=3,
             )
-        return self._rng.permutation(n), 0, 0.0
+        return epoch_order(self._rng, n), 0, 0.0
 
     def _run_epoch(self, batches, interrupt, data=None):
         """Train one epoch; return the sum of the batch losses times their rows, None if it diverged

@@ -1,0 +1,147 @@
+"""What the installed onnxruntime runs: the model's IR version and opset, the execution providers.
+
+Both are checked before the trainer creates its session, so that a step model written by a
+newer onnx, or a provider this build lacks, is refused with a sentence naming the fix rather
+than a runtime message. The IR version and the opset are tried on a one-node model stamped
+like the step model (no table of versions: true for any build of onnxruntime).
+"""
+
+import numpy as np
+import onnxruntime
+from onnx import TensorProto, helper
+
+
+class RuntimeSupportError(RuntimeError):
+    """The installed onnxruntime cannot run this model, or not with these providers.
+
+    Examples
+    --------
+    >>> issubclass(RuntimeSupportError, RuntimeError)
+    True
+    """
+
+
+def _loads(ir_version, opset):
+    """Whether the installed runtime loads and runs an Identity stamped with these versions."""
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "version_probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    probe.ir_version = ir_version
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 4  # the probe's refusal is the answer, not a message to show
+    try:
+        session = onnxruntime.InferenceSession(
+            probe.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        session.run(None, {"x": np.zeros(1, dtype=np.float32)})
+    except Exception:  # the runtime raises its own Fail/InvalidGraph/InvalidArgument types
+        return False
+    return True
+
+
+def default_opset(model):
+    """The version of the default ONNX domain ``model`` imports.
+
+    Examples
+    --------
+    >>> model = helper.make_model(helper.make_graph([], "g", [], []),
+    ...                           opset_imports=[helper.make_opsetid("", 17)])
+    >>> default_opset(model)
+    17
+    """
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            return opset.version
+    raise ValueError(
+        "The model imports no opset of the default ONNX domain: it is not a step model."
+    )
+
+
+def check_runtime_loads(model):
+    """Raise :class:`RuntimeSupportError` when the installed onnxruntime refuses ``model``'s IR
+    version or opset.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+
+    Examples
+    --------
+    >>> model = helper.make_model(helper.make_graph([], "g", [], []),
+    ...                           opset_imports=[helper.make_opsetid("", 17)])
+    >>> model.ir_version = 8
+    >>> check_runtime_loads(model)
+    >>> model.ir_version = 99
+    >>> check_runtime_loads(model)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    helpers.portable.runtime_support.RuntimeSupportError: The model has IR version 99, which ...
+    """
+    version = onnxruntime.__version__
+    if not _loads(model.ir_version, 13):
+        raise RuntimeSupportError(
+            f"The model has IR version {model.ir_version}, which onnxruntime {version} does not "
+            "load. Export the step with onnx 1.17 (IR 10), or set model.ir_version = 10 before "
+            "saving (onnx 1.18 and later stamp new models with IR 11 and keep a loaded model's "
+            "version); or install a newer onnxruntime."
+        )
+    opset = default_opset(model)
+    if not _loads(min(model.ir_version, 10), opset):
+        raise RuntimeSupportError(
+            f"The model imports opset {opset} of the ONNX domain, which onnxruntime {version} "
+            f"does not run. Export the step with a lower opset, or install a newer onnxruntime."
+        )
+
+
+def resolve_providers(providers):
+    """The execution providers a session is given: CPU by default, each one checked.
+
+    Parameters
+    ----------
+    providers : None, str or list
+        Names of execution providers (``"CUDAExecutionProvider"``), or ``(name, options)``
+        pairs as onnxruntime takes them; ``None``: the CPU.
+
+    Returns
+    -------
+    list
+
+    Examples
+    --------
+    >>> resolve_providers(None)
+    ['CPUExecutionProvider']
+    >>> resolve_providers("NoSuchExecutionProvider")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    helpers.portable.runtime_support.RuntimeSupportError: NoSuchExecutionProvider is not ...
+    """
+    if providers is None:
+        return ["CPUExecutionProvider"]
+    if isinstance(providers, (str, tuple)):
+        providers = [providers]
+    available = onnxruntime.get_available_providers()
+    for provider in providers:
+        name = provider[0] if isinstance(provider, tuple) else provider
+        if name not in available:
+            raise RuntimeSupportError(
+                f"{name} is not available in this onnxruntime ({onnxruntime.__version__}, "
+                f"{', '.join(available)}). Choose one of those, or install the onnxruntime "
+                "package that has it (onnxruntime-gpu for CUDAExecutionProvider)."
+            )
+    return list(providers)
+
+
+def device_of(providers):
+    """Where the state lives: ``"cuda"`` when the first provider is CUDA's, else ``"cpu"``.
+
+    Examples
+    --------
+    >>> device_of(["CPUExecutionProvider"]), device_of([("CUDAExecutionProvider", {})])
+    ('cpu', 'cuda')
+    """
+    first = providers[0][0] if isinstance(providers[0], tuple) else providers[0]
+    return "cuda" if first == "CUDAExecutionProvider" else "cpu"

@@ -1,0 +1,145 @@
+"""A step model loaded and checked: its record, its batch inputs' types, its initial state.
+
+:func:`load_step` accepts a path or an :class:`onnx.ModelProto` and refuses, with a sentence
+naming the problem, a file that is not ONNX, a model without a step record, a graph whose
+inputs and outputs differ from the record's layout (:mod:`helpers.portable.step_format`),
+and a model the installed onnxruntime cannot load.
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from .runtime_support import check_runtime_loads
+from .step_format import LOSS_OUTPUT, STEP_INPUT, StepRecord, read_record
+
+
+@dataclasses.dataclass
+class TensorSpec:
+    """The element type and shape a graph input declares (``None`` for a free dimension).
+
+    Examples
+    --------
+    >>> TensorSpec("X", np.dtype(np.float32), (None, 3)).rank
+    2
+    """
+
+    name: str
+    dtype: np.dtype
+    shape: tuple
+
+    @property
+    def rank(self):
+        return len(self.shape)
+
+    @classmethod
+    def of(cls, value_info):
+        """The spec of an ONNX ``ValueInfoProto``."""
+        tensor = value_info.type.tensor_type
+        shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+        return cls(
+            value_info.name, np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)), shape
+        )
+
+
+@dataclasses.dataclass
+class StepModel:
+    """A checked step model.
+
+    Attributes
+    ----------
+    model : onnx.ModelProto
+    record : StepRecord
+    batch : list of TensorSpec
+        The batch inputs, in order (features, label, sample weights).
+    initial : dict
+        The state's values at export (the inputs' defaults), numpy arrays.
+    """
+
+    model: onnx.ModelProto
+    record: StepRecord
+    batch: list
+    initial: dict
+
+    @property
+    def next_names(self):
+        """The outputs holding the state after the step, in the state's order."""
+        return [self.record.next_name(name) for name in self.record.state]
+
+
+def _read_model(step):
+    if isinstance(step, onnx.ModelProto):
+        return step
+    path = os.fspath(step)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No step model at {path!r}: give the path of an .onnx file.")
+    try:
+        return onnx.load(path)
+    except Exception as error:  # protobuf's DecodeError and onnx's own
+        raise ValueError(f"{path!r} is not an ONNX model ({error}).") from error
+
+
+def check_layout(model, record):
+    """Raise ``ValueError`` unless ``model``'s graph has the inputs and outputs ``record`` names.
+
+    Examples
+    --------
+    >>> graph = helper.make_graph([], "g", [], [])
+    >>> record = StepRecord(["X"], ["w"], ["w"], b"")
+    >>> check_layout(helper.make_model(graph), record)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: The step model's inputs are [], but its record expects ['X', 'step', 'w']: ...
+    """
+    expected_inputs = [*record.batch_inputs, STEP_INPUT, *record.state]
+    expected_outputs = [LOSS_OUTPUT, *(record.next_name(name) for name in record.state)]
+    inputs = [i.name for i in model.graph.input]
+    outputs = [o.name for o in model.graph.output]
+    for what, found, expected in (
+        ("inputs", inputs, expected_inputs),
+        ("outputs", outputs, expected_outputs),
+    ):
+        if found != expected:
+            raise ValueError(
+                f"The step model's {what} are {found}, but its record expects {expected}: the "
+                "graph was edited after export. Export the step again."
+            )
+    defaults = {t.name for t in model.graph.initializer}
+    missing = [name for name in record.state if name not in defaults]
+    if missing:
+        raise ValueError(
+            f"The state values {missing} have no initial value (an initializer of the same "
+            "name) in the step model: export the step again."
+        )
+
+
+def load_step(step):
+    """Load and check a step model.
+
+    Parameters
+    ----------
+    step : str, path-like or onnx.ModelProto
+
+    Returns
+    -------
+    StepModel
+
+    Examples
+    --------
+    >>> load_step("missing.onnx")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: No step model at 'missing.onnx': give the path of an .onnx file.
+    """
+    model = _read_model(step)
+    record = read_record(model)
+    check_layout(model, record)
+    check_runtime_loads(model)
+    inputs = {i.name: i for i in model.graph.input}
+    state = set(record.state)
+    initial = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in state}
+    batch = [TensorSpec.of(inputs[name]) for name in record.batch_inputs]
+    return StepModel(model, record, batch, initial)
