@@ -79,8 +79,9 @@ def linear_fits(X, y, learning_rate, threads, random_state=0):
     whole-training optimizer (its step model is the portable fits').
 
     ``SGDRegressor`` minimizes half the squared error: the ONNX runs get half its learning rate,
-    which gives its updates (:func:`benchmarks.workloads.models.ort_learning_rate`). Both start at
-    zero weights and shuffle the rows at each epoch.
+    which gives its updates (:func:`benchmarks.workloads.models.ort_learning_rate`). The ONNX
+    model is ``X @ coefficient + intercept`` (:func:`helpers.teaching.model_factories.mlp_onnx`
+    without a hidden layer, opset 15); both shuffle the rows at each epoch.
 
     Examples
     --------
@@ -94,8 +95,9 @@ def linear_fits(X, y, learning_rate, threads, random_state=0):
 
     from benchmarks.workloads import models as bm  # noqa: PLC0415
     from benchmarks.workloads.your_model import ort_fit  # noqa: PLC0415
+    from helpers.teaching.model_factories import mlp_onnx  # noqa: PLC0415
 
-    onx = bm.zero_linear_onnx(X.shape[1])
+    onx = mlp_onnx(X.shape[1], hidden=(), random_state=random_state)
     make = fw.ort_makers(
         onx,
         "squared_error",

@@ -23,9 +23,9 @@ over the extra steps, best of the repeats, 0.2 s idle before each fit):
 
     python -m benchmarks.studies.portable_speed --out results [--quick] [--only linear mlp zoo]
 
-writes ``portable_speed.csv`` (the linear and MLP cases), ``portable_zoo.csv`` (the zoo) and
-``portable_speed.md``; :func:`benchmarks.report.portable_section.portable_section` is their part of
-the summary.
+writes ``portable_speed.csv`` (the linear and MLP cases) and ``portable_zoo.csv`` (the zoo),
+keeping the rows of the cases and models not measured again, and ``portable_speed.md``;
+:func:`benchmarks.report.portable_section.portable_section` is their part of the summary.
 """
 
 import argparse
@@ -248,6 +248,25 @@ def measure_zoo_model(name, folder, epochs, repeats, python=None):
     return [{**row, **memory.get(row["framework"], {})} for row in rows]
 
 
+def kept_rows(path, new, key):
+    """``new``, after the rows of the file ``path`` whose ``key`` it does not measure again.
+
+    A run of some cases or models (``--only``, ``--models``) keeps the others' rows, each
+    measured side by side in its own run.
+
+    Examples
+    --------
+    >>> kept_rows("no such file", pd.DataFrame({"case": ["a"], "step_s": [1.0]}), "case")
+      case  step_s
+    0    a     1.0
+    """
+    if not os.path.exists(path):
+        return new
+    old = pd.read_csv(path)
+    old = old[~old[key].isin(set(new[key]))]
+    return pd.concat([old, new], ignore_index=True) if len(old) else new
+
+
 def machine_columns(python=None):
     """``machine`` (the processor, as ``lscpu`` names it) and ``maintained`` (the runtime and
     Python the portable fits ran on)."""
@@ -295,13 +314,15 @@ def main(argv=None):
                 zoo += measure_zoo_model(name, folder, epochs["zoo"], repeats, python)
                 print(f"{name}: {time.perf_counter() - start:.0f} s", flush=True)
     written = {}
-    for rows, file, columns in (
-        (speed, PORTABLE_SPEED_CSV, SPEED_COLUMNS),
-        (zoo, PORTABLE_ZOO_CSV, ZOO_COLUMNS),
+    for rows, file, key, columns in (
+        (speed, PORTABLE_SPEED_CSV, "case", SPEED_COLUMNS),
+        (zoo, PORTABLE_ZOO_CSV, "model", ZOO_COLUMNS),
     ):
         if rows:
-            written[file] = pd.DataFrame(rows).assign(**machine).reindex(columns=columns)
-            atomic_write_text(os.path.join(args.out, file), written[file].to_csv(index=False))
+            path = os.path.join(args.out, file)
+            new = pd.DataFrame(rows).assign(**machine).reindex(columns=columns)
+            written[file] = kept_rows(path, new, key)
+            atomic_write_text(path, written[file].to_csv(index=False))
     text = portable_markdown(written.get(PORTABLE_SPEED_CSV), written.get(PORTABLE_ZOO_CSV))
     atomic_write_text(os.path.join(args.out, "portable_speed.md"), text + "\n")
     print(text)
