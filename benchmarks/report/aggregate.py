@@ -37,6 +37,7 @@ import pandas as pd
 from benchmarks.report.answer import answer_details, answer_ratios, answer_sentences
 from benchmarks.report.caveats import add_caveats
 from benchmarks.report.details import markdown_table, write_details
+from benchmarks.report.portable_section import portable_section
 from benchmarks.report.study_sections import time_to_accuracy_lines, zoo_costs_section
 from benchmarks.report.suite_ratios import suite_lines
 from benchmarks.report.summary_terms import glossary_lines, targets_in_words
@@ -242,7 +243,7 @@ def summary_text(df, results, plots):
         ]
         table, zoo = targets_in_words(targets)
         lines += markdown_table(table) + [""] + ([zoo, ""] if zoo else [])
-    lines += _time_to_accuracy(results) + zoo_costs_section(results)
+    lines += _time_to_accuracy(results) + zoo_costs_section(results) + portable_section(results)
     if plots:
         lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plots] + [""]
     lines += [

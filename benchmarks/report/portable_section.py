@@ -9,6 +9,7 @@ whole-training API's (goal: no slower); then each zoo model's step and peak memo
 """
 
 import math
+import os
 
 import pandas as pd
 
@@ -62,6 +63,10 @@ NAMES = {
     fw.PORTABLE_EPOCH_LOOP: "portable epoch loop",
     fw.TORCH: "torch eager",
 }
+#: How the note of a model whose step model was refused begins (then ``DOMAIN:OPERATOR (from the
+#: layer LAYER)``); a fit that failed otherwise has a note beginning with :data:`FAILED`.
+REFUSED = "refused: "
+FAILED = "failed: "
 #: A ratio whose either timing spread more than :data:`~helpers.measure.conditions.NOISY_SPREAD`.
 NOISY_MARK = "*"
 
@@ -265,8 +270,7 @@ def zoo_table(zoo):
             value = by.peak_mb.get(framework, math.nan) if "peak_mb" in by else math.nan
             return "-" if not math.isfinite(value) else f"{value:.0f}"
 
-        refused = by.note.get(fw.PORTABLE_STEP, "") if "note" in by else ""
-        refused = refused if isinstance(refused, str) and "Unsupported" in refused else ""
+        refused = _why_not(by.note.get(fw.PORTABLE_STEP, "") if "note" in by else "")
         rows.append(
             {
                 "model": _zoo_label(model),
@@ -293,7 +297,7 @@ def zoo_sentence(zoo):
     ...     "batch_size": 64, "threads": 2,
     ...     "step_s": [0.02, 0.01, 0.03, 0.025, 0.01, 0.01, None, None],
     ...     "spread": 1.1, "peak_mb": [550.0, 360, 120, 121, 400, 300, None, None],
-    ...     "note": ["", "", "", "", "", "", "UnsupportedOperatorError: Round", "same"]})
+    ...     "note": [""] * 6 + ["refused: com.microsoft:Round (from the layer /r/Round)"] * 2})
     >>> print(zoo_sentence(zoo))
     The zoo (batches of 64, 2 threads): the step models of 1 of 2 models train on the \
 maintained runtime (1 refused: Round), a step 1.5x slower than the whole-training API's (epoch \
@@ -302,17 +306,20 @@ for 1 of 1).
     """
     table = ratios(zoo, group="model", reference=fw.ORT_WHOLE)
     portable = table[table.framework == fw.PORTABLE_STEP]
-    refused = portable[portable.step_s.isna()]
+    why = portable.note.map(_why_not)
+    refused = why[why.str.startswith(REFUSED)].str.removeprefix(REFUSED)
     trained = portable[portable.step_s.notna()]
     loop = table[(table.framework == fw.PORTABLE_EPOCH_LOOP) & table.step_s.notna()]
-    reasons = sorted({str(n).split(":", 1)[-1].strip() for n in refused.note if isinstance(n, str)})
     said = (
         f"The zoo (batches of {table.batch_size.iloc[0]}, {table.threads.iloc[0]} threads): the "
         f"step models of {len(trained)} of {table.model.nunique()} models train on the "
         "maintained runtime"
     )
     if len(refused):
-        said += f" ({len(refused)} refused: {', '.join(reasons)})"
+        said += f" ({len(refused)} refused: {', '.join(sorted(set(refused)))})"
+    failed = why.str.startswith(FAILED).sum()
+    if failed:
+        said += f" ({failed} failed)"
     if len(trained):
         torch_peak = table[table.framework == fw.TORCH].set_index("model").peak_mb
         torch_peak = torch_peak.reindex(trained.model).to_numpy()
@@ -325,6 +332,21 @@ for 1 of 1).
             f"{lower} of {len(trained)})"
         )
     return said + "."
+
+
+def _why_not(note):
+    """``'refused: Gelu'`` for a refused step model (its operator), ``'failed: ...'``, or ``''``.
+
+    Examples
+    --------
+    >>> _why_not("refused: com.microsoft:Gelu (from the layer /act/Gelu)"), _why_not(math.nan)
+    ('refused: Gelu', '')
+    """
+    if not isinstance(note, str):
+        return ""
+    if note.startswith(REFUSED):
+        return REFUSED + note.removeprefix(REFUSED).split(" ")[0].split(":")[-1]
+    return note if note.startswith(FAILED) else ""
 
 
 def _span(values):
@@ -399,11 +421,15 @@ def portable_section(results):
     speed, zoo = read_portable(results)
     if speed is None and zoo is None:
         return []
+    links = [
+        f"[{name}]({os.path.relpath(path, results)})"
+        for name in (PORTABLE_SPEED_CSV, PORTABLE_ZOO_CSV)
+        if (path := results_file(results, name)) is not None
+    ]
     return [
         "## Training on the maintained onnxruntime",
         "",
         portable_markdown(speed, zoo),
-        f"Every row: `{PORTABLE_SPEED_CSV}`, `{PORTABLE_ZOO_CSV}`, written by "
-        f"`{PORTABLE_COMMAND}`.",
+        f"Every row: {', '.join(links)}, written by `{PORTABLE_COMMAND}`.",
         "",
     ]

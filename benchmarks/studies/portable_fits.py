@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 
+from benchmarks.report.portable_section import REFUSED
 from benchmarks.studies.portable_process import EPOCH_LOOP, FITS, STEP
 from benchmarks.workloads import frameworks as fw
 
@@ -53,24 +54,25 @@ builds it (or pass --maintained-python).
 def export_step(optimizer, path):
     """Write ``optimizer``'s step model to ``path``: ``''``, or why it was refused.
 
-    The refusal (:class:`helpers.portable.lowering.registry.UnsupportedOperatorError`) names the
-    operator that has no standard formulation; any other exception is a bug and is raised.
+    The refusal (:class:`helpers.portable.lowering.registry.UnsupportedOperatorError`) reads
+    ``'refused: DOMAIN:OPERATOR (from the layer LAYER)'``; any other exception is a bug and is
+    raised.
 
     Examples
     --------
     >>> class Refused:
     ...     def export_training_step(self, path):
     ...         from helpers.portable.lowering.registry import UnsupportedOperatorError
-    ...         raise UnsupportedOperatorError("Round", "layer /r/Round")
-    >>> export_step(Refused(), "step.onnx")[:24]
-    'UnsupportedOperatorError'
+    ...         raise UnsupportedOperatorError("Round", "com.microsoft", "/r/Round")
+    >>> export_step(Refused(), "step.onnx")
+    'refused: com.microsoft:Round (from the layer /r/Round)'
     """
     from helpers.portable.lowering.registry import UnsupportedOperatorError  # noqa: PLC0415
 
     try:
         optimizer.export_training_step(path)
     except UnsupportedOperatorError as exc:
-        return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        return f"{REFUSED}{exc.domain}:{exc.op_type} (from the layer {exc.layer})"
     return ""
 
 

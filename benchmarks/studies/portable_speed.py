@@ -41,6 +41,7 @@ if __package__ in (None, ""):  # run as a file
 import pandas as pd
 
 from benchmarks.report.portable_section import (
+    FAILED,
     PORTABLE_COMMAND,
     PORTABLE_SPEED_CSV,
     PORTABLE_ZOO_CSV,
@@ -226,24 +227,24 @@ def measure_zoo_model(name, folder, epochs, repeats, python=None):
         name, ZOO_BATCH * steps, ZOO_BATCH, ZOO_LEARNING_RATE, ZOO_THREADS
     )
     step = os.path.join(folder, f"{name}.onnx")
-    refused = pf.export_step(optimizer, step)
-    columns = {"model": name}
-    if refused:
-        rows = timed_rows(fits, steps, epochs, repeats, ZOO_THREADS, RunClock(), **columns)
-        rows += [{**columns, "framework": f, "note": refused} for f in pf.PORTABLE_MODES]
-        step = None
-    else:
+    columns = {"model": name, "batch_size": ZOO_BATCH}
+    why_not = pf.export_step(optimizer, step)
+    if not why_not:
         data = pf.write_data(os.path.join(folder, f"{name}.npz"), X, y)
-        with pf.MaintainedFits(step, data, ZOO_BATCH, 0, ZOO_THREADS, python) as server:
-            rows = timed_rows(
-                {**fits, **server.fits()},
-                steps,
-                epochs,
-                repeats,
-                ZOO_THREADS,
-                RunClock(),
-                **columns,
-            )
+        try:
+            with pf.MaintainedFits(step, data, ZOO_BATCH, 0, ZOO_THREADS, python) as server:
+                fits.update(server.fits())
+                rows = timed_rows(fits, steps, epochs, repeats, ZOO_THREADS, RunClock(), **columns)
+        except RuntimeError as exc:  # a failure of the portable fits is their row, not the end
+            why_not = FAILED + " ".join(str(exc).split())[-300:]
+            fits = {k: v for k, v in fits.items() if k not in pf.PORTABLE_MODES}
+    if why_not:
+        step = None
+        rows = timed_rows(fits, steps, epochs, repeats, ZOO_THREADS, RunClock(), **columns)
+        rows += [
+            {**columns, "framework": f, "threads": ZOO_THREADS, "note": why_not}
+            for f in pf.PORTABLE_MODES
+        ]
     memory = _memory_rows(name, step, folder, X, y, python)
     return [{**row, **memory.get(row["framework"], {})} for row in rows]
 
