@@ -127,7 +127,11 @@ def test_the_section_reads_the_files_beside_or_above_the_results_folder(tmp_path
     assert lines[0] == "## Training on the maintained onnxruntime"
     assert "onnxruntime 1.31.1, Python 3.13.0" in lines[2] and "ResNet" not in lines[2]
     zoo_rows().to_csv(results / ps.PORTABLE_ZOO_CSV, index=False)
-    assert "ResNet-style CNN (small)" in ps.portable_section(str(results))[2]
+    section = ps.portable_section(str(results))
+    assert "The zoo (batches of 64, 2 threads)" in section[2] and "| model |" not in section[2]
+    assert section[-2].startswith("Each zoo model: [details](details.md); every row: ")
+    details = "\n".join(ps.portable_details(str(results)))
+    assert "| ResNet-style CNN (small) | refused: ConvGrad | - |" in details
 
 
 def test_the_summary_has_the_section_after_the_memory_of_the_zoo(tmp_path):
@@ -135,11 +139,14 @@ def test_the_summary_has_the_section_after_the_memory_of_the_zoo(tmp_path):
         tmp_path, "torch-a", "m", torch_rows(50, {"torch eager": 1.0, "ort whole-training": 0.5})
     )
     speed_rows().to_csv(tmp_path / ps.PORTABLE_SPEED_CSV, index=False)
+    zoo_rows().to_csv(tmp_path / ps.PORTABLE_ZOO_CSV, index=False)
     aggregate.summarize(str(tmp_path))
     text = (tmp_path / "summary.md").read_text(encoding="utf-8")
     section = text.split("## Training on the maintained onnxruntime\n\n")[1]
     assert section.startswith("With the epoch loop, the fit of the linear regression")
     assert text.index("## Training on the maintained") < text.index("## Glossary")
+    details = (tmp_path / "details.md").read_text(encoding="utf-8")
+    assert "### Training on the maintained onnxruntime, per model of the zoo" in details
 
 
 def test_the_section_links_the_files_it_was_read_from(tmp_path):

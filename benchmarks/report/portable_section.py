@@ -364,8 +364,25 @@ def _span(values):
     return f"from {low} to {high}"
 
 
-def portable_markdown(speed, zoo):
+def _conditions(frames, tabled):
+    """The runtimes and the machine of the first frame; the noisy mark's meaning where a table of
+    ``tabled`` has one."""
+    first = frames[0].iloc[0]
+    lines = [
+        f"Portable fits on {first.maintained}, the others on onnxruntime-training 1.19.2; "
+        f"{first.machine}."
+    ]
+    groups = {id(f): "case" if "case" in f else "model" for f in tabled}
+    if any(ratios(f, groups[id(f)]).noisy.any() for f in tabled):
+        lines.append(f"{NOISY_MARK}: noisy (a timing's repeats spread over {NOISY_SPREAD:.0f}x).")
+    return lines
+
+
+def portable_markdown(speed, zoo, zoo_table_too=True):
     """The answer, its table, the zoo's sentence and table: markdown (either frame may be None).
+
+    ``zoo_table_too=False`` leaves the zoo's table out (the summary's page has
+    :func:`portable_details` hold it).
 
     Examples
     --------
@@ -382,20 +399,19 @@ def portable_markdown(speed, zoo):
     Portable fits on onnxruntime 1.31.1, the others on onnxruntime-training 1.19.2; AMD EPYC.
     *: noisy (a timing's repeats spread over 2x).
     """
-    lines, frames = [], [f for f in (speed, zoo) if f is not None and not f.empty]
-    if speed is not None and not speed.empty:
+    speed = speed if speed is not None and not speed.empty else None
+    zoo = zoo if zoo is not None and not zoo.empty else None
+    lines, tabled = [], []
+    if speed is not None:
         lines += [answer_sentence(speed), "", *markdown_table(speed_table(speed)), ""]
-    if zoo is not None and not zoo.empty:
-        lines += [zoo_sentence(zoo), "", *markdown_table(zoo_table(zoo)), ""]
-    if frames:
-        first = frames[0].iloc[0]
-        lines.append(
-            f"Portable fits on {first.maintained}, the others on onnxruntime-training 1.19.2; "
-            f"{first.machine}."
-        )
-    if any(ratios(f, "case" if f is speed else "model").noisy.any() for f in frames):
-        lines.append(f"{NOISY_MARK}: noisy (a timing's repeats spread over {NOISY_SPREAD:.0f}x).")
-    return "\n".join(lines)
+        tabled.append(speed)
+    if zoo is not None:
+        lines += [zoo_sentence(zoo), ""]
+        if zoo_table_too:
+            lines += [*markdown_table(zoo_table(zoo)), ""]
+            tabled.append(zoo)
+    frames = [f for f in (speed, zoo) if f is not None]
+    return "\n".join(lines + (_conditions(frames, tabled) if frames else []))
 
 
 def read_portable(results):
@@ -413,6 +429,8 @@ def read_portable(results):
 def portable_section(results):
     """The summary's lines on the step model on the maintained runtime; none before the study ran.
 
+    The zoo's table is in ``details.md`` (:func:`portable_details`).
+
     Examples
     --------
     >>> portable_section("no such folder")
@@ -426,10 +444,32 @@ def portable_section(results):
         for name in (PORTABLE_SPEED_CSV, PORTABLE_ZOO_CSV)
         if (path := results_file(results, name)) is not None
     ]
+    each = "Each zoo model: [details](details.md); every" if zoo is not None else "Every"
     return [
         "## Training on the maintained onnxruntime",
         "",
-        portable_markdown(speed, zoo),
-        f"Every row: {', '.join(links)}, written by `{PORTABLE_COMMAND}`.",
+        portable_markdown(speed, zoo, zoo_table_too=False),
+        f"{each} row: {', '.join(links)}, written by `{PORTABLE_COMMAND}`.",
+        "",
+    ]
+
+
+def portable_details(results):
+    """The lines of ``details.md`` on the step model: the zoo's table; none without its file.
+
+    Examples
+    --------
+    >>> portable_details("no such folder")
+    []
+    """
+    _, zoo = read_portable(results)
+    if zoo is None or zoo.empty:
+        return []
+    return [
+        "### Training on the maintained onnxruntime, per model of the zoo",
+        "",
+        *markdown_table(zoo_table(zoo)),
+        "",
+        *_conditions([zoo], [zoo]),
         "",
     ]
