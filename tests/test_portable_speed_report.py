@@ -11,8 +11,8 @@ from benchmarks.report import aggregate
 from benchmarks.report import portable_section as ps
 
 WHOLE, STEP, LOOP = "ort whole-training", "portable step", "portable epoch loop"
-LINEAR = "linear regression (batch 1)"
-MLP = "MLP 100-50-1 (batch 100)"
+LINEAR = "linear regression, batch 1"
+MLP = "MLP 100-50-1, batch 100"
 
 
 def speed_rows(loop_us=6.0, sgd_us=1.0, mlp_loop_us=80.0, spread=1.1):
@@ -84,7 +84,7 @@ def test_the_answer_says_each_goal_met_or_missed():
 
 def test_a_case_without_its_epoch_loop_is_said_not_measured():
     rows = speed_rows().query("framework != @LOOP or case != @MLP")
-    assert f"the {MLP} (2 threads) was not measured" in ps.answer_sentence(rows)
+    assert f"the {MLP}, 2 threads, was not measured" in ps.answer_sentence(rows)
 
 
 def test_the_tables_keep_the_summary_convention():

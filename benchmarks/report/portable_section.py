@@ -145,7 +145,7 @@ def answer_sentence(speed):
     Examples
     --------
     >>> speed = pd.DataFrame({
-    ...     "case": ["linear regression"] * 4 + ["MLP 100-50-1 (batch 100)"] * 3,
+    ...     "case": ["linear regression"] * 4 + ["MLP 100-50-1, batch 100"] * 3,
     ...     "framework": ["scikit-learn", "ort whole-training", "portable step",
     ...                   "portable epoch loop", "ort whole-training", "portable step",
     ...                   "portable epoch loop"],
@@ -153,9 +153,9 @@ def answer_sentence(speed):
     ...     "step_s": [1e-6, 1.2e-4, 1.7e-5, 6e-6, 1e-4, 9e-5, 8e-5],
     ...     "spread": [1.2, 1.1, 1.3, 3.0, 1.1, 1.1, 1.2]})
     >>> print(answer_sentence(speed))
-    With the epoch loop, the fit of the linear regression (1 thread) takes 6.0x (noisy) \
+    With the epoch loop, the fit of the linear regression, 1 thread, takes 6.0x (noisy) \
 SGDRegressor's time (goal: at most 10x; the whole-training API 120.0x): met; a step of the MLP \
-100-50-1 (batch 100) (2 threads) is 1.2x faster than the whole-training API's (goal: no \
+100-50-1, batch 100, 2 threads, is 1.2x faster than the whole-training API's (goal: no \
 slower): met.
     """
     table = ratios(speed)
@@ -163,7 +163,7 @@ slower): met.
     for case, group in table.groupby("case", sort=False):
         loop, noisy = _ratio_of(table, case, fw.PORTABLE_EPOCH_LOOP)
         threads = group.threads.iloc[0]
-        where = f"{case} ({threads} thread{'s' if threads != 1 else ''})"
+        where = f"{case}, {threads} thread{'s' if threads != 1 else ''},"
         if not math.isfinite(loop):
             parts.append(f"the {where} was not measured")
             continue
@@ -390,7 +390,7 @@ def portable_markdown(speed, zoo, zoo_table_too=True):
     ...                       "threads": 2, "step_s": [1e-4, 5e-5], "spread": [3.0, 1.1],
     ...                       "machine": "AMD EPYC", "maintained": "onnxruntime 1.31.1"})
     >>> print(portable_markdown(speed, None))  # doctest: +NORMALIZE_WHITESPACE
-    With the epoch loop, the MLP (2 threads) was not measured.
+    With the epoch loop, the MLP, 2 threads, was not measured.
     <BLANKLINE>
     | case | threads | step of the reference | portable step |
     | --- | --- | --- | --- |
