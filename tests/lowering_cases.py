@@ -1,50 +1,14 @@
-"""One-node models of a contrib operator, run by onnxruntime-training 1.19.2's own kernel and
-after :func:`helpers.portable.lowering.lower_model`, for the op-by-op lowering tests."""
+"""Run a model of one contrib node (:func:`helpers.portable.lowering.single_node.single_node_model`)
+by onnxruntime-training 1.19.2's own kernel and after :func:`helpers.portable.lowering.lower_model`,
+for the op-by-op lowering tests."""
 
 import numpy as np
 import onnx
 import onnxruntime
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from helpers.portable.lowering import lower_model
 from helpers.portable.lowering.registry import STANDARD_DOMAINS
-
-#: The standard opset of the test models (the training graphs' one).
-OPSET = 17
-
-
-def one_node_model(op_type, feeds, outputs, domain="com.microsoft", constants=None, **attributes):
-    """A model of one ``domain:op_type`` node.
-
-    ``feeds`` maps each input name (in order; ``""`` keeps an optional input absent) to a numpy
-    array (its dtype; its shape is left free); ``outputs`` maps each output name (``""``:
-    absent) to its numpy dtype; ``constants`` maps input names to initializers instead.
-    """
-    constants = constants or {}
-    names = list(feeds) + [n for n in constants if n not in feeds]
-    node = helper.make_node(op_type, names, list(outputs), domain=domain, **attributes)
-    graph = helper.make_graph(
-        [node],
-        op_type,
-        [
-            helper.make_tensor_value_info(
-                name, helper.np_dtype_to_tensor_dtype(value.dtype), [None] * value.ndim
-            )
-            for name, value in feeds.items()
-            if name
-        ],
-        [
-            helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(t)), None)
-            for name, t in outputs.items()
-            if name
-        ],
-        initializer=[numpy_helper.from_array(np.asarray(v), n) for n, v in constants.items()],
-    )
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(domain, 1)]
-    )
-    model.ir_version = 8
-    return model
 
 
 def run(model, feeds, threads=1):

@@ -9,10 +9,11 @@ torch's autograd is the reference.
 import numpy as np
 import pytest
 import torch
-from lowering_check import assert_lowered_equal, model_of, run
+from lowering_check import RTOL, assert_lowered_equal, model_of, run
 from onnx import helper
 
-from helpers.portable.lowering import lower_model
+from helpers.portable.lowering import LoweringContext, lower_model
+from helpers.portable.lowering.convolution import applicable_formulations, conv_grad_nodes
 
 #: (batch, in channels, out channels, spatial, kernel, strides, pads, dilations, groups)
 CASES = [
@@ -106,3 +107,24 @@ def test_same_padding_with_strides_is_refused_by_name():
     model, _ = conv_grad_case(case, auto_pad="SAME_LOWER")
     with pytest.raises(ValueError, match="auto_pad=SAME_LOWER.*explicit pads"):
         lower_model(model)
+
+
+def _formulation_pairs():
+    for case in CASES:
+        node = conv_grad_case(case)[0].graph.node[0]
+        inputs, weights = applicable_formulations(node)
+        for i, w in zip(inputs + inputs[-1:] * len(weights), weights + weights[-1:] * len(inputs)):
+            yield pytest.param(case, i, w, id=f"{CASES.index(case)}-{i}-{w}")
+
+
+@pytest.mark.parametrize(("case", "inputs", "weights"), list(_formulation_pairs()))
+def test_every_formulation_equals_kernel(case, inputs, weights):
+    """The formulations the benchmark compares are all exact where they apply."""
+    model, feeds = conv_grad_case(case)
+    ctx = LoweringContext(17, graph=model.graph)
+    nodes = conv_grad_nodes(model.graph.node[0], ctx, inputs, weights)
+    lowered = model_of(nodes, {n: None for n in feeds}, {o: None for o in ("dX", "dW", "dB")})
+    lowered.graph.initializer.extend(ctx.initializers)
+    expected, actual = run(model, feeds), run(lowered, feeds)
+    for e, a in zip(expected, actual):
+        assert float(np.abs(a - e).max()) <= RTOL * float(np.abs(e).max())

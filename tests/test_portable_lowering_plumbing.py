@@ -5,7 +5,9 @@ the lowering must give the kernel's result bit for bit (tolerance 0)."""
 
 import numpy as np
 import pytest
-from lowering_cases import compare, lowered_and_checked, one_node_model, run, with_output_ranks
+from lowering_cases import compare, lowered_and_checked, run, with_output_ranks
+
+from helpers.portable.lowering.single_node import single_node_model
 
 RNG = np.random.default_rng(0)
 
@@ -17,7 +19,7 @@ def test_scale_is_bit_exact(scale_down, scale, shape):
     data = RNG.standard_normal(shape).astype(np.float32)
     feeds = {"a": data, "s": np.array(scale)}
     expected, _ = compare(
-        one_node_model("Scale", feeds, {"y": np.float32}, scale_down=scale_down), feeds
+        single_node_model("Scale", feeds, {"y": np.float32}, scale_down=scale_down), feeds
     )
     factor = 1 / np.float32(scale) if scale_down else np.float32(scale)
     assert not np.array_equal(expected["y"], data) or float(factor) == 1.0
@@ -25,7 +27,7 @@ def test_scale_is_bit_exact(scale_down, scale, shape):
 
 def test_scale_takes_a_one_element_vector_as_its_factor():
     feeds = {"a": RNG.standard_normal((4, 2)).astype(np.float32), "s": np.array([7.0], np.float32)}
-    compare(one_node_model("Scale", feeds, {"y": np.float32}, scale_down=1), feeds)
+    compare(single_node_model("Scale", feeds, {"y": np.float32}, scale_down=1), feeds)
 
 
 SHAPE_PAIRS = [
@@ -49,7 +51,7 @@ SHAPE_PAIRS = [
 @pytest.mark.parametrize("outputs", [("ya", "yb"), ("ya", ""), ("", "yb")])
 def test_broadcast_gradient_args_is_exact(a_shape, b_shape, outputs):
     feeds = {"a": np.array(a_shape, np.int64), "b": np.array(b_shape, np.int64)}
-    model = one_node_model("BroadcastGradientArgs", feeds, dict.fromkeys(outputs, np.int64))
+    model = single_node_model("BroadcastGradientArgs", feeds, dict.fromkeys(outputs, np.int64))
     expected, _ = compare(model, feeds)
     # summed over its axes, the broadcast result has the operand's size again
     full = np.broadcast_shapes(a_shape, b_shape)
@@ -60,7 +62,7 @@ def test_broadcast_gradient_args_is_exact(a_shape, b_shape, outputs):
 
 def test_broadcast_gradient_args_keeps_the_batch_size_free():
     feeds = {"a": np.array([64, 50], np.int64), "b": np.array([50], np.int64)}
-    model = one_node_model("BroadcastGradientArgs", feeds, {"ya": np.int64, "yb": np.int64})
+    model = single_node_model("BroadcastGradientArgs", feeds, {"ya": np.int64, "yb": np.int64})
     lowered = lowered_and_checked(with_output_ranks(model, run(model, feeds)))
     for batch in (64, 7, 1):
         feeds["a"][0] = batch
@@ -78,7 +80,7 @@ def test_in_place_accumulator_v2_is_exact(overwrite, shape, outputs):
     if overwrite is not None:
         feeds["overwrite"] = np.array([overwrite])
     types = dict(zip(outputs, (np.bool_, np.float32)))
-    expected, _ = compare(one_node_model("InPlaceAccumulatorV2", feeds, types), feeds)
+    expected, _ = compare(single_node_model("InPlaceAccumulatorV2", feeds, types), feeds)
     if "acc" in outputs:
         want = feeds["value"] if overwrite else feeds["buffer"] + feeds["value"]
         np.testing.assert_array_equal(expected["acc"], want)
@@ -91,7 +93,7 @@ def test_in_place_accumulator_v2_resolves_a_constant_overwrite(reset):
         "buffer": RNG.standard_normal((4, 3)).astype(np.float32),
         "value": RNG.standard_normal((4, 3)).astype(np.float32),
     }
-    model = one_node_model(
+    model = single_node_model(
         "InPlaceAccumulatorV2",
         feeds,
         {"updated": np.bool_, "acc": np.float32},

@@ -8,10 +8,17 @@ registers all of them.
 """
 
 from . import (  # noqa: F401  (each module registers its lowerings)
+    activations,
+    concat_split,
     convolution,
+    division_grad,
+    dropout_grad,
     gradient_plumbing,
+    matmul,
     normalization,
     pooling,
+    scatter_grads,
+    softmax_grads,
 )
 from .registry import LOWERINGS, LoweringContext, UnsupportedOperatorError, lower_model
 

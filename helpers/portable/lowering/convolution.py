@@ -27,6 +27,8 @@ With ``s`` the strides, ``d`` the dilations, ``p`` the begin pads and ``G`` the 
 The sums are those of the kernel in another order: equal to float32 rounding.
 """
 
+import itertools
+
 import numpy as np
 from onnx import helper
 
@@ -36,8 +38,8 @@ from .spatial import attribute, dims_from, reduce, window_attributes
 _INT_MAX = np.iinfo(np.int64).max
 
 
-def _input_gradient(node, ctx, attrs):
-    """Nodes computing ``dX`` (``node.output[0]``) with ``ConvTranspose``."""
+def _transposed_input_gradient(node, ctx, attrs):
+    """``dX`` (``node.output[0]``) as ``ConvTranspose(dY, W)``."""
     _, strides, dilations, pads = attrs
     d_y, _, w = node.input[:3]
     d_x = node.output[0]
@@ -74,6 +76,70 @@ def _input_gradient(node, ctx, attrs):
     ]
 
 
+def _flipped_kernel(w, group, rank, ctx):
+    """``W`` (M, C/G, kernel) as the kernel of the input gradient: (C, M/G, kernel), each
+    group's two channel axes swapped, flipped in space. Returns ``(nodes, name)``."""
+    nodes = []
+    if group == 1:
+        swapped = ctx.name("w_swapped")
+        nodes.append(_swap_first_axes(w, rank, swapped))
+    else:
+        rest_nodes, rest = dims_from(w, 1, ctx, "w_rest")
+        by_group, grouped, regrouped, swapped = (
+            ctx.name(t) for t in ("w_by_group", "w_grouped", "w_regrouped", "w_swapped")
+        )
+        inner_nodes, inner = dims_from(regrouped, 2, ctx, "w_inner")
+        head = ctx.constant(np.array([group, -1], np.int64), "head")
+        merged, target = ctx.constant(np.array([-1], np.int64), "merged"), ctx.name("target")
+        nodes += rest_nodes + [
+            # (M, C/G, k) -> (G, M/G, C/G, k) -> (G, C/G, M/G, k) -> (C, M/G, k)
+            helper.make_node("Concat", [head, rest], [by_group], axis=0),
+            helper.make_node("Reshape", [w, by_group], [grouped]),
+            helper.make_node(
+                "Transpose", [grouped], [regrouped], perm=[0, 2, 1] + list(range(3, rank + 1))
+            ),
+            *inner_nodes,
+            helper.make_node("Concat", [merged, inner], [target], axis=0),
+            helper.make_node("Reshape", [regrouped, target], [swapped]),
+        ]
+    spatial = rank - 2
+    flipped = ctx.name("w_flipped")
+    nodes.append(
+        helper.make_node(
+            "Slice",
+            [
+                swapped,
+                ctx.constant(np.full(spatial, -1, np.int64), "last"),
+                ctx.constant(np.full(spatial, np.iinfo(np.int64).min, np.int64), "before"),
+                ctx.constant(np.arange(2, rank, dtype=np.int64), "axes"),
+                ctx.constant(np.full(spatial, -1, np.int64), "backwards"),
+            ],
+            [flipped],
+        )
+    )
+    return nodes, flipped
+
+
+def _flipped_input_gradient(node, ctx, attrs):
+    """``dX`` of a convolution of strides one as ``Conv(dY, W flipped)``, padded by
+    ``dilation * (kernel - 1) - pads``."""
+    kernel, strides, dilations, pads = attrs
+    d_y, _, w = node.input[:3]
+    group = attribute(node, "group", 1)
+    nodes, flipped = _flipped_kernel(w, group, len(strides) + 2, ctx)
+    reach = [d * (k - 1) for k, d in zip(kernel, dilations)]
+    return nodes + [
+        helper.make_node(
+            "Conv",
+            [d_y, flipped],
+            [node.output[0]],
+            dilations=dilations,
+            group=group,
+            pads=[r - p for r, p in zip(reach * 2, pads)],
+        )
+    ]
+
+
 def _swap_first_axes(value, rank, output):
     """A ``Transpose`` of ``value`` (of ``rank`` axes) into ``output``, first two axes swapped."""
     return helper.make_node("Transpose", [value], [output], perm=[1, 0] + list(range(2, rank)))
@@ -105,24 +171,14 @@ def _images_as_channels(x, group, rank, ctx):
     ], name
 
 
-def _weight_gradient(node, ctx, attrs):
-    """Nodes computing ``dW`` (``node.output[1]``)."""
-    kernel, strides, dilations, pads = attrs
+def _swapped_weight_gradient(node, ctx, attrs):
+    """``dW`` (``node.output[1]``) as a ``Conv`` of the images as channels by ``dY``."""
+    _, strides, dilations, pads = attrs
     d_y, x, w = node.input[:3]
-    d_w = node.output[1]
     group = attribute(node, "group", 1)
     rank = len(strides) + 2
-    if (
-        group == 1
-        and kernel
-        and all(k == 1 for k in kernel)
-        and not any(pads)
-        and all(s == 1 for s in strides)
-    ):
-        return _pointwise_weight_gradient(d_y, x, w, d_w, ctx)
     nodes, x_images = _images_as_channels(x, group, rank, ctx)
-    filters = ctx.name("dy_swapped")
-    full, sliced = ctx.name("dW_full"), ctx.name("dW_swapped")
+    filters, full, sliced = ctx.name("dy_swapped"), ctx.name("dW_full"), ctx.name("dW_swapped")
     kernel_nodes, kernel_sizes = dims_from(w, 2, ctx, "kernel")
     starts = ctx.constant(np.zeros(rank - 2, np.int64), "starts")
     axes = ctx.constant(np.arange(2, rank, dtype=np.int64), "axes")
@@ -141,18 +197,18 @@ def _weight_gradient(node, ctx, attrs):
                 group=group,
             ),
             helper.make_node("Slice", [full, starts, kernel_sizes, axes], [sliced]),
-            _swap_first_axes(sliced, rank, d_w),
+            _swap_first_axes(sliced, rank, node.output[1]),
         ]
     )
 
 
-def _pointwise_weight_gradient(d_y, x, w, d_w, ctx):
-    """``dW`` of a ``1 x 1`` convolution, strides one, no pads: ``sum_n dY_n X_n^T``."""
-    d_y2, x2, x2t, products, summed = (
-        ctx.name(t) for t in ("dy_flat", "x_flat", "x_flat_t", "products", "dW_2d")
+def _pointwise_weight_gradient(node, ctx, attrs):
+    """``dW`` of a ``1 x 1`` convolution, strides one, no pads, one group: ``sum_n dY_n X_n^T``."""
+    d_y, x, w = node.input[:3]
+    d_y2, x2, x2t, products, summed, w_shape = (
+        ctx.name(t) for t in ("dy_flat", "x_flat", "x_flat_t", "products", "dW_2d", "w_shape")
     )
     flat = ctx.constant(np.array([0, 0, -1], np.int64), "flat")
-    w_shape = ctx.name("w_shape")
     return [
         helper.make_node("Reshape", [d_y, flat], [d_y2]),
         helper.make_node("Reshape", [x, flat], [x2]),
@@ -160,7 +216,71 @@ def _pointwise_weight_gradient(d_y, x, w, d_w, ctx):
         helper.make_node("MatMul", [d_y2, x2t], [products]),
         *reduce("ReduceSum", products, summed, [0], ctx),
         helper.make_node("Shape", [w], [w_shape]),
-        helper.make_node("Reshape", [summed, w_shape], [d_w]),
+        helper.make_node("Reshape", [summed, w_shape], [node.output[1]]),
+    ]
+
+
+def _windows_weight_gradient(node, ctx, attrs):
+    """``dW`` of a convolution of one group as one product per image of ``dY`` by the windows
+    of ``X`` (channels last, one strided ``Slice`` per kernel offset), summed over the batch."""
+    kernel, strides, dilations, pads = attrs
+    d_y, x, _ = node.input[:3]
+    spatial = len(strides)
+    axes = np.arange(1, spatial + 1, dtype=np.int64)
+    last, padded = ctx.name("x_last"), ctx.name("x_padded")
+    nodes = [helper.make_node("Transpose", [x], [last], perm=[0, *range(2, spatial + 2), 1])]
+    if any(pads):
+        edges = [0, *pads[:spatial], 0, 0, *pads[spatial:], 0]
+        pad_values = ctx.constant(np.array(edges, np.int64), "pads")
+        nodes.append(helper.make_node("Pad", [last, pad_values], [padded]))
+    else:
+        padded = last
+    # a window starts at offset * dilation and spans (out - 1) * stride + 1 positions
+    out_nodes, out = dims_from(d_y, 2, ctx, "out")
+    stride_values = ctx.constant(np.array(strides, np.int64), "strides")
+    one = ctx.constant(np.ones(spatial, np.int64), "one")
+    span = ctx.name("span")
+    out_less, spread = ctx.name("out_less"), ctx.name("spread")
+    nodes += out_nodes + [
+        helper.make_node("Sub", [out, one], [out_less]),
+        helper.make_node("Mul", [out_less, stride_values], [spread]),
+        helper.make_node("Add", [spread, one], [span]),
+    ]
+    axes_name = ctx.constant(axes, "axes")
+    windows = []
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        start = ctx.constant(np.array(offset, np.int64) * np.array(dilations), "start")
+        end, window = ctx.name("end"), ctx.name("window")
+        nodes += [
+            helper.make_node("Add", [start, span], [end]),
+            helper.make_node("Slice", [padded, start, end, axes_name, stride_values], [window]),
+        ]
+        windows.append(window)
+    columns, rows, target = ctx.name("columns"), ctx.name("rows"), ctx.name("rows_shape")
+    width_nodes, width = dims_from(columns, spatial + 1, ctx, "width")
+    d_y3, products, summed, by_offset = (
+        ctx.name(t) for t in ("dy_rows", "products", "dW_rows", "dW_by_offset")
+    )
+    return nodes + [
+        helper.make_node("Concat", windows, [columns], axis=-1),
+        *width_nodes,
+        helper.make_node(
+            "Concat", [ctx.constant(np.array([0, -1], np.int64), "head"), width], [target], axis=0
+        ),
+        helper.make_node("Reshape", [columns, target], [rows]),
+        helper.make_node(
+            "Reshape", [d_y, ctx.constant(np.array([0, 0, -1], np.int64), "flat")], [d_y3]
+        ),
+        helper.make_node("MatMul", [d_y3, rows], [products]),
+        *reduce("ReduceSum", products, summed, [0], ctx),
+        helper.make_node(
+            "Reshape",
+            [summed, ctx.constant(np.array([0, *kernel, -1], np.int64), "by_offset")],
+            [by_offset],
+        ),
+        helper.make_node(
+            "Transpose", [by_offset], [node.output[1]], perm=[0, spatial + 1, *axes.tolist()]
+        ),
     ]
 
 
@@ -170,28 +290,92 @@ def _bias_gradient(node, ctx, spatial_rank):
     return reduce("ReduceSum", node.input[0], node.output[2], axes, ctx)
 
 
+#: The formulations of ``dX``: name to ``function(node, ctx, window attributes)``.
+INPUT_FORMULATIONS = {
+    "conv_transpose": _transposed_input_gradient,
+    "flipped_conv": _flipped_input_gradient,
+}
+
+#: The formulations of ``dW``.
+WEIGHT_FORMULATIONS = {
+    "swapped_conv": _swapped_weight_gradient,
+    "windows_matmul": _windows_weight_gradient,
+    "pointwise_matmul": _pointwise_weight_gradient,
+}
+
+
+def applicable_formulations(node):
+    """The formulations of ``dX`` and of ``dW`` that can compute ``node``'s gradients, the one
+    the lowering uses first.
+
+    ``flipped_conv`` needs strides of one, a known kernel and pads within its reach;
+    ``windows_matmul`` one group and a known kernel; ``pointwise_matmul`` a ``1 x 1`` kernel,
+    strides of one, no pads, one group.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> applicable_formulations(helper.make_node(
+    ...     "ConvGrad", [], [], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=8))
+    (['flipped_conv', 'conv_transpose'], ['swapped_conv'])
+    """
+    kernel, strides, dilations, pads = window_attributes(node)
+    group = attribute(node, "group", 1)
+    inputs, weights = ["conv_transpose"], ["swapped_conv"]
+    reach = [d * (k - 1) for k, d in zip(kernel or [], dilations)]
+    if kernel and all(s == 1 for s in strides) and all(p <= r for p, r in zip(pads, reach * 2)):
+        inputs.insert(0, "flipped_conv")
+    if kernel and group == 1:
+        weights.insert(0, "windows_matmul")
+        if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(pads):
+            weights.insert(0, "pointwise_matmul")
+    return inputs, weights
+
+
+def conv_grad_nodes(node, ctx, input_formulation=None, weight_formulation=None):
+    """The standard nodes computing the outputs of the ``ConvGrad`` ``node`` that are used.
+
+    Parameters
+    ----------
+    node : onnx.NodeProto
+    ctx : LoweringContext
+    input_formulation, weight_formulation : str, optional
+        A key of :data:`INPUT_FORMULATIONS`, :data:`WEIGHT_FORMULATIONS`; by default the
+        first of :func:`applicable_formulations` (the fastest measured).
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> from helpers.portable.lowering.registry import LoweringContext
+    >>> node = helper.make_node("ConvGrad", ["dy", "x", "w"], ["dx"], kernel_shape=[3])
+    >>> [n.op_type for n in conv_grad_nodes(node, LoweringContext(17), "conv_transpose")]
+    ['ConvTranspose']
+    """
+    attrs = window_attributes(node)
+    inputs, weights = applicable_formulations(node)
+    wanted = list(node.output) + [""] * (3 - len(node.output))
+    nodes = []
+    if wanted[0]:
+        nodes += INPUT_FORMULATIONS[input_formulation or inputs[0]](node, ctx, attrs)
+    if wanted[1]:
+        nodes += WEIGHT_FORMULATIONS[weight_formulation or weights[0]](node, ctx, attrs)
+    if wanted[2]:
+        nodes += _bias_gradient(node, ctx, len(attrs[1]))
+    return nodes
+
+
 @register("ConvGrad")
 def lower_conv_grad(node, ctx):
-    """``ConvGrad`` as ``ConvTranspose`` (``dX``), a ``Conv`` over swapped axes or a ``MatMul``
-    (``dW``) and a ``ReduceSum`` (``dB``), each only where its output is used.
+    """``ConvGrad`` with standard operators, each output only where it is used
+    (:func:`conv_grad_nodes`).
 
     Examples
     --------
     >>> from onnx import helper
     >>> from helpers.portable.lowering.registry import LoweringContext
     >>> node = helper.make_node("ConvGrad", ["dy", "x", "w"], ["", "dw", "db"],
-    ...                         domain="com.microsoft", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
-    >>> [n.op_type for n in lower_conv_grad(node, LoweringContext(17))]
-    ... # doctest: +NORMALIZE_WHITESPACE
-    ['Transpose', 'Shape', 'Slice', 'Transpose', 'Conv', 'Slice', 'Transpose', 'ReduceSum']
+    ...                         domain="com.microsoft", kernel_shape=[1, 1])
+    >>> [n.op_type for n in lower_conv_grad(node, LoweringContext(17))][-3:]
+    ['Shape', 'Reshape', 'ReduceSum']
     """
-    attrs = window_attributes(node)
-    wanted = list(node.output) + [""] * (3 - len(node.output))
-    nodes = []
-    if wanted[0]:
-        nodes += _input_gradient(node, ctx, attrs)
-    if wanted[1]:
-        nodes += _weight_gradient(node, ctx, attrs)
-    if wanted[2]:
-        nodes += _bias_gradient(node, ctx, len(attrs[1]))
-    return nodes
+    return conv_grad_nodes(node, ctx)

@@ -78,6 +78,9 @@ class LoweringContext:
         Name to value (``onnx.TensorProto`` or numpy array) of the model's constants
         (initializers that no graph input overrides, outputs of ``Constant`` nodes): what
         :meth:`constant_value` returns.
+    ranks : dict, optional
+        Name to rank of the values whose rank the model declares or shape inference finds:
+        what :meth:`rank` returns.
     graph : onnx.GraphProto, optional
         The graph being lowered: :meth:`producer` finds the node that computes a value.
 
@@ -90,10 +93,11 @@ class LoweringContext:
     (['lower_1_axes'], array(True), None)
     """
 
-    def __init__(self, opset, prefix="lower", known=None, graph=None):
+    def __init__(self, opset, prefix="lower", known=None, ranks=None, graph=None):
         self.opset, self.prefix = opset, prefix
         self.initializers = []
         self.known = dict(known or {})
+        self.ranks = dict(ranks or {})
         self._count = 0
         nodes = graph.node if graph is not None else []
         self._producers = {out: node for node in nodes for out in node.output if out}
@@ -117,6 +121,10 @@ class LoweringContext:
             return numpy_helper.to_array(value)
         return value
 
+    def rank(self, name):
+        """The rank of ``name`` if the model tells it, else None."""
+        return self.ranks.get(name)
+
     def producer(self, value):
         """The node of the original graph that computes ``value``, or None (an input, a weight).
 
@@ -129,6 +137,33 @@ class LoweringContext:
         ('Relu', None)
         """
         return self._producers.get(value)
+
+
+def model_ranks(model):
+    """Name to rank of every value whose rank the model declares or onnx's shape inference finds
+    (nodes outside the standard domain are skipped, so values after them may be missing).
+
+    Examples
+    --------
+    >>> from onnx import TensorProto, helper
+    >>> graph = helper.make_graph(
+    ...     [helper.make_node("Relu", ["x"], ["y"])], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    >>> model_ranks(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    {'x': 2, 'y': 2}
+    """
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 (ranks are a hint: none is a valid answer)
+        inferred = model
+    graph = inferred.graph
+    ranks = {t.name: len(t.dims) for t in graph.initializer}
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        tensor = value.type.tensor_type
+        if tensor.HasField("shape"):
+            ranks[value.name] = len(tensor.shape.dim)
+    return ranks
 
 
 def model_constants(graph):
@@ -215,7 +250,10 @@ def lower_model(model):
     helpers.portable.lowering.registry.UnsupportedOperatorError: example.test:Foo (from the ...
     """
     ctx = LoweringContext(
-        standard_opset(model), known=model_constants(model.graph), graph=model.graph
+        standard_opset(model),
+        known=model_constants(model.graph),
+        ranks=model_ranks(model),
+        graph=model.graph,
     )
     lowered = onnx.ModelProto()
     lowered.CopyFrom(model)
