@@ -208,7 +208,8 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         >>> from helpers.teaching.model_factories import mlp_onnx
         >>> X = np.ones((8, 3), np.float32)
         >>> opt = OrtGradientForwardBackwardOptimizer(
-        ...     mlp_onnx(3, hidden=(4,)), max_iter=2, batch_size=4, solver="momentum",
+        ...     mlp_onnx(3, hidden=(4,)), max_iter=2, batch_size=4, learning_rate=0.1,
+        ...     solver="momentum",
         ...     random_state=0).fit(X, X[:, :1])
         >>> with tempfile.TemporaryDirectory() as folder:
         ...     record = opt.export_training_step(os.path.join(folder, "step.onnx"))

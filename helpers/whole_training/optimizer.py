@@ -10,6 +10,8 @@ run them.
 
 import warnings
 
+from onnxruntime.training.api import CheckpointState
+
 from ..core.export.optimizer_step import StepLoss, export_optimizer_step
 from ..core.layers.running_statistics import statistic_initializers
 from ..core.machine.disk_space import temporary_file
@@ -18,6 +20,7 @@ from ..core.model_graphs.onnx_graph import check_weights_to_train, initializers_
 from ..core.training.estimator import BaseOrtOptimizer
 from ..core.training.parameters import document_parameters, training_settings
 from ..core.training.training_loop import TrainingState
+from .adamw_state import adamw_moments
 from .checkpoints import (
     CHECKPOINT_KEY,
     check_training_state,
@@ -373,11 +376,15 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         )
 
     def _adamw_moments(self):
-        raise NotImplementedError(
-            "The AdamW moments of a fitted OrtGradientOptimizer live in onnxruntime's optimizer "
-            "and cannot be read back: export the step before fitting, or train with "
-            "solver='adamw' on OrtGradientForwardBackwardOptimizer."
-        )
+        """The AdamW moments of onnxruntime's optimizer (a fitted or an unpickled estimator)."""
+        checkpoint = getattr(self, "_saved_checkpoint", None)
+        if getattr(self, "_runtime", None) is not None:
+            size = self._runtime.checkpoint_bytes()
+            with temporary_file("the AdamW state of the exported step", size) as path:
+                CheckpointState.save_checkpoint(self._runtime.state, path, True)
+                with open(path, "rb") as f:
+                    checkpoint = f.read()
+        return adamw_moments(checkpoint, self.weights_to_train_)
 
     def _loss_and_outputs(self, X, y, w):
         if getattr(self, "_scorer", None) is None:

@@ -57,18 +57,26 @@ def _buffers(optimizer, rule, weights, trained_buffers):
 
 
 def _parameters(optimizer, api, batch_inputs):
+    """The record's parameters: the optimizer's (by their names), and where the training is."""
     schedule, rule = optimizer.learning_rate_, optimizer.update_rule_
     random_state = optimizer.random_state
     fitted = optimizer._is_fitted()
+    rule_parameters = {
+        k: list(v) if isinstance(v, tuple) else v for k, v in rule.get_params().items()
+    }
     return {
         "api": api,
         "batch_size": optimizer.batch_size,
         "max_iter": optimizer.max_iter,
         "random_state": random_state if isinstance(random_state, numbers.Integral) else None,
         "solver": rule.name,
-        "solver_parameters": rule.get_params(),
-        "learning_rate": schedule.get_params(),
+        **rule_parameters,  # momentum; betas (a list, as JSON reads it), eps, weight_decay
+        "learning_rate": schedule.eta0,
+        "learning_rate_schedule": schedule.learning_rate,
+        "power_t": schedule.power_t,
+        "alpha": schedule.alpha,
         "sample_weight": batch_inputs[2] if len(batch_inputs) > 2 else None,
+        "class_labels": optimizer._takes_class_labels(),
         "epochs_done": optimizer.n_iter_ if fitted else 0,
         "steps_done": optimizer.t_ if fitted else 0,
     }
@@ -129,11 +137,30 @@ def export_optimizer_step(optimizer, path, api, step_loss, trained_buffers=None)
     Returns
     -------
     helpers.portable.step_format.StepRecord
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from helpers import OrtGradientOptimizer, add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,))), solver="nesterov")
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     record = export_optimizer_step(
+    ...         opt, os.path.join(folder, "step.onnx"), "example", lambda: StepLoss(opt.model_onnx))
+    >>> record.parameters["solver"], record.parameters["steps_done"], record.state[-1]
+    ('nesterov', 0, 'intercept1.momentum_buffer')
     """
     optimizer._prepare()
     fitted = optimizer._is_fitted()
     if fitted:
-        check_warm_start(optimizer._settings, training_settings(optimizer))
+        try:
+            check_warm_start(optimizer._settings, training_settings(optimizer))
+        except ValueError as error:
+            raise ValueError(
+                "The parameters changed since this optimizer was fitted, so its step would not "
+                f"continue its training ({error}) Set them back, or export the step of an "
+                "optimizer not fitted yet (sklearn.base.clone)."
+            ) from None
         if optimizer.partial_epoch_rows_:
             raise ValueError(
                 f"The last epoch was interrupted after {optimizer.partial_epoch_rows_} rows: "

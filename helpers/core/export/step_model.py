@@ -175,6 +175,25 @@ def build_step_model(
     ------
     helpers.portable.lowering.UnsupportedOperatorError
         For an operator without a standard formulation.
+
+    Examples
+    --------
+    >>> from helpers import add_loss_output, get_train_initializer
+    >>> from helpers.core.export.gradient_model import gradient_model
+    >>> from helpers.core.updates.learning_rates import LearningRateSchedule
+    >>> from helpers.core.updates.update_rules import MomentumRule
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> onx_loss = add_loss_output(mlp_onnx(3, hidden=(4,)))
+    >>> gradient = gradient_model(onx_loss, ["coefficient1", "intercept1"])
+    >>> values = dict(get_train_initializer(onx_loss))
+    >>> values.update({f"{w}.momentum_buffer": 0 * values[w] for w in gradient.gradients})
+    >>> model, state = build_step_model(
+    ...     gradient, ["X", "label"], values, values, LearningRateSchedule(0.1), MomentumRule()
+    ... )
+    >>> state
+    ['coefficient1', 'intercept1', 'coefficient1.momentum_buffer', 'intercept1.momentum_buffer']
+    >>> [i.name for i in model.graph.input][:3], model.graph.output[1].name
+    (['X', 'label', 'step'], 'coefficient1.next')
     """
     weights = list(gradient.gradients)
     state = state_names(weights, gradient.statistics, rule)
@@ -256,7 +275,7 @@ def check_step_model(model):
     >>> check_step_model(helper.make_model(graph))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: The step model uses the domains ['x.y'] ...
+    ValueError: The step model uses the domains ['x.y'], ...
     """
     used = {n.domain for n in model.graph.node} | {o.domain for o in model.opset_import}
     domains = sorted(used - set(STANDARD_DOMAINS))

@@ -1,0 +1,76 @@
+"""The AdamW moments onnxruntime's optimizer keeps, read from a checkpoint.
+
+onnxruntime-training 1.19.2 offers no way to read an ``Optimizer``'s state in Python; its
+checkpoint holds it (``include_optimizer_state=True``): one optimizer group whose state gives,
+for each trained weight, ``momentum0`` (torch's ``exp_avg``) and ``momentum1``
+(``exp_avg_sq``). :func:`adamw_moments` reads them with the flatbuffers schema onnxruntime
+ships, so that a fitted :class:`helpers.OrtGradientOptimizer` exports its step with its moments.
+"""
+
+import numpy as np
+from onnx import helper
+from onnxruntime.tools.ort_format_model.ort_flatbuffers_py.fbs import Checkpoint
+
+#: onnxruntime's names of AdamW's moments, in the order of torch's (``exp_avg``, ``exp_avg_sq``).
+MOMENT_NAMES = (b"momentum0", b"momentum1")
+
+
+def _array(tensor):
+    dtype = helper.tensor_dtype_to_np_dtype(tensor.DataType())
+    shape = [tensor.Dims(i) for i in range(tensor.DimsLength())]
+    return np.frombuffer(tensor.RawDataAsNumpy().tobytes(), dtype=dtype).reshape(shape)
+
+
+def adamw_moments(checkpoint, names):
+    """The AdamW moments of the weights ``names`` in the checkpoint ``checkpoint`` (bytes).
+
+    Parameters
+    ----------
+    checkpoint : bytes
+        A checkpoint of onnxruntime-training saved with its optimizer state (trailing bytes,
+        such as the checksum :mod:`helpers.whole_training.checkpoints` appends, are ignored).
+    names : list of str
+
+    Returns
+    -------
+    list of numpy.ndarray
+        ``exp_avg`` then ``exp_avg_sq`` of each weight, in the order of ``names``.
+
+    Raises
+    ------
+    ValueError
+        When the checkpoint holds no AdamW state for one of ``names``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from onnxruntime.training.api import CheckpointState
+    >>> from helpers import OrtGradientOptimizer, add_loss_output
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> X = np.ones((8, 3), np.float32)
+    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,))), max_iter=1,
+    ...                            solver="adamw", batch_size=8).fit(X, X[:, :1])
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "checkpoint")
+    ...     CheckpointState.save_checkpoint(opt._runtime.state, path, True)
+    ...     with open(path, "rb") as f:
+    ...         moments = adamw_moments(f.read(), ["intercept1"])
+    >>> [m.shape for m in moments]
+    [(1,), (1,)]
+    """
+    root = Checkpoint.Checkpoint.GetRootAs(checkpoint, 0)
+    states = {}
+    for g in range(root.OptimizerGroupsLength()):
+        group = root.OptimizerGroups(g)
+        for s in range(group.OptimizerStatesLength()):
+            state = group.OptimizerStates(s)
+            tensors = [state.Momentums(i) for i in range(state.MomentumsLength())]
+            states[state.ParamName().decode()] = {t.Name(): _array(t) for t in tensors}
+    moments = []
+    for name in names:
+        found = states.get(name, {})
+        if not set(MOMENT_NAMES) <= set(found):
+            raise ValueError(f"The checkpoint holds no AdamW moments for {name!r}.")
+        moments += [found[moment].copy() for moment in MOMENT_NAMES]
+    return moments
