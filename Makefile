@@ -37,6 +37,20 @@ RUNTIME_PACKAGES := onnxruntime-training onnxruntime-training-cpu onnxruntime on
 KERNEL_NAME := ort-training
 KERNEL_DISPLAY_NAME := Python (ort-training)
 
+# The maintained onnxruntime, for helpers.portable (`make setup-maintained`): its own environment,
+# on the newest Python that onnxruntime 1.31.1 has wheels for, found on PATH or among pyenv's
+# versions (a pyenv shim that does not run is skipped). No training package, no torch.
+MAINTAINED_VENV ?= .venv-maintained
+MAINTAINED_PY = $(MAINTAINED_VENV)/bin/python
+MAINTAINED_PYTHON_VERSIONS := 3.14 3.13 3.12 3.11
+MAINTAINED_PYTHON ?= $(firstword $(shell for v in $(MAINTAINED_PYTHON_VERSIONS); do \
+  for p in $$(command -v python$$v) $$(command -v pyenv >/dev/null 2>&1 && \
+      ls -d "$$(pyenv root)"/versions/$$v*/bin/python$$v 2>/dev/null | sort -V -r); do \
+    $$p -c "" 2>/dev/null && { echo $$p; exit 0; }; done; done))
+MAINTAINED_STAMP := $(MAINTAINED_VENV)/.setup-maintained
+MAINTAINED_KERNEL_NAME := ort-maintained
+MAINTAINED_KERNEL_DISPLAY_NAME := Python (onnxruntime maintained)
+
 # Benchmark grid: quick (default) or full, or a TOML file; extra runner options
 GRID ?= quick
 BENCH_ARGS ?=
@@ -53,17 +67,20 @@ PYTEST_ARGS ?=
 # Jupyter refuses to run as root unless told to (containers, CI machines).
 LAB_ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup git-filter lab lint test fuzz bench docs docs-test doctor clean
+.PHONY: help setup setup-maintained git-filter lab lint test fuzz bench docs docs-test doctor clean
 
 help:
 	@echo "Targets:"
 	@echo "  setup   build $(VENV) from $(REQUIREMENTS), install helpers (editable),"
 	@echo "          register the Jupyter kernel '$(KERNEL_NAME)', configure the git filter"
 	@echo "          that strips notebook outputs at commit; GPU=1 for the GPU variant"
+	@echo "  setup-maintained  build $(MAINTAINED_VENV): the maintained onnxruntime (1.31.1, no"
+	@echo "          training module) on the newest Python it has wheels for, helpers importable,"
+	@echo "          the Jupyter kernel '$(MAINTAINED_KERNEL_DISPLAY_NAME)' (in $(VENV) too)"
 	@echo "  lab     start JupyterLab on notebooks/ (LAB_ARGS=... passes options)"
 	@echo "  lint    ruff: the linter and the formatter's check (100 characters, notebooks 88)"
-	@echo "  test    unit tests (tests/) and the docstring examples of helpers, then every"
-	@echo "          notebook with nbval --nbval-lax"
+	@echo "  test    unit tests (tests/) and the docstring examples of helpers, the portable"
+	@echo "          tests again in $(MAINTAINED_VENV), then every notebook with nbval --nbval-lax"
 	@echo "          (PYTEST_ARGS=... passes options to both pytest runs)"
 	@echo "  fuzz    random small torch models (seeds FUZZ_SEEDS=$(FUZZ_SEEDS)), each trained in both"
 	@echo "          optimizers and OrtTorchModule in a child process and compared with torch; a"
@@ -127,6 +144,29 @@ $(STAMP): requirements/base.txt $(REQUIREMENTS) pyproject.toml | $(PY)
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY_NAME)"
 	touch $@
 
+# helpers is not installed in the maintained environment (pyproject.toml's requires-python ends
+# at 3.12, and its package would pull nothing useful there): a .pth file puts this folder on its
+# sys.path. The kernel is registered in both environments, so that `make lab` offers it.
+$(MAINTAINED_PY):
+	@if [ -z "$(MAINTAINED_PYTHON)" ]; then echo "error: no Python $(MAINTAINED_PYTHON_VERSIONS) found (onnxruntime 1.31.1 has wheels for those); install one (for example: uv python install 3.13) or give MAINTAINED_PYTHON=/path/to/python3.13" >&2; exit 1; fi
+	@$(MAINTAINED_PYTHON) -c 'import sys; v = "%d.%d" % sys.version_info[:2]; ok = "$(MAINTAINED_PYTHON_VERSIONS)".split(); sys.exit(0 if v in ok else "error: the maintained onnxruntime needs Python " + " or ".join(ok) + "; $(MAINTAINED_PYTHON) is " + v)'
+	$(MAINTAINED_PYTHON) -m venv $(MAINTAINED_VENV)
+
+$(MAINTAINED_STAMP): requirements/maintained.txt | $(MAINTAINED_PY)
+	$(MAINTAINED_PY) -m pip install -r requirements/maintained.txt
+	$(MAINTAINED_PY) -c 'import os, sysconfig; open(os.path.join(sysconfig.get_paths()["purelib"], "ort_training_notebooks.pth"), "w").write(os.getcwd() + "\n")'
+	$(MAINTAINED_PY) -c 'import helpers.portable.trainer, onnxruntime; print("helpers.portable on onnxruntime", onnxruntime.__version__)'
+	$(MAINTAINED_PY) -m ipykernel install --sys-prefix --name $(MAINTAINED_KERNEL_NAME) --display-name "$(MAINTAINED_KERNEL_DISPLAY_NAME)"
+	touch $@
+
+setup-maintained: $(MAINTAINED_STAMP)
+	@if [ -d "$(VENV)" ]; then \
+	  echo "$(MAINTAINED_PY) -m ipykernel install --prefix $(VENV) --name $(MAINTAINED_KERNEL_NAME)"; \
+	  $(MAINTAINED_PY) -m ipykernel install --prefix "$(abspath $(VENV))" --name $(MAINTAINED_KERNEL_NAME) --display-name "$(MAINTAINED_KERNEL_DISPLAY_NAME)" >/dev/null; \
+	else \
+	  echo "note: $(VENV) does not exist yet: run make setup-maintained again after make setup, so that make lab offers the kernel"; \
+	fi
+
 doctor: setup
 	$(PY) -m helpers.doctor --variant $(VARIANT)
 
@@ -143,8 +183,15 @@ lint: setup
 	$(VENV)/bin/ruff check --line-length 88 $(NOTEBOOKS_CODE)
 	$(VENV)/bin/ruff format --line-length 88 --check $(NOTEBOOKS_CODE)
 
-test: setup
+# The portable tests run a second time in the maintained environment; --confcutdir keeps
+# tests/conftest.py (scikit-learn, the training package) out of that run.
+test: setup setup-maintained
 	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --doctest-modules helpers tests
+	@echo "$(MAINTAINED_PY) -m pytest $(PYTEST_ARGS) -p no:cacheprovider --confcutdir=tests/portable --doctest-modules helpers/portable tests/portable"; \
+	$(MAINTAINED_PY) -m pytest $(PYTEST_ARGS) -p no:cacheprovider --confcutdir=tests/portable --doctest-modules helpers/portable tests/portable; \
+	status=$$?; \
+	if [ $$status -eq 5 ]; then echo "error: the maintained run collected no test under tests/portable" >&2; fi; \
+	exit $$status
 	@echo "MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) notebooks"; \
 	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) notebooks; \
 	status=$$?; \
@@ -189,7 +236,7 @@ bench: setup
 	$(PY) -m benchmarks --grid $(GRID) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(MAINTAINED_VENV) build dist *.egg-info .pytest_cache
 	find . \( -name .git -o -name .venv -o -path './$(VENV)' \) -prune -o \
 	  -type d \( -name __pycache__ -o -name .ipynb_checkpoints -o -name .pytest_cache \) -prune \
 	  -exec rm -rf {} +

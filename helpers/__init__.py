@@ -50,6 +50,7 @@ _PUBLIC = {
     "OrtTorchModule": ".forward_backward.torch_module",
     "add_loss_output": ".whole_training.loss_output",
     "OrtGradientOptimizer": ".whole_training.optimizer",
+    "PortableTrainer": ".portable.trainer",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -113,7 +113,13 @@ def environment():
 
 def test_every_requirements_file_parses_with_exact_pins():
     files = sorted(REQUIREMENTS.glob("*.txt"))
-    assert [f.name for f in files] == ["base.txt", "cpu.txt", "docs.txt", "gpu.txt"]
+    assert [f.name for f in files] == [
+        "base.txt",
+        "cpu.txt",
+        "docs.txt",
+        "gpu.txt",
+        "maintained.txt",
+    ]
     for path in files:
         assert read_requirements(path), f"{path.name} pins nothing"
 
@@ -146,6 +152,25 @@ def test_variants_share_base_pins_and_runtime_version(base, cpu, gpu):
             k: v for k, v in variant.items() if not k.startswith((RUNTIME_PREFIX, CUDA_PREFIX))
         } == base
     assert cpu[CPU_RUNTIME] == gpu[GPU_RUNTIME]
+
+
+#: The maintained onnxruntime's package (requirements/maintained.txt): inference only.
+MAINTAINED_RUNTIME = "onnxruntime"
+
+
+def test_maintained_environment_has_the_maintained_runtime_and_no_training_stack(base):
+    """helpers.portable's environment: onnxruntime (no training module), onnx newer than base's
+    (1.17 has no wheel for Python 3.13), the other shared pins as in base.txt."""
+    maintained = read_requirements(REQUIREMENTS / "maintained.txt")
+    assert runtimes(maintained) == [MAINTAINED_RUNTIME]
+    assert not {"torch", "scikit-learn", "scipy", "pandas", "skl2onnx"} & set(maintained)
+    assert maintained["onnx"] != base["onnx"]
+    differ = {
+        name: (version, base[name])
+        for name, version in maintained.items()
+        if name in base and name != "onnx" and base[name] != version
+    }
+    assert not differ, f"maintained.txt and base.txt pin different versions: {differ}"
 
 
 def test_environment_yml_matches_cpu_requirements(environment, cpu):
@@ -260,3 +285,26 @@ def test_gpu_variant_pins_the_cuda_libraries_the_helpers_load(cpu, gpu):
         p for p, _, _ in CUDA_PACKAGES
     )
     assert not [k for k in cpu if k.startswith(CUDA_PREFIX)]
+
+
+def test_make_setup_maintained_names_the_pythons_it_needs(tmp_path):
+    """The maintained environment's interpreter check, with the accepted list narrowed to a
+    version that no machine has, then to one the running Python is not."""
+    import subprocess
+    import sys
+
+    venv = tmp_path / "maintained"
+    common = ["make", f"MAINTAINED_VENV={venv}", "MAINTAINED_PYTHON_VERSIONS=3.99"]
+    missing = subprocess.run(
+        [*common, f"{venv}/bin/python"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert missing.returncode != 0 and "no Python 3.99 found" in missing.stderr
+    wrong = subprocess.run(
+        [*common, f"MAINTAINED_PYTHON={sys.executable}", f"{venv}/bin/python"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert wrong.returncode != 0 and "the maintained onnxruntime needs Python 3.99" in wrong.stderr
+    assert not venv.exists()

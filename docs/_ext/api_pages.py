@@ -106,6 +106,17 @@ API_ORDER = {
         "notebook",
     ],
     "helpers.measure": ["timing", "conditions", "profiling"],
+    "helpers.portable": [
+        "trainer",
+        "__main__",
+        "epoch_loop",
+        "batch_order",
+        "step_format",
+        "step_model",
+        "batch_data",
+        "runtime_support",
+        "atomic_files",
+    ],
 }
 _API_MARKER = re.compile(r"^<!-- api-modules: ([\w.]+) -->$", re.M)
 _SUBPACKAGES_MARKER = re.compile(r"^<!-- api-subpackages: ([\w.]+) -->$", re.M)

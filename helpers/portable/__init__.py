@@ -8,6 +8,9 @@ This package imports numpy, onnx and onnxruntime only: no torch, no scikit-learn
 * :mod:`~helpers.portable.step_format`: what a step model takes and returns, and the record it
   carries;
 * :mod:`~helpers.portable.trainer`: :class:`PortableTrainer`, which trains a step model;
+* :mod:`~helpers.portable.epoch_loop`: the step inside an ONNX ``Loop``, one call per epoch;
+* :mod:`~helpers.portable.batch_order`: the rows of each epoch and its batches, as the
+  optimizers draw them too (the same seed gives the same batches);
 * ``python -m helpers.portable fit``: the same from the command line.
 
 The step model itself is written by ``export_training_step`` of

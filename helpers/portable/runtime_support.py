@@ -61,13 +61,15 @@ def default_opset(model):
     )
 
 
-def check_runtime_loads(model):
+def check_runtime_loads(model, name="model"):
     """Raise :class:`RuntimeSupportError` when the installed onnxruntime refuses ``model``'s IR
     version or opset.
 
     Parameters
     ----------
     model : onnx.ModelProto
+    name : str
+        What the model is, in the message (``"step model"``).
 
     Examples
     --------
@@ -84,7 +86,7 @@ def check_runtime_loads(model):
     version = onnxruntime.__version__
     if not _loads(model.ir_version, 13):
         raise RuntimeSupportError(
-            f"The model has IR version {model.ir_version}, which onnxruntime {version} does not "
+            f"The {name} has IR version {model.ir_version}, which onnxruntime {version} does not "
             "load. Export the step with onnx 1.17 (IR 10), or set model.ir_version = 10 before "
             "saving (onnx 1.18 and later stamp new models with IR 11 and keep a loaded model's "
             "version); or install a newer onnxruntime."
@@ -92,7 +94,7 @@ def check_runtime_loads(model):
     opset = default_opset(model)
     if not _loads(min(model.ir_version, 10), opset):
         raise RuntimeSupportError(
-            f"The model imports opset {opset} of the ONNX domain, which onnxruntime {version} "
+            f"The {name} imports opset {opset} of the ONNX domain, which onnxruntime {version} "
             f"does not run. Export the step with a lower opset, or install a newer onnxruntime."
         )
 

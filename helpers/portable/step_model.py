@@ -57,6 +57,12 @@ class StepModel:
         The batch inputs, in order (features, label, sample weights).
     initial : dict
         The state's values at export (the inputs' defaults), numpy arrays.
+
+    Examples
+    --------
+    >>> record = StepRecord(["X", "label"], ["w", "w.momentum_buffer"], ["w"], b"")
+    >>> StepModel(onnx.ModelProto(), record, [], {}).next_names
+    ['w.next', 'w.momentum_buffer.next']
     """
 
     model: onnx.ModelProto
@@ -137,7 +143,11 @@ def load_step(step):
     model = _read_model(step)
     record = read_record(model)
     check_layout(model, record)
-    check_runtime_loads(model)
+    check_runtime_loads(model, "step model")
+    if record.inference:  # predict's model, checked now rather than after the training
+        inference = onnx.ModelProto()
+        inference.ParseFromString(record.inference)
+        check_runtime_loads(inference, "inference model")
     inputs = {i.name: i for i in model.graph.input}
     state = set(record.state)
     initial = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in state}

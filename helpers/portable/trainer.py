@@ -36,6 +36,14 @@ def _scalar(value, dtype=np.int64):
     return array, onnxruntime.OrtValue.ortvalue_from_numpy(array)
 
 
+def _quiet_options():
+    """Session options that log errors only: a step model's state inputs have defaults, which
+    onnxruntime warns about at every session."""
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    return options
+
+
 class _State:
     """The state in two sets of OrtValues, and two I/O bindings that alternate between them."""
 
@@ -78,6 +86,31 @@ class _State:
         return {n: v.numpy().copy() for n, v in self.sets[self.current].items()}
 
 
+class _EpochData:
+    """The arrays of a fit as the runtime reads them, made once per fit.
+
+    One call per step: buffers that each epoch fills with the rows in its order, and an OrtValue
+    per batch and input on views of them (making an OrtValue costs more than binding one: a
+    step only binds them). The epoch loop: an OrtValue per array, every row.
+    """
+
+    def __init__(self, arrays, batch_size, stepped):
+        self.arrays, self.n_rows = arrays, len(arrays[0])
+        self.bounds = batch_bounds(self.n_rows, batch_size)
+        self._batch_size_array, self.batch_size = _scalar(batch_size)
+        ortvalue = onnxruntime.OrtValue.ortvalue_from_numpy
+        if stepped:
+            self.buffers = [np.empty_like(a) for a in arrays]
+            self.batches = [[ortvalue(b[s:e]) for b in self.buffers] for s, e in self.bounds]
+        else:
+            self.whole = [ortvalue(a) for a in arrays]
+
+    def shuffle(self, order):
+        """Fill the buffers with the rows in ``order``."""
+        for array, buffer in zip(self.arrays, self.buffers):
+            np.take(array, order, axis=0, out=buffer)
+
+
 class PortableTrainer:
     """Train a step model with the installed onnxruntime, without any training package.
 
@@ -104,9 +137,11 @@ class PortableTrainer:
     losses_ : list of float
         The loss of each step trained, in order.
     t_ : int
-        Steps trained (the next step's count is ``t_ + 1``).
+        Steps trained (the next step's count is ``t_ + 1``), from the exporting optimizer's
+        count (the record's ``steps_done``: a fitted optimizer's step continues its training).
     n_iter_ : int
-        Epochs trained.
+        Epochs trained, from the record's ``epochs_done``; the first epoch's order of the rows
+        is the one the optimizer would draw next from the same seed, on the same rows.
 
     Notes
     -----
@@ -134,10 +169,12 @@ class PortableTrainer:
     ...                  numpy_helper.from_array(np.array(0.2, np.float32), "rate")])
     >>> step = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     >>> step.ir_version = 10
-    >>> predict = helper.make_graph([helper.make_node("Identity", ["c"], ["variable"])], "p",
-    ...     [value("X", [None, 1])], [value("variable", [])])
-    >>> write_record(step, StepRecord(["X", "label"], ["c"], ["c"],
-    ...                               helper.make_model(predict).SerializeToString(),
+    >>> predict = helper.make_model(helper.make_graph(
+    ...     [helper.make_node("Identity", ["c"], ["variable"])], "p",
+    ...     [value("X", [None, 1])], [value("variable", [])]),
+    ...     opset_imports=[helper.make_opsetid("", 17)])
+    >>> predict.ir_version = 10
+    >>> write_record(step, StepRecord(["X", "label"], ["c"], ["c"], predict.SerializeToString(),
     ...                               parameters={"batch_size": 4, "max_iter": 30}))
     >>> X, y = np.zeros((8, 1), np.float32), np.full(8, 3.0, np.float32)
     >>> trainer = PortableTrainer(step, random_state=0).fit(X, y)
@@ -145,6 +182,8 @@ class PortableTrainer:
     (60, 3.0)
     >>> trainer.partial_fit(X, y).n_iter_, trainer.t_
     (31, 62)
+    >>> round(float(trainer.predict(X)), 3)
+    3.0
     """
 
     def __init__(
@@ -190,7 +229,9 @@ class PortableTrainer:
         step = load_step(self.step)
         providers = resolve_providers(self.providers)
         model = epoch_model(step.model) if self.epoch_loop else step.model
-        session = onnxruntime.InferenceSession(model.SerializeToString(), providers=providers)
+        session = onnxruntime.InferenceSession(
+            model.SerializeToString(), _quiet_options(), providers=providers
+        )
         self._runtime = {
             "step": step,
             "session": session,
@@ -200,7 +241,7 @@ class PortableTrainer:
         self._reset()
 
     def _reset(self):
-        """The state at export, a new generator, no step trained."""
+        """The state at export, a new generator, the counts of the exporting fit."""
         step, runtime = self._runtime["step"], self._runtime
         runtime["step_count"], runtime["step_value"] = _scalar(1)
         if self.epoch_loop:
@@ -214,8 +255,12 @@ class PortableTrainer:
         for binding in runtime["state"].bindings:
             binding.bind_ortvalue_input(STEP_INPUT, runtime["step_value"])
         runtime["rng"] = random_state(self._seed())
+        done = step.record.parameters
+        # a step exported by a fitted optimizer continues its count and its row orders
+        runtime["orders_behind"] = done.get("epochs_done") or 0
         runtime["prediction"] = None
-        self.losses_, self.t_, self.n_iter_ = [], 0, 0
+        self.losses_, self.t_ = [], done.get("steps_done") or 0
+        self.n_iter_ = runtime["orders_behind"]
 
     # -- training ----------------------------------------------------------------------------
 
@@ -238,9 +283,9 @@ class PortableTrainer:
         self._start()
         self._reset()
         epochs = self._parameter("max_iter", 0)
-        arrays = self._arrays(X, y, sample_weight)
+        data = self._data(X, y, sample_weight)
         for _ in range(epochs):
-            self._train_epoch(arrays)
+            self._train_epoch(data)
         return self
 
     def partial_fit(self, X, y, sample_weight=None):
@@ -251,61 +296,61 @@ class PortableTrainer:
         See :class:`PortableTrainer`.
         """
         self._start()
-        self._train_epoch(self._arrays(X, y, sample_weight))
+        self._train_epoch(self._data(X, y, sample_weight))
         return self
 
-    def _arrays(self, X, y, sample_weight):
-        return check_batch_arrays(self._runtime["step"].batch, X, y, sample_weight)
+    def _data(self, X, y, sample_weight):
+        arrays = check_batch_arrays(self._runtime["step"].batch, X, y, sample_weight)
+        return _EpochData(arrays, self._parameter("batch_size", 1), not self.epoch_loop)
 
-    def _train_epoch(self, arrays):
-        batch_size = self._parameter("batch_size", 1)
+    def _train_epoch(self, data):
         runtime = self._runtime
-        order = epoch_order(runtime["rng"], len(arrays[0]))
+        for _ in range(runtime["orders_behind"]):  # the orders the exporting fit drew
+            epoch_order(runtime["rng"], data.n_rows)
+        runtime["orders_behind"] = 0
+        order = epoch_order(runtime["rng"], data.n_rows)
         runtime["step_count"][()] = self.t_ + 1
         runtime["prediction"] = None
         train = self._loop_epoch if self.epoch_loop else self._stepped_epoch
-        losses, kept = train(arrays, order, batch_size)
+        losses, kept = train(data, order)
         self.losses_.extend(losses[:kept].tolist())
         self.t_ += kept
         bad = np.flatnonzero(~np.isfinite(losses))
         if bad.size:
             raise NonFiniteLossError(
                 f"The loss of step {self.t_ - kept + 1 + bad[0]} (epoch {self.n_iter_ + 1}, batch "
-                f"{bad[0] + 1} of {len(batch_bounds(len(order), batch_size))}) is "
-                f"{losses[bad[0]]}: the training diverged. Lower the learning rate when "
-                "exporting the step, or scale the features."
+                f"{bad[0] + 1} of {len(data.bounds)}) is {losses[bad[0]]}: the training "
+                "diverged. Lower the learning rate when exporting the step, or scale the features."
             )
         self.n_iter_ += 1
 
-    def _stepped_epoch(self, arrays, order, batch_size):
+    def _stepped_epoch(self, data, order):
         """One call per step: the losses, and how many steps are kept (all, or those before the
         first non-finite loss)."""
         runtime, state = self._runtime, self._runtime["state"]
         names = runtime["step"].record.batch_inputs
-        shuffled = [np.take(a, order, axis=0) for a in arrays]
-        session, losses = runtime["session"], []
-        for start, end in batch_bounds(len(order), batch_size):
+        session, loss, losses = runtime["session"], runtime["loss"], []
+        data.shuffle(order)
+        for values in data.batches:
             binding = state.binding()
-            for name, array in zip(names, shuffled):
-                binding.bind_ortvalue_input(
-                    name, onnxruntime.OrtValue.ortvalue_from_numpy(array[start:end])
-                )
+            for name, value in zip(names, values):
+                binding.bind_ortvalue_input(name, value)
             session.run_with_iobinding(binding)
-            losses.append(float(runtime["loss"]))
+            losses.append(float(loss))
             if not np.isfinite(losses[-1]):
                 return np.array(losses), len(losses) - 1
             state.advance()
             runtime["step_count"][()] += 1
         return np.array(losses), len(losses)
 
-    def _loop_epoch(self, arrays, order, batch_size):
+    def _loop_epoch(self, data, order):
         """One call for the epoch: the losses, and how many steps are kept (all or none)."""
         runtime, state = self._runtime, self._runtime["state"]
         binding = state.binding()
-        feeds = dict(zip(runtime["step"].record.batch_inputs, arrays))
-        feeds[ORDER_INPUT], feeds[BATCH_SIZE_INPUT] = order, np.array(batch_size, np.int64)
-        for name, array in feeds.items():
-            binding.bind_ortvalue_input(name, onnxruntime.OrtValue.ortvalue_from_numpy(array))
+        for name, value in zip(runtime["step"].record.batch_inputs, data.whole):
+            binding.bind_ortvalue_input(name, value)
+        binding.bind_ortvalue_input(ORDER_INPUT, onnxruntime.OrtValue.ortvalue_from_numpy(order))
+        binding.bind_ortvalue_input(BATCH_SIZE_INPUT, data.batch_size)
         runtime["session"].run_with_iobinding(binding)
         losses = binding.get_outputs()[-1].numpy().astype(np.float64)
         if not np.isfinite(losses).all():
@@ -356,7 +401,7 @@ class PortableTrainer:
         if runtime["prediction"] is None:
             model = self.inference_model()
             session = onnxruntime.InferenceSession(
-                model.SerializeToString(), providers=runtime["providers"]
+                model.SerializeToString(), _quiet_options(), providers=runtime["providers"]
             )
             runtime["prediction"] = (session, TensorSpec.of(model.graph.input[0]))
         session, spec = runtime["prediction"]

@@ -13,7 +13,8 @@ the benchmarks time it too (:func:`benchmarks.workloads.your_model.torch_fit`).
 import numpy as np
 import torch
 
-from ..portable.batch_order import batch_bounds, epoch_order, random_state as make_rng
+from ..portable.batch_order import batch_bounds, epoch_order
+from ..portable.batch_order import random_state as make_rng
 
 #: The per-batch losses the optimizers offer, as torch computes them.
 TORCH_LOSSES = {

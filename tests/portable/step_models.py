@@ -150,8 +150,9 @@ def linear_step(
         "learning_rate": np.array(learning_rate, dtype=np.float32),
         "two": np.array(2.0, dtype=np.float32),
         "axis0": np.array([0], dtype=np.int64),
-        "axis1": np.array([1], dtype=np.int64),
     }
+    if weighted:
+        constants["axis1"] = np.array([1], dtype=np.int64)
     if momentum is not None:
         constants["momentum"] = np.array(momentum, dtype=np.float32)
     model = _model(

@@ -13,6 +13,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from tqdm.auto import tqdm
 
+from ...portable.batch_order import epoch_order, random_state
 from ..inputs.feature_names import check_feature_names, check_validation_names, feature_names
 from ..inputs.validation import InputSpec, check_features, check_sample_weight, check_targets
 from ..machine.devices import resolve_device
@@ -23,7 +24,6 @@ from ..machine.runtime import (
     check_onnx_compatible,
 )
 from ..model_graphs.inference_mode import inference_graph
-from ...portable.batch_order import epoch_order, random_state
 from ..model_graphs.onnx_graph import get_train_initializer
 from ..updates.learning_rates import resolve_learning_rate
 from .batches import Batches
