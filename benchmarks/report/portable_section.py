@@ -145,7 +145,7 @@ def answer_sentence(speed):
     Examples
     --------
     >>> speed = pd.DataFrame({
-    ...     "case": ["linear regression"] * 4 + ["MLP 100-50-1, batch 100"] * 3,
+    ...     "case": ["linear regression"] * 4 + ["MLP 100-50-1 (batch 100)"] * 3,
     ...     "framework": ["scikit-learn", "ort whole-training", "portable step",
     ...                   "portable epoch loop", "ort whole-training", "portable step",
     ...                   "portable epoch loop"],
@@ -153,34 +153,32 @@ def answer_sentence(speed):
     ...     "step_s": [1e-6, 1.2e-4, 1.7e-5, 6e-6, 1e-4, 9e-5, 8e-5],
     ...     "spread": [1.2, 1.1, 1.3, 3.0, 1.1, 1.1, 1.2]})
     >>> print(answer_sentence(speed))
-    With the epoch loop, the fit of the linear regression, 1 thread, takes 6.0x (noisy) \
-SGDRegressor's time (goal: at most 10x; the whole-training API 120.0x): met; a step of the MLP \
-100-50-1, batch 100, 2 threads, is 1.2x faster than the whole-training API's (goal: no \
-slower): met.
+    With the epoch loop, a fit of the linear regression on 1 thread takes 6.0x (noisy) \
+SGDRegressor's time (goal: at most 10x; whole-training: 120.0x), met; a step of the MLP 100-50-1 \
+(batch 100) on 2 threads is 1.2x faster than whole-training's (goal: no slower), met.
     """
     table = ratios(speed)
     parts = []
     for case, group in table.groupby("case", sort=False):
         loop, noisy = _ratio_of(table, case, fw.PORTABLE_EPOCH_LOOP)
         threads = group.threads.iloc[0]
-        where = f"{case}, {threads} thread{'s' if threads != 1 else ''},"
+        where = f"the {case} on {threads} thread{'s' if threads != 1 else ''}"
         if not math.isfinite(loop):
-            parts.append(f"the {where} was not measured")
+            parts.append(f"{where} was not measured")
             continue
         if group.reference.iloc[0] == fw.SKLEARN:
             whole, whole_noisy = _ratio_of(table, case, fw.ORT_WHOLE)
             met = loop <= LINEAR_GOAL
             said = (
-                f"the fit of the {where} takes {_times(loop, noisy)} SGDRegressor's time (goal: at "
-                f"most {LINEAR_GOAL:.0f}x; the whole-training API {_times(whole, whole_noisy)})"
+                f"a fit of {where} takes {_times(loop, noisy)} SGDRegressor's time (goal: at most "
+                f"{LINEAR_GOAL:.0f}x; whole-training: {_times(whole, whole_noisy)})"
             )
         else:
             met = verdict(loop) != "slower"
             said = (
-                f"a step of the {where} is {_against(loop, noisy)} the whole-training API's "
-                "(goal: no slower)"
+                f"a step of {where} is {_against(loop, noisy)} whole-training's (goal: no slower)"
             )
-        parts.append(f"{said}: {'met' if met else 'missed'}")
+        parts.append(f"{said}, {'met' if met else 'missed'}")
     return "With the epoch loop, " + "; ".join(parts) + "."
 
 
@@ -299,10 +297,9 @@ def zoo_sentence(zoo):
     ...     "spread": 1.1, "peak_mb": [550.0, 360, 120, 121, 400, 300, None, None],
     ...     "note": [""] * 6 + ["refused: com.microsoft:Round (from the layer /r/Round)"] * 2})
     >>> print(zoo_sentence(zoo))
-    The zoo (batches of 64, 2 threads): the step models of 1 of 2 models train on the \
-maintained runtime (1 refused: Round), a step 1.5x slower than the whole-training API's (epoch \
-loop: 1.2x slower); the runner's process peaks at 120 MB against torch eager's 360 MB (no higher \
-for 1 of 1).
+    The zoo (batches of 64, 2 threads): 1 of 2 step models train (refused: Round), a step 1.5x \
+slower than whole-training's (epoch loop: 1.2x slower); the runner peaks at 120 MB, torch eager \
+at 360 MB (no higher for 1 of 1).
     """
     table = ratios(zoo, group="model", reference=fw.ORT_WHOLE)
     portable = table[table.framework == fw.PORTABLE_STEP]
@@ -311,25 +308,28 @@ for 1 of 1).
     trained = portable[portable.step_s.notna()]
     loop = table[(table.framework == fw.PORTABLE_EPOCH_LOOP) & table.step_s.notna()]
     said = (
-        f"The zoo (batches of {table.batch_size.iloc[0]}, {table.threads.iloc[0]} threads): the "
-        f"step models of {len(trained)} of {table.model.nunique()} models train on the "
-        "maintained runtime"
+        f"The zoo (batches of {table.batch_size.iloc[0]}, {table.threads.iloc[0]} threads): "
+        f"{len(trained)} of {table.model.nunique()} step models train"
     )
-    if len(refused):
-        said += f" ({len(refused)} refused: {', '.join(sorted(set(refused)))})"
     failed = why.str.startswith(FAILED).sum()
-    if failed:
-        said += f" ({failed} failed)"
+    if len(refused) or failed:
+        said += (
+            " ("
+            + "; ".join(
+                ([f"refused: {', '.join(sorted(set(refused)))}"] if len(refused) else [])
+                + ([f"{failed} failed"] if failed else [])
+            )
+            + ")"
+        )
     if len(trained):
         torch_peak = table[table.framework == fw.TORCH].set_index("model").peak_mb
         torch_peak = torch_peak.reindex(trained.model).to_numpy()
         lower = int((trained.peak_mb.to_numpy() <= torch_peak).sum())
         said += (
-            f", a step {_span(trained.ratio)} than the whole-training API's (epoch loop: "
-            f"{_span(loop.ratio)}); the runner's process peaks at "
-            f"{value_range(trained.peak_mb, '{:.0f} MB')} against torch eager's "
-            f"{value_range(torch_peak[pd.notna(torch_peak)], '{:.0f} MB')} (no higher for "
-            f"{lower} of {len(trained)})"
+            f", a step {_span(trained.ratio)} than whole-training's (epoch loop: "
+            f"{_span(loop.ratio)}); the runner peaks at {value_range(trained.peak_mb, '{:.0f}')} "
+            f"MB, torch eager at {value_range(torch_peak[pd.notna(torch_peak)], '{:.0f}')} MB "
+            f"(no higher for {lower} of {len(trained)})"
         )
     return said + "."
 
@@ -369,8 +369,8 @@ def _conditions(frames, tabled):
     ``tabled`` has one."""
     first = frames[0].iloc[0]
     lines = [
-        f"Portable fits on {first.maintained}, the others on onnxruntime-training 1.19.2; "
-        f"{first.machine}."
+        f"Portable fits on {first.maintained.replace(', Python', ' (Python')}), the others on "
+        f"1.19.2; {first.machine}."
     ]
     groups = {id(f): "case" if "case" in f else "model" for f in tabled}
     if any(ratios(f, groups[id(f)]).noisy.any() for f in tabled):
@@ -388,15 +388,16 @@ def portable_markdown(speed, zoo, zoo_table_too=True):
     --------
     >>> speed = pd.DataFrame({"case": "MLP", "framework": ["ort whole-training", "portable step"],
     ...                       "threads": 2, "step_s": [1e-4, 5e-5], "spread": [3.0, 1.1],
-    ...                       "machine": "AMD EPYC", "maintained": "onnxruntime 1.31.1"})
+    ...                       "machine": "AMD EPYC",
+    ...                       "maintained": "onnxruntime 1.31.1, Python 3.13.0"})
     >>> print(portable_markdown(speed, None))  # doctest: +NORMALIZE_WHITESPACE
-    With the epoch loop, the MLP, 2 threads, was not measured.
+    With the epoch loop, the MLP on 2 threads was not measured.
     <BLANKLINE>
     | case | threads | step of the reference | portable step |
     | --- | --- | --- | --- |
     | MLP | 2 | whole-training: 100 us | 2.0x faster* |
     <BLANKLINE>
-    Portable fits on onnxruntime 1.31.1, the others on onnxruntime-training 1.19.2; AMD EPYC.
+    Portable fits on onnxruntime 1.31.1 (Python 3.13.0), the others on 1.19.2; AMD EPYC.
     *: noisy (a timing's repeats spread over 2x).
     """
     speed = speed if speed is not None and not speed.empty else None

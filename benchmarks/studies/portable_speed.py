@@ -54,7 +54,7 @@ from benchmarks.workloads import frameworks as fw
 
 #: The linear case: ``SGDRegressor``'s fit, one row per update.
 LINEAR = {
-    "case": "linear regression of 20 features on 1,000 rows, batch 1",
+    "case": "linear regression (20 features, 1,000 rows, batch 1)",
     "n_samples": 1000,
     "n_features": 20,
     "batch_size": 1,
@@ -63,7 +63,7 @@ LINEAR = {
 }
 #: The MLP case of the project's step targets.
 MLP = {
-    "case": "MLP 100-50-1, batch 100",
+    "case": "MLP 100-50-1 (batch 100)",
     "n_samples": 8000,
     "n_features": 100,
     "hidden": 50,
