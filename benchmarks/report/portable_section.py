@@ -27,32 +27,10 @@ PORTABLE_ZOO_CSV = "portable_zoo.csv"
 PORTABLE_COMMAND = "python -m benchmarks.studies.portable_speed"
 #: The columns of each file (``machine``: the processor; ``maintained``: the runtime and Python of
 #: the portable fits; ``note``: the timing's caveat, or why a framework did not run).
-SPEED_COLUMNS = [
-    "case",
-    "framework",
-    "threads",
-    "batch_size",
-    "steps_per_epoch",
-    "step_s",
-    "spread",
-    "note",
-    "machine",
-    "maintained",
-]
-ZOO_COLUMNS = [
-    "model",
-    "framework",
-    "threads",
-    "batch_size",
-    "steps_per_epoch",
-    "step_s",
-    "spread",
-    "import_mb",
-    "peak_mb",
-    "note",
-    "machine",
-    "maintained",
-]
+_TIMING = ["framework", "threads", "batch_size", "steps_per_epoch", "step_s", "spread"]
+_CONDITIONS = ["note", "machine", "maintained"]
+SPEED_COLUMNS = ["case", *_TIMING, *_CONDITIONS]
+ZOO_COLUMNS = ["model", *_TIMING, "import_mb", "peak_mb", *_CONDITIONS]
 #: The goal of the linear fit with the epoch loop: at most this many times ``SGDRegressor``'s time.
 LINEAR_GOAL = 10.0
 #: The frameworks of a case's table, in order, and what the tables call them.

@@ -29,7 +29,6 @@ keeping the rows of the cases and models not measured again, and ``portable_spee
 """
 
 import argparse
-import contextlib
 import os
 import sys
 import tempfile
@@ -95,35 +94,22 @@ SMALL_STEPS_PER_EPOCH = {
 }
 
 
-@contextlib.contextmanager
-def thread_limits(threads, torch_too=False):
-    """numpy's BLAS (and torch's, with ``torch_too``) at ``threads`` threads within the block."""
-    from threadpoolctl import threadpool_limits  # noqa: PLC0415
-
-    with threadpool_limits(limits=threads, user_api="blas"):
-        if not torch_too:
-            yield
-            return
-        import torch  # noqa: PLC0415
-
-        previous = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(previous)
-
-
 def timed_rows(fits, steps_per_epoch, epochs, repeats, threads, conditions_since, **columns):
     """The marginal step cost of every fit, timed in turns: one row each, with its caveat.
+
+    numpy's BLAS and torch run on ``threads`` threads meanwhile (the onnxruntime fits get theirs
+    from their sessions).
 
     ``columns`` are added to every row (the case, the model...); ``conditions_since``, a
     :class:`helpers.measure.conditions.RunClock`, dates the load the caveats name.
     """
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415
+
+    from benchmarks.profiles.survey.torch_kernels import torch_threads  # noqa: PLC0415
     from helpers.measure.conditions import machine_conditions, timing_caveat  # noqa: PLC0415
     from helpers.measure.timing import marginal_step_cost  # noqa: PLC0415
 
-    with thread_limits(threads, torch_too=fw.TORCH in fits):
+    with threadpool_limits(limits=threads, user_api="blas"), torch_threads(threads):
         costs = marginal_step_cost(fits, steps_per_epoch, *epochs, repeats=repeats)
     conditions = machine_conditions(conditions_since, threads)
     step_note = {
