@@ -187,7 +187,17 @@ def zoo_fits(name, n_samples, batch_size, learning_rate, threads, random_state=0
 
 
 def write_data(path, X, y):
-    """Save ``X`` and ``y`` as the ``.npz`` the maintained process reads."""
+    """Save ``X`` and ``y`` as the ``.npz`` the maintained process reads; return ``path``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = write_data(os.path.join(folder, "d.npz"), np.ones((2, 3)), np.zeros(2))
+    ...     sorted(np.load(path).files)
+    ['X', 'y']
+    """
     import numpy as np  # noqa: PLC0415
 
     np.savez(path, X=X, y=y)

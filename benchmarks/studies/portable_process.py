@@ -61,7 +61,17 @@ def limit_threads(threads):
 
 
 def load_data(path):
-    """``X, y`` of an ``.npz`` file."""
+    """``X, y`` of an ``.npz`` file (:func:`benchmarks.studies.portable_fits.write_data`).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     np.savez(os.path.join(folder, "d.npz"), X=np.ones((2, 3)), y=np.zeros(2))
+    ...     [a.shape for a in load_data(os.path.join(folder, "d.npz"))]
+    [(2, 3), (2,)]
+    """
     import numpy as np  # noqa: PLC0415
 
     with np.load(path) as data:
