@@ -300,7 +300,6 @@ def main(argv=None):
             for name in models:
                 zoo += measure_zoo_model(name, folder, epochs["zoo"], repeats, python)
                 print(f"{name}: {time.perf_counter() - start:.0f} s", flush=True)
-    written = {}
     for rows, file, key, columns in (
         (speed, PORTABLE_SPEED_CSV, "case", SPEED_COLUMNS),
         (zoo, PORTABLE_ZOO_CSV, "model", ZOO_COLUMNS),
@@ -308,9 +307,10 @@ def main(argv=None):
         if rows:
             path = os.path.join(args.out, file)
             new = pd.DataFrame(rows).assign(**machine).reindex(columns=columns)
-            written[file] = kept_rows(path, new, key)
-            atomic_write_text(path, written[file].to_csv(index=False))
-    text = portable_markdown(written.get(PORTABLE_SPEED_CSV), written.get(PORTABLE_ZOO_CSV))
+            atomic_write_text(path, kept_rows(path, new, key).to_csv(index=False))
+    paths = [os.path.join(args.out, file) for file in (PORTABLE_SPEED_CSV, PORTABLE_ZOO_CSV)]
+    # this run's rows and the rows kept
+    text = portable_markdown(*(pd.read_csv(p) if os.path.exists(p) else None for p in paths))
     atomic_write_text(os.path.join(args.out, "portable_speed.md"), text + "\n")
     print(text)
     print(f"{time.perf_counter() - start:.0f} s")
