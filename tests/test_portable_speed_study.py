@@ -139,3 +139,18 @@ def test_every_zoo_model_has_its_steps_per_epoch():
     from benchmarks.example_models import ZOO
 
     assert all(portable_speed.zoo_steps(name) >= 1 for name in ZOO)
+
+
+def test_the_study_writes_its_rows_and_its_text(tmp_path):
+    """A quick run of the MLP case (the maintained process on this interpreter): every framework a
+    row with the columns the summary reads, and the text that answers."""
+    from benchmarks.report import portable_section as ps
+
+    argv = ["--quick", "--only", "mlp", "--maintained-python", sys.executable]
+    assert portable_speed.main([*argv, "--out", str(tmp_path)]) == 0
+    rows = pd.read_csv(tmp_path / ps.PORTABLE_SPEED_CSV)
+    assert list(rows.columns) == ps.SPEED_COLUMNS
+    assert set(rows.framework) == {fw.ORT_WHOLE, *pf.PORTABLE_MODES}
+    assert (rows.threads == 2).all() and (rows.batch_size == 100).all()
+    text = (tmp_path / "portable_speed.md").read_text(encoding="utf-8")
+    assert text.startswith("With the epoch loop, ") and "MLP 100-50-1 (batch 100)" in text
