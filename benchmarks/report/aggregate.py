@@ -37,7 +37,12 @@ import pandas as pd
 from benchmarks.report.answer import answer_details, answer_ratios, answer_sentences
 from benchmarks.report.caveats import add_caveats
 from benchmarks.report.details import markdown_table, write_details
-from benchmarks.report.study_sections import time_to_accuracy_lines, zoo_costs_section
+from benchmarks.report.portable_section import portable_details, portable_section
+from benchmarks.report.study_sections import (
+    time_to_accuracy_lines,
+    zoo_costs_details,
+    zoo_costs_section,
+)
 from benchmarks.report.suite_ratios import suite_lines
 from benchmarks.report.summary_terms import glossary_lines, targets_in_words
 from benchmarks.report.zoo_summary import zoo_details, zoo_section
@@ -242,7 +247,7 @@ def summary_text(df, results, plots):
         ]
         table, zoo = targets_in_words(targets)
         lines += markdown_table(table) + [""] + ([zoo, ""] if zoo else [])
-    lines += _time_to_accuracy(results) + zoo_costs_section(results)
+    lines += _time_to_accuracy(results) + zoo_costs_section(results) + portable_section(results)
     if plots:
         lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plots] + [""]
     lines += [
@@ -279,5 +284,6 @@ def summarize(results, run_ids=None):
         paths["summary.md"], summary_text(df, results, [os.path.basename(p) for p in plots])
     )
     extra = answer_details(df) + zoo_details(df) if not df.empty else []
+    extra += zoo_costs_details(results) + portable_details(results)
     header = _machine_blocks(df, results) if not df.empty else []
     return [*paths.values(), *write_details(df, results, atomic_write_text, header, extra), *plots]

@@ -336,7 +336,10 @@ def read_zoo_costs(results):
 
 
 def zoo_costs_section(results):
-    """The summary's lines on memory and first fits: a heading, :func:`zoo_costs_markdown`; or none.
+    """The summary's lines on memory and first fits: a heading, :func:`costs_sentence`; or none.
+
+    The table of every model is in ``details.md`` (:func:`zoo_costs_details`): the summary has a
+    page's words.
 
     Examples
     --------
@@ -349,7 +352,28 @@ def zoo_costs_section(results):
     return [
         "## Memory and first fit, per model of the zoo",
         "",
-        zoo_costs_markdown(df),
-        f"Every row: `{ZOO_COSTS_CSV}`, written by `{ZOO_COSTS_COMMAND}`.",
+        costs_sentence(df),
+        "",
+        f"Each model: [details](details.md); every row: `{ZOO_COSTS_CSV}`, written by "
+        f"`{ZOO_COSTS_COMMAND}`.",
+        "",
+    ]
+
+
+def zoo_costs_details(results):
+    """The lines of ``details.md`` on memory and first fits: the table of every model; or none.
+
+    Examples
+    --------
+    >>> zoo_costs_details("no such folder")
+    []
+    """
+    df = read_zoo_costs(results)
+    if df is None:
+        return []
+    return [
+        "### Memory and first fit, per model of the zoo",
+        "",
+        *markdown_table(costs_table(df)),
         "",
     ]

@@ -14,6 +14,10 @@ TORCH_COMPILE = "torch.compile"
 ORT_WHOLE = "ort whole-training"
 ORT_FORWARD_BACKWARD = "ort forward-backward"
 ORT_TORCH_MODULE = "ort torch module"
+#: A step model (``export_training_step``) trained on the maintained onnxruntime: a call per step,
+#: or an epoch per call (an ONNX ``Loop``).
+PORTABLE_STEP = "portable step"
+PORTABLE_EPOCH_LOOP = "portable epoch loop"
 NUMPY_MATMUL = "numpy matmul"
 ORT_BOUND = "onnxruntime matmul bound"
 

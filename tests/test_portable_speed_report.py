@@ -1,0 +1,156 @@
+"""The summary's section on the step model trained on the maintained onnxruntime: ratios, answer,
+tables and the files they are read from (hand-written rows, no timing)."""
+
+import math
+import re
+
+import pandas as pd
+from bench_records import torch_rows, write_record
+
+from benchmarks.report import aggregate
+from benchmarks.report import portable_section as ps
+
+WHOLE, STEP, LOOP = "ort whole-training", "portable step", "portable epoch loop"
+LINEAR = "linear regression (batch 1)"
+MLP = "MLP 100-50-1 (batch 100)"
+
+
+def speed_rows(loop_us=6.0, sgd_us=1.0, mlp_loop_us=80.0, spread=1.1):
+    """A linear case against SGDRegressor and an MLP case against whole-training."""
+    return pd.DataFrame(
+        {
+            "case": [LINEAR] * 4 + [MLP] * 3,
+            "framework": ["scikit-learn", WHOLE, STEP, LOOP, WHOLE, STEP, LOOP],
+            "threads": [1] * 4 + [2] * 3,
+            "step_s": [x * 1e-6 for x in (sgd_us, 120, 17, loop_us, 100, 95, mlp_loop_us)],
+            "spread": [1.1, 1.1, 1.1, spread, 1.1, 1.1, 1.1],
+            "note": "",
+            "machine": "AMD EPYC",
+            "maintained": "onnxruntime 1.31.1, Python 3.13.0",
+        }
+    )
+
+
+def zoo_rows():
+    """One model trained by every framework, one whose step model was refused."""
+    frameworks = [WHOLE, "torch eager", STEP, LOOP]
+    return pd.DataFrame(
+        {
+            "model": ["image_cnn_small"] * 4 + ["resnet_small"] * 4,
+            "framework": frameworks * 2,
+            "threads": 2,
+            "batch_size": 64,
+            "step_s": [0.010, 0.008, 0.012, 0.011, 0.03, 0.02, math.nan, math.nan],
+            "spread": [1.1, 1.1, 1.2, 1.1, 1.1, 1.1, math.nan, math.nan],
+            "peak_mb": [445.0, 322, 130, 131, 556, 365, math.nan, math.nan],
+            "note": [""] * 6 + ["refused: com.microsoft:ConvGrad (from the layer /conv1/Conv)"] * 2,
+            "machine": "AMD EPYC",
+            "maintained": "onnxruntime 1.31.1, Python 3.13.0",
+        }
+    )
+
+
+def test_each_case_is_set_against_sgdregressor_where_it_ran_else_whole_training():
+    table = ps.ratios(speed_rows()).set_index(["case", "framework"])
+    assert table.loc[(LINEAR, LOOP), "reference"] == "scikit-learn"
+    assert table.loc[(LINEAR, LOOP), "ratio"] == 6.0
+    assert table.loc[(MLP, LOOP), "reference"] == WHOLE
+    assert table.loc[(MLP, LOOP), "ratio"] == 0.8
+
+
+def test_a_ratio_is_noisy_when_either_of_its_timings_spread():
+    table = ps.ratios(speed_rows(spread=3.0)).set_index(["case", "framework"])
+    assert table.loc[(LINEAR, LOOP), "noisy"]
+    assert not table.loc[(LINEAR, STEP), "noisy"]
+    sgd_noisy = speed_rows().assign(
+        spread=lambda d: d.spread.where(d.framework != "scikit-learn", 5)
+    )
+    table = ps.ratios(sgd_noisy).set_index(["case", "framework"])
+    assert table.loc[(LINEAR, STEP), "noisy"] and not table.loc[(MLP, STEP), "noisy"]
+
+
+def test_the_answer_says_each_goal_met_or_missed():
+    met = ps.answer_sentence(speed_rows(loop_us=6.0, mlp_loop_us=80.0))
+    assert met.startswith(f"With the epoch loop, a fit of the {LINEAR} on 1 thread takes 6.0x")
+    assert "SGDRegressor's time (goal: at most 10x; whole-training: 120.0x), met;" in met
+    assert "1.2x faster than whole-training's (goal: no slower), met." in met
+    missed = ps.answer_sentence(speed_rows(loop_us=12.0, mlp_loop_us=130.0))
+    assert "12.0x SGDRegressor's time" in missed and missed.count("missed") == 2
+    assert "1.3x slower than whole-training's" in missed
+
+
+def test_a_case_without_its_epoch_loop_is_said_not_measured():
+    rows = speed_rows().query("framework != @LOOP or case != @MLP")
+    assert f"the {MLP} on 2 threads was not measured" in ps.answer_sentence(rows)
+
+
+def test_the_tables_keep_the_summary_convention():
+    """A time ratio reads '2.0x faster' or '1.3x slower', never a bare '0.5x'."""
+    lines = ps.portable_markdown(speed_rows(spread=3.0), zoo_rows()).splitlines()
+    cells = [
+        c.strip() for line in lines if line.startswith("|") for c in line.strip("|").split("|")
+    ]
+    assert not [c for c in cells if re.fullmatch(r"[<>=\s]*[\d.]+(-[\d.]+)?x\*?", c)]
+    assert not re.search(r"\b0\.\d+x\b", "\n".join(lines))
+    assert "6.0x slower*" in cells and "whole-training: 100 us" in cells
+    assert any(line.startswith("*: noisy") for line in lines)
+
+
+def test_a_refused_model_is_a_row_with_the_operator():
+    table = ps.zoo_table(zoo_rows()).set_index("model")
+    refused = table.loc["ResNet-style CNN (small)"]
+    assert refused["vs whole-training: portable step"] == "refused: ConvGrad"
+    assert refused["peak MB: portable / whole-training / torch"] == "- / 556 / 365"
+    trained = table.loc["CNN on images (small)"]
+    assert trained["vs whole-training: portable step"] == "1.2x slower"
+    assert trained["epoch loop"] == "1.1x slower"
+    assert trained["torch eager"] == "1.2x faster"
+    assert trained["peak MB: portable / whole-training / torch"] == "130 / 445 / 322"
+
+
+def test_the_zoo_sentence_counts_the_models_and_names_the_refused_operators():
+    said = ps.zoo_sentence(zoo_rows())
+    assert said.startswith("The zoo (batches of 64, 2 threads): 1 of 2 step models train")
+    assert "(refused: ConvGrad)" in said
+    assert "the runner peaks at 130 MB, torch eager at 322 MB (no higher for 1 of 1)" in said
+
+
+def test_the_section_reads_the_files_beside_or_above_the_results_folder(tmp_path):
+    results = tmp_path / "reference"
+    results.mkdir()
+    assert ps.portable_section(str(results)) == []
+    speed_rows().to_csv(tmp_path / ps.PORTABLE_SPEED_CSV, index=False)
+    lines = ps.portable_section(str(results))
+    assert lines[0] == "## Training on the maintained onnxruntime"
+    assert "onnxruntime 1.31.1 (Python 3.13.0)" in lines[2] and "The zoo" not in lines[2]
+    zoo_rows().to_csv(results / ps.PORTABLE_ZOO_CSV, index=False)
+    section = ps.portable_section(str(results))
+    assert "The zoo (batches of 64, 2 threads)" in section[2] and "| model |" not in section[2]
+    assert section[-2].startswith("Each zoo model: [details](details.md); every row: ")
+    details = "\n".join(ps.portable_details(str(results)))
+    assert "| ResNet-style CNN (small) | refused: ConvGrad | - |" in details
+
+
+def test_the_summary_has_the_section_after_the_memory_of_the_zoo(tmp_path):
+    write_record(
+        tmp_path, "torch-a", "m", torch_rows(50, {"torch eager": 1.0, "ort whole-training": 0.5})
+    )
+    speed_rows().to_csv(tmp_path / ps.PORTABLE_SPEED_CSV, index=False)
+    zoo_rows().to_csv(tmp_path / ps.PORTABLE_ZOO_CSV, index=False)
+    aggregate.summarize(str(tmp_path))
+    text = (tmp_path / "summary.md").read_text(encoding="utf-8")
+    section = text.split("## Training on the maintained onnxruntime\n\n")[1]
+    assert section.startswith("With the epoch loop, a fit of the linear regression")
+    assert text.index("## Training on the maintained") < text.index("## Glossary")
+    details = (tmp_path / "details.md").read_text(encoding="utf-8")
+    assert "### Training on the maintained onnxruntime, per model of the zoo" in details
+
+
+def test_the_section_links_the_files_it_was_read_from(tmp_path):
+    results = tmp_path / "reference"
+    results.mkdir()
+    speed_rows().to_csv(tmp_path / ps.PORTABLE_SPEED_CSV, index=False)
+    zoo_rows().to_csv(results / ps.PORTABLE_ZOO_CSV, index=False)
+    last = ps.portable_section(str(results))[-2]
+    assert "[portable_speed.csv](../portable_speed.csv)" in last
+    assert "[portable_zoo.csv](portable_zoo.csv)" in last
