@@ -74,7 +74,6 @@ API_ORDER = {
         "model_graphs.torch_symbolics",
         "inputs",
         "inputs.validation",
-        "inputs.class_labels",
         "inputs.feature_names",
         "updates",
         "updates.learning_rates",

@@ -9,6 +9,8 @@ differ in number) raises ``ValueError`` naming the array and the fix.
 
 import numpy as np
 
+from .class_labels import class_labels_as_one_hot
+
 #: What the user calls each batch input, by position: features, label, sample weights.
 USER_NAMES = ("X", "y", "sample_weight")
 
@@ -77,7 +79,7 @@ def _shape_text(shape):
     return "(" + ", ".join("N" if d is None else str(d) for d in shape) + ")"
 
 
-def check_batch_arrays(specs, X, y, sample_weight=None):
+def check_batch_arrays(specs, X, y, sample_weight=None, class_labels=False):
     """The arrays of a fit, one per batch input of the step model, all with the same rows.
 
     Parameters
@@ -87,6 +89,10 @@ def check_batch_arrays(specs, X, y, sample_weight=None):
     X, y : array-like
     sample_weight : array-like or None
         Ones when the step takes weights and none are given.
+    class_labels : bool
+        The step's loss is a softmax cross-entropy on one-hot rows: ``y`` may hold one class
+        index per sample, as ``fit`` of the exporting optimizer takes it
+        (:func:`~helpers.portable.class_labels.class_labels_as_one_hot`).
 
     Returns
     -------
@@ -103,12 +109,21 @@ def check_batch_arrays(specs, X, y, sample_weight=None):
     Traceback (most recent call last):
     ...
     ValueError: X has 4 rows but y has 3: ...
+
+    A classifier's step takes one-hot rows; its users give class indices:
+
+    >>> specs[1] = TensorSpec("label", np.dtype(np.float32), (None, 3))
+    >>> check_batch_arrays(specs, np.zeros((2, 2)), [2, 0], class_labels=True)[1].tolist()
+    [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
     """
     if sample_weight is not None and len(specs) < 3:
         raise ValueError(
             "This step model was exported without sample weights: train it without "
             "sample_weight, or export the step from an optimizer fitted with sample weights."
         )
+    if class_labels and len(specs[1].shape) == 2 and specs[1].shape[1]:
+        one_hot = class_labels_as_one_hot(y, specs[1].shape[1])
+        y = y if one_hot is None else one_hot
     values = [X, y]
     if len(specs) >= 3:
         rows = len(np.asarray(X))

@@ -300,7 +300,9 @@ class PortableTrainer:
         return self
 
     def _data(self, X, y, sample_weight):
-        arrays = check_batch_arrays(self._runtime["step"].batch, X, y, sample_weight)
+        step = self._runtime["step"]
+        class_labels = bool(step.record.parameters.get("class_labels", False))
+        arrays = check_batch_arrays(step.batch, X, y, sample_weight, class_labels)
         return _EpochData(arrays, self._parameter("batch_size", 1), not self.epoch_loop)
 
     def _train_epoch(self, data):

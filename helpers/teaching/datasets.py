@@ -11,7 +11,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import Bunch
 
-from ..core.inputs.class_labels import one_hot  # noqa: F401  (re-exported: the notebooks' import)
+from ..portable.class_labels import one_hot  # noqa: F401  (re-exported: the notebooks' import)
 
 
 def split_standardized(X, y, test_size=0.25, random_state=0, stratify=None, y_dtype=np.float32):

@@ -16,6 +16,7 @@ from collections import namedtuple
 import onnx
 import onnxruntime
 
+from ..machine.runtime import explain_untrainable
 from ..machine.runtime_output import ForkSafeLock, quiet_runtime_logs
 from ..machine.training_cache import cached_artifact_folder, content_key
 from ..model_graphs.training_graph import training_graph
@@ -146,8 +147,14 @@ def gradient_model(loss_model, weights, fast_gradients=True):
         "step", loss_model, list(weights), fast_gradients, onnx.__version__, onnxruntime.__version__
     )
     write = functools.partial(_write_artifacts, graph, list(weights))
-    with cached_artifact_folder(key, write) as folder:
-        model = onnx.load(os.path.join(folder, "training_model.onnx"))
+    try:
+        with cached_artifact_folder(key, write) as folder:
+            model = onnx.load(os.path.join(folder, "training_model.onnx"))
+    except Exception as error:  # the runtime's own types: a layer without gradient, named
+        clear = explain_untrainable(loss_model, error)
+        if clear is None:
+            raise
+        raise clear from None
     model, found = gradients_of_accumulators(model)
     missing = [name for name in weights if name not in found]
     if missing:

@@ -10,8 +10,8 @@ import numbers
 import numpy as np
 from onnx import TensorProto
 
+from ...portable.class_labels import class_labels_as_one_hot
 from ..graphs.graph_shapes import tensor_dims
-from .class_labels import class_labels_as_one_hot
 
 
 def _as_float32(name, values):

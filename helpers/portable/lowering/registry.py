@@ -17,7 +17,7 @@ LOWERINGS = {}
 STANDARD_DOMAINS = ("", "ai.onnx")
 
 
-class UnsupportedOperatorError(NotImplementedError):
+class UnsupportedOperatorError(ValueError):
     """A node whose operator has no standard formulation (yet).
 
     Parameters
@@ -99,6 +99,8 @@ class LoweringContext:
         self.known = dict(known or {})
         self.ranks = dict(ranks or {})
         self._count = 0
+        #: Returns the model lowered up to the node being lowered (for :meth:`rank`), or None.
+        self.lowered_so_far = None
         nodes = graph.node if graph is not None else []
         self._producers = {out: node for node in nodes for out in node.output if out}
 
@@ -122,7 +124,15 @@ class LoweringContext:
         return value
 
     def rank(self, name):
-        """The rank of ``name`` if the model tells it, else None."""
+        """The rank of ``name`` if the model tells it, else None.
+
+        A rank the model did not declare is looked for again, once per value, in the graph
+        lowered so far (:attr:`lowered_so_far`, set by :func:`lower_model`): once the
+        gradient operators before it are standard, onnx's shape inference reaches it.
+        """
+        if name not in self.ranks and self.lowered_so_far is not None:
+            self.ranks.update(model_ranks(self.lowered_so_far()))
+            self.ranks.setdefault(name, None)
         return self.ranks.get(name)
 
     def producer(self, value):
@@ -262,6 +272,19 @@ def lower_model(model, prefix="lower"):
     lowered = onnx.ModelProto()
     lowered.CopyFrom(model)
     nodes = []
+
+    def lowered_so_far():
+        prefix = onnx.ModelProto()
+        prefix.CopyFrom(lowered)
+        del prefix.graph.node[:]
+        prefix.graph.node.extend(nodes)
+        prefix.graph.initializer.extend(ctx.initializers)
+        standard = [o for o in model.opset_import if o.domain in STANDARD_DOMAINS]
+        del prefix.opset_import[:]
+        prefix.opset_import.extend(standard)
+        return prefix
+
+    ctx.lowered_so_far = lowered_so_far
     for node in model.graph.node:
         if is_standard(node):
             nodes.append(node)
