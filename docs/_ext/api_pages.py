@@ -107,6 +107,7 @@ API_ORDER = {
         "kernel_plots",
         "palette",
         "notebook",
+        "learning_path",
     ],
     "helpers.measure": ["timing", "conditions", "profiling"],
 }
