@@ -20,6 +20,9 @@ code is organised in these packages:
 The public names below are loaded on first use (PEP 562), so that
 ``import helpers.portable`` does not import the training package, torch or
 scikit-learn; ``from helpers import OrtGradientOptimizer`` works as before.
+Besides the seeds' names they include what a notebook calls from
+:mod:`helpers.core` (``export_for_training``, ``training_graph``, ``Device``...):
+nothing a user calls needs an import from the core, whose modules may move.
 """
 
 from .core.machine.module_names import lazy_names

@@ -92,12 +92,13 @@ def _notebook_links_to_pages(app, docname, source):
 
     A notebook links the glossary as ``[opset](../docs/glossary.md#opset)``: the path
     from ``notebooks/`` in the repository, which JupyterLab and GitHub follow. On the
-    site the notebooks are one folder below the docs' pages (``docs/notebooks`` links
-    to ``notebooks``), so ``../docs/`` becomes ``../`` before myst reads the notebook,
-    and myst resolves the page and its heading's anchor (``glossary.html#opset``).
+    site that path leads nowhere: ``docs/notebooks`` is a link to ``notebooks``, and
+    myst resolves relative paths from the notebook's real folder. ``../docs/`` becomes
+    ``/`` (the docs' folder) before myst reads the notebook, and myst resolves the page
+    and its heading's anchor (``glossary.html#opset``).
     """
     if docname.startswith("notebooks/"):
-        source[0] = source[0].replace("](../docs/", "](../")
+        source[0] = source[0].replace("](../docs/", "](/")
 
 
 # --- Links to the repository's files ---------------------------------------------------
