@@ -2,7 +2,8 @@
 
 The site's own extensions are in ``docs/_ext``: the API pages (``api_pages``), the
 landing page's headline (``headline``), registries shown by what they hold
-(``registry_values``) and the site's links (``site_links``).
+(``registry_values``), the site's links (``site_links``) and the landing page's learning
+path (``course_table``).
 """
 
 import glob
@@ -30,6 +31,7 @@ extensions = [
     "headline",  # the landing page's sentence, from the reference benchmark
     "registry_values",  # registries and objects shown by what they hold, not their repr
     "site_links",  # figures, downloads and links to the repository's files
+    "course_table",  # the landing page's learning path, the README's table
 ]
 exclude_patterns = ["_build", "notebooks/.ipynb_checkpoints"]
 html_theme = "furo"

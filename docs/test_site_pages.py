@@ -7,6 +7,7 @@ pages are compact tables and full-width figures a reader can scan. Screenshots l
 site, in ``_screenshots``.
 """
 
+import glob
 import os
 import re
 
@@ -18,6 +19,7 @@ PAGES = {
     "landing": ("index.html", "The learning path"),
     "notebook": (NOTEBOOK, "Train a linear regression"),
     "api": ("api.html", "OrtGradientOptimizer"),
+    "glossary": ("glossary.html", "YieldOp"),
 }
 
 
@@ -105,6 +107,43 @@ def test_landing_page_headline_figure_and_sidebar(browser):
     assert figure["scale"] > 0.6, (
         f"at 390px the figure is shown at {figure['scale']:.2f} of its size"
     )
+
+
+# --- The glossary -----------------------------------------------------------------------
+
+#: Each term of the glossary and its anchor, the heading's slug: what a notebook links at the
+#: term's first use, ``[opset](../docs/glossary.md#opset)`` (GitHub makes the same anchors).
+GLOSSARY = {
+    "Training graph": "training-graph",
+    "Training model": "training-model",
+    "Gradient graph": "gradient-graph",
+    "YieldOp": "yieldop",
+    "OrtValue": "ortvalue",
+    "IR version": "ir-version",
+    "Opset": "opset",
+    "Artifacts": "artifacts",
+    "Whole-training API": "whole-training-api",
+    "Forward/backward API": "forwardbackward-api",
+    "Rewrite": "rewrite",
+    "Step model": "step-model",
+}
+
+
+def test_the_glossary_defines_each_term_and_every_link_to_it_lands_on_one():
+    with open(os.path.join(SITE, "glossary.html"), encoding="utf-8") as f:
+        glossary = f.read()
+    anchors = set(re.findall(r'\bid="([^"]+)"', glossary))
+    for term, anchor in GLOSSARY.items():
+        assert f">{term}<" in glossary, f"the glossary has no heading {term!r}"
+        assert anchor in anchors, f"the glossary has no anchor #{anchor} for {term!r}"
+    # its own links between terms, then those of every other page (the notebooks')
+    own = re.findall(r'href="#([^"]+)"', glossary)
+    assert len(own) > len(GLOSSARY), "the glossary's terms do not link each other"
+    assert set(own) - {""} <= anchors
+    for path in glob.glob(os.path.join(SITE, "**", "*.html"), recursive=True):
+        with open(path, encoding="utf-8") as f:
+            for anchor in re.findall(r'href="(?:\.\./)*glossary\.html#([^"]+)"', f.read()):
+                assert anchor in anchors, f"{os.path.relpath(path, SITE)} links #{anchor}"
 
 
 # --- The results pages ------------------------------------------------------------------

@@ -84,6 +84,22 @@ class NotebookDownload(SphinxTransform):
         title.parent.insert(title.parent.index(title) + 1, paragraph)
 
 
+# --- Notebooks' links to the docs' pages ----------------------------------------------
+
+
+def _notebook_links_to_pages(app, docname, source):
+    """A notebook's link to a page of the docs opens that page of the site.
+
+    A notebook links the glossary as ``[opset](../docs/glossary.md#opset)``: the path
+    from ``notebooks/`` in the repository, which JupyterLab and GitHub follow. On the
+    site the notebooks are one folder below the docs' pages (``docs/notebooks`` links
+    to ``notebooks``), so ``../docs/`` becomes ``../`` before myst reads the notebook,
+    and myst resolves the page and its heading's anchor (``glossary.html#opset``).
+    """
+    if docname.startswith("notebooks/"):
+        source[0] = source[0].replace("](../docs/", "](../")
+
+
 # --- Links to the repository's files ---------------------------------------------------
 
 
@@ -159,6 +175,7 @@ def _view_source_link(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
+    app.connect("source-read", _notebook_links_to_pages)
     app.connect("include-read", _link_result_files)
     app.connect("doctree-resolved", _link_images)
     app.connect("html-page-context", _view_source_link)

@@ -171,6 +171,13 @@ def max_ir_version():
 
     It is found by loading tiny models, not read from a table, so it stays
     true for any runtime build.
+
+    Examples
+    --------
+    >>> onnxruntime.__version__, max_ir_version()  # doctest: +SKIP
+    ('1.19.2', 10)
+    >>> max_ir_version() <= onnx.IR_VERSION
+    True
     """
     version = onnx.IR_VERSION
     while version > 3 and not _runtime_accepts(version):
