@@ -217,3 +217,33 @@ def test_mlp_update_parameters_reproduce_adam(data):
         **mlp_update_parameters(start),
     ).fit(data.X_train, data.y_train)
     np.testing.assert_allclose(opt.train_losses_, 2 * np.array(network.loss_curve_), rtol=1e-4)
+
+
+def test_first_epoch_of_minibatches_is_scikit_learns(data):
+    # Both shuffle arange(n) with numpy's RandomState(seed) before the first epoch:
+    # with the same seed, the first epochs coincide; later ones part ways (scikit-learn
+    # shuffles its shuffled order again, the optimizer draws a fresh permutation).
+    start = fit_first_epoch(
+        MLPRegressor(
+            hidden_layer_sizes=(4,),
+            solver="sgd",
+            learning_rate_init=0.01,
+            batch_size=15,
+            alpha=0.0,
+            random_state=0,
+        ),
+        data.X_train,
+        data.y_train,
+    )
+    onx = add_loss_output(to_onnx(start, data.X_train[:1]))
+    make = partial(
+        OrtGradientOptimizer,
+        onx,
+        mlp_weight_names(start),
+        max_iter=3,
+        **mlp_update_parameters(start),
+    )
+    result = train_side_by_side(start, make, data, 3, seeds=[4], metrics={"R²": r2_score})
+    sklearn_curve, ort_curve = (runs[0] for runs in result.curves.values())
+    np.testing.assert_allclose(ort_curve[0], sklearn_curve[0], rtol=1e-5)
+    assert abs(ort_curve[2] / sklearn_curve[2] - 1) > 1e-5

@@ -13,16 +13,21 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.neural_network import MLPRegressor
 
 from helpers import (
+    Device,
     ElasticLearningLoss,
     ElasticLearningPenalty,
     LearningRateSGD,
     LearningRateSGDNesterov,
+    OrtGradientForwardBackward,
     OrtGradientForwardBackwardOptimizer,
     OrtGradientOptimizer,
     SquareLearningLoss,
     TrainingDivergedError,
+    WeightUpdater,
     add_loss_output,
     get_train_initializer,
+    make_update_rule,
+    to_ortvalue,
 )
 
 
@@ -211,3 +216,49 @@ def test_bad_input(linear_onnx, linear_data):
         _fit(linear_onnx, X[:, :2], y)
     with pytest.raises(ValueError, match="Unknown learning_rate"):
         _fit(linear_onnx, X, y, learning_rate="adam")
+
+
+def test_optimizer_is_the_loop_of_its_parts():
+    """Forward, loss gradient, backward and update, written out, give the fit's weights."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3)).astype(np.float32)
+    y = (np.sin(X[:, 0]) + X[:, 1]).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPRegressor(hidden_layer_sizes=(5,), activation="tanh", max_iter=1).fit(X, y)
+    onx = to_onnx(mlp, X[:1])
+    epochs, batch, lr, momentum = 3, 20, 0.01, 0.9
+    fitted = OrtGradientForwardBackwardOptimizer(
+        onx,
+        max_iter=epochs,
+        batch_size=batch,
+        learning_rate=lr,
+        solver="nesterov",
+        momentum=momentum,
+        learning_loss="squared_error",
+        random_state=0,
+    ).fit(X, y)
+
+    device, loss = Device("cpu"), SquareLearningLoss()
+    fb = OrtGradientForwardBackward(onx)
+    weights = get_train_initializer(onx)
+    values = [weights[name].copy() for name in fb.weights_to_train]
+    updater = WeightUpdater(
+        make_update_rule("nesterov", momentum=momentum), [v.shape for v in values], device
+    )
+    ort_weights = [to_ortvalue(v, device) for v in values]
+    fn, shuffler, t, epoch_losses = fb.new_instance(), np.random.RandomState(0), 0, []
+    for _ in range(epochs):
+        order, total = shuffler.permutation(len(X)), 0.0
+        for first in range(0, len(X), batch):
+            rows = order[first : first + batch]
+            prediction = fn.forward([X[rows], *ort_weights], training=True)[0]
+            value, gradient = loss.loss_gradient(device, y[rows].reshape(-1, 1), prediction)
+            t += 1
+            updater.update(ort_weights, fn.backward([gradient]), lr, t)
+            total += float(value.numpy()) * len(rows)
+        epoch_losses.append(total / len(X))
+    np.testing.assert_allclose(fitted.train_losses_, epoch_losses, rtol=1e-6)
+    state = fitted.get_state()
+    for name, value in zip(fb.weights_to_train, ort_weights):
+        np.testing.assert_allclose(state[name], value.numpy(), rtol=1e-6, atol=1e-7)

@@ -156,3 +156,23 @@ def test_softmax_cross_entropy_value_equals_torch_for_confident_scores():
         assert float(value.numpy()) == pytest.approx(expected, rel=1e-5)
         softmax = torch.softmax(torch.from_numpy(scores), dim=1).numpy()
         np.testing.assert_allclose(gradient.numpy(), (softmax - one_hot) / 16, atol=1e-6)
+
+
+@pytest.mark.parametrize("probability_function", ["sigmoid", "softmax"])
+def test_neglog_gradient_stays_p_minus_y_where_the_probability_underflows(probability_function):
+    # Scores so wrong that float32 rounds the probability of the true class to 0: the
+    # gradient through p would be NaN (-1/p times p) or 0 (p clipped), the one on the
+    # scores is still p - y, pushing at full strength.
+    if probability_function == "sigmoid":
+        s = np.array([[4.0], [-12.0], [-110.0]], dtype=np.float32)
+        y = np.ones_like(s)
+        p = _sigmoid(s.astype(np.float64))
+    else:
+        s = np.array([[110.0, 0.0, -5.0], [0.0, 1.0, 2.0]], dtype=np.float32)
+        y = np.array([[0, 0, 1], [0, 1, 0]], dtype=np.float32)
+        p = _softmax(s.astype(np.float64))
+    assert (p * y).sum(axis=1).min() < 1e-45  # underflows in float32
+    loss = NegLogLearningLoss(eps=1e-5, probability_function=probability_function)
+    value, grad = loss.loss_gradient(CPU, y, s)
+    assert np.isfinite(value.numpy()).all()
+    np.testing.assert_allclose(grad.numpy() * len(s), p - y, atol=1e-6)

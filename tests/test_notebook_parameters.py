@@ -39,7 +39,7 @@ def test_deeper_networks_given_as_strings(tmp_path):
         tmp_path,
         hidden_layer_sizes="(16, 8)",
         penalty_hidden_layer_sizes=[16, 8],
-        full_batch_epochs=3,
+        full_batch_max_iter=3,
     )
 
 
@@ -49,7 +49,7 @@ def test_short_full_batch_check_and_deeper_classifiers(tmp_path):
     run(
         "07_classification.ipynb",
         tmp_path,
-        full_batch_epochs=2,
+        full_batch_max_iter=2,
         max_iter=30,
         hidden_layer_sizes="(16, 8)",
         cancer_hidden_layer_sizes="(8, 4)",
