@@ -22,23 +22,38 @@ The public names below are loaded on first use (PEP 562), so that
 scikit-learn; ``from helpers import OrtGradientOptimizer`` works as before.
 """
 
-import importlib
+from .core.machine.module_names import lazy_names
 
 #: Each public name and the module that defines it.
 _PUBLIC = {
+    "Device": ".core.machine.devices",
     "DeviceError": ".core.machine.devices",
     "DiskFullError": ".core.machine.disk_space",
     "RuntimeCompatibilityError": ".core.machine.runtime",
     "UntrainableModelError": ".core.machine.runtime",
     "check_onnx_compatible": ".core.machine.runtime",
-    "set_num_threads": ".core.machine.sessions",
+    "main_opset": ".core.machine.runtime",
+    "max_ir_version": ".core.machine.runtime",
+    "native_stderr_captured": ".core.machine.runtime_output",
+    "set_num_threads": ".core.machine.threads",
+    "clear_training_caches": ".core.machine.training_cache",
+    "to_ortvalue": ".core.graphs.onnx_function",
+    "count_rewrites": ".core.rewrites.gradient_rewrites",
+    "rewrite_for_training": ".core.rewrites.gradient_rewrites",
+    "export_for_training": ".core.model_graphs.from_torch",
     "get_train_initializer": ".core.model_graphs.onnx_graph",
     "onnx_rename_weights": ".core.model_graphs.onnx_graph",
+    "replace_initializers": ".core.model_graphs.onnx_graph",
+    "select_outputs": ".core.model_graphs.onnx_graph",
+    "training_graph": ".core.model_graphs.training_graph",
     "TrainingDivergedError": ".core.training.epoch_losses",
     "LearningRateSGD": ".core.updates.learning_rates",
     "LearningRateSGDNesterov": ".core.updates.learning_rates",
     "ElasticLearningPenalty": ".core.updates.penalties",
     "NoLearningPenalty": ".core.updates.penalties",
+    "make_update_rule": ".core.updates.update_rules",
+    "WeightUpdater": ".core.updates.weight_updater",
+    "build_update_graph": ".core.updates.weight_updater",
     "OrtGradientForwardBackward": ".forward_backward.function",
     "AbsoluteLearningLoss": ".forward_backward.losses",
     "CrossEntropyLearningLoss": ".forward_backward.losses",
@@ -54,15 +69,4 @@ _PUBLIC = {
 
 __all__ = sorted(_PUBLIC)
 
-
-def __getattr__(name):
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # the next access is a plain attribute
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_PUBLIC))
+__getattr__, __dir__ = lazy_names(__name__, _PUBLIC, globals())

@@ -26,7 +26,7 @@ import numpy as np
 import onnxruntime
 
 from .core.machine import cuda_libraries, devices
-from .core.machine.sessions import resolved_threads
+from .core.machine.threads import resolved_threads
 from .measure.conditions import usable_cores
 
 

@@ -19,9 +19,9 @@ from torch import nn
 from helpers import (
     OrtGradientForwardBackward,
     OrtTorchModule,
+    export_for_training,
 )
 from helpers.core.machine.sessions import make_session
-from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.core.model_graphs.training_graph import training_graph
 from helpers.teaching.torch_reference import torch_fit
 

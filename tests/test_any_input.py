@@ -9,8 +9,8 @@ import torch
 from conftest import APIS, make_seeded_optimizer
 from torch import nn
 
+from helpers import export_for_training
 from helpers.core.machine.devices import Device
-from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.core.training.batches import Batches
 
 

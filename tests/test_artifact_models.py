@@ -10,9 +10,9 @@ import pytest
 import torch
 from onnxruntime.training import artifacts
 
+from helpers import export_for_training
 from helpers.core.machine.runtime import max_ir_version
 from helpers.core.machine.runtime_output import native_stderr_captured
-from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.whole_training.artifacts import (
     artifact_paths,
     converter_output_captured,

@@ -20,8 +20,8 @@ from helpers import (
     OrtTorchModule,
     UntrainableModelError,
     add_loss_output,
+    export_for_training,
 )
-from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
 
 N_SAMPLES, BATCH, EPOCHS, LEARNING_RATE = 24, 10, 3, 0.05

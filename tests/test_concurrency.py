@@ -107,7 +107,7 @@ def test_fits_leave_the_process_stderr_alone(fresh_caches, monkeypatch):
     assert errors == []
     import torch
 
-    from helpers.core.model_graphs.torch_export import export_for_training
+    from helpers import export_for_training
 
     class Rounding(torch.nn.Module):
         def __init__(self):
@@ -187,8 +187,8 @@ def test_fits_write_nothing_on_stderr(tmp_path):
     script = tmp_path / "fit.py"
     script.write_text(
         "import numpy as np, torch\nfrom helpers import OrtGradientForwardBackwardOptimizer, "
-        "OrtGradientOptimizer, add_loss_output\nfrom helpers.core.model_graphs.torch_export import "
-        "export_for_training\nnet = torch.nn.Sequential(torch.nn.Linear(4, 6), "
+        "OrtGradientOptimizer, add_loss_output, export_for_training\n"
+        "net = torch.nn.Sequential(torch.nn.Linear(4, 6), "
         "torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Linear(6, 1))\nX = "
         "np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32)\nonx = "
         "export_for_training(net, torch.from_numpy(X[:2]))\nimport sys; sys.stderr.write('-- fits "

@@ -10,9 +10,9 @@ from helpers import (
     OrtGradientForwardBackward,
     OrtGradientOptimizer,
     add_loss_output,
+    export_for_training,
     get_train_initializer,
 )
-from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.core.model_graphs.training_graph import training_graph
 from helpers.core.rewrites import gradient_rewrites
 from helpers.core.rewrites.convolution_rewrites import (

@@ -210,7 +210,7 @@ class _Embedder(torch.nn.Module):
 
 @pytest.fixture(scope="module")
 def embedder():
-    from helpers.core.model_graphs.torch_export import export_for_training
+    from helpers import export_for_training
 
     torch.manual_seed(0)
     module = _Embedder()

@@ -19,8 +19,8 @@ from torch import nn
 from helpers import (
     ElasticLearningPenalty,
     LearningRateSGD,
+    export_for_training,
 )
-from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.forward_backward.losses import ElasticLearningLoss
 from helpers.teaching.model_factories import mlp_onnx
 

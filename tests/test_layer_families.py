@@ -17,8 +17,8 @@ from torch import nn
 from helpers import (
     OrtTorchModule,
     UntrainableModelError,
+    export_for_training,
 )
-from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
 
 N_SAMPLES = 24

@@ -21,10 +21,9 @@ from conftest import make_seeded_optimizer
 from onnx import TensorProto, helper
 from torch import nn
 
-from helpers import OrtTorchModule
+from helpers import OrtTorchModule, export_for_training
 from helpers.core.layers.normalization import layer_norms_of_one_value_written_out
 from helpers.core.machine.sessions import make_session
-from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
 from helpers.whole_training.artifacts import load_training_artifacts
 
@@ -206,7 +205,7 @@ import sys
 import numpy as np, torch
 from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, OrtTorchModule
 from helpers import add_loss_output
-from helpers.core.model_graphs.torch_export import export_for_training
+from helpers import export_for_training
 
 class Residual(torch.nn.Module):
     def __init__(self):

@@ -17,8 +17,7 @@ import torch
 from conftest import APIS, make_seeded_optimizer
 from torch import nn
 
-from helpers import OrtGradientForwardBackward, OrtTorchModule
-from helpers.core.model_graphs.torch_export import export_for_training
+from helpers import OrtGradientForwardBackward, OrtTorchModule, export_for_training
 from helpers.teaching.torch_reference import torch_fit
 
 pytestmark = pytest.mark.filterwarnings(

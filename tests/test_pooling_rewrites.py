@@ -14,8 +14,12 @@ import torch
 from onnx import TensorProto, helper
 from torch import nn
 
-from helpers import OrtGradientForwardBackward, OrtGradientOptimizer, add_loss_output
-from helpers.core.model_graphs.torch_export import export_for_training
+from helpers import (
+    OrtGradientForwardBackward,
+    OrtGradientOptimizer,
+    add_loss_output,
+    export_for_training,
+)
 from helpers.core.model_graphs.training_graph import training_graph
 from helpers.core.rewrites.gradient_rewrites import rewrite_for_training
 from helpers.core.rewrites.pooling_rewrites import max_pools_before_activations

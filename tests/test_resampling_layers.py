@@ -19,8 +19,8 @@ from torch import nn
 from helpers import (
     OrtTorchModule,
     UntrainableModelError,
+    export_for_training,
 )
-from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.core.model_graphs.training_graph import training_graph
 from helpers.teaching.torch_reference import torch_fit
 

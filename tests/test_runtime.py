@@ -3,6 +3,7 @@ import os
 import onnx
 import pytest
 
+import helpers
 from helpers.core.machine import runtime, runtime_output, sessions
 
 
@@ -39,14 +40,14 @@ def test_main_opset(linear_onnx):
 
 def test_set_num_threads():
     try:
-        sessions.set_num_threads(1)
+        helpers.set_num_threads(1)
         assert sessions.session_options().intra_op_num_threads == 1
         # an explicit count wins over the default set for the process
         assert sessions.session_options(3).intra_op_num_threads == 3
         with pytest.raises(ValueError, match="integer >= 1"):
-            sessions.set_num_threads(0)
+            helpers.set_num_threads(0)
     finally:
-        sessions.set_num_threads(None)
+        helpers.set_num_threads(None)
     assert sessions.session_options().intra_op_num_threads == 0
 
 

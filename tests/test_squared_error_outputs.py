@@ -17,10 +17,9 @@ from torch import nn
 
 from benchmarks.workloads import frameworks as fw
 from benchmarks.workloads import your_model as ym
-from helpers import SquareLearningLoss, add_loss_output
+from helpers import SquareLearningLoss, add_loss_output, export_for_training
 from helpers.core.machine.devices import Device
 from helpers.core.machine.sessions import make_session
-from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
 
 LEARNING_RATE = 0.05

@@ -165,7 +165,7 @@ def test_dropout_drops_in_training_only():
 
 def test_dropout_is_off_in_the_optimizers_predictions():
     """An exported network with dropout trains with it, and predicts without it."""
-    from helpers.core.model_graphs.torch_export import export_for_training
+    from helpers import export_for_training
 
     reference = dropout_net().eval()
     onx = export_for_training(dropout_net(), torch.zeros(3, 6))

@@ -29,8 +29,7 @@ def test_an_operator_without_gradient_is_named_by_both_apis():
     import torch
 
     from benchmarks.example_models import upsampling_model
-    from helpers import UntrainableModelError
-    from helpers.core.model_graphs.torch_export import export_for_training
+    from helpers import UntrainableModelError, export_for_training
 
     onx = export_for_training(upsampling_model(), torch.zeros(2, 8))
     X, y = np.zeros((4, 8), np.float32), np.zeros((4, 1), np.float32)

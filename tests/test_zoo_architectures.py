@@ -20,8 +20,7 @@ from benchmarks import example_models as em
 from benchmarks.studies import step_targets as st
 from benchmarks.studies import zoo_targets as zt
 from benchmarks.workloads import frameworks as fw
-from helpers import OrtTorchModule
-from helpers.core.model_graphs.torch_export import export_for_training
+from helpers import OrtTorchModule, export_for_training
 from helpers.teaching.torch_reference import torch_fit
 
 NEW = ("resnet_small", "resnet_large", "mobilenet_small", "mobilenet_large")

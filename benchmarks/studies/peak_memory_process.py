@@ -60,7 +60,7 @@ def _onnx(model_function, n_features, hidden, example):
         return mlp_onnx(n_features, hidden=(hidden,))
     import torch
 
-    from helpers.core.model_graphs.torch_export import export_for_training
+    from helpers import export_for_training
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -37,7 +37,7 @@ from benchmarks.report.study_sections import time_to_accuracy_lines
 from benchmarks.sweep.records import atomic_write_bytes, atomic_write_text
 from benchmarks.workloads import frameworks as fw
 from benchmarks.workloads import your_model as ym
-from helpers.core.model_graphs.torch_export import export_for_training
+from helpers import export_for_training
 from helpers.teaching.datasets import load_classification_standardized
 
 #: The columns of ``time_to_accuracy.csv``, one row per task, framework and epoch.

@@ -148,7 +148,7 @@ class OrtWholeTrainer:
         AdamW's settings.
     n_threads : int, optional
         Intra-op threads of the training session (the optimizer's ``n_threads``);
-        None takes :func:`helpers.core.machine.sessions.set_num_threads` or onnxruntime's default.
+        None takes :func:`helpers.set_num_threads` or onnxruntime's default.
 
     Attributes
     ----------
@@ -222,7 +222,7 @@ class OrtForwardBackwardTrainer:
         Constant learning rate.
     n_threads : int, optional
         Intra-op threads of the model's session; None takes
-        :func:`helpers.core.machine.sessions.set_num_threads` or onnxruntime's default.
+        :func:`helpers.set_num_threads` or onnxruntime's default.
     optimizer : {'sgd', 'adamw'}
         The update rule, torch's formulas.
     betas, eps, weight_decay

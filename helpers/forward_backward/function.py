@@ -20,7 +20,8 @@ from onnxruntime.capi._pybind_state import (
 from ..core.machine.devices import resolve_device
 from ..core.machine.runtime import check_model_ir_version, explain_untrainable
 from ..core.machine.runtime_output import quiet_runtime_logs
-from ..core.machine.sessions import check_n_threads, is_profiling, make_session, resolved_threads
+from ..core.machine.sessions import is_profiling, make_session
+from ..core.machine.threads import check_n_threads, resolved_threads
 from ..core.machine.training_cache import GRADIENT_GRAPHS, content_key
 from ..core.model_graphs.inference_mode import inference_graph
 from ..core.model_graphs.onnx_graph import (
@@ -50,7 +51,7 @@ class OrtGradientForwardBackward:
         ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or ``'auto'``.
     n_threads : int, optional
         Threads of the sessions (intra-op); None lets onnxruntime choose, or
-        takes :func:`helpers.core.machine.sessions.set_num_threads`.
+        takes :func:`helpers.set_num_threads`.
     fast_gradients : bool
         Build the gradient graph from a copy of the model whose ``Relu``
         nodes are rewritten into an exact equivalent with a faster gradient

@@ -17,9 +17,9 @@ from onnx import numpy_helper
 
 from ..core.layers.batch_norm import running_statistic_names
 from ..core.machine.devices import resolve_device
+from ..core.model_graphs.from_torch import buffers_kept, export_for_training
 from ..core.model_graphs.inference_mode import inference_graph
 from ..core.model_graphs.onnx_graph import replace_initializers, static_dims
-from ..core.model_graphs.torch_export import buffers_kept, export_for_training
 from .function import OrtGradientForwardBackward
 from .torch_function import OrtAutogradFunction, check_input_dtypes, to_ortvalue, to_tensor
 
@@ -35,7 +35,7 @@ class OrtTorchModule(torch.nn.Module):
     ----------
     module : torch.nn.Module or onnx.ModelProto
         The network. A torch module is exported to ONNX once
-        (:func:`~helpers.core.model_graphs.torch_export.export_for_training`) and
+        (:func:`~helpers.export_for_training`) and
         kept as the submodule ``module``: its parameters are this module's,
         trained in place. An ONNX model gets one ``Parameter`` per float
         initializer, initialised from it, in ``weights``.

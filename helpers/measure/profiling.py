@@ -89,8 +89,20 @@ def read_profile(path):
     )
 
 
-def _session_label(path):
-    """The label of the session that wrote ``path`` (``{label}-{number}_{date}_{time}.json``)."""
+def session_label(path):
+    """The label of the session that wrote the profile ``path``: its role once looked up in
+    :data:`SESSION_ROLES`.
+
+    Profiles are named ``{label}-{number}_{date}_{time}.json``
+    (:func:`helpers.core.machine.sessions.profiling_sessions` numbers them).
+
+    Examples
+    --------
+    >>> session_label("profiles/loss-12_2026-11-28_02-15-01.json")
+    'loss'
+    >>> SESSION_ROLES[session_label("model-3_2026-11-28_02-15-01.json")]
+    'model (forward + backward)'
+    """
     name = os.path.basename(path)
     name = name.rsplit("_", 2)[0] if name.count("_") >= 2 else name
     return re.sub(r"-\d+$", "", name)
@@ -137,7 +149,7 @@ def kernel_table(folder, n_steps):
     rows = []
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
         kernels, runs = read_profile(path)
-        role = SESSION_ROLES.get(_session_label(path), _session_label(path))
+        role = SESSION_ROLES.get(session_label(path), session_label(path))
         if role in (SESSION_ROLES["score"], SESSION_ROLES["predict"]) or runs.empty:
             continue
         for op_type, group in kernels.groupby("op_type"):

@@ -20,4 +20,6 @@ with scikit-learn.
 * :mod:`~helpers.teaching.tables`: the tables of the notebooks, rounded, with
   units in their headers;
 * :mod:`~helpers.teaching.notebook`: the device choice, the parameters and the claims of a notebook.
+* :mod:`~helpers.teaching.learning_path`: the README's learning path, written from the
+  notebooks' first cells.
 """

@@ -13,4 +13,28 @@
 * :mod:`~helpers.whole_training.optimizer`: :class:`helpers.OrtGradientOptimizer`;
 * :mod:`~helpers.whole_training.schedulers`: onnxruntime's linear scheduler,
   fixed.
+
+What a notebook calls on the artifacts is importable from the package itself:
+``from helpers.whole_training import generate_training_artifacts, train_step``.
 """
+
+from ..core.machine.module_names import lazy_names
+
+#: The functions a notebook calls on the artifacts, loaded on first use (the package's
+#: modules import onnxruntime.training, hence torch): each name and its module.
+_PUBLIC = {
+    "artifact_paths": ".artifacts",
+    "converter_output_captured": ".artifacts",
+    "generate_training_artifacts": ".artifacts",
+    "list_artifacts": ".artifacts",
+    "load_training_artifacts": ".artifacts",
+    "train_step": ".artifacts",
+    "loss_metadata": ".loss_output",
+    "remove_loss_output": ".loss_output",
+    "linear_learning_rate": ".schedulers",
+    "linear_lr_scheduler": ".schedulers",
+}
+
+__all__ = sorted(_PUBLIC)
+
+__getattr__, __dir__ = lazy_names(__name__, _PUBLIC, globals())

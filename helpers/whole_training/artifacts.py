@@ -1,7 +1,7 @@
 """The training artifacts: the files ``generate_artifacts`` writes.
 
 ``onnxruntime.training.artifacts.generate_artifacts`` turns a forward-only
-ONNX model (:mod:`helpers.core.model_graphs.torch_export` exports one from
+ONNX model (:mod:`helpers.core.model_graphs.from_torch` exports one from
 PyTorch) into a training model, an eval model, an optimizer model and a
 checkpoint. :func:`generate_training_artifacts` writes them for a model
 from :func:`helpers.add_loss_output` (what
@@ -27,6 +27,12 @@ from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
 from ..core.machine.runtime_output import ForkSafeLock, quiet_runtime_logs
 from ..core.machine.sessions import session_options
+
+# onnxblock builds the gradient graph with sessions of its own, which log every graph
+# transformation on the process's stderr, from C++. From this import on they log errors
+# only: the artifacts this module writes, and those of a notebook that calls
+# ``generate_artifacts`` itself, print nothing (no notebook needs to quiet the runtime).
+quiet_runtime_logs()
 
 #: onnxblock builds one model at a time: it keeps it in a global (``onnxblock.base``),
 #: and two builds at once fail ("Base onnx model already exists").
@@ -277,7 +283,6 @@ def generate_training_artifacts(
     """
     frozen = [i.name for i in onx_loss.graph.initializer if i.name not in weights_to_train]
     optimizer = onnxblock.optim.AdamW(**adamw) if solver == "adamw" else ort_artifacts.OptimType.SGD
-    quiet_runtime_logs()
     with _ONNXBLOCK_LOCK:  # onnxblock keeps the model being built in a global: one build at a time
         ort_artifacts.generate_artifacts(
             onx_loss,

@@ -47,8 +47,8 @@ from helpers import (
     OrtGradientOptimizer,
     OrtTorchModule,
     add_loss_output,
+    export_for_training,
 )
-from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.teaching.torch_reference import torch_fit
 
 from .grammar import MODULE_EPOCHS, OPTIMIZER_STEPS, one_thread

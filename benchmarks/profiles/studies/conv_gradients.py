@@ -50,8 +50,7 @@ from benchmarks.profiles.ab_timing import (
 )
 from benchmarks.profiles.report import markdown, write_section
 from benchmarks.profiles.survey.profiled_models import ZOO_BATCH, zoo_model
-from helpers import OrtGradientForwardBackward, get_train_initializer
-from helpers.core.model_graphs.torch_export import export_for_training
+from helpers import OrtGradientForwardBackward, export_for_training, get_train_initializer
 from helpers.core.rewrites import gradient_rewrites
 from helpers.core.rewrites.convolution_rewrites import (
     LAYOUTS,

@@ -14,13 +14,13 @@ from skl2onnx import to_onnx
 from sklearn.neural_network import MLPRegressor
 
 from helpers import (
+    Device,
     LearningRateSGD,
     OrtGradientForwardBackward,
     SquareLearningLoss,
     get_train_initializer,
+    set_num_threads,
 )
-from helpers.core.machine.devices import Device
-from helpers.core.machine.sessions import set_num_threads
 
 set_num_threads(2)
 warnings.simplefilter("ignore")

@@ -56,7 +56,7 @@ from benchmarks.profiles.ab_timing import (
 from benchmarks.profiles.report import markdown, write_section
 from benchmarks.profiles.survey.kernel_survey import profile_best_of
 from benchmarks.profiles.survey.profiled_models import ZOO_BATCH, make_optimizer, zoo_model
-from helpers import OrtGradientForwardBackward
+from helpers import OrtGradientForwardBackward, export_for_training
 from helpers.core.graphs.graph_nodes import (
     constant_node,
     copy_with_nodes,
@@ -64,7 +64,6 @@ from helpers.core.graphs.graph_nodes import (
     node_attribute,
 )
 from helpers.core.graphs.graph_shapes import value_shapes
-from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.core.rewrites import gradient_rewrites
 from helpers.core.rewrites.pooling_rewrites import max_pools_before_activations
 

@@ -153,9 +153,9 @@ def refold(nodes, formula):
 
     Examples
     --------
-    >>> from helpers.core.layers.batch_norm import _decompose
+    >>> from helpers.core.layers.batch_norm import decompose_batch_norm_node
     >>> node = helper.make_node("BatchNormalization", list("xsbmv"), ["y"], training_mode=1)
-    >>> nodes, _ = _decompose(node, 2, 15, 0, None)
+    >>> nodes, _ = decompose_batch_norm_node(node, 2, 15, 0, None)
     >>> [n.op_type for n in refold(nodes, "folded")[-3:]]
     ['Div', 'Mul', 'Add']
     >>> [n.op_type for n in refold(nodes, "affine")[-5:]]
@@ -196,20 +196,20 @@ def with_formula(formula):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
     >>> with with_formula("folded"):
     ...     model, _ = batch_norm.decompose_batch_norm(export_for_training(net, torch.zeros(2, 3)))
     >>> any(n.name.endswith("__factor") for n in model.graph.node)
     True
     """
-    original = batch_norm._decompose
+    original = batch_norm.decompose_batch_norm_node
 
     def decompose(*args):
         nodes, layer = original(*args)
         return refold(nodes, formula), layer
 
-    return mock.patch.object(batch_norm, "_decompose", decompose)
+    return mock.patch.object(batch_norm, "decompose_batch_norm_node", decompose)
 
 
 def formula_rows(threads, rounds, repeats, steps=20, e2=4):

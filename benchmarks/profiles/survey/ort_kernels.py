@@ -24,7 +24,7 @@ from sklearn.base import clone
 from benchmarks.profiles.survey.kernel_families import ort_family
 from benchmarks.profiles.survey.kernel_flops import ort_flops
 from helpers.core.machine.sessions import make_session, profiling_sessions
-from helpers.measure.profiling import SESSION_ROLES, _session_label
+from helpers.measure.profiling import SESSION_ROLES, session_label
 
 
 def _shape(value):
@@ -33,7 +33,7 @@ def _shape(value):
 
 def _trace_rows(path, n_steps):
     """One row per kernel call of one onnxruntime trace, with the step it belongs to."""
-    if SESSION_ROLES.get(_session_label(path)) in (
+    if SESSION_ROLES.get(session_label(path)) in (
         SESSION_ROLES["score"],
         SESSION_ROLES["predict"],
     ):

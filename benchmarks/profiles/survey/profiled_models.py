@@ -27,7 +27,7 @@ from benchmarks.workloads.model_inputs import (
     random_inputs,
     random_targets,
 )
-from helpers.core.model_graphs.torch_export import export_for_training
+from helpers import export_for_training
 from helpers.teaching.datasets import one_hot
 from helpers.teaching.model_factories import mlp_onnx
 

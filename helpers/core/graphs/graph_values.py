@@ -64,7 +64,7 @@ def shapes_of_a_run(model, names):
     --------
     >>> import torch
     >>> from helpers.core.graphs.graph_shapes import value_shapes
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> from torch import nn
     >>> net = nn.Sequential(nn.Linear(3, 12), nn.Unflatten(1, (4, 3)), nn.Tanh())
     >>> model = export_for_training(net, torch.zeros(2, 3))
@@ -116,7 +116,7 @@ def shapes_with_a_run(model, names):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Conv1d(1, 2, 3, padding=1, padding_mode="reflect")
     >>> model = export_for_training(net, torch.zeros(1, 1, 8))
     >>> value_shapes(model)["y"], shapes_with_a_run(model, ["y"])["y"]

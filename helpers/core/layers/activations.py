@@ -59,7 +59,7 @@ from ..graphs.graph_values import constant_value
 
 #: Key of the model metadata listing the ``Clip`` nodes that are torch's ``hardtanh``
 #: (``Hardtanh``, ``ReLU6``), written by
-#: :func:`helpers.core.model_graphs.torch_export.export_for_training`.
+#: :func:`helpers.export_for_training`.
 HARDTANH_METADATA_KEY = "helpers.hardtanh_clips"
 
 #: Element types the rewrites handle.
@@ -216,7 +216,7 @@ def hardtanh_clips(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Hardtanh(-0.5, 2.0))
     >>> hardtanh_clips(export_for_training(net, torch.zeros(1, 2)))
     {'/1/Clip'}
@@ -254,7 +254,7 @@ def activations_with_gradients(model, prefix="", fast=False):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ELU(alpha=0.5))
     >>> model = activations_with_gradients(export_for_training(net, torch.zeros(2, 3)))
     >>> [n.op_type for n in model.graph.node if n.op_type != "Constant"]

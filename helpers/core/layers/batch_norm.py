@@ -69,7 +69,7 @@ def running_statistic_names(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
     >>> running_statistic_names(export_for_training(net, torch.zeros(2, 3)))
     ['1.running_mean', '1.running_var']
@@ -103,8 +103,39 @@ def batch_norm_in_training_mode(node):
     return bool(node_attribute(node, "training_mode", 0)) or len([o for o in node.output if o]) > 1
 
 
-def _decompose(node, rank, opset, index, counter):
-    """The nodes computing ``node`` from primitives, and its layer (None in inference mode)."""
+def decompose_batch_norm_node(node, rank, opset, index, counter):
+    """The nodes computing one ``BatchNormalization`` node from primitives, and its layer.
+
+    :func:`decompose_batch_norm` calls it for each such node of a model. The output
+    is ``(x - mean) / sqrt(var + epsilon) * scale + bias``, its last three nodes a
+    ``Div``, a ``Mul`` and an ``Add`` (a study replaces them with other formulas).
+
+    Parameters
+    ----------
+    node : onnx.NodeProto
+        The ``BatchNormalization`` node.
+    rank : int
+        Rank of its input ``x`` (2 for ``(N, C)``, 4 for images).
+    opset : int
+        Opset of the default domain (``ReduceMean`` changed at 18).
+    index : int
+        Position of the node in the graph: it names the new nodes, with the node's name.
+    counter : str or None
+        Name of the batch counter of a cumulative average (``momentum=None``), or None.
+
+    Returns
+    -------
+    nodes : list of onnx.NodeProto
+    layer : BatchNormLayer or None
+        The running statistics the layer updates; None in inference mode.
+
+    Examples
+    --------
+    >>> node = helper.make_node("BatchNormalization", list("xsbmv"), ["y"], training_mode=1)
+    >>> nodes, layer = decompose_batch_norm_node(node, 2, 15, 0, None)
+    >>> [n.op_type for n in nodes[-3:]], layer.running_mean, round(layer.momentum, 6)
+    (['Div', 'Mul', 'Add'], 'm', 0.1)
+    """
     x, scale, bias, running_mean, running_var = node.input[:5]
     y = node.output[0]
     tag = f"{BATCH_NORM_PREFIX}{index}__{node.name or y}"
@@ -245,7 +276,7 @@ def decompose_batch_norm(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Sequential(torch.nn.Conv1d(2, 3, 1), torch.nn.BatchNorm1d(3))
     >>> model, statistics = decompose_batch_norm(export_for_training(net, torch.zeros(4, 2, 5)))
     >>> "BatchNormalization" in {n.op_type for n in model.graph.node}, statistics.names
@@ -271,7 +302,7 @@ def decompose_batch_norm(model):
                 "give the model's inputs a shape (torch exports do)."
             )
         counter = cumulative.get(node.input[3], {}).get("counter")
-        decomposed, layer = _decompose(node, rank, opset, index, counter)
+        decomposed, layer = decompose_batch_norm_node(node, rank, opset, index, counter)
         nodes.extend(decomposed)
         if layer is not None:
             layers.append(layer)

@@ -4,7 +4,7 @@ torch's ``nn.Embedding(..., padding_idx=p)`` gives row ``p`` of its table a
 zero gradient: the row starts at zero and no gradient step moves it (AdamW's
 weight decay shrinks it, which leaves zero at zero). The ONNX export is a
 plain ``Gather`` that knows nothing of it, so onnxruntime would train the
-row like any other. :func:`helpers.core.model_graphs.torch_export.export_for_training`
+row like any other. :func:`helpers.export_for_training`
 records the padding rows in the model's metadata
 (:data:`PADDING_METADATA_KEY`), and the training graph gathers from the
 table multiplied by a constant mask, one for every row but the padding one
@@ -34,7 +34,7 @@ def padding_rows(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Embedding(10, 3, padding_idx=-1)
     >>> padding_rows(export_for_training(net, torch.zeros(2, 4, dtype=torch.long)))
     {'weight': 9}
@@ -74,7 +74,7 @@ def masked_padding_rows(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Embedding(10, 3, padding_idx=0)
     >>> model = masked_padding_rows(export_for_training(net, torch.zeros(2, 4, dtype=torch.long)))
     >>> for node in model.graph.node[1:]:

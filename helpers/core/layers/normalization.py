@@ -125,7 +125,7 @@ def layer_norms_of_one_value_written_out(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> model = export_for_training(torch.nn.LayerNorm([1]), torch.zeros(2, 3, 1))
     >>> written = layer_norms_of_one_value_written_out(model)
     >>> [n.op_type for n in written.graph.node if n.op_type != "Constant"]
@@ -180,7 +180,7 @@ def layer_norms_of_centered_inputs(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> model = export_for_training(torch.nn.LayerNorm([2, 4]), torch.zeros(3, 2, 4))
     >>> [
     ...     n.op_type
@@ -235,7 +235,7 @@ def instance_norms_written_out(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> model = export_for_training(torch.nn.GroupNorm(2, 4), torch.zeros(2, 4, 3))
     >>> ops = [n.op_type for n in instance_norms_written_out(model).graph.node]
     >>> "InstanceNormalization" in ops, ops.count("ReduceMean")

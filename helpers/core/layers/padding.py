@@ -252,7 +252,7 @@ def static_value(model, name):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Conv1d(1, 1, 3, padding=2, padding_mode="reflect")
     >>> model = export_for_training(net, torch.zeros(1, 1, 8))
     >>> pad = [n for n in model.graph.node if n.op_type == "Pad"][0]
@@ -348,7 +348,7 @@ def non_constant_pads_as_gathers(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Sequential(
     ...     torch.nn.Conv1d(1, 2, 1), torch.nn.Conv1d(2, 2, 3, padding=1, padding_mode="reflect"))
     >>> model = non_constant_pads_as_gathers(export_for_training(net, torch.zeros(1, 1, 8)))

@@ -154,7 +154,7 @@ def pools_as_torch_computes_them(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.MaxPool2d(1, stride=2, ceil_mode=True)
     >>> pool = export_for_training(net, torch.zeros(1, 1, 6, 8)).graph.node[0]
     >>> node_attribute(pool, "ceil_mode"), node_attribute(pool, "pads")
@@ -270,7 +270,7 @@ def average_pools_as_convolutions(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.AvgPool2d(2))
     >>> model = average_pools_as_convolutions(export_for_training(net, torch.zeros(1, 1, 6, 6)))
     >>> [n.op_type for n in model.graph.node]
@@ -313,7 +313,7 @@ def average_pools_as_convolutions(model):
 def torch_padding_and_pooling(model):
     """Return a copy of an exported ``model`` whose padding and pooling run as in torch.
 
-    What :func:`helpers.core.model_graphs.torch_export.export_for_training` applies to
+    What :func:`helpers.export_for_training` applies to
     every export: explicit pads instead of ``auto_pad``
     (:func:`helpers.core.layers.padding.explicit_pads`: onnxruntime does not run a
     dilated ``Conv`` with ``padding='same'``) and torch's windows for
@@ -322,7 +322,7 @@ def torch_padding_and_pooling(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Conv1d(1, 1, 3, padding="same", dilation=2)
     >>> conv = export_for_training(net, torch.zeros(1, 1, 8)).graph.node[0]
     >>> node_attribute(conv, "auto_pad"), node_attribute(conv, "pads")

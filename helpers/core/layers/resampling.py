@@ -201,7 +201,7 @@ def transposed_convolutions_as_convolutions(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1, output_padding=1)
     >>> model = export_for_training(net, torch.zeros(1, 2, 4, 4))
     >>> rewritten = transposed_convolutions_as_convolutions(model)
@@ -352,7 +352,7 @@ def resizes_as_repeats_and_products(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 1), torch.nn.Upsample(scale_factor=2))
     >>> model = resizes_as_repeats_and_products(export_for_training(net, torch.zeros(1, 1, 3, 3)))
     >>> [n.op_type for n in model.graph.node if n.op_type in ("Resize", "Expand", "Reshape")]

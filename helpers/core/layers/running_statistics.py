@@ -9,7 +9,7 @@ them into the running ones after each step, with torch's formula
 torch's ``momentum=None`` keeps a cumulative average: the weight of the
 batch is ``1 / num_batches_tracked``, the number of training batches seen,
 this one included. The ONNX node cannot say so (torch exports a momentum
-of 0), so :func:`helpers.core.model_graphs.torch_export.export_for_training` records
+of 0), so :func:`helpers.export_for_training` records
 such layers and their counters in the model's metadata
 (:data:`CUMULATIVE_METADATA_KEY`, :func:`cumulative_layers`), and
 :class:`RunningStatistics` keeps the counters beside the statistics
@@ -47,7 +47,7 @@ class BatchNormLayer:
     --------
     >>> import torch
     >>> from helpers.core.layers.batch_norm import decompose_batch_norm
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.BatchNorm1d(3, momentum=0.2)
     >>> _, statistics = decompose_batch_norm(export_for_training(net, torch.zeros(4, 3)))
     >>> layer = statistics.layers[0]
@@ -230,7 +230,7 @@ def cumulative_layers(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2, momentum=None))
     >>> cumulative_layers(export_for_training(net, torch.zeros(4, 3)))
     {'1.running_mean': {'counter': '1.num_batches_tracked', 'count': 0}}

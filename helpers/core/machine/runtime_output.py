@@ -29,6 +29,11 @@ def quiet_runtime_logs():
     options that log errors only instead. Nothing redirects the process's
     file descriptors: other threads' output, and errors, still reach stderr.
 
+    Importing :mod:`helpers.whole_training.artifacts` (which
+    ``from helpers import OrtGradientOptimizer`` does) calls it, and the
+    forward/backward API calls it before it builds a gradient graph: a
+    notebook never needs to.
+
     Examples
     --------
     >>> quiet_runtime_logs()  # from now on, onnxruntime logs errors only
@@ -84,8 +89,8 @@ def native_stderr_captured():
     """Capture what C++ code writes on the process's stderr, in a notebook cell.
 
     The notebooks use it to show, or hide, what the runtime prints from C++
-    when it is called directly (``generate_artifacts`` before
-    :func:`quiet_runtime_logs`, an error the runtime also logs). It swaps
+    when it is called directly (``generate_artifacts`` with the runtime's
+    default log level, an error the runtime also logs). It swaps
     the process's file descriptor 2 for the duration of the block: anything
     another thread writes meanwhile is captured too. The optimizers never
     use it (:func:`quiet_runtime_logs` keeps their output quiet); one

@@ -3,7 +3,7 @@
 Every ``InferenceSession`` of the helpers (models, losses, updates, batch
 gathers, predictions, probes) comes from :func:`make_session`, which gives
 it its providers (with the GPU's device id), its thread count and its
-options: errors-only logs, the threads of :func:`set_num_threads`, a
+options: errors-only logs, the threads of :func:`helpers.set_num_threads`, a
 profile when :func:`profiling_sessions` is active, and none of the graph
 fusions that change what a model computes (:data:`UNFAITHFUL_FUSIONS`).
 The training sessions of onnxruntime's own classes (``Module``,
@@ -12,10 +12,12 @@ The training sessions of onnxruntime's own classes (``Module``,
 
 import contextlib
 import itertools
-import numbers
 import os
 
 import onnxruntime
+
+from .module_names import moved_names
+from .threads import check_n_threads, resolved_threads
 
 #: Severity of onnxruntime's C++ logger in the sessions made here (3 = errors only).
 ERROR_SEVERITY = 3
@@ -30,66 +32,6 @@ UNFAITHFUL_FUSIONS = ("SkipLayerNormFusion",)
 
 #: The session configuration entry that turns graph optimizers off by name (``;``-separated).
 _DISABLED_OPTIMIZERS = "optimization.disable_specified_optimizers"
-
-#: Threads of the sessions created from now on (None: onnxruntime's default,
-#: one per core), set by :func:`set_num_threads`.
-_THREADS = {"intra_op": None}
-
-
-def check_n_threads(n_threads, name="n_threads"):
-    """Raise ``ValueError`` unless ``n_threads`` is None or an integer >= 1.
-
-    Examples
-    --------
-    >>> check_n_threads(2)
-    >>> check_n_threads(0)
-    Traceback (most recent call last):
-    ...
-    ValueError: n_threads must be an integer >= 1 or None, got 0.
-    """
-    if n_threads is not None and (
-        isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) or n_threads < 1
-    ):
-        raise ValueError(f"{name} must be an integer >= 1 or None, got {n_threads!r}.")
-
-
-def set_num_threads(n_threads):
-    """Set the default thread count of the onnxruntime sessions created afterwards.
-
-    Benchmarks call it to give every framework the same threads (torch:
-    ``torch.set_num_threads``). The optimizers' ``n_threads`` parameter,
-    when given, takes precedence.
-
-    Parameters
-    ----------
-    n_threads : int or None
-        Threads per session; None goes back to onnxruntime's default.
-
-    Examples
-    --------
-    >>> set_num_threads(2)
-    >>> session_options().intra_op_num_threads
-    2
-    >>> set_num_threads(None)
-    """
-    check_n_threads(n_threads)
-    _THREADS["intra_op"] = None if n_threads is None else int(n_threads)
-
-
-def resolved_threads(n_threads=None):
-    """The thread count a session made now with ``n_threads`` gets (None: onnxruntime's choice).
-
-    Examples
-    --------
-    >>> resolved_threads(3)
-    3
-    >>> set_num_threads(2)
-    >>> resolved_threads()
-    2
-    >>> set_num_threads(None)
-    """
-    return n_threads if n_threads is not None else _THREADS["intra_op"]
-
 
 #: Where sessions write their profiles while :func:`profiling_sessions` is
 #: active (None: no profiling).
@@ -151,7 +93,7 @@ def session_options(n_threads=None, label="session", spin=True):
         the name of its trace inside :func:`profiling_sessions`.
     n_threads : int, optional
         Intra-op threads of the session; None takes the count of
-        :func:`set_num_threads`, or onnxruntime's default (one per core).
+        :func:`helpers.set_num_threads`, or onnxruntime's default (one per core).
         Idle threads spin a while before sleeping, onnxruntime's default:
         a training step runs many small kernels in a row, and waking a
         sleeping thread for each costs a quarter of a small network's step.
@@ -275,3 +217,9 @@ def make_session(
         options,
         providers=providers(device, cpu_fallback),
     )
+
+
+# ``set_num_threads`` moved to :mod:`helpers.core.machine.threads` (import it from ``helpers``).
+__getattr__ = moved_names(
+    __name__, {"set_num_threads": ("helpers", "helpers.core.machine.threads")}
+)

@@ -4,7 +4,7 @@ torch 2.13's TorchScript exporter drops ``Softplus``'s ``threshold``, writes
 ``LogSigmoid`` in a form that overflows, and gives ``Hardtanh``/``ReLU6`` the
 same ``Clip`` as ``clamp``, whose gradient differs at the bounds.
 :func:`exact_activation_exports` puts exact rules in place while
-:func:`helpers.core.model_graphs.torch_export.export_for_training` runs.
+:func:`helpers.export_for_training` runs.
 """
 
 import contextlib
@@ -70,7 +70,7 @@ def hardtanh_marks_to_metadata(model):
 
     Examples
     --------
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU6())
     >>> model = export_for_training(net, torch.zeros(1, 2))  # calls it
     >>> [(p.key, p.value) for p in model.metadata_props]
@@ -119,7 +119,7 @@ def exact_activation_exports(opset_version):
 
     Examples
     --------
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Softplus(beta=2.0, threshold=5.0))
     >>> model = export_for_training(net, torch.zeros(1, 2))  # within exact_activation_exports
     >>> [n.op_type for n in model.graph.node if n.op_type != "Constant"]

@@ -92,7 +92,7 @@ def with_layer_norm_statistics(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4))
     >>> model = export_for_training(net, torch.zeros(2, 3))
     >>> [len(n.output) for n in model.graph.node if n.op_type == "LayerNormalization"]
@@ -179,7 +179,7 @@ def grouped_convolutions_in_two_dimensions(model):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Conv1d(4, 4, 3, groups=4)
     >>> model = grouped_convolutions_in_two_dimensions(
     ...     export_for_training(net, torch.zeros(1, 4, 8))
@@ -234,7 +234,7 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU(),
     ...                           torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
     >>> graph = training_graph(export_for_training(net, torch.zeros(2, 3)))

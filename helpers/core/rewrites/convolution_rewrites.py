@@ -293,7 +293,7 @@ def convolutions_as_products(model, layout="last", where=measured_faster):
     Examples
     --------
     >>> import torch
-    >>> from helpers.core.model_graphs.torch_export import export_for_training
+    >>> from helpers import export_for_training
     >>> net = torch.nn.Conv1d(2, 3, 3, padding=1)
     >>> model = convolutions_as_products(export_for_training(net, torch.zeros(1, 2, 8)))
     >>> sorted({n.op_type for n in model.graph.node} - {"Constant"})

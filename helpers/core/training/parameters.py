@@ -14,7 +14,7 @@ import re
 import onnx
 
 from ..inputs.validation import check_finite_number, check_positive_int
-from ..machine.sessions import check_n_threads
+from ..machine.threads import check_n_threads
 
 #: What ``fit`` does when the loss becomes NaN or infinite: raise
 #: :class:`~helpers.core.training.epoch_losses.TrainingDivergedError`, or warn, put
