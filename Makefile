@@ -225,7 +225,7 @@ docs-test: setup $(DOCS_STAMP)
 	DOCS_SITE=docs/_build/quick $(PY) -m pytest -p no:cacheprovider docs/test_site_*.py
 
 # Two workers: each runs models in child processes, so that an abort or a hang is reported.
-fuzz: setup
+fuzz: setup setup-maintained
 	PYTHONPATH=tests$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m model_fuzz --seeds $(FUZZ_SEEDS) --jobs 2 \
 	  --time-limit $(FUZZ_TIME_LIMIT) $(if $(FUZZ_REPORT),--report $(FUZZ_REPORT))
 

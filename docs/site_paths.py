@@ -32,6 +32,6 @@ API_OVERVIEWS = ["api.html", "api/core.html"]
 #: The notebooks the quick build executes (docs/conf.py): their outputs are on the site.
 EXECUTED = [
     NOTEBOOK,
-    "notebooks/08_training_artifacts.html",
-    "notebooks/09_profiling_a_training_step.html",
+    "notebooks/03_training_artifacts.html",
+    "notebooks/13_profiling_a_training_step.html",
 ]

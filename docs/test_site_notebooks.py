@@ -119,9 +119,9 @@ def test_notebook_page_code_tables_and_figures(browser, path):
 
 
 def test_kernel_tables_draw_bars_beside_their_numbers(browser):
-    m = measure(browser, "notebooks/09_profiling_a_training_step.html", DESKTOP, theme="dark")
+    m = measure(browser, "notebooks/13_profiling_a_training_step.html", DESKTOP, theme="dark")
     bars = [t for t in m["tables"] if t["bars"]]
-    assert len(bars) >= 2, "notebook 9 shows no kernel table with bars"
+    assert len(bars) >= 2, "notebook 13 shows no kernel table with bars"
     assert all(t["barsWithText"] == 0 and t["minContrast"] >= 4.5 for t in bars)
     region = browser.evaluate(
         "(() => { const td = [...document.querySelectorAll('div.cell_output td')].find("
@@ -129,13 +129,13 @@ def test_kernel_tables_draw_bars_beside_their_numbers(browser):
         " const r = td.closest('div.cell').getBoundingClientRect();"
         " return [0, r.top + scrollY - 20, innerWidth, Math.min(r.height + 40, 800)]; })()"
     )
-    browser.screenshot("notebook-09-kernels-dark.png", around=region)
-    measure(browser, "notebooks/09_profiling_a_training_step.html", DESKTOP, theme="light")
-    browser.screenshot("notebook-09-kernels-light.png", around=region)
+    browser.screenshot("notebook-13-kernels-dark.png", around=region)
+    measure(browser, "notebooks/13_profiling_a_training_step.html", DESKTOP, theme="light")
+    browser.screenshot("notebook-13-kernels-light.png", around=region)
 
 
-def test_notebook_8_outputs(browser):
-    m = measure(browser, "notebooks/08_training_artifacts.html")
+def test_notebook_3_outputs(browser):
+    m = measure(browser, "notebooks/03_training_artifacts.html")
     text = m["text"]
     # the L1 formula stays whole in its table cell
     assert "mean(|y - t|)" in text, "the L1 loss formula is broken"
@@ -149,7 +149,5 @@ def test_notebook_8_outputs(browser):
     outputs = browser.evaluate(
         "[...document.querySelectorAll('div.output.stream')].map(o => o.innerText)"
     )
-    joined = [o for o in outputs if "parameters known" in o]
-    assert joined and "after filling" in joined[0], (
-        "the nominal checkpoint's print is split in two boxes"
-    )
+    joined = [o for o in outputs if "nodes the loss appended" in o]
+    assert joined and "outputs:" in joined[0], "the custom loss's print is split in two boxes"

@@ -35,7 +35,7 @@ def test_deeper_networks_given_as_strings(tmp_path):
     # Two hidden layers in both sections: the penalty section once reused the
     # first network's weight names; '(16, 8)' is what `-p` passes for a tuple.
     run(
-        "06_neural_network_forward_backward.ipynb",
+        "11_neural_network_forward_backward.ipynb",
         tmp_path,
         hidden_layer_sizes="(16, 8)",
         penalty_hidden_layer_sizes=[16, 8],
@@ -47,7 +47,7 @@ def test_short_full_batch_check_and_deeper_classifiers(tmp_path):
     # The tables of the full-batch check once picked rows 1, 2, 5 and 20 by position;
     # the raw scores were once cut at 'add_result1', the output of one hidden layer only.
     run(
-        "07_classification.ipynb",
+        "12_classification.ipynb",
         tmp_path,
         full_batch_max_iter=2,
         max_iter=30,
@@ -57,11 +57,12 @@ def test_short_full_batch_check_and_deeper_classifiers(tmp_path):
 
 
 def test_parameters_that_cannot_work_together(tmp_path):
-    error = failure_of("08_training_artifacts.ipynb", tmp_path, stop_after=6, n_epochs=6)
+    error = failure_of("04_training_with_artifacts.ipynb", tmp_path, stop_after=6, max_iter=6)
     assert error.ename == "ValueError"
-    assert "stop_after=6 must be between 0 and n_epochs=6" in error.evalue
-    # in the cell after the parameters (and papermill's injected cell), before any training
-    assert error.cell_index == 4
+    assert "stop_after=6 must be between 0 and max_iter=6" in error.evalue
+    # in the cell after the parameters, papermill's injected cell and the imports, before any
+    # training
+    assert error.cell_index == 6
 
 
 def test_claim_needing_more_training_names_the_parameter(tmp_path):

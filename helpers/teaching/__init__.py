@@ -14,6 +14,8 @@ with scikit-learn.
 * :mod:`~helpers.teaching.plotting`, :mod:`~helpers.teaching.panels` and
   :mod:`~helpers.teaching.kernel_plots`:
   the figures of the notebooks;
+* :mod:`~helpers.teaching.graph_parts`: the nodes of a training graph, by part of the
+  step (forward, loss, gradient, accumulation, optimizer);
 * :mod:`~helpers.teaching.palette`: one colour per library in every figure;
 * :mod:`~helpers.teaching.tables`: the tables of the notebooks, rounded, with
   units in their headers;
