@@ -67,7 +67,7 @@ PYTEST_ARGS ?=
 # Jupyter refuses to run as root unless told to (containers, CI machines).
 LAB_ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup setup-maintained git-filter lab lint test fuzz bench docs docs-test doctor clean
+.PHONY: help setup setup-maintained setup-web git-filter lab lint test fuzz bench docs docs-test doctor clean
 
 help:
 	@echo "Targets:"
@@ -77,6 +77,8 @@ help:
 	@echo "  setup-maintained  build $(MAINTAINED_VENV): the maintained onnxruntime (1.31.1, no"
 	@echo "          training module) on the newest Python it has wheels for, helpers importable,"
 	@echo "          the Jupyter kernel '$(MAINTAINED_KERNEL_DISPLAY_NAME)' (in $(VENV) too)"
+	@echo "  setup-web  npm install onnxruntime-web into helpers/portable/web (the browser's"
+	@echo "          runtime, under Node): the tests then train a step model with it too"
 	@echo "  lab     start JupyterLab on notebooks/ (LAB_ARGS=... passes options)"
 	@echo "  lint    ruff: the linter and the formatter's check (100 characters, notebooks 88)"
 	@echo "  test    unit tests (tests/) and the docstring examples of helpers, the portable"
@@ -159,6 +161,16 @@ $(MAINTAINED_STAMP): requirements/maintained.txt | $(MAINTAINED_PY)
 	$(MAINTAINED_PY) -m ipykernel install --sys-prefix --name $(MAINTAINED_KERNEL_NAME) --display-name "$(MAINTAINED_KERNEL_DISPLAY_NAME)"
 	touch $@
 
+# onnxruntime-web (pinned in helpers/portable/web/package.json and its lock file), for the test
+# that trains a step model with the runtime a browser runs; needs node and npm.
+WEB_DIR := helpers/portable/web
+setup-web: $(WEB_DIR)/node_modules/.package-lock.json
+
+$(WEB_DIR)/node_modules/.package-lock.json: $(WEB_DIR)/package.json $(WEB_DIR)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "error: npm is missing: install Node.js (apt-get install nodejs npm)" >&2; exit 1; }
+	cd $(WEB_DIR) && npm ci --no-audit --no-fund
+	touch $@
+
 setup-maintained: $(MAINTAINED_STAMP)
 	@if [ -d "$(VENV)" ]; then \
 	  echo "$(MAINTAINED_PY) -m ipykernel install --prefix $(VENV) --name $(MAINTAINED_KERNEL_NAME)"; \
@@ -236,7 +248,7 @@ bench: setup
 	$(PY) -m benchmarks --grid $(GRID) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(MAINTAINED_VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(MAINTAINED_VENV) $(WEB_DIR)/node_modules build dist *.egg-info .pytest_cache
 	find . \( -name .git -o -name .venv -o -path './$(VENV)' \) -prune -o \
 	  -type d \( -name __pycache__ -o -name .ipynb_checkpoints -o -name .pytest_cache \) -prune \
 	  -exec rm -rf {} +

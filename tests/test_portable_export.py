@@ -24,8 +24,8 @@ from helpers import (
     OrtGradientForwardBackwardOptimizer,
     OrtGradientOptimizer,
     add_loss_output,
+    export_for_training,
 )
-from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.portable.lowering import LOWERINGS, UnsupportedOperatorError
 from helpers.portable.step_format import inference_model, initial_state, read_record
 from helpers.teaching.model_factories import mlp_onnx

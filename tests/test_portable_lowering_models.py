@@ -17,7 +17,7 @@ from lowering_cases import lowered_and_checked, run
 from torch import nn
 
 from benchmarks.workloads import frameworks as fw
-from helpers.core.model_graphs.torch_export import export_for_training
+from helpers import export_for_training
 from helpers.portable.lowering import UnsupportedOperatorError, lower_model
 from helpers.portable.lowering.single_node import single_node_model
 from helpers.teaching.model_factories import mlp_onnx

@@ -16,8 +16,7 @@ import torch
 from lowering_check import run_outputs
 from torch import nn
 
-from helpers import OrtGradientOptimizer, add_loss_output
-from helpers.core.model_graphs.torch_export import export_for_training
+from helpers import OrtGradientOptimizer, add_loss_output, export_for_training
 from helpers.portable.lowering import lower_model
 from helpers.portable.lowering.registry import is_standard
 

@@ -12,6 +12,7 @@ Examples
 True
 """
 
+import re
 from functools import partial as fig
 
 from benchmarks.figures import figure_profiles as profiles
@@ -208,3 +209,54 @@ FIGURES = {
     "accuracy.mlp": fig(src.accuracy_figure, task="digits MLP"),
     "memory.zoo": src.memory_figure,
 }
+
+
+def _slug(text):
+    return re.sub(r"[^\w]+", "-", text).strip("-")
+
+
+#: The lowering costs the README's table quotes: operator (and case) to its figure's name.
+_LOWERING_OPS = (
+    "Scale",
+    "BroadcastGradientArgs",
+    "InPlaceAccumulatorV2",
+    "ReluGrad",
+    "LeakyReluGrad",
+    "SigmoidGrad",
+    "TanhGrad",
+    "Gelu",
+    "GeluGrad",
+    "QuickGelu",
+    "QuickGeluGrad",
+    "SoftmaxGrad_13",
+    "LogSoftmaxGrad_13",
+    "FusedMatMul (2-D: Gemm)",
+    "FusedMatMul (ranks known: Transpose, MatMul)",
+    "DivGrad",
+    "GatherGrad",
+    "GatherNDGrad",
+    "SliceGrad",
+    "ConcatTraining",
+    "SplitTraining",
+    "DropoutGrad",
+)
+_LOWERING_CASES = (
+    ("ConvGrad", "3x3 32->32 16x16"),
+    ("ConvGrad", "3x3 64->64 8x8"),
+    ("ConvGrad", "3x3 32->64 16x16 stride 2"),
+    ("ConvGrad", "stem 3x3 3->32 32x32"),
+    ("ConvGrad", "depthwise 3x3 96 16x16"),
+    ("ConvGrad", "depthwise 3x3 32 16x16 stride 2"),
+    ("ConvGrad", "1x1 32->64 16x16"),
+    ("ConvGrad", "1-D k5 32->32 L64"),
+    ("MaxPoolGrad", "2x2 stride 2, 64x32x32x32"),
+    ("MaxPoolGrad", "3x3 stride 2 pad 1, 64x32x32x32"),
+    ("LayerNormalizationGrad", "64x32x128, last axis"),
+    ("LayerNormalizationGrad", "64x512, last axis"),
+)
+FIGURES.update({f"lowering.{_slug(op)}": fig(src.lowering_ratio, op=op) for op in _LOWERING_OPS})
+for _op, _case in _LOWERING_CASES:
+    for _column, _suffix in (("ratio", ""), ("ratio_131", ".131")):
+        FIGURES[f"lowering.{_slug(_op)}.{_slug(_case)}{_suffix}"] = fig(
+            src.lowering_ratio, op=_op, case=_case, column=_column
+        )

@@ -319,3 +319,30 @@ def memory_figure(results):
     True
     """
     return value_range(compared(results.csv("zoo_costs.csv")).ratio, "{:.1f}x")
+
+
+def lowering_ratio(results, op, case=None, column="ratio"):
+    """The time of an operator's standard-ONNX lowering over its contrib kernel's, e.g. ``'1.15x'``.
+
+    ``case`` picks a row of ``lowering_costs_conv.csv`` (convolution, pooling and normalization
+    gradients, the lowering's own choice of formulation); without it the row of
+    ``lowering_costs.csv`` whose operator is ``op``. ``column='ratio_131'``: the lowering run by
+    onnxruntime 1.31.1, against 1.19.2's kernel.
+
+    Examples
+    --------
+    >>> lowering_ratio(Results("."), "Scale").endswith("x")
+    True
+    """
+    if case is None:
+        frame = _read_csv(results.path("reference/lowering_costs.csv"))
+        row = frame[frame.op == op].iloc[0]
+    else:
+        frame = _read_csv(results.path("reference/lowering_costs_conv.csv"))
+        chosen = frame[(frame.op == op) & (frame.case == case) & frame.chosen]
+        row = (
+            chosen[chosen.formulation.str.startswith("all")].iloc[0]
+            if len(chosen) > 1
+            else (chosen.iloc[0])
+        )
+    return f"{float(row[column]):.2f}x"

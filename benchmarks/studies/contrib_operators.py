@@ -142,7 +142,7 @@ def _training_input(name):
         random_inputs,
         random_targets,
     )
-    from helpers.core.model_graphs.torch_export import export_for_training  # noqa: PLC0415
+    from helpers import export_for_training  # noqa: PLC0415
     from helpers.teaching.model_factories import mlp_onnx  # noqa: PLC0415
 
     if name in ONNX_MLPS:
