@@ -131,8 +131,11 @@ class LoweringContext:
         gradient operators before it are standard, onnx's shape inference reaches it.
         """
         if name not in self.ranks and self.lowered_so_far is not None:
-            self.ranks.update(model_ranks(self.lowered_so_far()))
-            self.ranks.setdefault(name, None)
+            lowered = self.lowered_so_far()
+            self.ranks.update(model_ranks(lowered))
+            if self.ranks.get(name) is None:
+                producers = {out: node for node in lowered.graph.node for out in node.output}
+                self.ranks[name] = _propagated_rank(name, producers, self.ranks, self.known)
         return self.ranks.get(name)
 
     def producer(self, value):
@@ -147,6 +150,65 @@ class LoweringContext:
         ('Relu', None)
         """
         return self._producers.get(value)
+
+
+#: Operators whose output has the rank of their inputs' broadcast (the largest rank).
+_SAME_RANK = {
+    "Identity",
+    "Transpose",
+    "Conv",
+    "ConvTranspose",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Where",
+    "Pad",
+    "Cast",
+    "Neg",
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Exp",
+    "Sqrt",
+    "Reciprocal",
+    "Erf",
+    "Abs",
+    "Softmax",
+    "LogSoftmax",
+    "MaxPool",
+    "AveragePool",
+    "Equal",
+    "Greater",
+    "Less",
+    "Not",
+}
+
+
+def _propagated_rank(name, producers, ranks, known, depth=0):
+    """The rank of ``name`` from its producers' inputs' ranks, where shape inference stopped
+    (a ``Conv`` whose inferred shape onnx gives up on); None if it cannot be told."""
+    if ranks.get(name) is not None:
+        return ranks[name]
+    node = producers.get(name)
+    if node is None or depth > 200:
+        return None
+    inputs = [_propagated_rank(i, producers, ranks, known, depth + 1) for i in node.input if i]
+    rank = None
+    if node.op_type in _SAME_RANK and inputs and None not in inputs[:1]:
+        rank = max(r for r in inputs if r is not None)
+    elif node.op_type in ("Squeeze", "Unsqueeze") and inputs and inputs[0] is not None:
+        axes = known.get(node.input[1]) if len(node.input) > 1 else None
+        if axes is not None:
+            count = (
+                numpy_helper.to_array(axes).size
+                if isinstance(axes, onnx.TensorProto)
+                else (np.asarray(axes).size)
+            )
+            rank = inputs[0] + (count if node.op_type == "Unsqueeze" else -count)
+    if rank is not None:
+        ranks[name] = rank
+    return rank
 
 
 def model_ranks(model):
