@@ -9,7 +9,7 @@ torch's autograd is the reference.
 import numpy as np
 import pytest
 import torch
-from lowering_check import RTOL, assert_lowered_equal, model_of, run
+from lowering_check import RTOL, assert_lowered_equal, model_of, run_outputs
 from onnx import helper
 
 from helpers.portable.lowering import LoweringContext, lower_model
@@ -89,7 +89,7 @@ def test_same_upper_padding_gives_torch_gradients(dims):
     case = (3, 4, 6, spatial, kernel, (1,) * dims, (0,) * 2 * dims, dilations, 2)
     model, feeds = conv_grad_case(case, auto_pad="SAME_UPPER")
     feeds["dY"] = np.random.default_rng(1).standard_normal((3, 6, *spatial)).astype(np.float32)
-    actual = run(lower_model(model), feeds)
+    actual = run_outputs(lower_model(model), feeds)
     x = torch.from_numpy(feeds["X"]).double().requires_grad_()
     w = torch.from_numpy(feeds["W"]).double().requires_grad_()
     conv = (torch.nn.functional.conv1d, torch.nn.functional.conv2d)[dims - 1]
@@ -98,7 +98,7 @@ def test_same_upper_padding_gives_torch_gradients(dims):
     expected = [x.grad.numpy(), w.grad.numpy(), feeds["dY"].sum(axis=(0, *range(2, 2 + dims)))]
     for a, e in zip(actual, expected):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5 * np.abs(e).max())
-    kernel_dw = run(model, feeds)[1]
+    kernel_dw = run_outputs(model, feeds)[1]
     assert not np.allclose(kernel_dw, expected[1], rtol=1e-3, atol=1e-3 * np.abs(expected[1]).max())
 
 
@@ -125,6 +125,6 @@ def test_every_formulation_equals_kernel(case, inputs, weights):
     nodes = conv_grad_nodes(model.graph.node[0], ctx, inputs, weights)
     lowered = model_of(nodes, {n: None for n in feeds}, {o: None for o in ("dX", "dW", "dB")})
     lowered.graph.initializer.extend(ctx.initializers)
-    expected, actual = run(model, feeds), run(lowered, feeds)
+    expected, actual = run_outputs(model, feeds), run_outputs(lowered, feeds)
     for e, a in zip(expected, actual):
         assert float(np.abs(a - e).max()) <= RTOL * float(np.abs(e).max())

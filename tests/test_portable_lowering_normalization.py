@@ -9,7 +9,7 @@ and more, and every subset of the outputs.
 import numpy as np
 import pytest
 import torch
-from lowering_check import RTOL, assert_lowered_equal, model_of, run
+from lowering_check import RTOL, assert_lowered_equal, model_of, run_outputs
 from onnx import helper
 
 from helpers.portable.lowering import lower_model
@@ -68,7 +68,7 @@ def test_layer_norm_grad_equals_kernel(shape, axis):
 @pytest.mark.parametrize("outputs", OUTPUTS)
 def test_layer_norm_grad_output_subsets(outputs):
     """The kernel needs all three outputs; the lowering computes the ones asked for."""
-    expected = dict(zip(("dX", "dS", "dB"), run(*layer_norm_case((3, 4, 5), -1))))
+    expected = dict(zip(("dX", "dS", "dB"), run_outputs(*layer_norm_case((3, 4, 5), -1))))
     model, feeds = layer_norm_case((3, 4, 5), -1)
     grad = model.graph.node[-1]
     for i, name in enumerate(grad.output):
@@ -80,7 +80,7 @@ def test_layer_norm_grad_output_subsets(outputs):
     assert {o for n in lowered.graph.node for o in n.output} & {"dX", "dS", "dB"} == {
         o for o in outputs if o
     }
-    for output, actual in zip(kept, run(lowered, feeds)):
+    for output, actual in zip(kept, run_outputs(lowered, feeds)):
         np.testing.assert_allclose(actual, expected[output.name], rtol=RTOL, atol=RTOL)
 
 
@@ -92,7 +92,7 @@ def test_simplified_layer_norm_grad_equals_kernel(shape, axis):
 def test_normalized_size_one_gives_torch_gradients():
     """1.19.2's kernel stops on a normalized size of one; the lowering gives torch's values."""
     model, feeds = layer_norm_case((4, 1), -1)
-    d_x, d_s, d_b = run(lower_model(model), feeds)
+    d_x, d_s, d_b = run_outputs(lower_model(model), feeds)
     x = torch.from_numpy(feeds["X"]).double().requires_grad_()
     s = torch.from_numpy(feeds["S"]).double().requires_grad_()
     b = torch.from_numpy(feeds["B"]).double().requires_grad_()

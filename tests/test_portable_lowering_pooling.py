@@ -8,7 +8,7 @@ the graph's declared shape (without one, 1.19.2's process dies): the models decl
 
 import numpy as np
 import pytest
-from lowering_check import assert_lowered_equal, model_of, run
+from lowering_check import assert_lowered_equal, model_of, run_outputs
 from onnx import helper
 
 from helpers.portable.lowering import lower_model
@@ -40,7 +40,7 @@ def max_pool_case(shape, kernel, strides, pads, dilations, ceil_mode):
     forward = model_of([pool], {"X": free}, {"Y": None})
     rng = np.random.default_rng(sum(shape))
     x = rng.integers(-3, 4, shape).astype(np.float32)  # ties: the first maximum takes it all
-    d_y = rng.standard_normal(run(forward, {"X": x})[0].shape).astype(np.float32)
+    d_y = rng.standard_normal(run_outputs(forward, {"X": x})[0].shape).astype(np.float32)
     nodes = [
         helper.make_node("MaxPool", ["X"], ["Y", "I"], **attrs),
         helper.make_node("MaxPoolGrad", ["dY", "I"], ["dX"], **attrs),

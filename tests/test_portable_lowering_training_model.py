@@ -4,25 +4,22 @@ lowered to standard operators, gives the loss and gradients of the model as writ
 The model (convolutions plain and grouped, batch normalization, ReLU, max pooling, layer
 normalization, a linear layer; cross-entropy) is trained one epoch by
 :class:`helpers.OrtGradientOptimizer`, which leaves its training artifacts in a folder. Its
-training model is run on 1.19.2's InferenceSession with the accumulation buffers at zero, as
-written and with ``ConvGrad``, ``MaxPoolGrad`` and ``LayerNormalizationGrad`` lowered (the other
-contrib operators, the accumulation and the loss's, are left to the 1.19.2 kernels here).
+training model (``ConvGrad``, ``MaxPoolGrad``, ``LayerNormalizationGrad``, the loss's
+gradients, ``Scale``, ``InPlaceAccumulatorV2``...) is run on 1.19.2's InferenceSession, the
+accumulation buffers at zero, as written and lowered whole to standard operators.
 """
 
 import numpy as np
 import onnx
 import pytest
 import torch
-from lowering_check import run
+from lowering_check import run_outputs
 from torch import nn
 
 from helpers import OrtGradientOptimizer, add_loss_output
 from helpers.core.model_graphs.torch_export import export_for_training
-from helpers.portable.lowering import LOWERINGS, LoweringContext
-from helpers.portable.lowering.registry import is_standard, standard_opset
-
-#: The gradient operators this family of lowerings covers.
-LOWERED = {"ConvGrad", "MaxPoolGrad", "LayerNormalizationGrad"}
+from helpers.portable.lowering import lower_model
+from helpers.portable.lowering.registry import is_standard
 
 #: Tolerance relative to each output's largest magnitude: the lowered gradients differ from the
 #: kernels' by float32 rounding, which the backward pass carries through a few layers.
@@ -44,24 +41,6 @@ class SmallCnn(nn.Module):
     def forward(self, x):
         x = self.features(x).mean(dim=(2, 3))
         return self.head(self.norm(x))
-
-
-def lower_only(model, op_types):
-    """``model`` with the nodes of ``op_types`` lowered, the others kept."""
-    ctx = LoweringContext(standard_opset(model), graph=model.graph)
-    nodes = []
-    for node in model.graph.node:
-        if not is_standard(node) and node.op_type in op_types:
-            domain = node.domain if node.domain != "ai.onnx" else ""
-            nodes.extend(LOWERINGS[domain, node.op_type](node, ctx))
-        else:
-            nodes.append(node)
-    lowered = onnx.ModelProto()
-    lowered.CopyFrom(model)
-    del lowered.graph.node[:]
-    lowered.graph.node.extend(nodes)
-    lowered.graph.initializer.extend(ctx.initializers)
-    return lowered
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["fast_gradients", "plain"])
@@ -113,9 +92,9 @@ def test_lowered_training_model_gives_the_same_loss_and_gradients(training_model
     model, feeds = training_model
     present = {n.op_type for n in model.graph.node if not is_standard(n)}
     assert {"ConvGrad", "MaxPoolGrad", "LayerNormalizationGrad"} <= present
-    lowered = lower_only(model, LOWERED)
-    assert not LOWERED & {n.op_type for n in lowered.graph.node}
-    expected, actual = run(model, feeds), run(lowered, feeds)
+    lowered = lower_model(model)
+    assert all(is_standard(n) for n in lowered.graph.node)
+    expected, actual = run_outputs(model, feeds), run_outputs(lowered, feeds)
     gradients = [o.name for o in model.graph.output if o.name.endswith("_grad")]
     assert len(gradients) == 10  # 2 convolutions, batch and layer norms, linear: 2 each
     # a convolution's bias before a batch normalization has a gradient of zero, computed as

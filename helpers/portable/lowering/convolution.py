@@ -8,21 +8,38 @@ with ``auto_pad=SAME_UPPER`` and no pads gets the gradient of an unpadded convol
 wrong. The lowering pads as ONNX defines ``auto_pad`` (:func:`~.spatial.window_attributes`), so
 there it gives torch's gradient, not the kernel's.
 
-With ``s`` the strides, ``d`` the dilations, ``p`` the begin pads and ``G`` the groups:
+With ``s`` the strides, ``d`` the dilations, ``p`` the begin pads and ``G`` the groups, the
+formulations (:data:`INPUT_FORMULATIONS`, :data:`WEIGHT_FORMULATIONS`):
 
-* ``dX`` is ``ConvTranspose(dY, W)`` with the same strides, dilations, pads and groups. The
-  last ``(size + pads - extent) mod s`` positions of an axis take no part in the convolution;
-  ``ConvTranspose`` leaves them out, so it gets ``output_padding = s - 1`` and a ``Slice`` to
-  ``X``'s size (zeros there, as the kernel's ``col2im`` leaves them).
-* ``dW[m, c, k] = sum over n, o of dY[n, m, o] * X[n, g*C/G + c, o*s + k*d - p]``: a
-  ``Conv`` whose batch is ``X``'s channels within a group and whose channels are its images,
-  ``X`` laid out as ``(C/G, G*N, spatial)``, by ``dY`` laid out as ``(M, N, spatial)`` (filters
-  of ``N`` channels, ``G`` groups), with strides ``d`` and dilations ``s``: its output
-  ``(C/G, M, >= kernel)`` is sliced to the kernel and transposed to ``W``'s layout. A
-  depthwise convolution is a batch of one. For a ``1 x 1`` kernel with strides of one and no
-  pads and ``G = 1``, ``dW`` is ``MatMul(dY, X^T)`` over the flattened positions, summed over
-  the batch.
-* ``dB`` is ``ReduceSum`` of ``dY`` over every axis but the channels.
+* ``dX``, ``flipped_conv`` (strides of one): ``Conv(dY, W')`` with ``W'`` the kernel flipped in
+  space, its two channel axes swapped within each group, padded by ``d * (k - 1) - p``.
+* ``dX``, ``conv_transpose``: ``ConvTranspose(dY, W)`` with the same strides, dilations, pads and
+  groups. The last ``(size + pads - extent) mod s`` positions of an axis take no part in the
+  convolution; ``ConvTranspose`` leaves them out, so it gets ``output_padding = s - 1`` and a
+  ``Slice`` to ``X``'s size (zeros there, as the kernel's ``col2im`` leaves them).
+* ``dW``, ``windows_matmul`` (one group): ``X`` channels last, padded, one strided ``Slice`` per
+  kernel offset (the windows), concatenated to ``(N, positions, offsets x C)``; one ``MatMul``
+  per image by ``dY`` as ``(N, M, positions)``, a ``ReduceSum`` over the images, and the
+  offsets moved behind the channels: the kernel's own products, in one operator.
+* ``dW``, ``pointwise_matmul`` (``1 x 1``, strides one, no pads, one group):
+  ``MatMul(dY, X^T)`` over the flattened positions, summed over the images.
+* ``dW``, ``swapped_conv`` (any groups): ``dW[m, c, k] = sum over n, o of dY[n, m, o] *
+  X[n, g*C/G + c, o*s + k*d - p]`` is a ``Conv`` whose batch is ``X``'s channels within a group
+  and whose channels are its images, ``X`` laid out as ``(C/G, G*N, spatial)``, by ``dY`` as
+  ``(M, N, spatial)`` (``G`` groups), strides ``d`` and dilations ``s``; its output, at least the
+  kernel's size, is sliced to it and transposed to ``W``'s layout.
+* ``dB``: ``ReduceSum`` of ``dY`` over every axis but the channels.
+
+The lowering takes the first that applies (:func:`applicable_formulations`), the fastest
+measured (``benchmarks/studies/lowering_costs_conv.py``, batch 64, 2 threads, an idle Intel
+Xeon): against 1.19.2's kernel for the same output, ``flipped_conv`` takes 0.11 to 0.63 of its
+time on 1.19.2, ``conv_transpose`` 0.97 to 1.10, ``windows_matmul`` 0.87 to 1.59,
+``pointwise_matmul`` 0.73, ``swapped_conv`` 2.1 to 3.8 (9.7 for ``1 x 1``). A depthwise
+convolution's ``dW`` has only ``swapped_conv`` here: 4.0 and 2.1 times the kernel (2.3 and 0.8
+on 1.31.1). Tried for it and not kept: the windows multiplied by ``dY`` and summed one offset at
+a time, 1.5 to 3.8 times the kernel (better than ``swapped_conv`` at strides of one), which
+needs one input channel per group, something the node does not say; products of the windows
+by ``dY`` per image and channel (``MatMul``, ``Einsum``), 2.5 to 11 times.
 
 The sums are those of the kernel in another order: equal to float32 rounding.
 """
