@@ -150,6 +150,20 @@ def test_rewrites_and_frozen_weights(api, settings, tmp_path):
     assert_same_training(losses, state, opt)
 
 
+@pytest.mark.parametrize("api", APIS)
+def test_weights_in_another_order(api, tmp_path):
+    """The state follows ``weights_to_train``'s order, and the penalty its weight."""
+    X, y, w = regression_data()
+    order = ["intercept1", "coefficient0", "coefficient1", "intercept0"]
+    opt = make(api, mlp_onnx(3, hidden=(4,)), penalty=PENALTY, weights_to_train=order)
+    path = str(tmp_path / "step.onnx")
+    record = opt.export_training_step(path)
+    assert record.trained == record.state == order
+    opt.fit(X, y)
+    losses, state = train_step_model(path, batch_arrays(api, X, y, w, False), EPOCHS)
+    assert_same_training(losses, state, opt)
+
+
 @pytest.mark.parametrize(
     "loss", ["squared_error", "absolute_error", "elastic", "log", "cross_entropy"]
 )
@@ -213,6 +227,45 @@ def test_batch_norm_running_statistics(api, momentum, tmp_path):
     assert_same_training(losses, state, opt)
     if momentum is None:
         assert int(state["1.num_batches_tracked"]) == EPOCHS * 3  # 40 rows, batches of 16
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_convolutional_network(api, tmp_path):
+    """Convolution, batch normalization, max pooling, their rewrites and gradients lowered."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(2, 3, 3, padding=1, bias=False),
+        torch.nn.BatchNorm2d(3),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(12, 1),
+    )
+    model = export_for_training(net, torch.zeros(4, 2, 4, 4))
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((ROWS, 2, 4, 4)).astype(np.float32)
+    y = rng.standard_normal((ROWS, 1)).astype(np.float32)
+    opt = make(api, model, solver="momentum")
+    path = str(tmp_path / "step.onnx")
+    opt.export_training_step(path)
+    opt.fit(X, y)
+    losses, state = train_step_model(path, batch_arrays(api, X, y, None, False), EPOCHS)
+    assert_same_training(losses, state, opt)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_layer_norm_and_gelu(api, tmp_path):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(3, 8), torch.nn.LayerNorm(8), torch.nn.GELU(), torch.nn.Linear(8, 1)
+    )
+    X, y, _ = regression_data()
+    opt = make(api, export_for_training(net, torch.zeros(4, 3)), solver="adamw")
+    path = str(tmp_path / "step.onnx")
+    opt.export_training_step(path)
+    opt.fit(X, y)
+    losses, state = train_step_model(path, batch_arrays(api, X, y, None, False), EPOCHS)
+    assert_same_training(losses, state, opt)
 
 
 @pytest.mark.parametrize("api", APIS)

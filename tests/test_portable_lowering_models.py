@@ -20,6 +20,7 @@ from benchmarks.workloads import frameworks as fw
 from helpers.core.model_graphs.torch_export import export_for_training
 from helpers.portable.lowering import UnsupportedOperatorError, lower_model
 from helpers.portable.lowering.single_node import single_node_model
+from helpers.teaching.model_factories import mlp_onnx
 
 
 class SliceConcat(nn.Module):
@@ -50,9 +51,10 @@ def _embedding_classifier():
     return nn.Sequential(nn.Embedding(20, 4), nn.Flatten(), nn.Linear(20, 5))
 
 
-#: name -> (module, features (None: token ids, a classifier), fast_gradients)
+#: name -> (torch module or ONNX model, features (None: token ids, a classifier), fast_gradients)
 MODELS = {
     "mlp_relu": (lambda: nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 1)), 6, False),
+    "onnx_mlp_broadcast": (lambda: mlp_onnx(6, hidden=(8, 8)), 6, False),  # MatMul, Add
     "activations_softmax": (
         lambda: nn.Sequential(
             nn.Linear(6, 6), nn.GELU(), nn.SiLU(), nn.LeakyReLU(0.1), nn.Tanh(), nn.Sigmoid(),
@@ -80,7 +82,11 @@ def _training_model(name, folder):
     else:
         X = rng.standard_normal((12, features)).astype(np.float32)
         y = np.tanh(X[:, :1] + X[:, 1:2]).astype(np.float32)
-    onx = export_for_training(build(), torch.from_numpy(X[:2]))
+    built = build()
+    if isinstance(built, onnx.ModelProto):
+        onx = built
+    else:
+        onx = export_for_training(built, torch.from_numpy(X[:2]))
     task = "regression" if features else "classification"
     makers = fw.ort_makers(onx, fw.LOSSES[task][0], "sgd", 0.01, 12, 1, 0, validation_every=0,
                            max_iter=1, artifact_dir=folder, fast_gradients=fast)  # fmt: skip

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from lowering_cases import compare, lowered_and_checked, run, with_output_ranks
 
+from helpers.portable.lowering import lower_model
 from helpers.portable.lowering.single_node import single_node_model
 
 RNG = np.random.default_rng(0)
@@ -104,3 +105,15 @@ def test_in_place_accumulator_v2_resolves_a_constant_overwrite(reset):
     ops = [n.op_type for n in lowered.graph.node]
     assert ops == (["Constant", "Identity"] if reset else ["Constant", "Add"])
     np.testing.assert_array_equal(run(lowered, feeds)["acc"], expected["acc"])
+
+
+def test_the_names_a_lowering_adds_take_the_prefix_given():
+    """Two models lowered with two prefixes can be merged without a clash of names."""
+    feeds = {"a": np.ones((2, 3), np.float32), "s": np.array(4, np.int64)}
+    model = single_node_model("Scale", feeds, {"y": np.float32}, scale_down=1)
+    added = {
+        prefix: {t.name for t in lower_model(model, prefix=prefix).graph.initializer}
+        for prefix in ("training", "optimizer")
+    }
+    assert added["training"] and all(n.startswith("training_") for n in added["training"])
+    assert not added["training"] & added["optimizer"]

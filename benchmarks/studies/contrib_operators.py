@@ -1,8 +1,9 @@
 """Which operators outside the standard ONNX domain the training graphs hold, and where.
 
 The operators a portable step model must lower (:mod:`helpers.portable.lowering`): for every
-small model of the zoo (:data:`benchmarks.example_models.ZOO`) and a small model of each layer
-family the project trains (:data:`FAMILIES`, the rows of the README's "Which layers train"),
+small model of the zoo (:data:`benchmarks.example_models.ZOO`), a small model of each layer
+family the project trains (:data:`FAMILIES`, the rows of the README's "Which layers train") and
+the project's ONNX perceptrons (:data:`ONNX_MLPS`),
 the whole-training artifacts (training and optimizer models, written by
 ``OrtGradientOptimizer(artifact_dir=...)``) with solvers sgd and adamw, and the gradient graph
 of the forward/backward API (``OrtModuleGraphBuilder``), ``fast_gradients`` on and off::
@@ -122,6 +123,40 @@ FAMILIES = {
 }
 
 
+#: The project's own ONNX multi-layer perceptrons (``MatMul`` and ``Add``, not torch's ``Gemm``):
+#: name -> (``mlp_onnx`` hidden activation, task).
+ONNX_MLPS = {
+    "onnx_mlp_relu": ("relu", "regression"),
+    "onnx_mlp_logistic_classifier": ("logistic", "classification"),
+}
+
+
+def _training_input(name):
+    """The forward model of ``name``, a batch of its samples and their targets, and its task."""
+    import torch  # noqa: PLC0415
+
+    from benchmarks.workloads.model_inputs import (  # noqa: PLC0415
+        InputSpec,
+        input_spec,
+        output_width,
+        random_inputs,
+        random_targets,
+    )
+    from helpers.core.model_graphs.torch_export import export_for_training  # noqa: PLC0415
+    from helpers.teaching.model_factories import mlp_onnx  # noqa: PLC0415
+
+    if name in ONNX_MLPS:
+        activation, task = ONNX_MLPS[name]
+        X = random_inputs(16, InputSpec((6,), "float32"))
+        onx = mlp_onnx(6, hidden=(8, 8), n_outputs=4, activation=activation)
+        return onx, X, random_targets(X, task, 4), task
+    module, shape, task = _module(name)
+    spec = input_spec(module, shape)
+    X = random_inputs(16, spec)
+    y = random_targets(X, task, output_width(module, spec))
+    return export_for_training(module, torch.from_numpy(X[:2])), X, y, task
+
+
 def _module(name):
     """The torch module of a family or a zoo builder, seeded, and its sample shape and task."""
     import torch  # noqa: PLC0415
@@ -167,23 +202,11 @@ def survey(names, log=print):
 
 def _survey_one(found, name):
     import onnx  # noqa: PLC0415
-    import torch  # noqa: PLC0415
 
     from benchmarks.workloads import frameworks as fw  # noqa: PLC0415
-    from benchmarks.workloads.model_inputs import (  # noqa: PLC0415
-        input_spec,
-        output_width,
-        random_inputs,
-        random_targets,
-    )
-    from helpers.core.model_graphs.torch_export import export_for_training  # noqa: PLC0415
     from helpers.forward_backward.function import OrtGradientForwardBackward  # noqa: PLC0415
 
-    module, shape, task = _module(name)
-    spec = input_spec(module, shape)
-    X = random_inputs(16, spec)
-    y = random_targets(X, task, output_width(module, spec))
-    onx = export_for_training(module, torch.from_numpy(X[:2]))
+    onx, X, y, task = _training_input(name)
     for fast in (True, False):
         gradient = OrtGradientForwardBackward(onx, fast_gradients=fast).gradient_model_
         _count(found, gradient, "gradient", name)
@@ -252,7 +275,7 @@ def main(argv=None):
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.join("results", "reference"))
-    default = [n for n in ZOO if n.endswith("_small")] + list(FAMILIES)
+    default = [n for n in ZOO if n.endswith("_small")] + list(FAMILIES) + list(ONNX_MLPS)
     parser.add_argument("--models", nargs="*", default=default)
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")

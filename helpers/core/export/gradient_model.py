@@ -33,7 +33,7 @@ GradientModel.__doc__ = """What :func:`gradient_model` returns: ``(model, gradie
 
 ``model`` computes the loss (its first output), the batch statistics of batch normalization
 (the next outputs) and, as values of its graph, the gradients; ``gradients`` maps each trained
-weight to its gradient's name; ``statistics`` is the
+weight, in the order given, to its gradient's name; ``statistics`` is the
 :class:`~helpers.core.layers.running_statistics.RunningStatistics` of the training graph.
 
 Examples
@@ -148,8 +148,9 @@ def gradient_model(loss_model, weights, fast_gradients=True):
     write = functools.partial(_write_artifacts, graph, list(weights))
     with cached_artifact_folder(key, write) as folder:
         model = onnx.load(os.path.join(folder, "training_model.onnx"))
-    model, gradients = gradients_of_accumulators(model)
-    missing = [name for name in weights if name not in gradients]
+    model, found = gradients_of_accumulators(model)
+    missing = [name for name in weights if name not in found]
     if missing:
         raise RuntimeError(f"generate_artifacts wrote no gradient for {missing}.")
+    gradients = {name: found[name] for name in weights}  # in the order of ``weights``
     return GradientModel(model, gradients, graph.statistics)

@@ -68,7 +68,8 @@ def _parameters(optimizer, api, batch_inputs):
         "api": api,
         "batch_size": optimizer.batch_size,
         "max_iter": optimizer.max_iter,
-        "random_state": random_state if isinstance(random_state, numbers.Integral) else None,
+        # a generator object cannot be recorded: the runner then draws its own batches
+        "random_state": int(random_state) if isinstance(random_state, numbers.Integral) else None,
         "solver": rule.name,
         **rule_parameters,  # momentum; betas (a list, as JSON reads it), eps, weight_decay
         "learning_rate": schedule.eta0,

@@ -197,9 +197,11 @@ def build_step_model(
     """
     weights = list(gradient.gradients)
     state = state_names(weights, gradient.statistics, rule)
-    source = gradient.model
+    source = onnx.ModelProto()
+    source.CopyFrom(gradient.model)  # its nodes are renamed below
     nodes = list(source.graph.node)
-    initializers = list(source.graph.initializer)
+    # the state's defaults are the values given, whatever the training model holds
+    initializers = [i for i in source.graph.initializer if i.name not in state]
     if prediction_gradient is not None:
         model, bindings = prediction_gradient
         replaced = {bindings[o.name] for o in model.graph.output if o.name in bindings}
@@ -220,13 +222,12 @@ def build_step_model(
         bindings.update({f"G{i}": g for i, g in enumerate(grads)})
         grads = [f"step_penalty__{g}" for g in grads]
         bindings.update({f"G{i}_new": g for i, g in enumerate(grads)})
+        bindings["penalty"] = "step__penalty"
         added, constants_added = inline_graph(penalty, bindings, "step_penalty__")
         nodes += added
         initializers += constants_added
         nodes.append(
-            helper.make_node(
-                "Add", [DATA_LOSS, "step_penalty__penalty"], [LOSS_OUTPUT], name="step__loss"
-            )
+            helper.make_node("Add", [DATA_LOSS, "step__penalty"], [LOSS_OUTPUT], name="step__loss")
         )
     added, constants_added = _update_nodes(STEP_INPUT, weights, grads, schedule, rule)
     nodes += added + _statistics_nodes(gradient.statistics)

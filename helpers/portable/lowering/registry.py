@@ -219,12 +219,15 @@ def standard_opset(model):
     return next(o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS)
 
 
-def lower_model(model):
+def lower_model(model, prefix="lower"):
     """Return a copy of ``model`` whose nodes are all in the standard ONNX domain.
 
     Parameters
     ----------
     model : onnx.ModelProto
+    prefix : str
+        Prefix of the names of the values and initializers the lowerings add: give another one
+        to each of two models whose lowered graphs are merged.
 
     Returns
     -------
@@ -251,6 +254,7 @@ def lower_model(model):
     """
     ctx = LoweringContext(
         standard_opset(model),
+        prefix,
         known=model_constants(model.graph),
         ranks=model_ranks(model),
         graph=model.graph,
