@@ -53,7 +53,7 @@ from benchmarks.workloads import frameworks as fw
 
 #: The linear case: ``SGDRegressor``'s fit, one row per update.
 LINEAR = {
-    "case": "linear regression (20 features, 1,000 rows, batch 1)",
+    "case": "linear regression (batch 1)",
     "n_samples": 1000,
     "n_features": 20,
     "batch_size": 1,
