@@ -110,7 +110,7 @@ def test_a_refused_model_is_a_row_with_the_operator():
 
 def test_the_zoo_sentence_counts_the_models_and_names_the_refused_operators():
     said = ps.zoo_sentence(zoo_rows())
-    assert said.startswith("The zoo (batches of 64, 2 threads): 1 of 2 step models train")
+    assert said.startswith("The zoo (batch 64, 2 threads): 1 of 2 step models train")
     assert "(refused: ConvGrad)" in said
     assert "the runner peaks at 130 MB, torch eager at 322 MB (no higher for 1 of 1)" in said
 
@@ -122,11 +122,11 @@ def test_the_section_reads_the_files_beside_or_above_the_results_folder(tmp_path
     speed_rows().to_csv(tmp_path / ps.PORTABLE_SPEED_CSV, index=False)
     lines = ps.portable_section(str(results))
     assert lines[0] == "## Training on the maintained onnxruntime"
-    assert "onnxruntime 1.31.1 (Python 3.13.0)" in lines[2] and "The zoo" not in lines[2]
+    assert "onnxruntime 1.31.1, Python 3.13.0" in lines[2] and "The zoo" not in lines[2]
     zoo_rows().to_csv(results / ps.PORTABLE_ZOO_CSV, index=False)
     section = ps.portable_section(str(results))
-    assert "The zoo (batches of 64, 2 threads)" in section[2] and "| model |" not in section[2]
-    assert section[-2].startswith("Each zoo model: [details](details.md); every row: ")
+    assert "The zoo (batch 64, 2 threads)" in section[2] and "| model |" not in section[2]
+    assert section[-2].startswith("Per model: [details](details.md); rows: ")
     details = "\n".join(ps.portable_details(str(results)))
     assert "| ResNet-style CNN (small) | refused: ConvGrad | - |" in details
 

@@ -145,11 +145,11 @@ SGDRegressor's time (goal: at most 10x; whole-training: 120.0x), met; a step of 
             parts.append(f"{where} was not measured")
             continue
         if group.reference.iloc[0] == fw.SKLEARN:
-            whole, whole_noisy = _ratio_of(table, case, fw.ORT_WHOLE)
+            whole, _ = _ratio_of(table, case, fw.ORT_WHOLE)
             met = loop <= LINEAR_GOAL
             said = (
                 f"a fit of {where} takes {_times(loop, noisy)} SGDRegressor's time (goal: at most "
-                f"{LINEAR_GOAL:.0f}x; whole-training: {_times(whole, whole_noisy)})"
+                f"{LINEAR_GOAL:.0f}x; whole-training: {_times(whole, False)})"
             )
         else:
             met = verdict(loop) != "slower"
@@ -162,8 +162,10 @@ SGDRegressor's time (goal: at most 10x; whole-training: 120.0x), met; a step of 
 
 def _against(ratio, noisy=False):
     """``'1.2x faster than'``, ``'as fast as'``: a time ratio before its peer's name."""
-    phrase = "as fast as" if verdict(ratio) == "same" else f"{speed_phrase(ratio)} than"
-    return phrase + (" (noisy)" if noisy else "")
+    noisy = " (noisy)" if noisy else ""
+    if verdict(ratio) == "same":
+        return f"as fast{noisy} as"
+    return f"{speed_phrase(ratio)}{noisy} than"
 
 
 def _cell(ratio, noisy):
@@ -185,7 +187,6 @@ def speed_table(speed):
     ...                       "threads": 2, "step_s": [1e-4, 5e-5], "spread": [1.1, 1.1]})
     >>> print(speed_table(speed).iloc[0].to_string())  # doctest: +NORMALIZE_WHITESPACE
     case                           MLP
-    threads                          2
     step of the reference    whole-training: 100 us
     portable step                  2.0x faster
     """
@@ -196,7 +197,6 @@ def speed_table(speed):
         base = group[group.framework == reference].step_s
         row = {
             "case": case,
-            "threads": group.threads.iloc[0],
             "step of the reference": f"{NAMES[reference]}: "
             + _microseconds(base.iloc[0] if len(base) else math.nan),
         }
@@ -275,7 +275,7 @@ def zoo_sentence(zoo):
     ...     "spread": 1.1, "peak_mb": [550.0, 360, 120, 121, 400, 300, None, None],
     ...     "note": [""] * 6 + ["refused: com.microsoft:Round (from the layer /r/Round)"] * 2})
     >>> print(zoo_sentence(zoo))
-    The zoo (batches of 64, 2 threads): 1 of 2 step models train (refused: Round), a step 1.5x \
+    The zoo (batch 64, 2 threads): 1 of 2 step models train (refused: Round), a step 1.5x \
 slower than whole-training's (epoch loop: 1.2x slower); the runner peaks at 120 MB, torch eager \
 at 360 MB (no higher for 1 of 1).
     """
@@ -286,7 +286,7 @@ at 360 MB (no higher for 1 of 1).
     trained = portable[portable.step_s.notna()]
     loop = table[(table.framework == fw.PORTABLE_EPOCH_LOOP) & table.step_s.notna()]
     said = (
-        f"The zoo (batches of {table.batch_size.iloc[0]}, {table.threads.iloc[0]} threads): "
+        f"The zoo (batch {table.batch_size.iloc[0]}, {table.threads.iloc[0]} threads): "
         f"{len(trained)} of {table.model.nunique()} step models train"
     )
     failed = why.str.startswith(FAILED).sum()
@@ -342,25 +342,24 @@ def _span(values):
     return f"from {low} to {high}"
 
 
-def _conditions(frames, tabled):
-    """The runtimes and the machine of the first frame; the noisy mark's meaning where a table of
-    ``tabled`` has one."""
+def _conditions(frames, tabled, noisy="noisy (a timing's repeats spread over {:.0f}x)"):
+    """The runtimes and the machine of the first frame; the noisy mark's meaning (``noisy``,
+    formatted with :data:`~helpers.measure.conditions.NOISY_SPREAD`) where a table of ``tabled``
+    has one."""
     first = frames[0].iloc[0]
-    lines = [
-        f"Portable fits on {first.maintained.replace(', Python', ' (Python')}), the others on "
-        f"1.19.2; {first.machine}."
-    ]
+    lines = [f"Portable fits: {first.maintained}; {first.machine}."]
     groups = {id(f): "case" if "case" in f else "model" for f in tabled}
     if any(ratios(f, groups[id(f)]).noisy.any() for f in tabled):
-        lines.append(f"{NOISY_MARK}: noisy (a timing's repeats spread over {NOISY_SPREAD:.0f}x).")
+        lines.append(f"{NOISY_MARK}: {noisy.format(NOISY_SPREAD)}.")
     return lines
 
 
-def portable_markdown(speed, zoo, zoo_table_too=True):
+def portable_markdown(speed, zoo, zoo_table_too=True, noisy=None):
     """The answer, its table, the zoo's sentence and table: markdown (either frame may be None).
 
     ``zoo_table_too=False`` leaves the zoo's table out (the summary's page has
-    :func:`portable_details` hold it).
+    :func:`portable_details` hold it); ``noisy`` says what the noisy mark means (a sentence by
+    default).
 
     Examples
     --------
@@ -371,11 +370,11 @@ def portable_markdown(speed, zoo, zoo_table_too=True):
     >>> print(portable_markdown(speed, None))  # doctest: +NORMALIZE_WHITESPACE
     With the epoch loop, the MLP on 2 threads was not measured.
     <BLANKLINE>
-    | case | threads | step of the reference | portable step |
-    | --- | --- | --- | --- |
-    | MLP | 2 | whole-training: 100 us | 2.0x faster* |
+    | case | step of the reference | portable step |
+    | --- | --- | --- |
+    | MLP | whole-training: 100 us | 2.0x faster* |
     <BLANKLINE>
-    Portable fits on onnxruntime 1.31.1 (Python 3.13.0), the others on 1.19.2; AMD EPYC.
+    Portable fits: onnxruntime 1.31.1, Python 3.13.0; AMD EPYC.
     *: noisy (a timing's repeats spread over 2x).
     """
     speed = speed if speed is not None and not speed.empty else None
@@ -390,7 +389,8 @@ def portable_markdown(speed, zoo, zoo_table_too=True):
             lines += [*markdown_table(zoo_table(zoo)), ""]
             tabled.append(zoo)
     frames = [f for f in (speed, zoo) if f is not None]
-    return "\n".join(lines + (_conditions(frames, tabled) if frames else []))
+    said = _conditions(frames, tabled, *([noisy] if noisy else [])) if frames else []
+    return "\n".join(lines + said)
 
 
 def read_portable(results):
@@ -423,12 +423,12 @@ def portable_section(results):
         for name in (PORTABLE_SPEED_CSV, PORTABLE_ZOO_CSV)
         if (path := results_file(results, name)) is not None
     ]
-    each = "Each zoo model: [details](details.md); every" if zoo is not None else "Every"
+    each = "Per model: [details](details.md); rows" if zoo is not None else "Rows"
     return [
         "## Training on the maintained onnxruntime",
         "",
-        portable_markdown(speed, zoo, zoo_table_too=False),
-        f"{each} row: {', '.join(links)}, written by `{PORTABLE_COMMAND}`.",
+        portable_markdown(speed, zoo, zoo_table_too=False, noisy="[noisy](#glossary)"),
+        f"{each}: {', '.join(links)} (`{PORTABLE_COMMAND}`).",
         "",
     ]
 

@@ -354,8 +354,7 @@ def zoo_costs_section(results):
         "",
         costs_sentence(df),
         "",
-        f"Each model: [details](details.md); every row: `{ZOO_COSTS_CSV}`, written by "
-        f"`{ZOO_COSTS_COMMAND}`.",
+        f"Per model: [details](details.md); rows: `{ZOO_COSTS_CSV}` (`{ZOO_COSTS_COMMAND}`).",
         "",
     ]
 

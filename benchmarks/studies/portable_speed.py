@@ -53,7 +53,7 @@ from benchmarks.workloads import frameworks as fw
 
 #: The linear case: ``SGDRegressor``'s fit, one row per update.
 LINEAR = {
-    "case": "linear regression (20 features, 1,000 rows, batch 1)",
+    "case": "linear regression (batch 1)",
     "n_samples": 1000,
     "n_features": 20,
     "batch_size": 1,
@@ -204,6 +204,28 @@ def _memory_rows(name, step, folder, X, y, python):
     return memory
 
 
+def step_labels(name, y):
+    """The labels a zoo model's step model takes: class indices one-hot (float32), else ``y``.
+
+    The whole-training API takes class indices and one-hot encodes them itself; its step model
+    takes the encoded labels (the trainer does not encode them).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> step_labels("token_classifier_small", np.array([0, 6])).shape
+    (2, 7)
+    """
+    import numpy as np  # noqa: PLC0415
+
+    from benchmarks.example_models import ZOO  # noqa: PLC0415
+    from benchmarks.studies.zoo_costs import zoo_input  # noqa: PLC0415
+
+    if ZOO[name][2] != "classification":
+        return y
+    return np.eye(zoo_input(name)["n_outputs"], dtype=np.float32)[y]
+
+
 def measure_zoo_model(name, folder, epochs, repeats, python=None):
     """The rows of one zoo model: a step and the peak memory of each framework."""
     from helpers.measure.conditions import RunClock  # noqa: PLC0415
@@ -212,6 +234,7 @@ def measure_zoo_model(name, folder, epochs, repeats, python=None):
     fits, optimizer, X, y = pf.zoo_fits(
         name, ZOO_BATCH * steps, ZOO_BATCH, ZOO_LEARNING_RATE, ZOO_THREADS
     )
+    y = step_labels(name, y)
     step = os.path.join(folder, f"{name}.onnx")
     columns = {"model": name, "batch_size": ZOO_BATCH}
     why_not = pf.export_step(optimizer, step)
