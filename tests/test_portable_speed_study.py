@@ -95,7 +95,8 @@ def test_the_maintained_process_imports_nothing_the_maintained_environment_lacks
         "import sys, benchmarks.studies.portable_process, benchmarks.studies.peak_memory_process; "
         "import helpers.portable.trainer, helpers.measure.timing; "
         "print(sorted(m for m in ('sklearn', 'pandas', 'scipy', 'benchmarks.report', "
-        "'helpers.core', 'helpers.whole_training', 'helpers.teaching') if m in sys.modules))"
+        "'helpers.core.training', 'helpers.core.model_graphs', 'helpers.whole_training', "
+        "'helpers.teaching') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
