@@ -40,8 +40,8 @@ def lower_dropout_grad(node, ctx):
     return nodes + [
         helper.make_node("Reshape", [ratio_float, scalar_shape], [scalar]),
         helper.make_node("Sub", [one, scalar], [keep]),
-        helper.make_node("CastLike", [keep, d_y], [keep_like]),
-        helper.make_node("CastLike", [mask, d_y], [mask_like]),
+        ctx.cast_like(keep, d_y, keep_like),
+        ctx.cast_like(mask, d_y, mask_like),
         helper.make_node("Mul", [mask_like, d_y], [kept]),
         helper.make_node("Div", [kept, keep_like], [scaled]),
         helper.make_node(

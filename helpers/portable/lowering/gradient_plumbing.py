@@ -42,7 +42,7 @@ def lower_scale(node, ctx):
         nodes.append(helper.make_node("Reciprocal", [as_float], [inverse]))
         as_float = inverse
     nodes += [
-        helper.make_node("CastLike", [as_float, data], [factor]),
+        ctx.cast_like(as_float, data, factor),
         helper.make_node("Mul", [data, factor], [node.output[0]]),
     ]
     return nodes

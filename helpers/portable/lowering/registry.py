@@ -138,6 +138,21 @@ class LoweringContext:
                 self.ranks[name] = _propagated_rank(name, producers, self.ranks, self.known)
         return self.ranks.get(name)
 
+    def cast_like(self, value, like, output):
+        """The node casting ``value`` to the element type of ``like``: ``CastLike`` from opset 15,
+        a ``Cast`` to float before (the optimizers train float32 tensors only).
+
+        Examples
+        --------
+        >>> LoweringContext(13).cast_like("a", "b", "c").op_type
+        'Cast'
+        """
+        from onnx import TensorProto, helper
+
+        if self.opset >= 15:
+            return helper.make_node("CastLike", [value, like], [output])
+        return helper.make_node("Cast", [value], [output], to=TensorProto.FLOAT)
+
     def producer(self, value):
         """The node of the original graph that computes ``value``, or None (an input, a weight).
 
