@@ -31,16 +31,42 @@ def _loads(ir_version, opset):
     )
     probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     probe.ir_version = ir_version
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 4  # the probe's refusal is the answer, not a message to show
     try:
-        session = onnxruntime.InferenceSession(
-            probe.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
+        session = make_session(probe, ["CPUExecutionProvider"], log_severity=4)
         session.run(None, {"x": np.zeros(1, dtype=np.float32)})
     except Exception:  # the runtime raises its own Fail/InvalidGraph/InvalidArgument types
         return False
     return True
+
+
+def make_session(model, providers, log_severity=3):
+    """The one place ``helpers.portable`` makes an onnxruntime session.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+    providers : list
+        Execution providers, as :func:`resolve_providers` returns them.
+    log_severity : int
+        The runtime's log level: 3 logs errors only (a probe passes 4: its refusal is the answer,
+        not a message to show).
+
+    Examples
+    --------
+    >>> graph = helper.make_graph(
+    ...     [helper.make_node("Neg", ["x"], ["y"])], "neg",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    >>> model.ir_version = 10
+    >>> make_session(model, ["CPUExecutionProvider"]).run(None, {"x": np.ones(1, np.float32)})
+    [array([-1.], dtype=float32)]
+    """
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = log_severity
+    return onnxruntime.InferenceSession(
+        model.SerializeToString(), options, providers=list(providers)
+    )
 
 
 def default_opset(model):

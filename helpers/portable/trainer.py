@@ -15,7 +15,7 @@ from .atomic_files import write_atomic
 from .batch_data import check_array, check_batch_arrays
 from .batch_order import batch_bounds, epoch_order, random_state
 from .epoch_loop import BATCH_SIZE_INPUT, LOSSES_OUTPUT, ORDER_INPUT, epoch_model
-from .runtime_support import device_of, resolve_providers
+from .runtime_support import device_of, make_session, resolve_providers
 from .step_format import LOSS_OUTPUT, STEP_INPUT, inference_model
 from .step_model import TensorSpec, load_step
 
@@ -34,14 +34,6 @@ def _scalar(value, dtype=np.int64):
     """A 0-d array and an OrtValue sharing its memory (the CPU reads it at each run)."""
     array = np.array(value, dtype=dtype)
     return array, onnxruntime.OrtValue.ortvalue_from_numpy(array)
-
-
-def _quiet_options():
-    """Session options that log errors only: a step model's state inputs have defaults, which
-    onnxruntime warns about at every session."""
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    return options
 
 
 class _State:
@@ -229,9 +221,7 @@ class PortableTrainer:
         step = load_step(self.step)
         providers = resolve_providers(self.providers)
         model = epoch_model(step.model) if self.epoch_loop else step.model
-        session = onnxruntime.InferenceSession(
-            model.SerializeToString(), _quiet_options(), providers=providers
-        )
+        session = make_session(model, providers)
         self._runtime = {
             "step": step,
             "session": session,
@@ -402,9 +392,7 @@ class PortableTrainer:
         runtime = self._runtime
         if runtime["prediction"] is None:
             model = self.inference_model()
-            session = onnxruntime.InferenceSession(
-                model.SerializeToString(), _quiet_options(), providers=runtime["providers"]
-            )
+            session = make_session(model, runtime["providers"])
             runtime["prediction"] = (session, TensorSpec.of(model.graph.input[0]))
         session, spec = runtime["prediction"]
         output = runtime["step"].record.prediction_output
