@@ -355,7 +355,7 @@ def conv_grad_nodes(node, ctx, input_formulation=None, weight_formulation=None):
     Parameters
     ----------
     node : onnx.NodeProto
-    ctx : LoweringContext
+    ctx : helpers.portable.lowering.registry.LoweringContext
     input_formulation, weight_formulation : str, optional
         A key of :data:`INPUT_FORMULATIONS`, :data:`WEIGHT_FORMULATIONS`; by default the
         first of :func:`applicable_formulations` (the fastest measured).
