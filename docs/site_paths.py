@@ -14,7 +14,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 #: The first notebook's page.
 NOTEBOOK = "notebooks/01_linear_regression_whole_training.html"
 #: The packages of the API reference, one page each.
-API_PACKAGES = ["whole_training", "forward_backward", "core", "teaching", "measure"]
+API_PACKAGES = ["whole_training", "forward_backward", "core", "teaching", "measure", "portable"]
 #: The sub-packages of ``helpers.core``, one page each below the core's.
 CORE_PARTS = sorted(
     name

@@ -92,6 +92,12 @@ API_ORDER = {
         "training.epoch_losses",
         "training.batches",
         "training.display",
+        "export",
+        "export.optimizer_step",
+        "export.step_model",
+        "export.gradient_model",
+        "export.step_scalars",
+        "export.graph_inlining",
     ],
     "helpers.teaching": [
         "datasets",
