@@ -60,19 +60,11 @@ def _transposed_input_gradient(node, ctx, attrs):
     _, strides, dilations, pads = attrs
     d_y, _, w = node.input[:3]
     d_x = node.output[0]
-    group = attribute(node, "group", 1)
+    shared = dict(
+        strides=strides, dilations=dilations, pads=pads, group=attribute(node, "group", 1)
+    )
     if all(s == 1 for s in strides):
-        return [
-            helper.make_node(
-                "ConvTranspose",
-                [d_y, w],
-                [d_x],
-                strides=strides,
-                dilations=dilations,
-                pads=pads,
-                group=group,
-            )
-        ]
+        return [helper.make_node("ConvTranspose", [d_y, w], [d_x], **shared)]
     full = ctx.name("dX_full")
     nodes, sizes = dims_from(node.input[1], 2, ctx, "x_spatial")
     rank = len(strides)
@@ -80,14 +72,7 @@ def _transposed_input_gradient(node, ctx, attrs):
     axes = ctx.constant(np.arange(2, 2 + rank, dtype=np.int64), "axes")
     return nodes + [
         helper.make_node(
-            "ConvTranspose",
-            [d_y, w],
-            [full],
-            strides=strides,
-            dilations=dilations,
-            pads=pads,
-            group=group,
-            output_padding=[s - 1 for s in strides],
+            "ConvTranspose", [d_y, w], [full], output_padding=[s - 1 for s in strides], **shared
         ),
         helper.make_node("Slice", [full, starts, sizes, axes], [d_x]),
     ]

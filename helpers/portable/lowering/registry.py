@@ -346,22 +346,8 @@ def lower_model(model, prefix="lower"):
         ranks=model_ranks(model),
         graph=model.graph,
     )
-    lowered = onnx.ModelProto()
-    lowered.CopyFrom(model)
     nodes = []
-
-    def lowered_so_far():
-        prefix = onnx.ModelProto()
-        prefix.CopyFrom(lowered)
-        del prefix.graph.node[:]
-        prefix.graph.node.extend(nodes)
-        prefix.graph.initializer.extend(ctx.initializers)
-        standard = [o for o in model.opset_import if o.domain in STANDARD_DOMAINS]
-        del prefix.opset_import[:]
-        prefix.opset_import.extend(standard)
-        return prefix
-
-    ctx.lowered_so_far = lowered_so_far
+    ctx.lowered_so_far = lambda: _with_nodes(model, nodes, ctx.initializers)
     for node in model.graph.node:
         if is_standard(node):
             nodes.append(node)
@@ -371,10 +357,17 @@ def lower_model(model, prefix="lower"):
         if lowering is None:
             raise UnsupportedOperatorError(node.op_type, node.domain, node.name)
         nodes.extend(lowering(node, ctx))
+    return _with_nodes(model, nodes, ctx.initializers)
+
+
+def _with_nodes(model, nodes, initializers):
+    """A copy of ``model`` holding ``nodes``, ``initializers`` besides its own, and only its
+    standard opset imports."""
+    lowered = onnx.ModelProto()
+    lowered.CopyFrom(model)
     del lowered.graph.node[:]
     lowered.graph.node.extend(nodes)
-    lowered.graph.initializer.extend(ctx.initializers)
-    standard = [o for o in model.opset_import if o.domain in STANDARD_DOMAINS]
+    lowered.graph.initializer.extend(initializers)
     del lowered.opset_import[:]
-    lowered.opset_import.extend(standard)
+    lowered.opset_import.extend(o for o in model.opset_import if o.domain in STANDARD_DOMAINS)
     return lowered
