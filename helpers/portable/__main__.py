@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from .atomic_files import write_atomic
-from .trainer import PortableTrainer
+from .step_format import read_model
 
 #: The files ``fit`` writes in its output folder.
 LOSSES_FILE, MODEL_FILE = "losses.json", "model.onnx"
@@ -82,10 +82,17 @@ def _load_data(path):
 
 
 def _fit(args):
-    """Train as ``args`` say, write the losses and the model; return the trainer."""
+    """Train as ``args`` say, write the losses and the model; return the trainer.
+
+    The inputs are checked before onnxruntime is imported: onnxruntime-training's import loads
+    torch, whose own warnings would otherwise come before a one-line error.
+    """
     X, y, weights = _load_data(args.data)
+    step = read_model(args.step)
+    from .trainer import PortableTrainer  # noqa: PLC0415 (after the checks, see above)
+
     trainer = PortableTrainer(
-        args.step,
+        step,
         max_iter=args.epochs,
         batch_size=args.batch_size,
         random_state=args.random_state,

@@ -22,6 +22,7 @@ are the state's (:func:`inference_model`).
 import base64
 import dataclasses
 import json
+import os
 
 import numpy as np
 import onnx
@@ -98,6 +99,30 @@ class StepRecord:
             )
         fields["inference"] = base64.b64decode(fields["inference"])
         return cls(**fields)
+
+
+def read_model(step):
+    """The :class:`onnx.ModelProto` of ``step``, a path or a model already loaded.
+
+    A missing file or one that is not an ONNX model is refused with a sentence naming it. Only
+    :mod:`onnx` is used: a command line checks its input before it imports a runtime.
+
+    Examples
+    --------
+    >>> read_model("missing.onnx")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: No step model at 'missing.onnx': give the path of an .onnx file.
+    """
+    if isinstance(step, onnx.ModelProto):
+        return step
+    path = os.fspath(step)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No step model at {path!r}: give the path of an .onnx file.")
+    try:
+        return onnx.load(path)
+    except Exception as error:  # protobuf's DecodeError and onnx's own
+        raise ValueError(f"{path!r} is not an ONNX model ({error}).") from error
 
 
 def write_record(model, record):

@@ -7,14 +7,20 @@ and a model the installed onnxruntime cannot load.
 """
 
 import dataclasses
-import os
 
 import numpy as np
 import onnx
 from onnx import helper
 
 from .runtime_support import check_runtime_loads
-from .step_format import LOSS_OUTPUT, STEP_INPUT, StepRecord, initial_state, read_record
+from .step_format import (
+    LOSS_OUTPUT,
+    STEP_INPUT,
+    StepRecord,
+    initial_state,
+    read_model,
+    read_record,
+)
 
 
 @dataclasses.dataclass
@@ -76,18 +82,6 @@ class StepModel:
         return [self.record.next_name(name) for name in self.record.state]
 
 
-def _read_model(step):
-    if isinstance(step, onnx.ModelProto):
-        return step
-    path = os.fspath(step)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"No step model at {path!r}: give the path of an .onnx file.")
-    try:
-        return onnx.load(path)
-    except Exception as error:  # protobuf's DecodeError and onnx's own
-        raise ValueError(f"{path!r} is not an ONNX model ({error}).") from error
-
-
 def check_layout(model, record):
     """Raise ``ValueError`` unless ``model``'s graph has the inputs and outputs ``record`` names.
 
@@ -140,7 +134,7 @@ def load_step(step):
     ...
     FileNotFoundError: No step model at 'missing.onnx': give the path of an .onnx file.
     """
-    model = _read_model(step)
+    model = read_model(step)
     record = read_record(model)
     check_layout(model, record)
     check_runtime_loads(model, "step model")
