@@ -52,6 +52,11 @@ class TokenClassifier(nn.Module):
         return self.head(self.embedding(ids).mean(dim=1))
 
 
+def dropout_mlp():
+    """16 features, dropout between the layers, 3 classes."""
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 3))
+
+
 class Rounded(nn.Module):
     """``torch.round`` between two layers: torch trains it (a zero gradient), onnxruntime has no
     gradient for Round."""
@@ -65,6 +70,7 @@ class Rounded(nn.Module):
 
 
 def _run(tmp_path, model, **parameters):
+    tmp_path.mkdir(exist_ok=True)
     record = tmp_path / "record.json"
     out = tmp_path / "out.ipynb"
     papermill.execute_notebook(
@@ -150,6 +156,19 @@ def test_an_untrainable_model_is_a_row_and_torch_still_runs(tmp_path, check_step
         check_step_time(rows[framework])
     # the memory chart holds only the frameworks that ran
     assert rows["torch eager"]["peak_mb"] > 0 and "peak_mb" not in rows["ort whole-training"]
+
+
+def test_a_dropout_model_run_twice_writes_the_same_losses(tmp_path):
+    """Every framework's dropout masks come from random_state: a second run repeats the first."""
+    common = dict(n_samples=256, try_compile=False, measure_memory=False)
+    first, _ = _run(tmp_path / "first", "dropout_mlp", **common)
+    second, _ = _run(tmp_path / "second", "dropout_mlp", **common)
+    assert set(first) == EVERY_FRAMEWORK - {"torch.compile"}
+    for framework, row in first.items():
+        assert row["error"] is None and math.isfinite(row["train_loss"]), framework
+        assert second[framework]["train_loss"] == row["train_loss"], framework
+        losses = [point[-1] for point in row["time_to_loss"]]
+        assert [point[-1] for point in second[framework]["time_to_loss"]] == losses, framework
 
 
 def test_the_input_is_read_from_the_first_layer_or_asked_for():

@@ -65,6 +65,11 @@ class OrtGradientForwardBackward:
         Inputs whose gradient the backward pass returns too, after the
         weights' (a torch caller needs them when an input requires a
         gradient). None or empty: the weights' only.
+    random_draws : bool
+        The random operators (``Dropout`` in training mode...) take their values as inputs,
+        drawn by each training forward from the generator it is given
+        (:mod:`helpers.core.model_graphs.random_draws`): a seeded generator makes the run
+        repeatable. False leaves them to onnxruntime's own generator, which nothing seeds.
     spin : bool
         Whether the sessions' idle threads spin
         (:func:`helpers.core.machine.sessions.session_options`): False inside
@@ -79,6 +84,9 @@ class OrtGradientForwardBackward:
         (by position, never by name): user inputs, then weights.
     grad_names_ : list of str
         The gradients it returns, in order.
+    draws : helpers.core.model_graphs.random_draws.RandomDraws
+        The random inputs of the gradient graph (empty without ``random_draws`` or without a
+        random operator).
     statistics : helpers.core.layers.running_statistics.RunningStatistics
         The running statistics of the model's batch normalization layers
         (empty without any), with their initial values: a training forward
@@ -120,6 +128,7 @@ class OrtGradientForwardBackward:
         fast_gradients=True,
         input_names_require_grad=None,
         spin=True,
+        random_draws=False,
     ):
         if not isinstance(onnx_model, onnx.ModelProto):
             raise TypeError(
@@ -151,6 +160,7 @@ class OrtGradientForwardBackward:
         self.n_threads = n_threads
         self.fast_gradients = fast_gradients
         self.spin = spin
+        self.random_draws = random_draws
         key = content_key(
             onnx_model,
             self.weights_to_train,
@@ -161,6 +171,7 @@ class OrtGradientForwardBackward:
             fast_gradients,
             self.input_names_require_grad,
             spin,
+            random_draws,
             onnxruntime.__version__,
         )
         # sessions that write profiles are never shared through the cache
@@ -188,7 +199,9 @@ class OrtGradientForwardBackward:
         )  # the builder logs with its own level, not the default logger's
         # one user input holds one row per sample: its first dimension is the batch
         batch_inputs = self.input_names if len(self.input_names) == 1 else ()
-        graph = training_graph(self.onnx_model, batch_inputs, self.fast_gradients)
+        graph = training_graph(
+            self.onnx_model, batch_inputs, self.fast_gradients, self.random_draws
+        )
         model = with_outputs(graph.model, graph.statistics.output_names)
         quiet_runtime_logs()
         builder = OrtModuleGraphBuilder()
@@ -206,10 +219,11 @@ class OrtGradientForwardBackward:
         # position of each weight (in weights_to_train order) among the gradient outputs
         grad_of = dict(zip(info.initializer_names_to_train, info.initializer_grad_names_to_train))
         user = list(info.user_input_names)
-        if user != [n for n in self.input_names if n in user]:
-            raise RuntimeError(f"Unexpected user inputs {user} for {self.input_names}.")
-        # feed position -> position in (inputs + weights_to_train)
-        given = self.input_names + self.weights_to_train
+        fed = self.input_names + graph.draws.names
+        if user != [n for n in fed if n in user]:
+            raise RuntimeError(f"Unexpected user inputs {user} for {fed}.")
+        # feed position -> position in (inputs + random draws + weights_to_train)
+        given = fed + self.weights_to_train
         ort_device = self.device.ort_device()
         train_sess = make_session(
             gradient_model, self.device, self.n_threads, "model", spin=self.spin
@@ -251,6 +265,7 @@ class OrtGradientForwardBackward:
                 eval_model, self.device, self.n_threads, "predict", spin=self.spin
             ),
             "statistics": graph.statistics,
+            "draws": graph.draws,
         }
 
     def new_instance(self):

@@ -154,6 +154,7 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
             self.device_,
             self.n_threads,
             self.fast_gradients,
+            random_draws=self.random_state is not None,
         )
 
     def _train_step(self, batch, t):
@@ -166,6 +167,7 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
             self.learning_penalty_,
             self.learning_rate_.value(t),
             t,
+            self._draws,
         )
 
     def export_training_step(self, path):

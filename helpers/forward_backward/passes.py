@@ -14,7 +14,7 @@ import numpy as np
 import onnxruntime
 from onnxruntime.capi import _pybind_state as C
 
-from ..core.graphs.onnx_function import to_ortvalue
+from ..core.graphs.onnx_function import ortvalue_of, to_ortvalue
 
 
 def _to_ortvalue(value, device):
@@ -103,7 +103,7 @@ class OrtGradientForwardBackwardFunction:
                 keep.append(ref)
         return values, keep
 
-    def forward(self, inputs, training=False):
+    def forward(self, inputs, training=False, generator=None):
         """Run the forward pass.
 
         Parameters
@@ -117,6 +117,9 @@ class OrtGradientForwardBackwardFunction:
         training : bool
             False computes predictions only. True keeps what the backward
             pass needs, until :meth:`backward` is called.
+        generator : numpy.random.Generator, optional
+            Where a training forward draws the random inputs of a graph built with
+            ``random_draws`` (see :meth:`training_forward`).
 
         Returns
         -------
@@ -129,7 +132,7 @@ class OrtGradientForwardBackwardFunction:
             copy what must outlive it (``output.numpy().copy()``).
         """
         if training:
-            outputs, state = self.training_forward(inputs)
+            outputs, state = self.training_forward(inputs, generator)
             self.states_.append(state)
             return outputs
         parent = self.parent
@@ -140,13 +143,18 @@ class OrtGradientForwardBackwardFunction:
         result = parent._eval_sess._sess.run_with_ort_values(feeds, parent.output_names, None)
         return [onnxruntime.OrtValue(result[i]) for i in range(len(result))]
 
-    def training_forward(self, inputs):
+    def training_forward(self, inputs, generator=None):
         """Run a training forward whose state the caller keeps until :meth:`backward`.
 
         Parameters
         ----------
         inputs : list of OrtValue or numpy.ndarray
             As :meth:`forward`'s.
+        generator : numpy.random.Generator, optional
+            Draws the random inputs of a graph built with ``random_draws`` (``parent.draws``:
+            the masks of its ``Dropout`` nodes...) for this batch: an object with
+            ``random(size, dtype)`` and ``standard_normal(size, dtype)``. Required when there are
+            some.
 
         Returns
         -------
@@ -173,6 +181,15 @@ class OrtGradientForwardBackwardFunction:
         """
         parent = self.parent
         values, keep = self._feeds(inputs, True)
+        if parent.draws:
+            n_inputs = len(parent.input_names)
+            batch = dict(zip(parent.input_names, values[:n_inputs]))
+            drawn = parent.draws.values(generator, batch, parent.device)
+            values = [
+                *values[:n_inputs],
+                *(ortvalue_of(a, parent.device) for a in drawn),
+                *values[n_inputs:],
+            ]
         feeds = C.OrtValueVector()
         feeds.reserve(len(values))
         for position in parent._feed_order:
@@ -246,8 +263,9 @@ class OrtGradientForwardBackwardFunction:
         ):  # batch statistics: no gradient flows back through them
             zeros = self._zeros(outputs[i].shape())._ortvalue if i >= n_outputs else None
             feeds.push_back(gradients[i] if i < n_outputs else zeros)
-        if not taken:
-            self.states_.pop()
+        # the forward's inputs (a drawn mask has no other owner) live until the backward ran
+        forward = None if taken else self.states_.pop()
         gradients = C.OrtValueVector()
         parent._agent.run_backward(feeds, gradients, state)
+        del forward
         return [onnxruntime.OrtValue(gradients[p]) for p in parent._grad_positions]

@@ -48,10 +48,17 @@ class ForwardBackwardSession:
     (True, 0.0)
     """
 
-    def __init__(self, model, weights, rule, device, n_threads=None, fast_gradients=True):
+    def __init__(
+        self, model, weights, rule, device, n_threads=None, fast_gradients=True, random_draws=False
+    ):
         self.names = list(weights)
         self.fb = OrtGradientForwardBackward(
-            model, self.names, device=device, n_threads=n_threads, fast_gradients=fast_gradients
+            model,
+            self.names,
+            device=device,
+            n_threads=n_threads,
+            fast_gradients=fast_gradients,
+            random_draws=random_draws,
         )
         self.function = self.fb.new_instance()
         self.device = self.fb.device
@@ -76,7 +83,7 @@ class ForwardBackwardSession:
         statistics = [self.statistics.values[name] for name in self.statistics.names]
         return self.function.forward([X, *self.weights, *statistics])[0]
 
-    def train_step(self, X, y, w, loss, penalty, learning_rate, t):
+    def train_step(self, X, y, w, loss, penalty, learning_rate, t, generator=None):
         """Run training step ``t`` (from 1) on a batch.
 
         Parameters
@@ -89,6 +96,8 @@ class ForwardBackwardSession:
         penalty : helpers.core.updates.penalties.BaseLearningPenalty
         learning_rate : float
         t : int
+        generator : numpy.random.Generator, optional
+            Draws the random inputs of a function built with ``random_draws``.
 
         Returns
         -------
@@ -96,7 +105,9 @@ class ForwardBackwardSession:
             The batch's mean loss (an OrtValue left on the device) and its
             penalty (an OrtValue, or 0.0 without one).
         """
-        output, *batch_statistics = self.function.forward([X, *self.weights], training=True)
+        output, *batch_statistics = self.function.forward(
+            [X, *self.weights], training=True, generator=generator
+        )
         if batch_statistics:
             self.statistics.update([value.numpy() for value in batch_statistics])
         value, gradient = loss.loss_gradient(self.device, y, output, w)

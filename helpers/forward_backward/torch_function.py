@@ -29,10 +29,46 @@ Examples
 tensor([2.])
 """
 
+import numpy as np
 import onnxruntime
 import torch
 from onnxruntime.capi import _pybind_state as C
 from torch.utils import dlpack
+
+
+class TorchGenerator:
+    """The random draws of a training forward, from torch's default generator.
+
+    A function built with ``random_draws`` (the masks of its ``Dropout`` nodes as inputs,
+    :mod:`helpers.core.model_graphs.random_draws`) draws them here inside torch: with
+    ``torch.manual_seed(s)``, a training loop is repeatable. The masks are torch's uniform
+    draws compared with the ratio, not those ``torch.nn.Dropout`` would draw.
+
+    Examples
+    --------
+    >>> generator = TorchGenerator()
+    >>> _ = torch.manual_seed(0)
+    >>> first = generator.random((2, 3), dtype=np.float32)
+    >>> _ = torch.manual_seed(0)
+    >>> bool((generator.random((2, 3), dtype=np.float32) == first).all()), first.dtype
+    (True, dtype('float32'))
+    """
+
+    def random(self, size, dtype=np.float64):
+        """Uniform values on [0, 1) (``torch.rand``), as numpy's ``Generator.random``."""
+        return torch.rand(size, dtype=_torch_dtype(dtype)).numpy()
+
+    def standard_normal(self, size, dtype=np.float64):
+        """Standard normal values (``torch.randn``), as numpy's ``Generator.standard_normal``."""
+        return torch.randn(size, dtype=_torch_dtype(dtype)).numpy()
+
+
+def _torch_dtype(dtype):
+    return torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
+
+
+#: What :class:`OrtAutogradFunction` draws the random inputs of its training forwards with.
+TORCH_GENERATOR = TorchGenerator()
 
 #: ONNX element types and the torch dtypes that feed them.
 _TORCH_DTYPES = {
@@ -198,7 +234,7 @@ class OrtAutogradFunction(torch.autograd.Function):
         values = [to_ortvalue(t, device, repr(name)) for t, name in zip(tensors, names)]
         # the forward's state goes to this context only: a forward of another
         # thread (or of this one) in between never takes it
-        outputs, state = fn.training_forward(values)
+        outputs, state = fn.training_forward(values, TORCH_GENERATOR)
         ctx.ort_state = (fn, state)
         ctx.n_inputs = n_inputs
         # saved for torch's check that no tensor changed in place before the backward

@@ -21,7 +21,13 @@ from ..core.model_graphs.from_torch import buffers_kept, export_for_training
 from ..core.model_graphs.inference_mode import inference_graph
 from ..core.model_graphs.onnx_graph import replace_initializers, static_dims
 from .function import OrtGradientForwardBackward
-from .torch_function import OrtAutogradFunction, check_input_dtypes, to_ortvalue, to_tensor
+from .torch_function import (
+    TORCH_GENERATOR,
+    OrtAutogradFunction,
+    check_input_dtypes,
+    to_ortvalue,
+    to_tensor,
+)
 
 
 def _as_tuple(value):
@@ -249,6 +255,7 @@ class OrtTorchModule(torch.nn.Module):
                 input_names_require_grad=list(input_names_require_grad),
                 # torch's threads work between two calls: spinning threads would take their cores
                 spin=False,
+                random_draws=True,  # from torch's generator: torch.manual_seed decides them
             ).new_instance()
             self._functions[key] = (function, versions)
         return self._functions[key][0]
@@ -295,7 +302,8 @@ class OrtTorchModule(torch.nn.Module):
                 to_ortvalue(t, fn.parent.device, repr(n))
                 for t, n in zip([*inputs, *weights], names)
             ]
-            ort_outputs, _ = fn.training_forward(values)  # no backward will come: the state goes
+            # no backward will come: the state goes
+            ort_outputs, _ = fn.training_forward(values, TORCH_GENERATOR)
             outputs = tuple(to_tensor(o).clone() for o in ort_outputs)
         else:
             fn = self.function(device_name)

@@ -6,6 +6,8 @@ so that the same ``random_state`` gives the same batches by construction:
 * one :class:`numpy.random.RandomState` per fit (:func:`random_state`), created from the seed
   when the fit starts;
 * one permutation of the rows per epoch, drawn from it (:func:`epoch_order`);
+* the random values of the training graph (the masks of ``Dropout``), from a second generator
+  of the same seed (:func:`draws_generator`), so that they leave the batches as they are;
 * the batches are consecutive slices of that permutation, ``batch_size`` rows each, the last one
   smaller when ``batch_size`` does not divide the number of rows (:func:`batch_bounds`).
 
@@ -49,6 +51,42 @@ def random_state(seed):
         f"random_state={seed!r} cannot seed the batch order: give None, an int or a "
         "numpy.random.RandomState."
     )
+
+
+def draws_generator(seed):
+    """The generator of a fit's random draws (``Dropout`` masks), from its ``random_state``.
+
+    A :class:`numpy.random.Generator` (PCG64: twice as fast as ``RandomState`` for a mask),
+    separate from the permutations' (:func:`random_state`): a model with dropout is trained on
+    the batches of the same model without it.
+
+    Parameters
+    ----------
+    seed : None, int or numpy.random.RandomState
+        ``None``: no generator (onnxruntime draws, unseeded); an int: seeded with it; a
+        ``RandomState``: seeded from its current state, which is left as it is.
+
+    Returns
+    -------
+    numpy.random.Generator or None
+
+    Examples
+    --------
+    >>> draws_generator(0).random(2).tolist() == draws_generator(0).random(2).tolist()
+    True
+    >>> state = np.random.RandomState(3)
+    >>> same = draws_generator(state).random() == draws_generator(state).random()
+    >>> same, draws_generator(None)
+    (True, None)
+    """
+    if seed is None:
+        return None
+    if isinstance(seed, numbers.Integral):
+        return np.random.Generator(np.random.PCG64(int(seed)))
+    if isinstance(seed, np.random.RandomState):
+        _, keys, position, *_ = seed.get_state()
+        return np.random.Generator(np.random.PCG64([*keys[:8].tolist(), int(position)]))
+    return random_state(seed)  # raises the message of a bad seed
 
 
 def epoch_order(rng, n_rows):

@@ -10,6 +10,8 @@ statistics can be compared step by step. It is the one torch training loop:
 the benchmarks time it too (:func:`benchmarks.workloads.your_model.torch_fit`).
 """
 
+import numbers
+
 import numpy as np
 import torch
 
@@ -54,8 +56,10 @@ def torch_fit(
         A constant learning rate.
     solver : {'sgd', 'adamw'}
         ``torch.optim.SGD`` or ``torch.optim.AdamW`` (no weight decay).
-    random_state : int
-        The seed of the permutations, as the optimizers' ``random_state``.
+    random_state : int, None or numpy.random.RandomState
+        The seed of the permutations, as the optimizers' ``random_state``; an int also seeds
+        torch's generator during the fit (the masks of ``Dropout``, which differ from the
+        optimizers' own: see :mod:`helpers.core.model_graphs.random_draws`).
     compiled : bool
         Run the module through ``torch.compile`` (compiled at the first fit,
         reused by the next ones of the same module class).
@@ -90,16 +94,21 @@ def torch_fit(
     epoch_losses, step_losses = [], []
     module.train()
     forward = torch.compile(module) if compiled else module
-    for _ in range(epochs):
-        order = torch.from_numpy(epoch_order(rng, len(Xt)))
-        total = 0.0
-        for start, end in batch_bounds(len(Xt), batch_size):
-            rows = order[start:end]
-            optimizer.zero_grad(set_to_none=True)
-            value = TORCH_LOSSES[loss](forward(Xt[rows]), yt[rows])
-            value.backward()
-            optimizer.step()
-            step_losses.append(value.item())
-            total += step_losses[-1] * len(rows)
-        epoch_losses.append(total / len(Xt))
+    # torch's dropout masks from a generator seeded with random_state, as the optimizers draw
+    # theirs; the caller's generator is left as it was
+    with torch.random.fork_rng(devices=[], enabled=isinstance(random_state, numbers.Integral)):
+        if isinstance(random_state, numbers.Integral):
+            torch.manual_seed(int(random_state))
+        for _ in range(epochs):
+            order = torch.from_numpy(epoch_order(rng, len(Xt)))
+            total = 0.0
+            for start, end in batch_bounds(len(Xt), batch_size):
+                rows = order[start:end]
+                optimizer.zero_grad(set_to_none=True)
+                value = TORCH_LOSSES[loss](forward(Xt[rows]), yt[rows])
+                value.backward()
+                optimizer.step()
+                step_losses.append(value.item())
+                total += step_losses[-1] * len(rows)
+            epoch_losses.append(total / len(Xt))
     return epoch_losses, step_losses

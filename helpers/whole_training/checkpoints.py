@@ -149,6 +149,7 @@ def training_state(optimizer):
         weights_to_train_=optimizer.weights_to_train_,
         update_rule=repr(optimizer.update_rule_),
         rng=[name, keys.tolist(), pos, has_gauss, cached],
+        draws=None if optimizer._draws is None else optimizer._draws.bit_generator.state,
         update_state=[encode_array(v) for v in (updater.get_state() if updater else [])],
     )
     partial = getattr(
@@ -299,6 +300,10 @@ def restore_training_state(optimizer, state):
     name, keys, pos, has_gauss, cached = state["rng"]
     optimizer._rng = np.random.RandomState()
     optimizer._rng.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    optimizer._draws = None
+    if state.get("draws") is not None:  # the dropout masks continue where the saved fit stopped
+        optimizer._draws = np.random.Generator(np.random.PCG64())
+        optimizer._draws.bit_generator.state = state["draws"]
     for key in _COUNTERS:
         setattr(optimizer, key, state[key])
     optimizer._y_ndim = state["y_ndim"]

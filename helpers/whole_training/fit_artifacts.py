@@ -18,8 +18,11 @@ from ..core.model_graphs.training_graph import training_graph
 from .artifacts import generate_training_artifacts
 
 
-def loss_training_graph(onx_loss, fast_gradients=True):
+def loss_training_graph(onx_loss, fast_gradients=True, random_draws=False):
     """The training graph of a model from :func:`helpers.add_loss_output`.
+
+    With ``random_draws``, its random operators take their values as inputs, after the batch's
+    (:mod:`helpers.core.model_graphs.random_draws`).
 
     The inputs that are not initializers (features, label, sample weights)
     hold one row per sample: their first dimension is named as the batch
@@ -35,7 +38,7 @@ def loss_training_graph(onx_loss, fast_gradients=True):
     """
     initializers = {i.name for i in onx_loss.graph.initializer}
     per_row = [i.name for i in onx_loss.graph.input if i.name not in initializers]
-    return training_graph(onx_loss, per_row, fast_gradients)
+    return training_graph(onx_loss, per_row, fast_gradients, random_draws)
 
 
 def write_training_artifacts(graph, names, folder, solver, adamw):
@@ -81,7 +84,7 @@ def write_training_artifacts(graph, names, folder, solver, adamw):
     )
 
 
-def write_eval_model(folder, onx_loss):
+def write_eval_model(folder, onx_loss, draws=()):
     """Replace the evaluation model of ``folder`` by the loss model as it runs for inference.
 
     ``generate_artifacts`` derives the evaluation model from the training
@@ -98,6 +101,8 @@ def write_eval_model(folder, onx_loss):
         A folder :func:`write_training_artifacts` wrote into.
     onx_loss : onnx.ModelProto
         The model the artifacts were written from, before any rewrite.
+    draws : sequence of str
+        The random inputs of the training graph: the inference model draws nothing.
 
     Examples
     --------
@@ -118,7 +123,7 @@ def write_eval_model(folder, onx_loss):
     (True, ['X', 'label'])
     """
     path = os.path.join(folder, "eval_model.onnx")
-    generated = [i.name for i in onnx.load(path).graph.input]
+    generated = [i.name for i in onnx.load(path).graph.input if i.name not in set(draws)]
     initializers = {i.name for i in onx_loss.graph.initializer}
     evaluation = initializers_to_inputs(
         inference_graph(onx_loss), [n for n in generated if n in initializers]

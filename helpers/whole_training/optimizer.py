@@ -209,6 +209,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
             fast_gradients=self.fast_gradients,
             artifact_dir=self.artifact_dir,
             checkpoint=checkpoint,
+            random_draws=self.random_state is not None,
         )
 
     def _end_epoch(self):
@@ -319,7 +320,9 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         return self
 
     def _train_step(self, batch, t):
-        return self._runtime.train_step(batch.ortvalues(), self.learning_rate_.value(t), t)
+        return self._runtime.train_step(
+            batch.ortvalues(), self.learning_rate_.value(t), t, self._draws
+        )
 
     def export_training_step(self, path):
         """Write one training step of this optimizer as a standard ONNX model.

@@ -10,6 +10,7 @@ import onnxruntime
 from onnxruntime.capi import _pybind_state as C
 from onnxruntime.training.api import CheckpointState, Module
 
+from ..core.graphs.onnx_function import ortvalue_of
 from ..core.machine.disk_space import TEMPORARY_FOLDER, artifact_bytes, full_disk_explained
 from ..core.machine.runtime import explain_untrainable
 from ..core.machine.sessions import session_options
@@ -61,6 +62,11 @@ class WholeTrainingSession:
     checkpoint : str, optional
         Start from this checkpoint (weights and optimizer state) instead of
         ``weights``.
+    random_draws : bool
+        The random operators (``Dropout``...) take their values as inputs that
+        :meth:`train_step` draws from its ``generator``
+        (:mod:`helpers.core.model_graphs.random_draws`); False leaves them to onnxruntime's own
+        generator, which nothing seeds.
 
     Examples
     --------
@@ -92,6 +98,7 @@ class WholeTrainingSession:
         fast_gradients=True,
         artifact_dir=None,
         checkpoint=None,
+        random_draws=False,
     ):
         names = list(weights)
         solver = rule.name if rule.name in RUNTIME_RULES else "sgd"
@@ -106,7 +113,7 @@ class WholeTrainingSession:
             else "give artifact_dir= another folder",
         )
         try:
-            graph = loss_training_graph(onx_loss, fast_gradients)
+            graph = loss_training_graph(onx_loss, fast_gradients, random_draws)
             write = functools.partial(
                 write_training_artifacts, graph, names, solver=solver, adamw=adamw
             )
@@ -117,6 +124,7 @@ class WholeTrainingSession:
                     solver,
                     sorted(adamw.items()),
                     fast_gradients,
+                    random_draws,
                     onnx.__version__,
                     onnxruntime.__version__,
                 )
@@ -126,7 +134,7 @@ class WholeTrainingSession:
                 with disk:
                     os.makedirs(artifact_dir, exist_ok=True)
                     write(artifact_dir)
-                    write_eval_model(artifact_dir, onx_loss)
+                    write_eval_model(artifact_dir, onx_loss, graph.draws.names)
                 self._load(artifact_dir, checkpoint, rule, device, n_threads)
         except Exception as exc:  # the runtime raises its own types
             clear = explain_untrainable(onx_loss, exc)
@@ -136,6 +144,10 @@ class WholeTrainingSession:
         self.names = names
         self.adamw = solver == "adamw"
         self.statistics = graph.statistics
+        self.draws = graph.draws
+        self.device = device
+        initializers = {i.name for i in onx_loss.graph.initializer}
+        self.batch_names = [i.name for i in onx_loss.graph.input if i.name not in initializers]
         if checkpoint is None:
             self.set_weights(weights)
         else:
@@ -220,14 +232,20 @@ class WholeTrainingSession:
         """The trained weights, name to a float32 array (a copy)."""
         return {name: self.state.parameters[name].data.copy() for name in self.names}
 
-    def train_step(self, inputs, learning_rate, t):
+    def train_step(self, inputs, learning_rate, t, generator=None):
         """Run training step ``t`` (from 1) on ``inputs`` (OrtValues); return the loss.
+
+        A graph with random inputs (``random_draws``) takes them from ``generator`` (a
+        :class:`numpy.random.Generator`), drawn for this batch.
 
         The loss stays an ``OrtValue`` (the training loop reads the losses of
         many steps at once), and the C objects are called directly: the
         Python wrappers of ``Module`` and ``Optimizer`` cost as much as the
         kernels of a small network.
         """
+        if self.draws:
+            drawn = self.draws.values(generator, dict(zip(self.batch_names, inputs)), self.device)
+            inputs = [*inputs, *(ortvalue_of(value, self.device) for value in drawn)]
         feeds = C.OrtValueVector()
         feeds.reserve(len(inputs))
         for value in inputs:

@@ -53,6 +53,18 @@ def _inferred_values(model):
     return [*graph.input, *graph.value_info, *graph.output]
 
 
+def value_infos(model):
+    """The inferred type of every typed value of the main graph, by name (symbolic sizes kept).
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> tensor_dims(value_infos(mlp_onnx(3, hidden=(4,)))["hidden0"])
+    [None, 4]
+    """
+    return {value.name: value for value in _inferred_values(model)}
+
+
 def value_types(model):
     """Element type (``TensorProto`` enum) of every typed value of the main graph.
 

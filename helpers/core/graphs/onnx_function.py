@@ -58,9 +58,27 @@ def to_ortvalue(value, device):
     if isinstance(value, onnxruntime.OrtValue):
         return value
     array = np.asarray(value)
-    array = np.ascontiguousarray(
-        array, dtype=array.dtype if array.dtype in (np.int64, np.int32) else np.float32
+    return ortvalue_of(
+        array.astype(
+            array.dtype if array.dtype in (np.int64, np.int32) else np.float32, copy=False
+        ),
+        device,
     )
+
+
+def ortvalue_of(array, device):
+    """Return the numpy ``array`` as an OrtValue on ``device``, of its own element type.
+
+    The OrtValue keeps a reference to the array (no copy on the CPU).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.core.machine.devices import Device
+    >>> ortvalue_of(np.ones(2, dtype=np.float16), Device("cpu")).data_type()
+    'tensor(float16)'
+    """
+    array = np.ascontiguousarray(array)
     return onnxruntime.OrtValue.ortvalue_from_numpy(array, device.type, device.index)
 
 

@@ -30,6 +30,9 @@ inference is never rewritten.
   ``PRelu``: no gradient in 1.19.2; see :mod:`helpers.core.layers.activations`.
 * ``ConvTranspose`` and ``Resize``, which have no gradient: see
   :mod:`helpers.core.layers.resampling`.
+* With ``random_draws``, the random operators (``Dropout`` in training mode...) take their
+  random values as inputs, drawn by the caller from its seed: see
+  :mod:`helpers.core.model_graphs.random_draws`.
 * The speed rewrites of :mod:`helpers.core.rewrites.gradient_rewrites` (``Relu`` as a
   mask, max pooling before ``Relu``, a named batch dimension), when
   ``fast_gradients`` is on.
@@ -65,20 +68,22 @@ from ..layers.resampling import (
 )
 from ..machine.runtime import UntrainableModelError, main_opset
 from ..rewrites.gradient_rewrites import rewrite_for_training
+from .random_draws import RandomDraws, random_operators_as_inputs
 
-TrainingGraph = namedtuple("TrainingGraph", ["model", "statistics"])
-TrainingGraph.__doc__ = """What :func:`training_graph` returns: ``(model, statistics)``.
+TrainingGraph = namedtuple("TrainingGraph", ["model", "statistics", "draws"])
+TrainingGraph.__doc__ = """What :func:`training_graph` returns: ``(model, statistics, draws)``.
 
-The model to build the gradient of, and the
+The model to build the gradient of, the
 :class:`~helpers.core.layers.running_statistics.RunningStatistics` of its batch
-normalization layers.
+normalization layers, and the
+:class:`~helpers.core.model_graphs.random_draws.RandomDraws` its random inputs take.
 
 Examples
 --------
 >>> from helpers.teaching.model_factories import mlp_onnx
 >>> graph = training_graph(mlp_onnx(3, hidden=(4,)))
->>> graph._fields, graph.statistics.names
-(('model', 'statistics'), [])
+>>> graph._fields, graph.statistics.names, len(graph.draws)
+(('model', 'statistics', 'draws'), [], 0)
 """
 
 
@@ -209,7 +214,7 @@ def grouped_convolutions_in_two_dimensions(model):
     return copy_with_nodes(model, nodes)
 
 
-def training_graph(model, batch_inputs=(), fast_gradients=True):
+def training_graph(model, batch_inputs=(), fast_gradients=True, random_draws=False):
     """Return the graph to build the gradient of, and its running statistics.
 
     Parameters
@@ -223,13 +228,17 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
         Also apply the speed rewrites of :mod:`helpers.core.rewrites.gradient_rewrites`.
         The other rewrites are always applied: without them onnxruntime
         cannot train these layers.
+    random_draws : bool
+        Make the random operators take their values as inputs
+        (:func:`~helpers.core.model_graphs.random_draws.random_operators_as_inputs`), drawn by
+        the caller; False leaves them to onnxruntime's own generator.
 
     Returns
     -------
     TrainingGraph
-        ``(model, statistics)``: the rewritten copy, and the
+        ``(model, statistics, draws)``: the rewritten copy, the
         :class:`~helpers.core.layers.running_statistics.RunningStatistics` of its batch
-        normalization layers, whose batch values the graph computes.
+        normalization layers, whose batch values the graph computes, and its random inputs.
 
     Examples
     --------
@@ -246,6 +255,10 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     >>> graph.statistics.output_names[0].endswith("__batch_mean")
     True
     """
+    if random_draws:
+        model, draws = random_operators_as_inputs(model)
+    else:
+        draws = RandomDraws([], model)
     model = layer_norms_of_centered_inputs(layer_norms_of_one_value_written_out(model))
     model = instance_norms_written_out(model)
     model = masked_padding_rows(with_layer_norm_statistics(model))
@@ -259,4 +272,4 @@ def training_graph(model, batch_inputs=(), fast_gradients=True):
     model, statistics = decompose_batch_norm(model)
     if fast_gradients:
         model = rewrite_for_training(model, batch_inputs)
-    return TrainingGraph(with_inferred_shapes(model), statistics)
+    return TrainingGraph(with_inferred_shapes(model), statistics, draws)

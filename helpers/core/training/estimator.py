@@ -13,7 +13,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from tqdm.auto import tqdm
 
-from ...portable.batch_order import epoch_order, random_state
+from ...portable.batch_order import draws_generator, epoch_order, random_state
 from ..inputs.feature_names import check_feature_names, check_validation_names, feature_names
 from ..inputs.validation import InputSpec, check_features, check_sample_weight, check_targets
 from ..machine.devices import resolve_device
@@ -241,6 +241,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
             self._fitted = False
             self._start_training(self._initial_weights())
             self._rng = random_state(self.random_state)
+            self._draws = draws_generator(self.random_state)
             self.train_losses_, self.validation_losses_, self.validation_epochs_ = [], [], []
             self.n_iter_ = self.t_ = 0
             self._partial_epoch = None

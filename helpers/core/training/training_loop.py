@@ -8,7 +8,7 @@ epoch.
   running statistics, the update rule's buffers) and its restore, which an
   epoch's start, a pickle and AdamW's restart after a divergence share.
 * :class:`EpochStart`: what an epoch starts from (a :class:`TrainingState`,
-  the update counter, the shuffling generator), put back when it diverges.
+  the update counter, the shuffling and draws generators), put back when it diverges.
 * :func:`check_finite_state`: the weights after the last update of an
   epoch, which no loss has seen yet, are checked too.
 * :func:`check_finite_outputs`: the outputs of the model a fit ends with, on
@@ -135,8 +135,8 @@ class EpochStart:
     Parameters
     ----------
     optimizer : helpers.core.training.estimator.BaseOrtOptimizer
-        During ``fit``: its training session (``_runtime``), ``t_`` and
-        ``_rng``.
+        During ``fit``: its training session (``_runtime``), ``t_``,
+        ``_rng`` and ``_draws`` (None without random draws).
 
     Examples
     --------
@@ -158,6 +158,8 @@ class EpochStart:
         self.training = TrainingState.of(optimizer._runtime)
         self.t = optimizer.t_
         self.rng = optimizer._rng.get_state()
+        draws = getattr(optimizer, "_draws", None)
+        self.draws = None if draws is None else draws.bit_generator.state
         self.partial_epoch = getattr(optimizer, "_partial_epoch", None)
 
     def restore(self, optimizer):
@@ -166,6 +168,8 @@ class EpochStart:
         self.training.restore(optimizer._runtime)
         optimizer.t_ = self.t
         optimizer._rng.set_state(self.rng)
+        if self.draws is not None:
+            optimizer._draws.bit_generator.state = self.draws
         optimizer._partial_epoch = self.partial_epoch
 
 
