@@ -79,15 +79,15 @@ def _run(tmp_path, model, **parameters):
         kernel_name="ort-training",
         cwd=HERE,
         progress_bar=False,
-        parameters=dict(
-            model_function=f"test_bench_your_model:{model}",
-            n_samples=512,
-            batch_size=32,
-            epochs=2,
-            n_threads=1,
-            record_path=str(record),
+        parameters={
+            "model_function": f"test_bench_your_model:{model}",
+            "n_samples": 512,
+            "batch_size": 32,
+            "epochs": 2,
+            "n_threads": 1,
+            "record_path": str(record),
             **parameters,
-        ),
+        },
     )
     rows = {row["framework"]: row for row in json.loads(record.read_text())["rows"]}
     return rows, out.read_text(encoding="utf-8")

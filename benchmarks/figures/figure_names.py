@@ -260,3 +260,5 @@ for _op, _case in _LOWERING_CASES:
         FIGURES[f"lowering.{_slug(_op)}.{_slug(_case)}{_suffix}"] = fig(
             src.lowering_ratio, op=_op, case=_case, column=_column
         )
+FIGURES["dropout.cost"] = fig(src.seeded_dropout_cost)
+FIGURES["dropout.threads"] = fig(src.seeded_dropout_thread_difference)

@@ -346,3 +346,31 @@ def lowering_ratio(results, op, case=None, column="ratio"):
             else (chosen.iloc[0])
         )
     return f"{float(row[column]):.2f}x"
+
+
+def seeded_dropout_cost(results):
+    """The step time with masks drawn from ``random_state`` over onnxruntime's own ``Dropout``,
+    as a range over ``results/seeded_dropout.csv``'s cases, e.g. ``'0.83x to 0.95x'``.
+
+    Examples
+    --------
+    >>> seeded_dropout_cost(Results(".")).endswith("x")
+    True
+    """
+    frame = _read_csv(results.path("seeded_dropout.csv"))
+    ratios = frame[frame.part == "cost"].ratio
+    return f"{ratios.min():.2f}x to {ratios.max():.2f}x"
+
+
+def seeded_dropout_thread_difference(results):
+    """The largest difference of a trained weight between thread counts (the fits of
+    ``results/seeded_dropout.csv``), e.g. ``'1.5e-08'``.
+
+    Examples
+    --------
+    >>> float(seeded_dropout_thread_difference(Results("."))) >= 0
+    True
+    """
+    frame = _read_csv(results.path("seeded_dropout.csv"))
+    threads = frame[(frame.part == "threads") & (frame.threads.astype(str) != "2 again")]
+    return f"{threads.max_weight_difference.max():.2g}"
