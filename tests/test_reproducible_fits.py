@@ -330,3 +330,23 @@ def test_a_grid_search_over_a_dropout_model_repeats_in_threads_and_processes(api
     for run in runs[1:]:
         assert run.best_params_ == runs[0].best_params_
         np.testing.assert_array_equal(run.cv_results_["mean_test_score"], scores)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_an_exported_step_draws_the_masks_of_the_fit(api, model, data, tmp_path):
+    """A step exported with a seed takes its masks as inputs; PortableTrainer draws them from the
+    same seed: the fit's losses, and a fitted optimizer's step continues its draws."""
+    from helpers import PortableTrainer
+
+    X, y = data
+    fit = make(api, model, random_state=0, max_iter=4).fit(X, y)
+    make(api, model, random_state=0, max_iter=4).export_training_step(tmp_path / "new.onnx")
+    trainer = PortableTrainer(str(tmp_path / "new.onnx")).fit(X, y)
+    per_epoch = np.array(trainer.losses_).reshape(4, -1).mean(axis=1)  # batches of 32 rows
+    np.testing.assert_allclose(per_epoch, fit.train_losses_, rtol=1e-5)
+    make(api, model, random_state=0, max_iter=2).fit(X, y).export_training_step(
+        tmp_path / "half.onnx"
+    )
+    continued = PortableTrainer(str(tmp_path / "half.onnx"), max_iter=2).fit(X, y)
+    for name, value in fit.get_state().items():
+        np.testing.assert_allclose(continued.get_state()[name], value, rtol=1e-5, atol=1e-7)

@@ -4,9 +4,10 @@ A step model is one training step (forward, loss, gradients, update) written wit
 operators. Its graph:
 
 * inputs: the batch (:attr:`StepRecord.batch_inputs`, one row per sample, the batch size free),
-  the step count ``step`` (int64 scalar, from 1: the update's ``t``), then every value carried
+  the step count ``step`` (int64 scalar, from 1: the update's ``t``), every value carried
   from one step to the next (:attr:`StepRecord.state`: the trained weights, the running
-  statistics, the optimizer's buffers);
+  statistics, the optimizer's buffers), then the random values the runner draws for the step
+  (:attr:`StepRecord.draws`: the masks of ``Dropout``, for a step exported with a seed);
 * outputs: ``loss`` (float scalar), then ``NAME.next`` for each name of the state, in order.
 
 The state's values at export (:func:`initial_state`) are kept where the ONNX standard keeps a
@@ -58,6 +59,9 @@ class StepRecord:
     parameters : dict
         The training parameters of the exporting optimizer (``batch_size``, ``max_iter``,
         ``random_state``, ``solver``, ``learning_rate``...): the runner's defaults.
+    draws : list of dict
+        The random inputs, as :meth:`helpers.portable.random_draws.RandomDraw.to_record` writes
+        them (what each holds, its shape per batch rows); empty without any.
 
     Examples
     --------
@@ -75,7 +79,13 @@ class StepRecord:
     inference: bytes
     prediction_output: str = "variable"
     parameters: dict = dataclasses.field(default_factory=dict)
+    draws: list = dataclasses.field(default_factory=list)
     format: int = FORMAT_VERSION
+
+    @property
+    def draw_names(self):
+        """The random inputs' names, in input order."""
+        return [draw["name"] for draw in self.draws]
 
     @staticmethod
     def next_name(name):

@@ -94,7 +94,7 @@ def check_layout(model, record):
     ...
     ValueError: The step model's inputs are [], but its record expects ['X', 'step', 'w']: ...
     """
-    expected_inputs = [*record.batch_inputs, STEP_INPUT, *record.state]
+    expected_inputs = [*record.batch_inputs, STEP_INPUT, *record.state, *record.draw_names]
     expected_outputs = [LOSS_OUTPUT, *(record.next_name(name) for name in record.state)]
     inputs = [i.name for i in model.graph.input]
     outputs = [o.name for o in model.graph.output]

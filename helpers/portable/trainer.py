@@ -5,7 +5,8 @@ step to the next: two sets, bound once to two I/O bindings, one the inputs of a 
 other its outputs, swapped after each step. A step binds only its batch and reads only its loss;
 nothing else is copied. With ``epoch_loop=True`` one call runs a whole epoch
 (:mod:`helpers.portable.epoch_loop`). The batches are those the optimizers draw from the same
-seed (:mod:`helpers.portable.batch_order`).
+seed (:mod:`helpers.portable.batch_order`), and so are the masks of a step exported with random
+draws (:mod:`helpers.portable.random_draws`): drawn before each step, bound as inputs.
 """
 
 import numpy as np
@@ -13,8 +14,9 @@ import onnxruntime
 
 from .atomic_files import write_atomic
 from .batch_data import check_array, check_batch_arrays
-from .batch_order import batch_bounds, epoch_order, random_state
+from .batch_order import batch_bounds, draws_generator, epoch_order, random_state
 from .epoch_loop import BATCH_SIZE_INPUT, LOSSES_OUTPUT, ORDER_INPUT, epoch_model
+from .random_draws import RandomDraw, shape_for_rows
 from .runtime_support import device_of, make_session, resolve_providers
 from .step_format import LOSS_OUTPUT, STEP_INPUT, inference_model
 from .step_model import TensorSpec, load_step
@@ -116,8 +118,9 @@ class PortableTrainer:
     batch_size : int or None
         Rows of a batch (the last batch of an epoch is smaller); None: the record's.
     random_state : None, int or numpy.random.RandomState
-        Seed of the epochs' row orders, drawn as the optimizers draw them; None: the record's
-        (numpy's global generator when the record has none either).
+        Seed of the epochs' row orders and of the step's random draws (its ``Dropout`` masks),
+        drawn as the optimizers draw them; None: the record's (numpy's global generator when
+        the record has none either), and a fitted optimizer's step continues its draws.
     epoch_loop : bool
         Run each epoch as one call of an ONNX ``Loop`` over its batches instead of one call per
         step (same losses, same state).
@@ -219,6 +222,13 @@ class PortableTrainer:
         if self._runtime is not None:
             return
         step = load_step(self.step)
+        if self.epoch_loop and step.record.draws:
+            raise ValueError(
+                "This step model draws random values every step (the masks of "
+                f"{sorted({d['operator'] for d in step.record.draws})}), which one call per epoch "
+                "cannot take: train it with epoch_loop=False, or export the step of an optimizer "
+                "with random_state=None (onnxruntime then draws them, unseeded)."
+            )
         providers = resolve_providers(self.providers)
         model = epoch_model(step.model) if self.epoch_loop else step.model
         session = make_session(model, providers)
@@ -245,12 +255,24 @@ class PortableTrainer:
         for binding in runtime["state"].bindings:
             binding.bind_ortvalue_input(STEP_INPUT, runtime["step_value"])
         runtime["rng"] = random_state(self._seed())
+        runtime["draws"] = [RandomDraw.from_record(fields) for fields in step.record.draws]
+        runtime["draws_rng"] = self._draws_generator(step.record.parameters)
         done = step.record.parameters
         # a step exported by a fitted optimizer continues its count and its row orders
         runtime["orders_behind"] = done.get("epochs_done") or 0
         runtime["prediction"] = None
         self.losses_, self.t_ = [], done.get("steps_done") or 0
         self.n_iter_ = runtime["orders_behind"]
+
+    def _draws_generator(self, parameters):
+        """The generator of the step's random draws: the exporting fit's, where it stood, unless
+        another seed is given; a new unseeded one without any seed."""
+        if not self._runtime["draws"]:
+            return None
+        generator = draws_generator(self._seed()) or np.random.default_rng()
+        if self.random_state is None and parameters.get("draws_state") is not None:
+            generator.bit_generator.state = parameters["draws_state"]
+        return generator
 
     # -- training ----------------------------------------------------------------------------
 
@@ -323,10 +345,18 @@ class PortableTrainer:
         names = runtime["step"].record.batch_inputs
         session, loss, losses = runtime["session"], runtime["loss"], []
         data.shuffle(order)
-        for values in data.batches:
+        for values, (start, end) in zip(data.batches, data.bounds):
             binding = state.binding()
             for name, value in zip(names, values):
                 binding.bind_ortvalue_input(name, value)
+            drawn = [  # kept until the run: the runtime reads the arrays themselves
+                onnxruntime.OrtValue.ortvalue_from_numpy(
+                    draw.sample(runtime["draws_rng"], shape_for_rows(dims, end - start))
+                )
+                for draw, dims in runtime["draws"]
+            ]
+            for (draw, _), value in zip(runtime["draws"], drawn):
+                binding.bind_ortvalue_input(draw.name, value)
             session.run_with_iobinding(binding)
             losses.append(float(loss))
             if not np.isfinite(losses[-1]):

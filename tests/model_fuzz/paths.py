@@ -38,7 +38,10 @@ values, keep ``RTOL``.
 Dropout draws different masks in torch and onnxruntime, so a model holding
 one is compared by what dropout does: training gives finite losses, and the
 path's predictions (inference, nothing dropped) equal torch's eval-mode
-output with the weights and running statistics the path trained.
+output with the weights and running statistics the path trained. Its masks
+come from ``random_state``: a second fit repeats the first to the last bit,
+and the step model, trained by the maintained runtime with the same seed,
+draws the same masks, so its losses equal the whole-training fit's.
 """
 
 import copy
@@ -211,6 +214,12 @@ def _check_optimizer(path, model, module, X, y):
     trained = {**opt.get_state(), **opt.get_running_statistics()}
     if model.dropout:
         _finite(opt.train_losses_, "training")
+        again = _optimizer(path, copy.deepcopy(module), X, model).fit(X, y)
+        if again.train_losses_ != opt.train_losses_:
+            raise Disagreement(
+                f"two fits with random_state=0 differ: {opt.train_losses_} then "
+                f"{again.train_losses_}"
+            )
         close(opt.predict(X), opt.predict(X), "predict twice (no mask at inference)")
         state = {name: torch.from_numpy(np.asarray(value)) for name, value in trained.items()}
         module.load_state_dict(state, strict=False)
@@ -285,6 +294,8 @@ def _check_portable(model, module, X, y):
 
     if model.dropout:
         _finite(losses, "training")
+        fitted = opt.fit(X, y).train_losses_  # one step an epoch, the masks of the same seed
+        close(losses, fitted, "losses of each step against the whole-training fit's", rtol=RTOL)
         state = {n: torch.from_numpy(v) for n, v in weights.items() if n in module.state_dict()}
         module.load_state_dict(state, strict=False)
         expected, expected64 = _eval_outputs(module, X)

@@ -2,7 +2,8 @@
 
 A linear regression ``X @ coef + intercept`` trained on the mean squared error (weighted when
 the step takes sample weights), by plain SGD at a constant rate, or by SGD with momentum at an
-inverse-scaling rate ``learning_rate / sqrt(step)`` (so that the step count matters). The
+inverse-scaling rate ``learning_rate / sqrt(step)`` (so that the step count matters); with
+``dropout``, the features go through a dropout whose mask is a random input the runner draws. The
 models follow :mod:`helpers.portable.step_format` and need no exporter and no training package:
 onnx and numpy only.
 """
@@ -11,6 +12,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from helpers.portable.random_draws import RandomDraw
 from helpers.portable.step_format import (
     StepRecord,
     initial_state,
@@ -22,6 +24,8 @@ OPSET = 17
 IR_VERSION = 10
 FLOAT = TensorProto.FLOAT
 TRAINED = ["coef", "intercept"]
+#: The random input of a step with dropout.
+MASK = "dropout_mask"
 
 
 def _value(name, shape, elem_type=FLOAT):
@@ -117,6 +121,7 @@ def linear_step(
     weighted=False,
     seed=0,
     parameters=None,
+    dropout=None,
 ):
     """The step model of a linear regression (:mod:`helpers.portable.step_format`'s layout).
 
@@ -133,6 +138,8 @@ def linear_step(
         Seed of the initial weights.
     parameters : dict or None
         The record's training parameters (the runner's defaults).
+    dropout : float or None
+        The ratio of a dropout on the features, its mask an input (:data:`MASK`).
 
     Returns
     -------
@@ -160,12 +167,21 @@ def linear_step(
         constants["axis1"] = np.array([1], dtype=np.int64)
     if momentum is not None:
         constants["momentum"] = np.array(momentum, dtype=np.float32)
+    nodes = _gradient_nodes(weighted) + _update_nodes(momentum)
+    draws = []
+    if dropout is not None:
+        for node in nodes:  # the gradient reads the kept features
+            node.input[:] = ["X_kept" if name == "X" else name for name in node.input]
+        nodes.insert(0, helper.make_node("Mul", ["X", MASK], ["X_kept"]))
+        draw = RandomDraw(MASK, "dropout", (dropout,), np.dtype(np.float32), operator="Dropout")
+        draws.append(draw.to_record([[0, 1], [n_features, 0]]))
     model = _model(
-        _gradient_nodes(weighted) + _update_nodes(momentum),
+        nodes,
         "linear_regression_step",
         batch
         + [_value("step", [], TensorProto.INT64)]
-        + [_value(name, list(initial[name].shape)) for name in state],
+        + [_value(name, list(initial[name].shape)) for name in state]
+        + [_value(MASK, [None, n_features])] * bool(draws),
         [_value("loss", [])]
         + [_value(f"{name}.next", list(initial[name].shape)) for name in state],
         [numpy_helper.from_array(v, k) for k, v in constants.items()],
@@ -178,6 +194,7 @@ def linear_step(
         inference=inference_graph(n_features).SerializeToString(),
         prediction_output="variable",
         parameters=dict(parameters or {}),
+        draws=draws,
     )
     write_record(model, record)
     onnx.checker.check_model(model)
@@ -185,14 +202,26 @@ def linear_step(
 
 
 def reference_fit(
-    model, X, y, epochs, batch_size, random_state, learning_rate, momentum=None, sample_weight=None
+    model,
+    X,
+    y,
+    epochs,
+    batch_size,
+    random_state,
+    learning_rate,
+    momentum=None,
+    sample_weight=None,
+    dropout=None,
 ):
-    """The same training in numpy (float32), on the batches of :mod:`helpers.portable.batch_order`.
+    """The same training in numpy (float32), on the batches of :mod:`helpers.portable.batch_order`
+    (and its masks, from :func:`~helpers.portable.batch_order.draws_generator`).
 
     Returns the loss of each step and the final weights.
     """
-    from helpers.portable.batch_order import batch_bounds, epoch_order
+    from helpers.portable.batch_order import batch_bounds, draws_generator, epoch_order
     from helpers.portable.batch_order import random_state as make_rng
+
+    masks = draws_generator(random_state)
 
     state = initial_state(model)
     y = y.reshape(-1, 1)
@@ -203,6 +232,9 @@ def reference_fit(
         for start, end in batch_bounds(len(X), batch_size):
             rows = order[start:end]
             xb, yb, wb = X[rows], y[rows], weights[rows][:, None]
+            if dropout is not None:
+                draw = RandomDraw(MASK, "dropout", (dropout,), np.dtype(np.float32))
+                xb = xb * draw.sample(masks, xb.shape)
             step += 1
             diff = xb @ state["coef"] + state["intercept"] - yb
             total = wb.sum(dtype=np.float32)

@@ -49,6 +49,25 @@ def test_fit_trains_the_numpy_reference_batches(data, momentum, weighted, epoch_
     assert losses[-1] < losses[0] / 2  # it trains
 
 
+def test_a_step_with_dropout_draws_its_masks_from_the_seed(data):
+    """The masks come from draws_generator(random_state), step by step: the numpy reference
+    drawing the same masks trains alike, a second fit repeats the first, another seed differs."""
+    X, y = data
+    step = linear_step(learning_rate=0.05, dropout=0.3)
+    trainer = PortableTrainer(step, **SETTINGS).fit(X, y)
+    losses, state = reference_fit(step, X, y, 3, 5, 7, learning_rate=0.05, dropout=0.3)
+    np.testing.assert_allclose(trainer.losses_, losses, rtol=2e-5)
+    for name in state:
+        np.testing.assert_allclose(trainer.get_state()[name], state[name], rtol=2e-5, atol=1e-6)
+    assert PortableTrainer(step, **SETTINGS).fit(X, y).losses_ == trainer.losses_
+    other = PortableTrainer(step, **{**SETTINGS, "random_state": 8}).fit(X, y)
+    assert other.losses_ != trainer.losses_
+    with pytest.raises(
+        ValueError, match=r"epoch_loop=False.*\['Dropout'\]|\['Dropout'\].*epoch_loop=False"
+    ):
+        PortableTrainer(step, epoch_loop=True, **SETTINGS).fit(X, y)
+
+
 def test_a_seed_gives_the_batches_of_batch_order(data):
     """The loss of one step with the initial weights names its batch: each step's loss is the
     loss of the rows batch_order puts there, and another seed gives other batches."""

@@ -29,18 +29,21 @@ ACCUMULATION_SUFFIX = "_grad.accumulation.buffer"
 #: The flag input of the accumulators (overwrite the buffer rather than add to it).
 RESET_INPUT = "lazy_reset_grad"
 
-GradientModel = namedtuple("GradientModel", ["model", "gradients", "statistics"])
-GradientModel.__doc__ = """What :func:`gradient_model` returns: ``(model, gradients, statistics)``.
+GradientModel = namedtuple("GradientModel", ["model", "gradients", "statistics", "draws"])
+GradientModel.__doc__ = """What :func:`gradient_model` returns: ``(model, gradients, statistics,
+draws)``.
 
 ``model`` computes the loss (its first output), the batch statistics of batch normalization
 (the next outputs) and, as values of its graph, the gradients; ``gradients`` maps each trained
 weight, in the order given, to its gradient's name; ``statistics`` is the
-:class:`~helpers.core.layers.running_statistics.RunningStatistics` of the training graph.
+:class:`~helpers.core.layers.running_statistics.RunningStatistics` of the training graph;
+``draws`` the :class:`~helpers.core.model_graphs.random_draws.RandomDraws` its random inputs
+take (after the batch's).
 
 Examples
 --------
 >>> GradientModel._fields
-('model', 'gradients', 'statistics')
+('model', 'gradients', 'statistics', 'draws')
 """
 
 
@@ -112,7 +115,7 @@ def gradients_of_accumulators(model):
     return copy, gradients
 
 
-def gradient_model(loss_model, weights, fast_gradients=True):
+def gradient_model(loss_model, weights, fast_gradients=True, random_draws=False):
     """The training model of ``loss_model``, its gradients and its running statistics.
 
     The artifacts come from the process's cache
@@ -127,6 +130,9 @@ def gradient_model(loss_model, weights, fast_gradients=True):
         The float initializers to train.
     fast_gradients : bool
         Apply the speed rewrites of the training graph too.
+    random_draws : bool
+        Make the random operators (``Dropout``...) inputs drawn by the runner
+        (:mod:`helpers.core.model_graphs.random_draws`).
 
     Returns
     -------
@@ -142,9 +148,15 @@ def gradient_model(loss_model, weights, fast_gradients=True):
     """
     initializers = {i.name for i in loss_model.graph.initializer}
     per_row = [i.name for i in loss_model.graph.input if i.name not in initializers]
-    graph = training_graph(loss_model, per_row, fast_gradients)
+    graph = training_graph(loss_model, per_row, fast_gradients, random_draws)
     key = content_key(
-        "step", loss_model, list(weights), fast_gradients, onnx.__version__, onnxruntime.__version__
+        "step",
+        loss_model,
+        list(weights),
+        fast_gradients,
+        random_draws,
+        onnx.__version__,
+        onnxruntime.__version__,
     )
     write = functools.partial(_write_artifacts, graph, list(weights))
     try:
@@ -160,4 +172,4 @@ def gradient_model(loss_model, weights, fast_gradients=True):
     if missing:
         raise RuntimeError(f"generate_artifacts wrote no gradient for {missing}.")
     gradients = {name: found[name] for name in weights}  # in the order of ``weights``
-    return GradientModel(model, gradients, graph.statistics)
+    return GradientModel(model, gradients, graph.statistics, graph.draws)

@@ -15,6 +15,7 @@ from collections import namedtuple
 
 import numpy as np
 import onnx
+from onnx import helper
 
 from ...portable.step_format import StepRecord, write_record
 from ..training.parameters import check_warm_start, training_settings
@@ -80,7 +81,51 @@ def _parameters(optimizer, api, batch_inputs):
         "class_labels": optimizer._takes_class_labels(),
         "epochs_done": optimizer.n_iter_ if fitted else 0,
         "steps_done": optimizer.t_ if fitted else 0,
+        # where the fit's generator of random draws (Dropout masks) stands, to continue it
+        "draws_state": optimizer._draws.bit_generator.state
+        if fitted and getattr(optimizer, "_draws", None) is not None
+        else None,
     }
+
+
+def _draw_records(draws, loss_model, batch_inputs):
+    """Each random input of the step, with its shape as a function of the batch's rows.
+
+    The shapes are computed for batches of 1, 2 and 3 rows (zeros): each dimension must be
+    ``constant + per_row * rows``, which the runner then computes for any batch.
+    """
+    if not draws:
+        return []
+    declared = {i.name: i.type.tensor_type for i in loss_model.graph.input}
+
+    def zeros(rows):
+        feeds = {}
+        for name in batch_inputs:
+            dims = [
+                d.dim_value if d.HasField("dim_value") else None for d in declared[name].shape.dim
+            ]
+            if None in dims[1:]:
+                raise ValueError(
+                    f"The input {name!r} has a free size besides its rows ({dims}): the shapes of "
+                    "the step's random draws cannot be recorded. Export it with random_state=None "
+                    "(onnxruntime then draws the masks, unseeded)."
+                )
+            dtype = helper.tensor_dtype_to_np_dtype(declared[name].elem_type)
+            feeds[name] = np.zeros([rows, *dims[1:]], dtype)
+        return feeds
+
+    one, two, three = (draws.shapes(zeros(rows)) for rows in (1, 2, 3))
+    records = []
+    for draw, a, b, c in zip(draws.draws, one, two, three):
+        dims = [[int(x) - (int(y) - int(x)), int(y) - int(x)] for x, y in zip(a, b)]
+        if [x + 3 * k for x, k in dims] != [int(z) for z in c]:
+            raise ValueError(
+                f"The values the {draw.operator} node draws have shapes {a}, {b}, {c} for 1, 2 "
+                "and 3 rows, not a multiple of the rows: the step cannot record them. Export it "
+                "with random_state=None (onnxruntime then draws them, unseeded)."
+            )
+        records.append(draw.to_record(dims))
+    return records
 
 
 def _inference_bytes(optimizer, state):
@@ -171,7 +216,8 @@ def export_optimizer_step(optimizer, path, api, step_loss, trained_buffers=None)
     names = optimizer.weights_to_train_
     weights = optimizer._current_weights() if fitted else optimizer._initial_weights()
     weights = {name: np.asarray(weights[name], np.float32) for name in names}
-    gradient = gradient_model(loss.model, names, optimizer.fast_gradients)
+    seeded = optimizer.random_state is not None  # the step's random values drawn from the seed
+    gradient = gradient_model(loss.model, names, optimizer.fast_gradients, seeded)
     statistics = optimizer._current_statistics() if fitted else gradient.statistics.get()
     rule = optimizer.update_rule_
     buffers = _buffers(optimizer, rule, weights, trained_buffers)
@@ -196,6 +242,7 @@ def export_optimizer_step(optimizer, path, api, step_loss, trained_buffers=None)
         inference=_inference_bytes(optimizer, state),
         prediction_output=optimizer._prediction_name(),
         parameters=_parameters(optimizer, api, batch_inputs),
+        draws=_draw_records(gradient.draws, loss.model, batch_inputs),
     )
     write_record(model, record)
     save_model_atomically(model, path)

@@ -237,8 +237,9 @@ def build_step_model(
     inputs = [declared[name] for name in batch_inputs]
     inputs.append(helper.make_tensor_value_info(STEP_INPUT, TensorProto.INT64, []))
     inputs += [declared.get(name) or _value_info(name, values[name]) for name in state]
+    inputs += [declared[name] for name in gradient.draws.names]  # drawn by the runner
     for name in declared:
-        if name not in batch_inputs and name not in state:
+        if name not in batch_inputs and name not in state and name not in gradient.draws.names:
             if name not in constants:
                 raise RuntimeError(f"The training model's input {name!r} has no value.")
             initializers.append(numpy_helper.from_array(np.asarray(constants[name]), name))

@@ -24,12 +24,11 @@ operator whose draw cannot be made outside (``Multinomial``, a random operator i
 ``Loop`` or ``If``, a ``Dropout`` whose ratio or mode the graph computes) is refused by name.
 """
 
-import dataclasses
-
 import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
 
+from ...portable.random_draws import RandomDraw
 from ..graphs.graph_nodes import TRAINING_PREFIX, copy_with_nodes, is_onnx_op, nodes_reaching
 from ..graphs.graph_shapes import tensor_dims, value_infos, value_types
 from ..graphs.graph_values import constant_value, shapes_with_a_run
@@ -48,63 +47,6 @@ DRAWN_OPERATORS = (
 
 #: Random operators no input can replace.
 REFUSED_OPERATORS = ("Multinomial",)
-
-
-@dataclasses.dataclass(frozen=True)
-class RandomDraw:
-    """One input of the training graph that holds random values.
-
-    Parameters
-    ----------
-    name : str
-        The graph input.
-    kind : str
-        ``'dropout'`` (a scaled keep-mask), ``'uniform'`` or ``'normal'``.
-    params : tuple of float
-        ``(ratio,)``, ``(low, high)`` or ``(mean, scale)``.
-    dtype : numpy.dtype
-        The input's element type.
-    like : str, optional
-        The value whose shape the draw takes (None: ``shape``).
-    shape : tuple of int, optional
-        The draw's fixed shape, when ``like`` is None.
-    operator : str
-        The node it replaces, for messages.
-
-    Examples
-    --------
-    >>> draw = RandomDraw("m", "dropout", (0.5,), np.dtype("float32"), like="x")
-    >>> draw.sample(np.random.default_rng(0), (2, 3)).tolist()
-    [[2.0, 2.0, 2.0], [0.0, 0.0, 0.0]]
-    """
-
-    name: str
-    kind: str
-    params: tuple
-    dtype: np.dtype
-    like: str = None
-    shape: tuple = None
-    operator: str = ""
-
-    def sample(self, generator, shape):
-        """Draw the input for a value of ``shape`` from ``generator``.
-
-        ``generator`` has the methods of a :class:`numpy.random.Generator`: ``random(size,
-        dtype)`` (uniform on [0, 1)) and ``standard_normal(size, dtype)``.
-        """
-        if self.kind == "dropout":
-            ratio = np.float32(self.params[0])
-            scale = np.float32(1) / (np.float32(1) - ratio)  # onnxruntime's, in float32
-            kept = generator.random(shape, dtype=np.float32) >= ratio
-            return np.multiply(kept, scale, dtype=self.dtype)
-        precision = np.float64 if self.dtype == np.float64 else np.float32
-        if self.kind == "uniform":
-            low, high = self.params
-            values = low + (high - low) * generator.random(shape, dtype=precision)
-        else:
-            mean, scale = self.params
-            values = mean + scale * generator.standard_normal(shape, dtype=precision)
-        return values.astype(self.dtype)
 
 
 class RandomDraws:
@@ -179,17 +121,23 @@ class RandomDraws:
                 "and none was given: pass the generator (a numpy.random.Generator, or "
                 "random_state= to an estimator)."
             )
+        return [
+            draw.sample(generator, shape)
+            for draw, shape in zip(self.draws, self.shapes(feeds, device))
+        ]
+
+    def shapes(self, feeds, device=None):
+        """The shape of each draw for the batch ``feeds`` (see :meth:`values`)."""
         computed = self._computed_shapes(feeds, device) if self._computed else {}
-        arrays = []
+        shapes = []
         for draw in self.draws:
             if draw.like is None:
-                shape = draw.shape
+                shapes.append(tuple(draw.shape))
             elif draw.like in computed:
-                shape = computed[draw.like]
+                shapes.append(computed[draw.like])
             else:
-                shape = tuple(_shape(feeds[draw.like]))
-            arrays.append(draw.sample(generator, shape))
-        return arrays
+                shapes.append(tuple(_shape(feeds[draw.like])))
+        return shapes
 
 
 def _shape(value):
