@@ -17,6 +17,9 @@ import numpy as np
 class RandomDraw:
     """One input of the training graph that holds random values.
 
+    A step model records its draws (:meth:`to_record`) with their shape as a function of the
+    batch's rows, ``dims``: one ``[constant, per_row]`` pair per dimension.
+
     Parameters
     ----------
     name : str
@@ -33,9 +36,6 @@ class RandomDraw:
         The draw's fixed shape, when ``like`` is None.
     operator : str
         The node it replaces, for messages.
-
-    A step model records its draws (:meth:`to_record`) with their shape as a function of the
-    batch's rows, ``dims``: one ``[constant, per_row]`` pair per dimension.
 
     Examples
     --------
