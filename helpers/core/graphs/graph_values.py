@@ -53,6 +53,39 @@ def constant_value(model, name):
     return evaluator.run(None, {})[0]
 
 
+def model_computing(model, names, types=None):
+    """``model`` reduced to the nodes that compute ``names``, which it returns.
+
+    Its inputs are the graph inputs those nodes read (initializers stay initializers).
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+    names : list of str
+    types : dict, optional
+        The element type of each of ``names`` (``TensorProto`` enum); float when not given.
+
+    Examples
+    --------
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> run = model_computing(mlp_onnx(3, hidden=(4,)), ["hidden0"])
+    >>> [n.op_type for n in run.graph.node], [i.name for i in run.graph.input]
+    (['MatMul', 'Add', 'Relu'], ['X'])
+    """
+    nodes = nodes_reaching(model.graph, set(names))
+    used = {name for node in nodes for name in node.input}
+    used -= {i.name for i in model.graph.initializer}
+    run = copy_with_nodes(model, nodes)
+    del run.graph.input[:], run.graph.output[:]
+    run.graph.input.extend(i for i in model.graph.input if i.name in used)
+    types = types or {}
+    run.graph.output.extend(
+        helper.make_tensor_value_info(name, types.get(name, TensorProto.FLOAT), None)
+        for name in names
+    )
+    return run
+
+
 def shapes_of_a_run(model, names):
     """The shapes of the float values ``names`` when the nodes that compute them run on zeros.
 
@@ -72,19 +105,11 @@ def shapes_of_a_run(model, names):
     >>> value_shapes(model).get(name), shapes_of_a_run(model, [name])
     (None, {'/1/Reshape_2_output_0': [None, 4, 3]})
     """
-    nodes = nodes_reaching(model.graph, set(names))
-    used = {name for node in nodes for name in node.input}
-    used -= {i.name for i in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name in used]
+    run = model_computing(model, names)
+    inputs = list(run.graph.input)
     dims = [tensor_dims(i) for i in inputs]
     if any(d is None or None in d[1:] for d in dims):
         return {}
-    run = copy_with_nodes(model, nodes)
-    del run.graph.input[:], run.graph.output[:]
-    run.graph.input.extend(inputs)
-    run.graph.output.extend(
-        helper.make_tensor_value_info(v, TensorProto.FLOAT, None) for v in names
-    )
     options = onnxruntime.SessionOptions()  # not profiled, and not given the users' threads
     options.log_severity_level = ERROR_SEVERITY
     types = [helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type) for i in inputs]

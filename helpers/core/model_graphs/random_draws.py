@@ -29,9 +29,11 @@ import onnxruntime
 from onnx import TensorProto, helper
 
 from ...portable.random_draws import RandomDraw
-from ..graphs.graph_nodes import TRAINING_PREFIX, copy_with_nodes, is_onnx_op, nodes_reaching
-from ..graphs.graph_shapes import tensor_dims, value_infos, value_types
-from ..graphs.graph_values import constant_value, shapes_with_a_run
+from ..graphs.graph_nodes import TRAINING_PREFIX, copy_with_nodes, is_onnx_op, node_attribute
+from ..graphs.graph_shapes import value_infos, value_types
+from ..graphs.graph_values import constant_value, model_computing, shapes_with_a_run
+from ..graphs.onnx_function import ortvalue_of
+from ..machine.devices import Device
 from ..machine.runtime import UntrainableModelError
 from ..machine.sessions import make_session
 
@@ -75,7 +77,9 @@ class RandomDraws:
         inputs = {i.name for i in model.graph.input}
         computed = [d.like for d in self.draws if d.like is not None and d.like not in inputs]
         self._computed = list(dict.fromkeys(computed))
-        self._model = _model_computing(model, self._computed) if self._computed else None
+        self._model = (
+            model_computing(model, self._computed, value_types(model)) if self._computed else None
+        )
         self._session = None
         self._shapes = {}
 
@@ -145,24 +149,10 @@ def _shape(value):
 
 
 def _as_ortvalue(value):
-    if isinstance(value, onnxruntime.OrtValue):
-        return value._ortvalue
-    return onnxruntime.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(value))._ortvalue
-
-
-def _model_computing(model, names):
-    """``model`` reduced to the nodes computing ``names``, which it returns."""
-    nodes = nodes_reaching(model.graph, set(names))
-    used = {name for node in nodes for name in node.input}
-    run = copy_with_nodes(model, nodes)
-    del run.graph.input[:], run.graph.output[:]
-    run.graph.input.extend(i for i in model.graph.input if i.name in used)
-    types = value_types(model)
-    run.graph.output.extend(
-        helper.make_tensor_value_info(name, types.get(name, TensorProto.FLOAT), None)
-        for name in names
-    )
-    return run
+    """A feed as the C OrtValue a session runs on (numpy arrays are on the CPU)."""
+    if not isinstance(value, onnxruntime.OrtValue):
+        value = ortvalue_of(np.asarray(value), Device("cpu"))
+    return value._ortvalue
 
 
 def _describe(node):
@@ -187,20 +177,6 @@ def _check_subgraphs(graph, top=True):
         for attribute in node.attribute:
             for subgraph in [attribute.g, *attribute.graphs]:
                 _check_subgraphs(subgraph, top=False)
-
-
-def _float_attribute(node, name, default):
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return float(attribute.f)
-    return default
-
-
-def _attribute(node, name, default):
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return helper.get_attribute_value(attribute)
-    return default
 
 
 def _dropout_ratio(model, node):
@@ -264,7 +240,6 @@ def random_operators_as_inputs(model):
             nodes.append(node)
             continue
         tag = f"{TRAINING_PREFIX}{node.op_type.lower()}"
-        name = f"{TRAINING_PREFIX}random_input__{len(draws)}"
         if node.op_type == "Dropout":
             ratio = _dropout_ratio(model, node)
             if ratio is None:
@@ -288,19 +263,20 @@ def random_operators_as_inputs(model):
             continue
         like = node.input[0] if node.input else None
         default_type = types.get(like, TensorProto.FLOAT) if like else TensorProto.FLOAT
-        dtype = helper.tensor_dtype_to_np_dtype(_attribute(node, "dtype", default_type))
-        shape = None if like else tuple(_attribute(node, "shape", []))
+        dtype = helper.tensor_dtype_to_np_dtype(node_attribute(node, "dtype", default_type))
+        shape = None if like else tuple(node_attribute(node, "shape", []))
         if node.op_type.startswith("RandomUniform"):
-            params = (_float_attribute(node, "low", 0.0), _float_attribute(node, "high", 1.0))
+            params = (node_attribute(node, "low", 0.0), node_attribute(node, "high", 1.0))
             draws.append(
                 RandomDraw(node.output[0], "uniform", params, dtype, like, shape, node.op_type)
             )
         elif node.op_type.startswith("RandomNormal"):
-            params = (_float_attribute(node, "mean", 0.0), _float_attribute(node, "scale", 1.0))
+            params = (node_attribute(node, "mean", 0.0), node_attribute(node, "scale", 1.0))
             draws.append(
                 RandomDraw(node.output[0], "normal", params, dtype, like, shape, node.op_type)
             )
         else:  # Bernoulli: 1 where a uniform draw is below the probability
+            name = f"{TRAINING_PREFIX}random_input__{len(draws)}"
             probability = helper.tensor_dtype_to_np_dtype(types.get(like, TensorProto.FLOAT))
             draws.append(
                 RandomDraw(name, "uniform", (0.0, 1.0), probability, like, operator="Bernoulli")
@@ -334,11 +310,13 @@ def _draw_inputs(model, draws):
     for draw in draws:
         elem_type = helper.np_dtype_to_tensor_dtype(draw.dtype)
         info = infos.get(draw.like)
-        dims = None if info is None else tensor_dims(info)
+        declared = None if info is None else info.type.tensor_type
         if draw.like is None:
             value = helper.make_tensor_value_info(draw.name, elem_type, list(draw.shape))
-        elif dims is not None and all(
-            d.dim_value or d.dim_param for d in info.type.tensor_type.shape.dim
+        elif (
+            declared is not None
+            and declared.HasField("shape")
+            and all(d.dim_value or d.dim_param for d in declared.shape.dim)
         ):
             value = helper.make_tensor_value_info(draw.name, elem_type, None)
             value.type.tensor_type.shape.CopyFrom(info.type.tensor_type.shape)
