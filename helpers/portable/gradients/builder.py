@@ -1,0 +1,215 @@
+"""Reverse-mode differentiation of an ONNX graph, written as standard ONNX nodes.
+
+:func:`build_gradients` walks the nodes that lie between the values to differentiate and the
+loss in reverse topological order. Each node's gradient comes from its operator's function in
+:data:`~helpers.portable.gradients.registry.GRADIENTS`; a value read by several nodes receives
+the sum of their gradients. The result is the forward graph followed by its backward graph, in
+one model: the gradients are values of that graph, named ``NAME_grad`` as onnxruntime's
+gradient builder names them.
+"""
+
+from collections import namedtuple
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from .registry import (
+    FLOAT_TYPES,
+    GRADIENTS,
+    GradientContext,
+    NoGradientError,
+    value_shapes_and_types,
+)
+
+#: The standard domain's names.
+_STANDARD = ("", "ai.onnx")
+
+BuiltGradients = namedtuple("BuiltGradients", ["model", "gradients"])
+BuiltGradients.__doc__ = """What :func:`build_gradients` returns: ``(model, gradients)``.
+
+``model`` computes the forward graph's outputs and, as values of its graph, the gradients;
+``gradients`` maps each differentiated value, in the order given, to its gradient's name.
+"""
+
+
+def _float_values(types, names):
+    return {n for n in names if types.get(n) in FLOAT_TYPES}
+
+
+def _nodes_between(graph, sources, loss):
+    """The nodes that read (through others) one of ``sources`` and reach ``loss``, in graph
+    order, and the set of values on such paths."""
+    nodes = list(graph.node)
+    reached = set(sources)
+    forward = []
+    for node in nodes:
+        if any(i in reached for i in node.input if i):
+            forward.append(node)
+            reached.update(o for o in node.output if o)
+    useful, between = {loss}, []
+    for node in reversed(forward):
+        if any(o in useful for o in node.output):
+            between.append(node)
+            useful.update(i for i in node.input if i in reached)
+    between.reverse()
+    return between, useful & reached
+
+
+def _zeros_like(ctx, name):
+    static = ctx.static_shape(name)
+    if static is not None:
+        return ctx.constant(np.zeros(static, dtype=ctx.numpy_type(name)))
+    return ctx.op("Mul", [name, ctx.scalar_like(0, name)])
+
+
+def build_gradients(model, wrt, loss=None, loss_gradient=None, prefix="grad"):
+    """Add to ``model`` the gradient of its loss with respect to the values ``wrt``.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        A model in the standard domain whose output ``loss`` (the first output by default)
+        is a scalar.
+    wrt : list of str
+        The values to differentiate: initializers or graph inputs (weights, and inputs for the
+        forward/backward API).
+    loss : str, optional
+        The output to differentiate.
+    loss_gradient : str, optional
+        The name of a graph input holding the loss's gradient (the seed of the backward pass);
+        a constant one when not given.
+    prefix : str
+        Prefix of the names of the nodes and values the gradients add.
+
+    Returns
+    -------
+    BuiltGradients
+
+    Raises
+    ------
+    NoGradientError
+        For a node between ``wrt`` and the loss whose operator has no gradient.
+
+    Examples
+    --------
+    >>> from onnx import TensorProto
+    >>> import helpers.portable.gradients  # registers the gradients
+    >>> graph = helper.make_graph(
+    ...     [helper.make_node("Mul", ["x", "w"], ["y"]),
+    ...      helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2])],
+    ...     [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+    ...     [numpy_helper.from_array(np.ones(2, np.float32), "w")])
+    >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    >>> built = build_gradients(model, ["w"])
+    >>> built.gradients
+    {'w': 'w_grad'}
+    >>> from onnx.reference import ReferenceEvaluator
+    >>> x = np.array([[1, 2], [3, 4]], np.float32)
+    >>> ReferenceEvaluator(built.model).run(["w_grad"], {"x": x})[0]
+    array([4., 6.], dtype=float32)
+    """
+    graph = model.graph
+    loss = loss or graph.output[0].name
+    shapes, types = value_shapes_and_types(model)
+    missing = [name for name in wrt if name not in shapes and name not in types]
+    known = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    unknown = [name for name in wrt if name not in known]
+    if unknown:
+        raise ValueError(f"{unknown} are neither inputs nor initializers of the model.")
+    not_float = [n for n in wrt if n not in missing and types.get(n) not in FLOAT_TYPES]
+    if not_float:
+        raise ValueError(
+            f"{not_float} are not floating-point tensors: only those have a gradient. "
+            "Leave them out of the values to train."
+        )
+    opset = next(o.version for o in model.opset_import if o.domain in _STANDARD)
+    nodes, on_path = _nodes_between(graph, wrt, loss)
+    on_path = _float_values(types, on_path) | set(wrt)
+    inputs = {i.name for i in graph.input}
+    constants = {
+        t.name: numpy_helper.to_array(t) for t in graph.initializer if t.name not in inputs
+    }
+    ctx = GradientContext(shapes, types, on_path, opset, constants, prefix)
+    taken = {v for n in graph.node for v in [*n.input, *n.output]} | known
+    contributions = {}
+    seed = loss_gradient or ctx.constant(np.ones(shapes.get(loss) or [], ctx.numpy_type(loss)))
+    contributions[loss] = [seed]
+    final = {}
+
+    def total(value):
+        """The gradient of ``value``: its one contribution, or their sum."""
+        if value in final:
+            return final[value]
+        parts = contributions.pop(value, [])
+        if not parts:
+            final[value] = None
+        elif len(parts) == 1:
+            final[value] = parts[0]
+        else:
+            final[value] = ctx.op("Sum", parts)
+        return final[value]
+
+    for node in reversed(nodes):
+        if node.domain not in _STANDARD:
+            raise NoGradientError(node.op_type, node.domain, node.name)
+        dy = [total(o) if o else None for o in node.output]
+        if all(g is None for g in dy):
+            continue
+        function = GRADIENTS.get(("", node.op_type))
+        if function is None:
+            raise NoGradientError(node.op_type, node.domain, node.name)
+        ctx.node = node
+        dx = function(node, dy, ctx)
+        ctx.node = None
+        if len(dx) != len(node.input):
+            raise RuntimeError(
+                f"The gradient of {node.op_type} returned {len(dx)} gradients for "
+                f"{len(node.input)} inputs."
+            )
+        for name, grad in zip(node.input, dx):
+            if grad is not None and ctx.needs(name):
+                contributions.setdefault(name, []).append(grad)
+
+    gradients = {}
+    for name in wrt:
+        grad = total(name)
+        if grad is None:
+            grad = _zeros_like(ctx, name)
+        wanted = f"{name}_grad"
+        if wanted in taken:
+            wanted = ctx.name(wanted)
+        ctx.nodes.append(helper.make_node("Identity", [grad], [wanted], name=f"{wanted}_id"))
+        gradients[name] = wanted
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    result.graph.node.extend(_renamed_outputs(ctx.nodes))
+    result.graph.initializer.extend(ctx.initializers)
+    return BuiltGradients(result, gradients)
+
+
+def _renamed_outputs(nodes):
+    """``nodes`` where a gradient ending in an ``Identity`` is written by its producer under
+    the final name instead (one node fewer per gradient), when the producer is one of these
+    nodes and its output feeds nothing else."""
+    produced = {o: node for node in nodes for o in node.output}
+    readers = {}
+    for node in nodes:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    kept = []
+    for node in nodes:
+        source = node.input[0] if node.op_type == "Identity" else None
+        producer = produced.get(source)
+        if (
+            node.name.endswith("_id")
+            and producer is not None
+            and readers.get(source) == 1
+            and producer.op_type != "Identity"
+        ):
+            index = list(producer.output).index(source)
+            producer.output[index] = node.output[0]
+            continue
+        kept.append(node)
+    return kept

@@ -1,0 +1,207 @@
+"""Checks of the gradients :func:`helpers.portable.gradients.build_gradients` writes, two ways:
+
+* :func:`check_finite_differences`: the model and its gradients copied to float64 and run by
+  onnx's reference evaluator; each gradient compared with central differences of the loss
+  (numpy only: no runtime);
+* :func:`check_against_training_package`: the same gradients run on onnxruntime beside those
+  of onnxruntime-training 1.19.2's gradient builder (``generate_artifacts``), equal to float32
+  rounding.
+
+:func:`single_node_loss` wraps one operator into a model whose loss is a weighted sum of its
+outputs, so that every output gradient is a different, non-trivial tensor.
+"""
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from helpers.portable.gradients import build_gradients
+
+FLOAT, DOUBLE = TensorProto.FLOAT, TensorProto.DOUBLE
+
+
+def single_node_loss(node, inputs, weights, output_shapes, seed=0, opset=17, extra_nodes=()):
+    """A model computing ``node`` then ``loss = sum_k sum(output_k * R_k)``.
+
+    Parameters
+    ----------
+    node : onnx.NodeProto
+    inputs : dict
+        Graph input name to numpy array (its value is returned as a feed).
+    weights : dict
+        Initializer name to numpy array.
+    output_shapes : dict
+        Output name of ``node`` to its shape (the random ``R_k`` have it).
+    extra_nodes : sequence of onnx.NodeProto
+        Nodes run before ``node`` (constants...).
+
+    Returns
+    -------
+    tuple
+        ``(model, feeds)``.
+    """
+    rng = np.random.default_rng(seed)
+    nodes = [*extra_nodes, node]
+    initializers = [numpy_helper.from_array(v, k) for k, v in weights.items()]
+    terms = []
+    for k, (name, shape) in enumerate(output_shapes.items()):
+        r = f"loss_r{k}"
+        initializers.append(
+            numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), r)
+        )
+        nodes.append(helper.make_node("Mul", [name, r], [f"loss_p{k}"]))
+        nodes.append(helper.make_node("ReduceSum", [f"loss_p{k}"], [f"loss_s{k}"], keepdims=0))
+        terms.append(f"loss_s{k}")
+    nodes.append(helper.make_node("Sum", terms, ["loss"]))
+    graph = helper.make_graph(
+        nodes,
+        "single_node",
+        [
+            helper.make_tensor_value_info(
+                k, helper.np_dtype_to_tensor_dtype(v.dtype), [None] * v.ndim
+            )
+            for k, v in inputs.items()
+        ],
+        [helper.make_tensor_value_info("loss", FLOAT, [])],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    return model, dict(inputs)
+
+
+def to_float64(model):
+    """A copy of ``model`` computing in float64: float32 initializers, inputs, outputs, casts
+    and constants become float64."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+
+    def graph64(graph):
+        for tensor in graph.initializer:
+            if tensor.data_type == FLOAT:
+                tensor.CopyFrom(
+                    numpy_helper.from_array(
+                        numpy_helper.to_array(tensor).astype(np.float64), tensor.name
+                    )
+                )
+        for value in [*graph.input, *graph.output, *graph.value_info]:
+            if value.type.tensor_type.elem_type == FLOAT:
+                value.type.tensor_type.elem_type = DOUBLE
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == FLOAT:
+                    attr.t.CopyFrom(
+                        numpy_helper.from_array(
+                            numpy_helper.to_array(attr.t).astype(np.float64), attr.t.name
+                        )
+                    )
+                if node.op_type == "Cast" and attr.name == "to" and attr.i == FLOAT:
+                    attr.i = DOUBLE
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    graph64(attr.g)
+
+    graph64(copy.graph)
+    del copy.graph.value_info[:]
+    return copy
+
+
+def _feeds64(feeds):
+    return {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in feeds.items()}
+
+
+def _with_inputs(model, values):
+    """``model`` whose initializers named in ``values`` hold those values."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for tensor in copy.graph.initializer:
+        if tensor.name in values:
+            tensor.CopyFrom(numpy_helper.from_array(values[tensor.name], tensor.name))
+    return copy
+
+
+def check_finite_differences(model, wrt, feeds, eps=1e-6, rtol=1e-6, atol=1e-9, samples=6, seed=0):
+    """Assert the gradients of ``model``'s loss (first output) match central differences.
+
+    The gradients are built on ``model`` (float32), the built model is copied to float64 and
+    run by the reference evaluator; ``samples`` elements of each value in ``wrt``, drawn from
+    ``seed``, are perturbed by ``eps`` in float64. Returns the float64 gradients.
+    """
+    built = build_gradients(model, list(wrt))
+    model64 = to_float64(built.model)
+    feeds64 = _feeds64(feeds)
+    evaluator = ReferenceEvaluator(model64)
+    names = [built.gradients[n] for n in wrt]
+    grads = dict(zip(wrt, evaluator.run(names, feeds64)))
+    loss_name = model.graph.output[0].name
+    forward = to_float64(model)
+    initial = {t.name: numpy_helper.to_array(t) for t in forward.graph.initializer}
+    rng = np.random.default_rng(seed)
+
+    def loss_at(name, value):
+        if name in initial:
+            run = ReferenceEvaluator(_with_inputs(forward, {name: value}))
+            return float(run.run([loss_name], feeds64)[0])
+        run = ReferenceEvaluator(forward)
+        return float(run.run([loss_name], {**feeds64, name: value})[0])
+
+    for name in wrt:
+        base = initial[name] if name in initial else feeds64[name]
+        grad = np.asarray(grads[name])
+        assert grad.shape == base.shape, (name, grad.shape, base.shape)
+        flat = rng.choice(base.size, size=min(samples, base.size), replace=False)
+        for index in flat:
+            where = np.unravel_index(index, base.shape)
+            up, down = base.copy(), base.copy()
+            up[where] += eps
+            down[where] -= eps
+            numeric = (loss_at(name, up) - loss_at(name, down)) / (2 * eps)
+            scale = max(1.0, abs(numeric))
+            assert abs(grad[where] - numeric) <= rtol * scale + atol * scale + 1e-7 * scale, (
+                name,
+                where,
+                grad[where],
+                numeric,
+            )
+    return grads
+
+
+def run_on_runtime(model, feeds, outputs):
+    """The values ``outputs`` of ``model`` on onnxruntime's CPU provider."""
+    import onnxruntime
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    del copy.graph.output[:]
+    copy.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in outputs)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = onnxruntime.InferenceSession(
+        copy.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return dict(zip(outputs, session.run(outputs, feeds)))
+
+
+def check_against_training_package(model, wrt, feeds, rtol=2e-5):
+    """Assert the gradients this project builds equal those of 1.19.2's gradient builder on the
+    same inputs (both run on onnxruntime 1.19.2), relative to each gradient's magnitude.
+
+    ``wrt`` lists initializers of ``model`` (its weights); the rest of its inputs are ``feeds``.
+    Returns ``(ours, theirs)``.
+    """
+    from helpers.core.export.gradient_model import gradient_model
+
+    built = build_gradients(model, list(wrt))
+    ours = run_on_runtime(built.model, feeds, [built.gradients[n] for n in wrt])
+    theirs_model = gradient_model(model, list(wrt), fast_gradients=False)
+    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    inputs = {i.name for i in theirs_model.model.graph.input}
+    their_feeds = {**{k: v for k, v in weights.items() if k in inputs}, **feeds}
+    names = [theirs_model.gradients[n] for n in wrt]
+    theirs = run_on_runtime(theirs_model.model, their_feeds, names)
+    for name in wrt:
+        a, b = ours[built.gradients[name]], theirs[theirs_model.gradients[name]]
+        assert a.shape == b.shape, (name, a.shape, b.shape)
+        scale = max(float(np.abs(b).max()), 1e-12)
+        assert float(np.abs(a - b).max()) <= rtol * scale, (name, np.abs(a - b).max(), scale)
+    return ours, theirs
