@@ -170,7 +170,7 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
             self._draws,
         )
 
-    def export_training_step(self, path):
+    def export_training_step(self, path, gradient_builder="onnxruntime-training"):
         """Write one training step of this optimizer as a standard ONNX model.
 
         The step model (:mod:`helpers.portable.step_format`) computes the loss of a batch and
@@ -187,6 +187,10 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         ----------
         path : str
             The file, written atomically.
+        gradient_builder : {"onnxruntime-training", "onnx"}
+            Who writes the gradients: onnxruntime-training 1.19.2's gradient builder (the
+            gradients ``fit`` runs), or this project's, in standard ONNX
+            (:mod:`helpers.portable.gradients`), which needs no training package.
 
         Returns
         -------
@@ -233,6 +237,7 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
             lambda: forward_backward_step_loss(
                 self.model_onnx, self.learning_loss_, self.learning_penalty_, self.weights_to_train_
             ),
+            gradient_builder=gradient_builder,
         )
 
     def _loss_value(self, handle):

@@ -324,7 +324,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
             batch.ortvalues(), self.learning_rate_.value(t), t, self._draws
         )
 
-    def export_training_step(self, path):
+    def export_training_step(self, path, gradient_builder="onnxruntime-training"):
         """Write one training step of this optimizer as a standard ONNX model.
 
         The step model (:mod:`helpers.portable.step_format`) computes the loss of a batch, the
@@ -340,6 +340,10 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         ----------
         path : str
             The file, written atomically.
+        gradient_builder : {"onnxruntime-training", "onnx"}
+            Who writes the gradients: onnxruntime-training 1.19.2's gradient builder (the
+            gradients ``fit`` runs), or this project's, in standard ONNX
+            (:mod:`helpers.portable.gradients`), which needs no training package.
 
         Returns
         -------
@@ -378,7 +382,12 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         (['loss', 'coefficient0.next'], True)
         """
         return export_optimizer_step(
-            self, path, "whole_training", lambda: StepLoss(self.model_onnx), self._adamw_moments
+            self,
+            path,
+            "whole_training",
+            lambda: StepLoss(self.model_onnx),
+            self._adamw_moments,
+            gradient_builder,
         )
 
     def _adamw_moments(self):

@@ -16,6 +16,7 @@ from collections import namedtuple
 import onnx
 import onnxruntime
 
+from ...portable.gradients import build_gradients
 from ..machine.runtime import explain_untrainable
 from ..machine.runtime_output import ForkSafeLock, quiet_runtime_logs
 from ..machine.training_cache import cached_artifact_folder, content_key
@@ -115,11 +116,25 @@ def gradients_of_accumulators(model):
     return copy, gradients
 
 
-def gradient_model(loss_model, weights, fast_gradients=True, random_draws=False):
+#: Who writes the gradients of a step: this project's builder, in standard ONNX, or
+#: onnxruntime-training 1.19.2's (``generate_artifacts``).
+GRADIENT_BUILDERS = ("onnx", "onnxruntime-training")
+
+
+def gradient_model(
+    loss_model,
+    weights,
+    fast_gradients=True,
+    random_draws=False,
+    builder="onnxruntime-training",
+    named=(),
+):
     """The training model of ``loss_model``, its gradients and its running statistics.
 
-    The artifacts come from the process's cache
-    (:mod:`helpers.core.machine.training_cache`), keyed by the model and the settings.
+    With ``builder="onnxruntime-training"`` the artifacts come from the process's cache
+    (:mod:`helpers.core.machine.training_cache`), keyed by the model and the settings; with
+    ``builder="onnx"``, :func:`helpers.portable.gradients.build_gradients` writes the gradients
+    of the same training graph in standard ONNX (no training package needed).
 
     Parameters
     ----------
@@ -133,6 +148,11 @@ def gradient_model(loss_model, weights, fast_gradients=True, random_draws=False)
     random_draws : bool
         Make the random operators (``Dropout``...) inputs drawn by the runner
         (:mod:`helpers.core.model_graphs.random_draws`).
+    builder : {"onnxruntime-training", "onnx"}
+        Who writes the gradients (:data:`GRADIENT_BUILDERS`).
+    named : sequence of str
+        Values of the loss model whose gradient must be a value ``NAME_grad`` of the result
+        (onnxruntime-training's builder names every gradient so; this project's only these).
 
     Returns
     -------
@@ -146,9 +166,13 @@ def gradient_model(loss_model, weights, fast_gradients=True, random_draws=False)
     >>> built.gradients, [o.name for o in built.model.graph.output]
     ({'intercept1': 'intercept1_grad'}, ['loss'])
     """
+    if builder not in GRADIENT_BUILDERS:
+        raise ValueError(f"builder must be one of {GRADIENT_BUILDERS}, not {builder!r}.")
     initializers = {i.name for i in loss_model.graph.initializer}
     per_row = [i.name for i in loss_model.graph.input if i.name not in initializers]
     graph = training_graph(loss_model, per_row, fast_gradients, random_draws)
+    if builder == "onnx":
+        return _standard_gradient_model(graph, list(weights), named)
     key = content_key(
         "step",
         loss_model,
@@ -173,3 +197,16 @@ def gradient_model(loss_model, weights, fast_gradients=True, random_draws=False)
         raise RuntimeError(f"generate_artifacts wrote no gradient for {missing}.")
     gradients = {name: found[name] for name in weights}  # in the order of ``weights``
     return GradientModel(model, gradients, graph.statistics, graph.draws)
+
+
+def _standard_gradient_model(graph, weights, named):
+    """:func:`gradient_model`'s result with the gradients of this project's builder."""
+    built = build_gradients(graph.model, weights, named=named)
+    model = built.model
+    outputs = {o.name for o in model.graph.output}
+    model.graph.output.extend(
+        onnx.helper.make_empty_tensor_value_info(name)
+        for name in graph.statistics.output_names
+        if name not in outputs
+    )
+    return GradientModel(model, built.gradients, graph.statistics, graph.draws)

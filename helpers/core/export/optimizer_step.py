@@ -161,7 +161,9 @@ def save_model_atomically(model, path):
             os.remove(tmp)
 
 
-def export_optimizer_step(optimizer, path, api, step_loss, trained_buffers=None):
+def export_optimizer_step(
+    optimizer, path, api, step_loss, trained_buffers=None, gradient_builder="onnxruntime-training"
+):
     """Write the step model of ``optimizer``, new or fitted, to ``path``; return its record.
 
     Parameters
@@ -179,6 +181,9 @@ def export_optimizer_step(optimizer, path, api, step_loss, trained_buffers=None)
         Returns the buffers of a fitted optimizer whose update rule runs in onnxruntime's
         optimizer model (whole-training AdamW), in :func:`~helpers.core.export.step_model.
         state_names` order.
+    gradient_builder : {"onnxruntime-training", "onnx"}
+        Who writes the step's gradients: onnxruntime-training 1.19.2's builder, or this
+        project's, in standard ONNX (:mod:`helpers.portable.gradients`).
 
     Returns
     -------
@@ -217,7 +222,14 @@ def export_optimizer_step(optimizer, path, api, step_loss, trained_buffers=None)
     weights = optimizer._current_weights() if fitted else optimizer._initial_weights()
     weights = {name: np.asarray(weights[name], np.float32) for name in names}
     seeded = optimizer.random_state is not None  # the step's random values drawn from the seed
-    gradient = gradient_model(loss.model, names, optimizer.fast_gradients, seeded)
+    replaced = []  # the values whose gradient the step computes itself (the prediction's)
+    if loss.prediction_gradient is not None:
+        graph, bindings = loss.prediction_gradient
+        suffix = len("_grad")
+        replaced = [bindings[o.name][:-suffix] for o in graph.graph.output if o.name in bindings]
+    gradient = gradient_model(
+        loss.model, names, optimizer.fast_gradients, seeded, gradient_builder, replaced
+    )
     statistics = optimizer._current_statistics() if fitted else gradient.statistics.get()
     rule = optimizer.update_rule_
     buffers = _buffers(optimizer, rule, weights, trained_buffers)

@@ -63,7 +63,7 @@ def _zeros_like(ctx, name):
     return ctx.op("Mul", [name, ctx.scalar_like(0, name)])
 
 
-def build_gradients(model, wrt, loss=None, loss_gradient=None, prefix="grad"):
+def build_gradients(model, wrt, loss=None, loss_gradient=None, named=(), prefix="grad"):
     """Add to ``model`` the gradient of its loss with respect to the values ``wrt``.
 
     Parameters
@@ -79,6 +79,10 @@ def build_gradients(model, wrt, loss=None, loss_gradient=None, prefix="grad"):
     loss_gradient : str, optional
         The name of a graph input holding the loss's gradient (the seed of the backward pass);
         a constant one when not given.
+    named : sequence of str
+        Values whose gradient the graph holds under the name ``NAME_grad`` (an output of the
+        model, say, whose gradient a caller replaces by its own: the backward part then reads
+        that name).
     prefix : str
         Prefix of the names of the nodes and values the gradients add.
 
@@ -133,6 +137,9 @@ def build_gradients(model, wrt, loss=None, loss_gradient=None, prefix="grad"):
     }
     ctx = GradientContext(shapes, types, on_path, opset, constants, prefix)
     taken = {v for n in graph.node for v in [*n.input, *n.output]} | known
+    clashes = [f"{v}_grad" for v in named if f"{v}_grad" in taken]
+    if clashes:
+        raise ValueError(f"The model already holds values named {clashes}.")
     contributions = {}
     seed = loss_gradient or ctx.constant(np.ones(shapes.get(loss) or [], ctx.numpy_type(loss)))
     contributions[loss] = [seed]
@@ -149,6 +156,8 @@ def build_gradients(model, wrt, loss=None, loss_gradient=None, prefix="grad"):
             final[value] = parts[0]
         else:
             final[value] = ctx.op("Sum", parts)
+        if value in named and final[value] is not None:
+            final[value] = ctx.op("Identity", [final[value]], [f"{value}_grad"])[0]
         return final[value]
 
     for node in reversed(nodes):
