@@ -68,6 +68,8 @@ _PUBLIC = {
     "OrtTorchModule": ".forward_backward.torch_module",
     "add_loss_output": ".whole_training.loss_output",
     "OrtGradientOptimizer": ".whole_training.optimizer",
+    "build_training_step": ".whole_training.training_step",
+    "NoGradientError": ".portable.gradients.registry",
     "PortableTrainer": ".portable.trainer",
 }
 

@@ -170,7 +170,7 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
             self._draws,
         )
 
-    def export_training_step(self, path, gradient_builder="onnxruntime-training"):
+    def export_training_step(self, path=None, gradient_builder="onnxruntime-training"):
         """Write one training step of this optimizer as a standard ONNX model.
 
         The step model (:mod:`helpers.portable.step_format`) computes the loss of a batch and
@@ -185,8 +185,9 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
 
         Parameters
         ----------
-        path : str
-            The file, written atomically.
+        path : str, optional
+            The file, written atomically; without it the model is returned instead of its
+            record (the model carries the record: :func:`helpers.portable.step_format.read_record`).
         gradient_builder : {"onnxruntime-training", "onnx"}
             Who writes the gradients: onnxruntime-training 1.19.2's gradient builder (the
             gradients ``fit`` runs), or this project's, in standard ONNX
@@ -194,7 +195,7 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
 
         Returns
         -------
-        helpers.portable.step_format.StepRecord
+        helpers.portable.step_format.StepRecord or onnx.ModelProto
             The record the model carries. A new optimizer's step starts from the model's
             initial weights; a fitted one's from its trained weights, buffers, running
             statistics and update count (``steps_done``, ``epochs_done``): training the step

@@ -27,7 +27,6 @@ import json
 import os
 
 import numpy as np
-from onnxruntime.training.api import CheckpointState
 
 #: The checkpoint property holding the training state.
 CHECKPOINT_KEY = "helpers.training_state"
@@ -200,6 +199,8 @@ def read_checkpoint(path):
     if problem is not None:
         raise CheckpointError(f"{path} is damaged or foreign: {problem}.")
     try:
+        from onnxruntime.training.api import CheckpointState  # noqa: PLC0415 - the training package
+
         probe = CheckpointState.load_checkpoint(path)
         properties = (
             {CHECKPOINT_KEY: probe.properties[CHECKPOINT_KEY]}

@@ -10,8 +10,6 @@ run them.
 
 import warnings
 
-from onnxruntime.training.api import CheckpointState
-
 from ..core.export.optimizer_step import StepLoss, export_optimizer_step
 from ..core.layers.running_statistics import statistic_initializers
 from ..core.machine.disk_space import temporary_file
@@ -29,7 +27,6 @@ from .checkpoints import (
     training_state,
 )
 from .loss_output import add_loss_output, loss_metadata, remove_loss_output
-from .session import WholeTrainingSession
 
 
 @document_parameters
@@ -200,6 +197,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
 
     # -- training -----------------------------------------------------------------
     def _start_training(self, weights, checkpoint=None):
+        from .session import WholeTrainingSession  # noqa: PLC0415 - the training package
+
         self._runtime = WholeTrainingSession(
             self.model_onnx,
             weights,
@@ -324,7 +323,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
             batch.ortvalues(), self.learning_rate_.value(t), t, self._draws
         )
 
-    def export_training_step(self, path, gradient_builder="onnxruntime-training"):
+    def export_training_step(self, path=None, gradient_builder="onnxruntime-training"):
         """Write one training step of this optimizer as a standard ONNX model.
 
         The step model (:mod:`helpers.portable.step_format`) computes the loss of a batch, the
@@ -338,8 +337,9 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
 
         Parameters
         ----------
-        path : str
-            The file, written atomically.
+        path : str, optional
+            The file, written atomically; without it the model is returned instead of its
+            record (the model carries the record: :func:`helpers.portable.step_format.read_record`).
         gradient_builder : {"onnxruntime-training", "onnx"}
             Who writes the gradients: onnxruntime-training 1.19.2's gradient builder (the
             gradients ``fit`` runs), or this project's, in standard ONNX
@@ -347,7 +347,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
 
         Returns
         -------
-        helpers.portable.step_format.StepRecord
+        helpers.portable.step_format.StepRecord or onnx.ModelProto
             The record the model carries: its inputs and state, the inference model, the
             training parameters. A new optimizer's step starts from the model's initial weights;
             a fitted one's from its trained weights, buffers, running statistics and update
@@ -396,6 +396,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         if getattr(self, "_runtime", None) is not None:
             size = self._runtime.checkpoint_bytes()
             with temporary_file("the AdamW state of the exported step", size) as path:
+                from onnxruntime.training.api import CheckpointState  # noqa: PLC0415
+
                 CheckpointState.save_checkpoint(self._runtime.state, path, True)
                 with open(path, "rb") as f:
                     checkpoint = f.read()

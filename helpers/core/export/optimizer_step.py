@@ -164,7 +164,8 @@ def save_model_atomically(model, path):
 def export_optimizer_step(
     optimizer, path, api, step_loss, trained_buffers=None, gradient_builder="onnxruntime-training"
 ):
-    """Write the step model of ``optimizer``, new or fitted, to ``path``; return its record.
+    """Write the step model of ``optimizer``, new or fitted, to ``path``; return its record
+    (or, without a path, return the model, which carries the record).
 
     Parameters
     ----------
@@ -172,7 +173,7 @@ def export_optimizer_step(
         New: the step starts from the model's initial weights, zero buffers, the initial
         running statistics. Fitted: from its trained weights, buffers, running statistics and
         update count, so that the step model continues as ``fit`` with ``warm_start`` would.
-    path : str
+    path : str or None
     api : str
         The API's name, kept in the record's parameters.
     step_loss : callable
@@ -187,7 +188,7 @@ def export_optimizer_step(
 
     Returns
     -------
-    helpers.portable.step_format.StepRecord
+    helpers.portable.step_format.StepRecord or onnx.ModelProto
 
     Examples
     --------
@@ -257,5 +258,7 @@ def export_optimizer_step(
         draws=_draw_records(gradient.draws, loss.model, batch_inputs),
     )
     write_record(model, record)
+    if path is None:
+        return model
     save_model_atomically(model, path)
     return record

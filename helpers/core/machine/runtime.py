@@ -6,6 +6,7 @@ later write. These functions turn that, and a few other traps, into clear
 errors.
 """
 
+import importlib.util
 import re
 from functools import lru_cache
 
@@ -200,6 +201,18 @@ def max_opset():
     return opset
 
 
+@lru_cache(maxsize=None)
+def has_training_package():
+    """Whether the installed onnxruntime is a training package (``onnxruntime.training``).
+
+    Examples
+    --------
+    >>> isinstance(has_training_package(), bool)
+    True
+    """
+    return importlib.util.find_spec("onnxruntime.training") is not None
+
+
 def check_onnx_compatible():
     """Raise a clear error when the installed onnx writes models the runtime refuses.
 
@@ -216,6 +229,8 @@ def check_onnx_compatible():
     --------
     >>> check_onnx_compatible()  # onnx 1.17 writes IR version 10, which the runtime accepts
     """
+    if not has_training_package():
+        return  # nothing writes models with the installed onnx's IR version then
     accepted = max_ir_version()
     if onnx.IR_VERSION > accepted:
         raise RuntimeCompatibilityError(
