@@ -39,7 +39,8 @@ KERNEL_DISPLAY_NAME := Python (ort-training)
 
 # The maintained onnxruntime, for helpers.portable (`make setup-maintained`): its own environment,
 # on the newest Python that onnxruntime 1.31.1 has wheels for, found on PATH or among pyenv's
-# versions (a pyenv shim that does not run is skipped). No training package, no torch.
+# versions (a pyenv shim that does not run is skipped). No training package: steps are made there
+# by helpers.build_training_step (torch, scikit-learn and skl2onnx to get a model).
 MAINTAINED_VENV ?= .venv-maintained
 MAINTAINED_PY = $(MAINTAINED_VENV)/bin/python
 MAINTAINED_PYTHON_VERSIONS := 3.14 3.13 3.12 3.11
@@ -75,7 +76,8 @@ help:
 	@echo "          register the Jupyter kernel '$(KERNEL_NAME)', configure the git filter"
 	@echo "          that strips notebook outputs at commit; GPU=1 for the GPU variant"
 	@echo "  setup-maintained  build $(MAINTAINED_VENV): the maintained onnxruntime (1.31.1, no"
-	@echo "          training module) on the newest Python it has wheels for, helpers importable,"
+	@echo "          training module) on the newest Python it has wheels for, with torch,"
+	@echo "          scikit-learn and skl2onnx, helpers importable (build_training_step, the runner),"
 	@echo "          the Jupyter kernel '$(MAINTAINED_KERNEL_DISPLAY_NAME)' (in $(VENV) too)"
 	@echo "  setup-web  npm install onnxruntime-web into helpers/portable/web (the browser's"
 	@echo "          runtime, under Node): the tests then train a step model with it too"
@@ -157,7 +159,7 @@ $(MAINTAINED_PY):
 $(MAINTAINED_STAMP): requirements/maintained.txt | $(MAINTAINED_PY)
 	$(MAINTAINED_PY) -m pip install -r requirements/maintained.txt
 	$(MAINTAINED_PY) -c 'import os, sysconfig; open(os.path.join(sysconfig.get_paths()["purelib"], "ort_training_notebooks.pth"), "w").write(os.getcwd() + "\n")'
-	$(MAINTAINED_PY) -c 'import helpers.portable.trainer, onnxruntime; print("helpers.portable on onnxruntime", onnxruntime.__version__)'
+	$(MAINTAINED_PY) -c 'import helpers.portable.trainer, onnxruntime; from helpers import build_training_step, export_for_training; print("helpers.portable on onnxruntime", onnxruntime.__version__)'
 	$(MAINTAINED_PY) -m ipykernel install --sys-prefix --name $(MAINTAINED_KERNEL_NAME) --display-name "$(MAINTAINED_KERNEL_DISPLAY_NAME)"
 	touch $@
 

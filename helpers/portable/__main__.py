@@ -1,5 +1,9 @@
-"""Train a step model from the command line, with any onnxruntime.
+"""Make and train a step model from the command line, with any onnxruntime.
 
+``python -m helpers.portable export MODEL.onnx --loss L --solver S --learning-rate R --out
+STEP.onnx`` writes the step model of ``MODEL.onnx`` (:func:`helpers.build_training_step`: its
+gradients in standard ONNX, no training package; this command needs the project's other
+dependencies, scikit-learn among them, where ``fit`` needs numpy, onnx and onnxruntime only).
 ``python -m helpers.portable fit STEP.onnx --data DATA.npz --out DIR`` trains the step model on
 the arrays ``X`` and ``y`` (and ``sample_weight`` when present) of ``DATA.npz`` and writes
 ``DIR/losses.json`` (the loss of each step) and ``DIR/model.onnx`` (the trained inference
@@ -64,7 +68,50 @@ def build_parser():
         metavar="PROVIDER",
         help="onnxruntime execution providers, first preferred (default: CPUExecutionProvider)",
     )
+    export = commands.add_parser(
+        "export",
+        help="write the step model of an ONNX model (its gradients in standard ONNX)",
+        description="Write the training step of MODEL (helpers.build_training_step) to OUT.",
+    )
+    export.add_argument("model", metavar="MODEL.onnx", help="the model to train")
+    export.add_argument("--out", required=True, metavar="STEP.onnx", help="the step model")
+    export.add_argument(
+        "--loss",
+        default="squared_error",
+        help="squared_error (default), absolute_error, elastic, log or cross_entropy",
+    )
+    export.add_argument("--solver", default="sgd", help="sgd (default), momentum, nesterov, adamw")
+    export.add_argument("--learning-rate", type=float, default=0.01, help="default: 0.01")
+    export.add_argument(
+        "--weights", nargs="+", metavar="NAME", help="initializers to train (default: all floats)"
+    )
+    export.add_argument("--batch-size", type=int, default=32, help="rows of a batch (32)")
+    export.add_argument("--epochs", type=int, default=10, help="the epochs fit runs (10)")
+    export.add_argument("--random-state", type=int, help="seed of the batches and draws")
+    export.add_argument("--momentum", type=float, default=0.9, help="momentum, nesterov (0.9)")
+    export.add_argument("--weight-decay", type=float, default=0.01, help="adamw (0.01)")
     return parser
+
+
+def _export(args):
+    """Write the step model ``args`` describe; return a line that says what was written."""
+    model = read_model(args.model, what="model")
+    from helpers.whole_training.training_step import build_training_step  # noqa: PLC0415
+
+    step = build_training_step(
+        model,
+        loss=args.loss,
+        solver=args.solver,
+        learning_rate=args.learning_rate,
+        weights=args.weights,
+        path=args.out,
+        batch_size=args.batch_size,
+        max_iter=args.epochs,
+        random_state=args.random_state,
+        momentum=args.momentum,
+        weight_decay=args.weight_decay,
+    )
+    return f"wrote {args.out}: a step of {len(step.graph.node)} nodes ({args.loss}, {args.solver})"
 
 
 def _load_data(path):
@@ -115,6 +162,9 @@ def main(argv=None):
     """
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "export":
+            print(_export(args))
+            return 0
         trainer = _fit(args)
     except Exception as error:  # onnxruntime's own errors derive from Exception only
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)

@@ -111,8 +111,9 @@ class StepRecord:
         return cls(**fields)
 
 
-def read_model(step):
-    """The :class:`onnx.ModelProto` of ``step``, a path or a model already loaded.
+def read_model(step, what="step model"):
+    """The :class:`onnx.ModelProto` of ``step``, a path or a model already loaded (``what`` it
+    is, for the messages).
 
     A missing file or one that is not an ONNX model is refused with a sentence naming it. Only
     :mod:`onnx` is used: a command line checks its input before it imports a runtime.
@@ -128,7 +129,7 @@ def read_model(step):
         return step
     path = os.fspath(step)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"No step model at {path!r}: give the path of an .onnx file.")
+        raise FileNotFoundError(f"No {what} at {path!r}: give the path of an .onnx file.")
     try:
         return onnx.load(path)
     except Exception as error:  # protobuf's DecodeError and onnx's own

@@ -14,11 +14,13 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .recurrent import unrolled_recurrences
 from .registry import (
     FLOAT_TYPES,
     GRADIENTS,
     GradientContext,
     NoGradientError,
+    attribute,
     value_shapes_and_types,
 )
 
@@ -114,6 +116,7 @@ def build_gradients(model, wrt, loss=None, loss_gradient=None, named=(), prefix=
     >>> ReferenceEvaluator(built.model).run(["w_grad"], {"x": x})[0]
     array([4., 6.], dtype=float32)
     """
+    model = unrolled_recurrences(model)  # GRU, LSTM, RNN: their cell equations over time
     graph = model.graph
     loss = loss or graph.output[0].name
     shapes, types = value_shapes_and_types(model)
@@ -135,6 +138,10 @@ def build_gradients(model, wrt, loss=None, loss_gradient=None, named=(), prefix=
     constants = {
         t.name: numpy_helper.to_array(t) for t in graph.initializer if t.name not in inputs
     }
+    for node in graph.node:
+        value = attribute(node, "value") if node.op_type == "Constant" else None
+        if value is not None:
+            constants[node.output[0]] = numpy_helper.to_array(value)
     ctx = GradientContext(shapes, types, on_path, opset, constants, prefix)
     taken = {v for n in graph.node for v in [*n.input, *n.output]} | known
     clashes = [f"{v}_grad" for v in named if f"{v}_grad" in taken]
