@@ -4,7 +4,9 @@ The paths: the whole-training optimizer (``whole``), the forward/backward optimi
 (``forward_backward``), :class:`helpers.OrtTorchModule` (``torch_module``), and the
 whole-training optimizer's step model (``export_training_step``) trained by the maintained
 onnxruntime in its own environment with ``python -m helpers.portable fit`` (``portable``;
-``make setup-maintained`` builds it, ``PORTABLE_PYTHON`` names another interpreter).
+``make setup-maintained`` builds it, ``PORTABLE_PYTHON`` names another interpreter), and the step
+made in that environment, with no training package, by :func:`helpers.build_training_step` (its
+gradients written by :mod:`helpers.portable.gradients`) and trained there (``built``).
 
 ``trains``: the path agrees with torch's plain SGD from the same weights on
 the same batches (losses of every step, trained weights, running statistics,
@@ -71,7 +73,7 @@ from .grammar import MODULE_EPOCHS, OPTIMIZER_STEPS, one_thread
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-PATHS = ("whole", "forward_backward", "torch_module", "portable")
+PATHS = ("whole", "forward_backward", "torch_module", "portable", "built")
 PASSING = ("trains", "refused")
 RTOL = 1e-4
 CONDITIONING = 10
@@ -288,12 +290,19 @@ def _check_portable(model, module, X, y):
         step = os.path.join(folder, "step.onnx")
         opt.export_training_step(step)
         losses, weights, session = _train_portable(step, X, y, OPTIMIZER_STEPS, folder)
+    _check_trained_step(model, module, X, y, losses, weights, session)
+
+
+def _check_trained_step(model, module, X, y, losses, weights, session):
+    """A step model's training (its losses, trained weights and inference session) against
+    torch; with dropout, against the whole-training fit, whose masks come from the same seed."""
 
     def predict(rows):
         return session.run(None, {session.get_inputs()[0].name: rows})[0]
 
     if model.dropout:
         _finite(losses, "training")
+        opt = _optimizer("whole", copy.deepcopy(module), X, model)
         fitted = opt.fit(X, y).train_losses_  # one step an epoch, the masks of the same seed
         close(losses, fitted, "losses of each step against the whole-training fit's", rtol=RTOL)
         state = {n: torch.from_numpy(v) for n, v in weights.items() if n in module.state_dict()}
@@ -310,6 +319,44 @@ def _check_portable(model, module, X, y):
     actual.update({f"trained {name}": value for name, value in trained.items()})
     actual.update({"predict": predict(X), "predict on 5 rows": predict(X[:5])})
     _compare(actual, torch_values)
+
+
+def _train_built(model, module, X, y, folder):
+    """Build and train the step of ``module``'s export in the maintained environment
+    (:mod:`model_fuzz.built_step`); its losses, trained weights and inference session."""
+    onnx.save(export_for_training(copy.deepcopy(module), torch.from_numpy(X[:2])), "model.onnx")
+    np.savez("data.npz", X=X, y=y)
+    arguments = ["model.onnx", "data.npz", "out", model.loss, str(model.learning_rate)]
+    command = [MAINTAINED_PYTHON, "-m", "model_fuzz.built_step", *arguments, str(OPTIMIZER_STEPS)]
+    path = os.pathsep.join([_ROOT, os.path.join(_ROOT, "tests")])
+    done = subprocess.run(
+        command, capture_output=True, text=True, cwd=folder, env={**os.environ, "PYTHONPATH": path}
+    )
+    if done.returncode:
+        raise RuntimeError(f"model_fuzz.built_step failed ({done.returncode}): {done.stderr[-600:]}")
+    with open(os.path.join(folder, "out", "result.json")) as f:
+        result = json.load(f)
+    if "error" in result:
+        kind = ValueError if result["refused"] else RuntimeError
+        raise kind(f"{result['error']}: {result['message']}")
+    trained = onnx.load(os.path.join(folder, "out", "model.onnx"))
+    weights = {t.name: numpy_helper.to_array(t) for t in trained.graph.initializer}
+    session = onnxruntime.InferenceSession(
+        trained.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    return np.asarray(result["losses"]), weights, session
+
+
+def _check_built(model, module, X, y):
+    """The step built without the training package, trained by the maintained onnxruntime."""
+    with tempfile.TemporaryDirectory() as folder:
+        cwd = os.getcwd()
+        os.chdir(folder)
+        try:
+            losses, weights, session = _train_built(model, module, X, y, folder)
+        finally:
+            os.chdir(cwd)
+    _check_trained_step(model, module, X, y, losses, weights, session)
 
 
 def _check_torch_module(model, module, X, y):
@@ -361,6 +408,8 @@ def _outcome(model, path):
             _check_torch_module(model, module, X, y)
         elif path == "portable":
             _check_portable(model, module, X, y)
+        elif path == "built":
+            _check_built(model, module, X, y)
         else:
             _check_optimizer(path, model, module, X, y)
     except Disagreement as error:

@@ -162,9 +162,9 @@ def summary_table(outcomes):
     Examples
     --------
     >>> print(summary_table([Outcome(0, "whole", "trains"), Outcome(0, "torch_module", "crash")]))
-    outcome  whole  forward_backward  torch_module  portable
-    trains       1                 0             0         0
-    crash        0                 0             1         0
+    outcome  whole  forward_backward  torch_module  portable  built
+    trains       1                 0             0         0      0
+    crash        0                 0             1         0      0
     """
     counts = collections.Counter((o.kind, o.path) for o in outcomes)
     kinds = [k for k in PASSING if any(o.kind == k for o in outcomes)]
