@@ -333,7 +333,7 @@ def _train_built(model, module, X, y, folder):
         command, capture_output=True, text=True, cwd=folder, env={**os.environ, "PYTHONPATH": path}
     )
     if done.returncode:
-        raise RuntimeError(f"model_fuzz.built_step failed ({done.returncode}): {done.stderr[-600:]}")
+        raise RuntimeError(f"built_step failed ({done.returncode}): {done.stderr[-600:]}")
     with open(os.path.join(folder, "out", "result.json")) as f:
         result = json.load(f)
     if "error" in result:
