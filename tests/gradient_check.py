@@ -205,3 +205,27 @@ def check_against_training_package(model, wrt, feeds, rtol=2e-5):
         scale = max(float(np.abs(b).max()), 1e-12)
         assert float(np.abs(a - b).max()) <= rtol * scale, (name, np.abs(a - b).max(), scale)
     return ours, theirs
+
+
+def loss_without_sum(model):
+    """A copy of ``model`` whose loss, the ``Sum`` :func:`single_node_loss` ends with, is a chain
+    of ``Add`` (an ``Identity`` for one term): 1.19.2's gradient builder has no gradient for
+    ``Sum``, so :func:`check_against_training_package` needs this form."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    loss = copy.graph.output[0].name
+    index, node = next((k, n) for k, n in enumerate(copy.graph.node) if loss in n.output)
+    if node.op_type != "Sum":
+        return copy
+    terms, added = list(node.input), []
+    for k, term in enumerate(terms[1:], 1):
+        total = loss if k == len(terms) - 1 else f"{loss}_add{k}"
+        added.append(
+            helper.make_node("Add", [terms[0] if k == 1 else added[-1].output[0], term], [total])
+        )
+    if not added:
+        added = [helper.make_node("Identity", terms, [loss])]
+    del copy.graph.node[index]
+    for offset, new in enumerate(added):
+        copy.graph.node.insert(index + offset, new)
+    return copy
