@@ -118,6 +118,9 @@ API_ORDER = {
     "helpers.portable": [
         "trainer",
         "__main__",
+        "gradients",
+        "gradients.builder",
+        "gradients.registry",
         "epoch_loop",
         "batch_order",
         "step_format",
