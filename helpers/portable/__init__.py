@@ -3,8 +3,11 @@
 This package imports numpy, onnx and onnxruntime only: no torch, no scikit-learn, no
 ``onnxruntime.training``. It runs on the maintained ``onnxruntime`` (Python 3.13, CUDA 12 and 13).
 
-* :mod:`~helpers.portable.lowering`: the operators outside the standard ONNX domain that the
-  gradient builders write, each rewritten with standard operators;
+* :mod:`~helpers.portable.gradients`: the backward graph of a model written in standard ONNX,
+  one gradient function per operator (what :func:`helpers.build_training_step` makes a step
+  with, no training package needed);
+* :mod:`~helpers.portable.lowering`: the operators outside the standard ONNX domain that
+  onnxruntime-training's gradient builder writes, each rewritten with standard operators;
 * :mod:`~helpers.portable.step_format`: what a step model takes and returns, and the record it
   carries;
 * :mod:`~helpers.portable.trainer`: :class:`PortableTrainer`, which trains a step model;
@@ -13,7 +16,8 @@ This package imports numpy, onnx and onnxruntime only: no torch, no scikit-learn
   optimizers draw them too (the same seed gives the same batches);
 * ``python -m helpers.portable fit``: the same from the command line.
 
-The step model itself is written by ``export_training_step`` of
-:class:`helpers.OrtGradientOptimizer` and :class:`helpers.OrtGradientForwardBackwardOptimizer`,
-on onnxruntime-training 1.19.2.
+The step model itself is written by :func:`helpers.build_training_step` (anywhere), or by
+``export_training_step`` of :class:`helpers.OrtGradientOptimizer` and
+:class:`helpers.OrtGradientForwardBackwardOptimizer` (their gradients from onnxruntime-training
+1.19.2's builder, or with ``gradient_builder="onnx"`` from this package's).
 """
