@@ -15,7 +15,9 @@ flattened to rows ``(N, M)`` at ``axis`` (``M`` the normalized size), 1.19.2's C
 The lowering writes the same formulas on ``Flatten``-ed tensors (``ReduceMean`` along a row,
 ``ReduceSum`` across rows) and reshapes back. The kernel stops on ``M == 1`` (a ``LayerNorm``
 of one feature, ``layer_norm.cc: M != 1``); the lowering computes the formula there too (``dX``
-is zero, as torch's). Float32 rounding apart, the kernel's values.
+is zero, as torch's). Float32 rounding apart, the kernel's values. The formula of ``dX``,
+:func:`standardized_input_gradient`, is shared with the gradients of
+:mod:`helpers.portable.gradients.normalization`.
 """
 
 import numpy as np
@@ -23,6 +25,55 @@ from onnx import helper
 
 from .registry import register
 from .spatial import attribute, reduce
+
+
+def standardized_input_gradient(op, mean, d_xhat, xhat, inv_std, centred=True):
+    """The gradient of ``x`` from that of ``xhat = (x - mean(x)) * inv_std``.
+
+    ``inv_std = 1 / sqrt(mean((x - mean(x))**2) + epsilon)``, the means taken over the
+    normalized axes, is a function of ``x`` too; the gradient through it and through the mean
+    is, with ``b = d_xhat * inv_std``::
+
+        dx = b - mean(b) - xhat * mean(b * xhat)
+
+    (no ``mean(b)`` for an input that is not centred: ``xhat = x * inv_std``, the root mean
+    square normalization). This is the formula of 1.19.2's ``LayerNormalizationGrad`` kernels;
+    the gradients of :mod:`helpers.portable.gradients.normalization` use it for the batch,
+    layer, instance and group normalizations.
+
+    Parameters
+    ----------
+    op : callable
+        ``op(op_type, inputs)`` adds a node and returns its output's name.
+    mean : callable
+        ``mean(value)`` adds the mean of ``value`` over the normalized axes, kept, and returns
+        its name.
+    d_xhat, xhat, inv_std : str
+        The values (``inv_std`` with the normalized axes kept, of size 1).
+    centred : bool
+        Whether ``x``'s mean was subtracted.
+
+    Returns
+    -------
+    str
+        The name of the gradient of ``x``.
+
+    Examples
+    --------
+    >>> nodes = []
+    >>> def op(op_type, inputs):
+    ...     nodes.append(op_type)
+    ...     return f"v{len(nodes)}"
+    >>> standardized_input_gradient(op, lambda v: op("ReduceMean", [v]), "g", "xhat", "inv")
+    'v7'
+    >>> nodes
+    ['Mul', 'Mul', 'ReduceMean', 'Mul', 'ReduceMean', 'Sub', 'Sub']
+    """
+    b = op("Mul", [d_xhat, inv_std])
+    xhat_c = op("Mul", [xhat, mean(op("Mul", [b, xhat]))])
+    if not centred:
+        return op("Sub", [b, xhat_c])
+    return op("Sub", [op("Sub", [b, mean(b)]), xhat_c])
 
 
 def _rows(value, axis, ctx, tag):
@@ -55,28 +106,25 @@ def _layer_norm_grad(node, ctx, simplified):
             helper.make_node("Mul", [centred, flat["inv_std"]], [xhat]),
         ]
     if d_x:
-        scale_row, scaled, b, c, mean_c, xhat_c, d_x2 = (
-            ctx.name(t) for t in ("scale_row", "scaled", "b", "c", "mean_c", "xhat_c", "dx_rows")
-        )
+        scale_row, scaled, x_shape = ctx.name("scale_row"), ctx.name("scaled"), ctx.name("x_shape")
         row_shape = ctx.constant(np.array([1, -1], np.int64), "row")
-        x_shape = ctx.name("x_shape")
         nodes += [
             helper.make_node("Reshape", [scale, row_shape], [scale_row]),
             helper.make_node("Mul", [flat["dy"], scale_row], [scaled]),
-            helper.make_node("Mul", [scaled, flat["inv_std"]], [b]),
-            helper.make_node("Mul", [b, xhat], [c]),
-            *reduce("ReduceMean", c, mean_c, [1], ctx, keepdims=1),
-            helper.make_node("Mul", [xhat, mean_c], [xhat_c]),
         ]
-        if simplified:
-            nodes.append(helper.make_node("Sub", [b, xhat_c], [d_x2]))
-        else:
-            mean_b, b_centred = ctx.name("mean_b"), ctx.name("b_centred")
-            nodes += [
-                *reduce("ReduceMean", b, mean_b, [1], ctx, keepdims=1),
-                helper.make_node("Sub", [b, mean_b], [b_centred]),
-                helper.make_node("Sub", [b_centred, xhat_c], [d_x2]),
-            ]
+
+        def op(op_type, inputs):
+            nodes.append(helper.make_node(op_type, inputs, [ctx.name(op_type.lower())]))
+            return nodes[-1].output[0]
+
+        def row_mean(value):
+            name = ctx.name("row_mean")
+            nodes.extend(reduce("ReduceMean", value, name, [1], ctx, keepdims=1))
+            return name
+
+        d_x2 = standardized_input_gradient(
+            op, row_mean, scaled, xhat, flat["inv_std"], centred=not simplified
+        )
         nodes += [
             helper.make_node("Shape", [x], [x_shape]),
             helper.make_node("Reshape", [d_x2, x_shape], [d_x]),
