@@ -1,27 +1,314 @@
-"""Gradients of the elementwise activations, each from the forward node's input or output."""
+"""Gradients of the elementwise activations and of the trigonometric functions.
 
-from .registry import gradient
+Each gradient is the output's gradient times the function's slope, computed from the node's
+input ``x`` or, where it is cheaper and as exact, from its output ``y``. Where the function has a
+kink, the slope there is torch's (float64 autograd):
+
+* ``Relu``, ``LeakyRelu``, ``PRelu``, ``Elu``, ``Celu``, ``Selu``: the branch of ``x <= 0`` at
+  ``x = 0`` (0 for ``Relu``, ``alpha`` for ``LeakyRelu`` and ``Elu``, the slope for ``PRelu``,
+  ``gamma * alpha`` for ``Selu``, 1 for ``Celu``, whose branches agree there);
+* ``HardSigmoid``: 0 at both ends of its ramp; ``HardSwish``: 0 at -3, 1 at 3;
+* ``ThresholdedRelu`` and ``Shrink``: 0 at their thresholds.
+
+Where onnxruntime has a gradient kernel (``ReluGrad``, ``LeakyReluGrad``, ``SigmoidGrad``,
+``TanhGrad``, ``GeluGrad``), the gradient is its lowering
+(:mod:`helpers.portable.lowering.activations`), which follows the kernel's order of operations:
+float32 results round as onnxruntime-training's do.
+
+torch's ``Softplus(beta, threshold)`` exports as ``Mul``, ``Softplus``, ``Div`` and a ``Where``
+on ``Greater`` (:mod:`helpers.core.model_graphs.torch_symbolics`), ``Mish`` at opset 17 as
+``Softplus``, ``Tanh``, ``Mul``, and ``GELU`` as ``Erf`` (or ``Tanh``) arithmetic: their gradients
+come from those operators'.
+"""
+
+import math
+
+from onnx import helper, numpy_helper
+
+from ..lowering import LOWERINGS, LoweringContext
+from .registry import attribute, gradient
+
+
+def _lowered(ctx, op_type, inputs, **attributes):
+    """The output of onnxruntime's kernel ``com.microsoft:op_type`` on ``inputs``, written with
+    standard operators by its lowering; the lowering's float constants take the element type of
+    ``inputs[1]``, a value of the forward graph."""
+    node = helper.make_node(
+        op_type, inputs, [ctx.name(op_type)], domain="com.microsoft", **attributes
+    )
+    lowering = LoweringContext(ctx.opset, prefix=ctx.name("lowered"))
+    nodes = LOWERINGS["com.microsoft", op_type](node, lowering)
+    dtype = ctx.numpy_type(inputs[1])
+    renamed = {}
+    for tensor in lowering.initializers:
+        value = numpy_helper.to_array(tensor)
+        typed = value.astype(dtype) if value.dtype.kind == "f" else value
+        renamed[tensor.name] = ctx.constant(typed)
+    for lowered in nodes:
+        ctx.op(
+            lowered.op_type,
+            [renamed.get(name, name) for name in lowered.input],
+            outputs=list(lowered.output),
+            **{a.name: helper.get_attribute_value(a) for a in lowered.attribute},
+        )
+    return node.output[0]
+
+
+def _times(ctx, dy, slope):
+    return ctx.op("Mul", [dy, slope])
+
+
+def _where(ctx, condition, value, otherwise, like):
+    """``Where(condition, value, otherwise)``; a number among them is a constant of ``like``'s
+    type."""
+    value, otherwise = (
+        ctx.scalar_like(v, like) if isinstance(v, (int, float)) else v for v in (value, otherwise)
+    )
+    return ctx.op("Where", [condition, value, otherwise])
+
+
+def _positive(ctx, x):
+    return ctx.op("Greater", [x, ctx.scalar_like(0, x)])
 
 
 @gradient("Relu")
 def relu_grad(node, dy, ctx):
-    """``dy`` where ``y > 0``, else 0 (torch's rule: 0 at 0)."""
+    """``dy`` where ``y > 0``, else 0 (torch's rule: 0 at 0): ``ReluGrad``."""
+    return [_lowered(ctx, "ReluGrad", [dy[0], node.output[0]])]
+
+
+@gradient("LeakyRelu")
+def leaky_relu_grad(node, dy, ctx):
+    """``dy`` where ``x > 0``, else ``alpha dy`` (torch's: ``alpha`` at 0).
+
+    ``LeakyReluGrad`` reads the output's sign, the input's for a negative ``alpha``; it is given
+    the input, whose sign is torch's test for every ``alpha``.
+    """
+    alpha = attribute(node, "alpha", 0.01)
+    return [_lowered(ctx, "LeakyReluGrad", [dy[0], node.input[0]], alpha=alpha)]
+
+
+@gradient("PRelu")
+def prelu_grad(node, dy, ctx):
+    """``dx = dy`` where ``x > 0``, else ``slope dy``; ``dslope = x dy`` where ``x <= 0``, summed
+    over the axes the slope was broadcast along (torch's: the slope's branch at 0)."""
+    x, slope = node.input
+    positive = _positive(ctx, x)
+    grads = [None, None]
+    if ctx.needs(x):
+        grads[0] = _where(ctx, positive, dy[0], _times(ctx, dy[0], slope), x)
+    if ctx.needs(slope):
+        grad = _where(ctx, positive, 0, _times(ctx, dy[0], x), x)
+        grads[1] = ctx.reduce_to(grad, slope, node.output[0])
+    return grads
+
+
+def _exponential_slope(ctx, x, dy, below, above=1.0):
+    """``dy`` times ``above`` where ``x > 0``, else times ``below`` (``Elu``, ``Celu``,
+    ``Selu``)."""
+    return _times(ctx, dy, _where(ctx, _positive(ctx, x), above, below, x))
+
+
+@gradient("Elu")
+def elu_grad(node, dy, ctx):
+    """``dy`` where ``x > 0``, else ``alpha exp(x) dy``."""
+    x = node.input[0]
+    alpha = ctx.scalar_like(attribute(node, "alpha", 1.0), x)
+    return [_exponential_slope(ctx, x, dy[0], ctx.op("Mul", [ctx.op("Exp", [x]), alpha]))]
+
+
+@gradient("Celu")
+def celu_grad(node, dy, ctx):
+    """``dy`` where ``x > 0``, else ``exp(x / alpha) dy``."""
+    x = node.input[0]
+    alpha = ctx.scalar_like(attribute(node, "alpha", 1.0), x)
+    return [_exponential_slope(ctx, x, dy[0], ctx.op("Exp", [ctx.op("Div", [x, alpha])]))]
+
+
+@gradient("Selu")
+def selu_grad(node, dy, ctx):
+    """``gamma dy`` where ``x > 0``, else ``gamma alpha exp(x) dy``."""
+    x = node.input[0]
+    alpha = attribute(node, "alpha", 1.67326319217681884765625)
+    gamma = attribute(node, "gamma", 1.05070102214813232421875)
+    below = ctx.op("Mul", [ctx.op("Exp", [x]), ctx.scalar_like(alpha * gamma, x)])
+    return [_exponential_slope(ctx, x, dy[0], below, above=gamma)]
+
+
+@gradient("Softplus")
+def softplus_grad(node, dy, ctx):
+    """``d log(1 + exp(x)) = sigmoid(x) dx``."""
+    return [_times(ctx, dy[0], ctx.op("Sigmoid", [node.input[0]]))]
+
+
+@gradient("Softsign")
+def softsign_grad(node, dy, ctx):
+    """``d (x / (1 + |x|)) = dx / (1 + |x|)**2``."""
+    x = node.input[0]
+    denominator = ctx.op("Add", [ctx.op("Abs", [x]), ctx.scalar_like(1, x)])
+    return [ctx.op("Div", [dy[0], ctx.op("Mul", [denominator, denominator])])]
+
+
+@gradient("HardSigmoid")
+def hard_sigmoid_grad(node, dy, ctx):
+    """``alpha dy`` where ``0 < y < 1`` (the ramp, ends excluded), else 0."""
     y = node.output[0]
-    positive = ctx.op("Greater", [y, ctx.scalar_like(0, y)])
-    return [ctx.op("Where", [positive, dy[0], ctx.scalar_like(0, y)])]
+    alpha = ctx.scalar_like(attribute(node, "alpha", 0.2), y)
+    ramp = ctx.op("And", [_positive(ctx, y), ctx.op("Less", [y, ctx.scalar_like(1, y)])])
+    return [_where(ctx, ramp, _times(ctx, dy[0], alpha), 0, y)]
+
+
+@gradient("HardSwish")
+def hard_swish_grad(node, dy, ctx):
+    """``(x / 3 + 1/2) dy`` for ``-3 < x < 3``, 0 below, ``dy`` above (torch's ends)."""
+    x = node.input[0]
+    ramp = ctx.op("Add", [ctx.op("Div", [x, ctx.scalar_like(3, x)]), ctx.scalar_like(0.5, x)])
+    above_low = ctx.op("Greater", [x, ctx.scalar_like(-3, x)])
+    below_high = ctx.op("Less", [x, ctx.scalar_like(3, x)])
+    slope = _where(ctx, below_high, _where(ctx, above_low, ramp, 0, x), 1, x)
+    return [_times(ctx, dy[0], slope)]
+
+
+@gradient("ThresholdedRelu")
+def thresholded_relu_grad(node, dy, ctx):
+    """``dy`` where ``x > alpha``, else 0."""
+    x = node.input[0]
+    above = ctx.op("Greater", [x, ctx.scalar_like(attribute(node, "alpha", 1.0), x)])
+    return [_where(ctx, above, dy[0], 0, x)]
+
+
+@gradient("Shrink")
+def shrink_grad(node, dy, ctx):
+    """``dy`` where ``|x| > lambd`` (``x > lambd`` or ``x < -lambd``), else 0."""
+    x = node.input[0]
+    lambd = attribute(node, "lambd", 0.5)
+    outside = ctx.op(
+        "Or",
+        [
+            ctx.op("Greater", [x, ctx.scalar_like(lambd, x)]),
+            ctx.op("Less", [x, ctx.scalar_like(-lambd, x)]),
+        ],
+    )
+    return [_where(ctx, outside, dy[0], 0, x)]
 
 
 @gradient("Sigmoid")
 def sigmoid_grad(node, dy, ctx):
-    """``y (1 - y) dy``."""
-    y = node.output[0]
-    slope = ctx.op("Mul", [y, ctx.op("Sub", [ctx.scalar_like(1, y), y])])
-    return [ctx.op("Mul", [dy[0], slope])]
+    """``y (1 - y) dy``: ``SigmoidGrad``."""
+    return [_lowered(ctx, "SigmoidGrad", [dy[0], node.output[0]])]
 
 
 @gradient("Tanh")
 def tanh_grad(node, dy, ctx):
-    """``(1 - y**2) dy``."""
+    """``(1 - y**2) dy``: ``TanhGrad``."""
+    return [_lowered(ctx, "TanhGrad", [dy[0], node.output[0]])]
+
+
+@gradient("Gelu")
+def gelu_grad(node, dy, ctx):
+    """Opset 20's ``Gelu``: ``(Phi(x) + x phi(x)) dy`` (``GeluGrad``), or with
+    ``approximate="tanh"`` the derivative of ``x (1 + tanh(k (x + c x**3))) / 2``, as torch's
+    ``gelu_backward`` writes it (``k = sqrt(2 / pi)``, ``c = 0.044715``)."""
+    x = node.input[0]
+    if attribute(node, "approximate", b"none") in (b"none", "none"):
+        return [_lowered(ctx, "GeluGrad", [dy[0], x])]
+    k, c = math.sqrt(2 / math.pi), 0.044715
+    square = ctx.op("Mul", [x, x])
+    cube = ctx.op("Mul", [square, x])
+    inner = ctx.op("Add", [x, ctx.op("Mul", [cube, ctx.scalar_like(c, x)])])
+    tangent = ctx.op("Tanh", [ctx.op("Mul", [inner, ctx.scalar_like(k, x)])])
+    one, half = ctx.scalar_like(1, x), ctx.scalar_like(0.5, x)
+    left = ctx.op("Mul", [ctx.op("Add", [tangent, one]), half])
+    sech2 = ctx.op("Sub", [one, ctx.op("Mul", [tangent, tangent])])
+    growth = ctx.op("Add", [one, ctx.op("Mul", [square, ctx.scalar_like(3 * c, x)])])
+    right = ctx.op("Mul", [ctx.op("Mul", [ctx.op("Mul", [x, half]), sech2]), growth])
+    right = ctx.op("Mul", [right, ctx.scalar_like(k, x)])
+    return [_times(ctx, dy[0], ctx.op("Add", [left, right]))]
+
+
+@gradient("Mish")
+def mish_grad(node, dy, ctx):
+    """Opset 18's ``Mish``, ``x tanh(softplus(x))``: ``(t + x sigmoid(x) (1 - t**2)) dy`` with
+    ``t = tanh(softplus(x))`` (torch's ``mish_backward``)."""
+    x = node.input[0]
+    t = ctx.op("Tanh", [ctx.op("Softplus", [x])])
+    sech2 = ctx.op("Sub", [ctx.scalar_like(1, x), ctx.op("Mul", [t, t])])
+    inner = ctx.op("Mul", [ctx.op("Mul", [x, ctx.op("Sigmoid", [x])]), sech2])
+    return [_times(ctx, dy[0], ctx.op("Add", [t, inner]))]
+
+
+@gradient("Sin")
+def sin_grad(node, dy, ctx):
+    """``d sin(x) = cos(x) dx``."""
+    return [_times(ctx, dy[0], ctx.op("Cos", [node.input[0]]))]
+
+
+@gradient("Cos")
+def cos_grad(node, dy, ctx):
+    """``d cos(x) = -sin(x) dx``."""
+    return [ctx.op("Neg", [_times(ctx, dy[0], ctx.op("Sin", [node.input[0]]))])]
+
+
+@gradient("Tan")
+def tan_grad(node, dy, ctx):
+    """``d tan(x) = (1 + y**2) dx``."""
     y = node.output[0]
-    slope = ctx.op("Sub", [ctx.scalar_like(1, y), ctx.op("Mul", [y, y])])
-    return [ctx.op("Mul", [dy[0], slope])]
+    return [_times(ctx, dy[0], ctx.op("Add", [ctx.op("Mul", [y, y]), ctx.scalar_like(1, y)]))]
+
+
+def _one_and_square(ctx, x, op_type):
+    """``1 + x**2`` (``op_type="Add"``) or ``1 - x**2`` (``"Sub"``)."""
+    return ctx.op(op_type, [ctx.scalar_like(1, x), ctx.op("Mul", [x, x])])
+
+
+def _over_root(ctx, dy, radicand):
+    return ctx.op("Div", [dy, ctx.op("Sqrt", [radicand])])
+
+
+@gradient("Asin")
+def asin_grad(node, dy, ctx):
+    """``d asin(x) = dx / sqrt(1 - x**2)``."""
+    return [_over_root(ctx, dy[0], _one_and_square(ctx, node.input[0], "Sub"))]
+
+
+@gradient("Acos")
+def acos_grad(node, dy, ctx):
+    """``d acos(x) = -dx / sqrt(1 - x**2)``."""
+    return [ctx.op("Neg", [_over_root(ctx, dy[0], _one_and_square(ctx, node.input[0], "Sub"))])]
+
+
+@gradient("Asinh")
+def asinh_grad(node, dy, ctx):
+    """``d asinh(x) = dx / sqrt(1 + x**2)``."""
+    return [_over_root(ctx, dy[0], _one_and_square(ctx, node.input[0], "Add"))]
+
+
+@gradient("Acosh")
+def acosh_grad(node, dy, ctx):
+    """``d acosh(x) = dx / sqrt(x**2 - 1)``."""
+    x = node.input[0]
+    return [_over_root(ctx, dy[0], ctx.op("Sub", [ctx.op("Mul", [x, x]), ctx.scalar_like(1, x)]))]
+
+
+@gradient("Atan")
+def atan_grad(node, dy, ctx):
+    """``d atan(x) = dx / (1 + x**2)``."""
+    return [ctx.op("Div", [dy[0], _one_and_square(ctx, node.input[0], "Add")])]
+
+
+@gradient("Atanh")
+def atanh_grad(node, dy, ctx):
+    """``d atanh(x) = dx / (1 - x**2)``."""
+    return [ctx.op("Div", [dy[0], _one_and_square(ctx, node.input[0], "Sub")])]
+
+
+@gradient("Sinh")
+def sinh_grad(node, dy, ctx):
+    """``d sinh(x) = cosh(x) dx``."""
+    return [_times(ctx, dy[0], ctx.op("Cosh", [node.input[0]]))]
+
+
+@gradient("Cosh")
+def cosh_grad(node, dy, ctx):
+    """``d cosh(x) = sinh(x) dx``."""
+    return [_times(ctx, dy[0], ctx.op("Sinh", [node.input[0]]))]

@@ -1,21 +1,29 @@
 """Gradients of the arithmetic operators: sums, products, quotients, powers and their kin.
 
 Every binary operator broadcasts: each operand's gradient is summed back to its own shape
-(:meth:`~helpers.portable.gradients.registry.GradientContext.reduce_to`).
+(:meth:`~helpers.portable.gradients.registry.GradientContext.reduce_to`). Where a formula is
+``0 * inf`` at a point (a power's at a base of 0), the gradient there is torch's.
+
+``Sign``, ``Floor``, ``Ceil`` and ``Round`` have a gradient of 0 almost everywhere (torch's, at
+their steps too): theirs is ``None``, no gradient. That is exact: a value none of its readers
+gives a gradient to receives none, a node none of whose outputs receives one is skipped, and a
+trained value that receives none gets zeros
+(:func:`~helpers.portable.gradients.builder.build_gradients`); a node with several outputs
+already meets ``None`` for an output that does not reach the loss.
 """
 
-from .registry import gradient
+import numpy as np
+
+from .registry import attribute, gradient
 
 
 def _binary(node, ctx, first, second):
     """The gradients of a broadcast binary node from the full-size terms ``first()`` and
-    ``second()`` (called only for an operand that needs one)."""
+    ``second()`` (called only for an operand that needs one; None for a gradient of 0)."""
     a, b = node.input
     y = node.output[0]
-    return [
-        ctx.reduce_to(first(), a, y) if ctx.needs(a) else None,
-        ctx.reduce_to(second(), b, y) if ctx.needs(b) else None,
-    ]
+    grads = [first() if ctx.needs(a) else None, second() if ctx.needs(b) else None]
+    return [None if g is None else ctx.reduce_to(g, x, y) for g, x in zip(grads, node.input)]
 
 
 @gradient("Add")
@@ -52,18 +60,48 @@ def div_grad(node, dy, ctx):
 
 @gradient("Pow")
 def pow_grad(node, dy, ctx):
-    """``d(a ** b) = b a ** (b - 1) da + log(a) a ** b db``."""
+    """``d(a ** b) = b a ** (b - 1) da + log(a) a ** b db``.
+
+    torch's values where these are ``0 * inf``: ``da = 0`` where ``b = 0``, ``db = 0`` where
+    ``a = 0`` and ``b >= 0``. A constant scalar exponent (an initializer, a ``Constant`` node)
+    writes the first with that number (``2 a`` for a square, nothing for ``b = 0``); an integer
+    exponent is cast to the base's type. ``db`` is written only for a floating-point exponent on
+    the path to a trained value.
+    """
     a, b = node.input
     y = node.output[0]
 
     def base():
-        b_like = b if ctx.types.get(b) == ctx.types.get(a) else ctx.op("CastLike", [b, a])
-        one = ctx.scalar_like(1, a)
-        power = ctx.op("Pow", [a, ctx.op("Sub", [b_like, one])])
-        return ctx.op("Mul", [dy[0], ctx.op("Mul", [b_like, power])])
+        constant = ctx.constant_value(b)
+        if constant is not None and np.size(constant) == 1:
+            exponent = float(np.ravel(constant)[0])
+            if exponent in (0.0, 1.0):
+                return None if exponent == 0.0 else dy[0]
+            if exponent == 2.0:
+                slope = ctx.op("Mul", [a, ctx.scalar_like(2, a)])
+            else:
+                power = ctx.op("Pow", [a, ctx.scalar_like(exponent - 1, a)])
+                slope = ctx.op("Mul", [power, ctx.scalar_like(exponent, a)])
+            return ctx.op("Mul", [dy[0], slope])
+        b_like = b if ctx.types.get(b) == ctx.types.get(a) else cast_like(ctx, b, a)
+        power = ctx.op("Pow", [a, ctx.op("Sub", [b_like, ctx.scalar_like(1, a)])])
+        slope = ctx.op("Mul", [b_like, power])
+        zero = ctx.scalar_like(0, a)
+        slope = ctx.op("Where", [ctx.op("Equal", [b_like, zero]), zero, slope])
+        return ctx.op("Mul", [dy[0], slope])
 
     def exponent():
-        return ctx.op("Mul", [dy[0], ctx.op("Mul", [y, ctx.op("Log", [a])])])
+        zero = ctx.scalar_like(0, y)
+        at_zero = ctx.op(
+            "And",
+            [
+                ctx.op("Equal", [a, ctx.scalar_like(0, a)]),
+                ctx.op("GreaterOrEqual", [b, ctx.scalar_like(0, b)]),
+            ],
+        )
+        slope = ctx.op("Where", [at_zero, zero, ctx.op("Mul", [y, ctx.op("Log", [a])])])
+        grad = ctx.op("Mul", [dy[0], slope])
+        return grad if ctx.types.get(b) == ctx.types.get(y) else cast_like(ctx, grad, b)
 
     return _binary(node, ctx, base, exponent)
 
@@ -137,28 +175,39 @@ def erf_grad(node, dy, ctx):
     return [ctx.op("Mul", [dy[0], scaled])]
 
 
+def cast_like(ctx, value, like):
+    """``value`` cast to the element type of ``like``: a ``Cast`` when the type is known, a
+    ``CastLike`` when not (opset 15 on; refused before).
+
+    Examples
+    --------
+    >>> from onnx import TensorProto
+    >>> from .registry import GradientContext
+    >>> ctx = GradientContext({}, {"x": TensorProto.DOUBLE}, set(), 13)
+    >>> cast_like(ctx, "g", "x"), [(n.op_type, n.attribute[0].i) for n in ctx.nodes]
+    ('grad_0_Cast', [('Cast', 11)])
+    """
+    elem_type = ctx.types.get(like)
+    if elem_type is not None:
+        return ctx.op("Cast", [value], to=elem_type)
+    if ctx.opset < 15:
+        ctx.refuse(f"The element type of {like} is unknown and CastLike needs opset 15.")
+    return ctx.op("CastLike", [value, like])
+
+
 @gradient("Cast")
 def cast_grad(node, dy, ctx):
     """The gradient cast back to the input's type (a float input only: others need none)."""
     x = node.input[0]
     if ctx.types.get(x) == ctx.types.get(node.output[0]):
         return [dy[0]]
-    return [ctx.op("CastLike", [dy[0], x]) if ctx.opset >= 15 else _cast_to(ctx, dy[0], x)]
-
-
-def _cast_to(ctx, value, like):
-    return ctx.op("Cast", [value], to=ctx.types[like])
+    return [cast_like(ctx, dy[0], x)]
 
 
 @gradient("CastLike")
 def cast_like_grad(node, dy, ctx):
     """As ``Cast``; the second input only gives a type."""
     return [cast_grad(node, dy, ctx)[0], None]
-
-
-def _selected(ctx, dy, condition):
-    """``dy`` where ``condition`` holds, 0 elsewhere."""
-    return ctx.op("Where", [condition, dy, ctx.scalar_like(0, dy)])
 
 
 @gradient("Where")
@@ -175,16 +224,17 @@ def where_grad(node, dy, ctx):
 
 
 def _extremum_grad(node, dy, ctx):
-    """``Max`` and ``Min``: the gradient goes to every operand equal to the result (torch
-    splits a tie between two operands evenly; so does this for two)."""
+    """``Max`` and ``Min``: the gradient is shared evenly between the operands equal to the
+    result, as torch's ``maximum`` and ``minimum`` share a tie between two."""
     y = node.output[0]
-    grads = []
-    equal = [ctx.op("Cast", [ctx.op("Equal", [x, y])], to=ctx.types.get(y, 1)) for x in node.input]
-    count = equal[0] if len(equal) == 1 else ctx.op("Sum", equal)
-    share = ctx.op("Div", [dy[0], count])
-    for x, mask in zip(node.input, equal):
-        grads.append(ctx.reduce_to(ctx.op("Mul", [share, mask]), x, y) if ctx.needs(x) else None)
-    return grads
+    if len(node.input) == 1:
+        return [dy[0]]
+    equal = [cast_like(ctx, ctx.op("Equal", [x, y]), y) for x in node.input]
+    share = ctx.op("Div", [dy[0], ctx.op("Sum", equal)])
+    return [
+        ctx.reduce_to(ctx.op("Mul", [share, mask]), x, y) if ctx.needs(x) else None
+        for x, mask in zip(node.input, equal)
+    ]
 
 
 gradient("Max")(_extremum_grad)
@@ -193,12 +243,60 @@ gradient("Min")(_extremum_grad)
 
 @gradient("Clip")
 def clip_grad(node, dy, ctx):
-    """The gradient passes where ``min <= x <= max`` (torch's ``clamp`` rule), else 0."""
+    """torch's ``clamp`` rule: ``x`` receives the gradient where ``min <= x <= max``, ``min``
+    where ``x < min < max``, ``max`` where ``x > max`` or ``max < min``; an absent bound is no
+    test.
+
+    torch's ``Hardtanh`` and ``ReLU6`` also export to ``Clip``, with 0 at the bounds; the
+    training graph rewrites the ``Clip`` nodes their export lists
+    (:mod:`helpers.core.layers.activations`): a node alone does not tell them apart.
+    """
     x = node.input[0]
-    inside = None
-    for index, test in ((1, "GreaterOrEqual"), (2, "LessOrEqual")):
-        if len(node.input) > index and node.input[index]:
-            bound = ctx.op(test, [x, node.input[index]])
-            inside = bound if inside is None else ctx.op("And", [inside, bound])
-    grad = dy[0] if inside is None else _selected(ctx, dy[0], inside)
-    return [grad] + [None] * (len(node.input) - 1)
+    low, high = (list(node.input[1:]) + ["", ""])[:2]
+    y = node.output[0]
+    zero = ctx.scalar_like(0, y)
+    grads = [None] * len(node.input)
+    if ctx.needs(x):
+        inside = None
+        for test, bound in (("GreaterOrEqual", low), ("LessOrEqual", high)):
+            if bound:
+                within = ctx.op(test, [x, bound])
+                inside = within if inside is None else ctx.op("And", [inside, within])
+        grads[0] = dy[0] if inside is None else ctx.op("Where", [inside, dy[0], zero])
+    if low and ctx.needs(low):
+        below = ctx.op("Less", [x, low])
+        if high:
+            below = ctx.op("And", [below, ctx.op("Less", [low, high])])
+        grads[1] = ctx.reduce_to(ctx.op("Where", [below, dy[0], zero]), low, y)
+    if high and ctx.needs(high):
+        above = ctx.op("Greater", [x, high])
+        if low:
+            above = ctx.op("Or", [above, ctx.op("Less", [high, low])])
+        grads[2] = ctx.reduce_to(ctx.op("Where", [above, dy[0], zero]), high, y)
+    return grads
+
+
+def _no_gradient(node, dy, ctx):
+    """Piecewise constant: no gradient (0 almost everywhere, and torch's 0 at the steps)."""
+    return [None] * len(node.input)
+
+
+for _op_type in ("Sign", "Floor", "Ceil", "Round"):
+    gradient(_op_type)(_no_gradient)
+
+
+@gradient("Mod")
+def mod_grad(node, dy, ctx):
+    """Floating-point ``Mod`` (``fmod=1``, torch's ``fmod``), ``a - b trunc(a / b)``:
+    ``da = dy``, ``db = -trunc(a / b) dy``; the standard allows no other ``Mod`` of floats."""
+    a, b = node.input
+    if not attribute(node, "fmod", 0):
+        ctx.refuse("A Mod of floating-point values needs fmod=1.")
+
+    def divisor():
+        quotient = ctx.op("Div", [a, b])
+        size = ctx.op("Floor", [ctx.op("Abs", [quotient])])
+        truncated = ctx.op("Mul", [ctx.op("Sign", [quotient]), size])
+        return ctx.op("Neg", [ctx.op("Mul", [dy[0], truncated])])
+
+    return _binary(node, ctx, lambda: dy[0], divisor)
