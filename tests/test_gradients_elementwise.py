@@ -585,26 +585,34 @@ def test_torch_exports(name, make, kinks):
 # every opset, float64 ----------------------------------------------------------------------------
 
 
+def _several_operand_models(opset):
+    """``(op_type, model, wrt)`` of the operators of several operands, all of them trained."""
+    a, b = np.ones((3, 1), np.float32), np.full((4,), 2.0, np.float32)
+    bounds = {"low": np.array(-0.5, np.float32), "high": np.array(0.7, np.float32)}
+    nodes = [helper.make_node(op, ["a", "b"], ["y"], **attrs) for op, attrs, *_ in BINARY]
+    nodes += [helper.make_node(op, ["a", "b", "a"], ["y"]) for op in ("Sum", "Mean", "Max", "Min")]
+    for node in nodes:
+        yield node.op_type, _model(node, {"a": a, "b": b}, opset=opset)[0], ["a", "b"]
+    clip = helper.make_node("Clip", ["a", "low", "high"], ["y"])
+    yield "Clip", _model(clip, {"a": a, **bounds}, opset=opset)[0], ["a", "low", "high"]
+    where = helper.make_node("Where", ["c", "a", "b"], ["y"])
+    model, _ = _model(where, {"a": a, "b": b}, {"c": np.ones((3, 4), bool)}, opset=opset)
+    yield "Where", model, ["a", "b"]
+
+
 @pytest.mark.parametrize("opset", [13, 21])
 def test_every_operator_is_valid_at_the_opsets_in_float64(opset):
-    """The gradients of every case above, built on a float64 model, pass onnx's full check at
+    """The gradients of every operator, built on a float64 model, pass onnx's full check at
     opsets 13 and 21 (operators of the model's opset, every constant of the model's type), the
     operators without float64 (``Celu``) left out."""
-    cases = [(op, attrs, max(opset, o), bounds) for op, attrs, o, bounds, _ in UNARY]
-    cases += [(op, attrs, opset, None) for op, attrs, *_ in BINARY]
-    for op_type, attributes, model_opset, bounds in cases:
-        if bounds is None:
-            a = np.ones((3, 1), np.float32)
-            b = np.full((4,), 2.0, np.float32)
-            node = helper.make_node(op_type, ["a", "b"], ["y"], **attributes)
-            model, _ = _model(node, {"a": a, "b": b}, opset=model_opset)
-            wrt = ["a", "b"]
-        else:
-            model, _, wrt = _unary_model(op_type, attributes, model_opset, bounds)
-        if not _takes_float64(op_type, model_opset):
-            continue
-        built = build_gradients(to_float64(model), wrt)
-        onnx.checker.check_model(built.model, full_check=True)
+    cases = [
+        (op, *_unary_model(op, attrs, max(opset, o), bounds)[::2])
+        for op, attrs, o, bounds, _ in UNARY
+    ]
+    for op_type, model, wrt in [*cases, *_several_operand_models(opset)]:
+        if _takes_float64(op_type, model.opset_import[0].version):
+            built = build_gradients(to_float64(model), wrt)
+            onnx.checker.check_model(built.model, full_check=True)
 
 
 def _takes_float64(op_type, opset):
