@@ -36,7 +36,10 @@ BuiltGradients.__doc__ = """What :func:`build_gradients` returns: ``(model, grad
 
 
 def _float_values(types, names):
-    return {n for n in names if types.get(n) in FLOAT_TYPES}
+    """The values of ``names`` a gradient flows through: floats, and those shape inference left
+    untyped (the output of a function operator it does not expand, say), which are floats when
+    they are on a path from a float to the loss."""
+    return {n for n in names if n not in types or types[n] in FLOAT_TYPES}
 
 
 def _nodes_between(graph, sources, loss):

@@ -304,3 +304,45 @@ def value_shapes_and_types(model):
             if value is not None:
                 shapes[node.output[0]], types[node.output[0]] = list(value.dims), value.data_type
     return shapes, types
+
+
+def written_operators(node, inputs, opset=17):
+    """The operators the gradient of ``node`` writes, when its inputs hold ``inputs``.
+
+    Parameters
+    ----------
+    node : onnx.NodeProto
+        One forward node.
+    inputs : dict
+        Input name to a numpy array: float arrays are the values differentiated (graph inputs),
+        the others constants (indices, shapes, axes).
+    opset : int
+
+    Returns
+    -------
+    list of str
+        The op types of the nodes the gradient adds, in order.
+
+    Examples
+    --------
+    >>> written_operators(helper.make_node("Relu", ["x"], ["y"]), {"x": np.ones((2, 3), "f")})
+    ['Greater', 'Where']
+    """
+    graph_inputs, initializers = [], []
+    for name, value in inputs.items():
+        value = np.asarray(value)
+        if value.dtype.kind == "f":
+            dtype = helper.np_dtype_to_tensor_dtype(value.dtype)
+            graph_inputs.append(helper.make_tensor_value_info(name, dtype, value.shape))
+        else:
+            initializers.append(numpy_helper.from_array(value, name))
+    outputs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
+    graph = helper.make_graph([node], "one_node", graph_inputs, outputs, initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    shapes, types = value_shapes_and_types(model)
+    needed = {i.name for i in graph_inputs} | {o for o in node.output if o}
+    constants = {t.name: numpy_helper.to_array(t) for t in initializers}
+    ctx = GradientContext(shapes, types, needed, opset, constants)
+    ctx.node = node
+    GRADIENTS["", node.op_type](node, [f"{o}_grad" if o else None for o in node.output], ctx)
+    return [n.op_type for n in ctx.nodes]
