@@ -55,8 +55,10 @@ def _assert_same(results):
     (a, state_a), (b, state_b) = results.values()
     np.testing.assert_allclose(b, a, rtol=RTOL)
     for name, value in state_a.items():
-        scale = max(float(np.abs(value).max()), 1e-6)
-        assert float(np.abs(state_b[name] - value).max()) <= 1e-4 * scale, name
+        # 1e-6: a bias before a batch normalization has a true gradient of 0, its buffer holds
+        # rounding noise of the two graphs (about 1e-8)
+        bound = 1e-4 * float(np.abs(value).max()) + 1e-6
+        assert float(np.abs(state_b[name] - value).max()) <= bound, name
 
 
 @pytest.mark.parametrize("name", SMALL)
