@@ -16,7 +16,7 @@ gradient builder.
 """
 
 import numpy as np
-from onnx import helper
+from onnx import TensorProto, helper
 
 from .registry import register
 
@@ -59,12 +59,29 @@ def lower_max_pool_grad(node, ctx):
             f"model with opset {SCATTER_ADD_OPSET} or later."
         )
     x = _pooled_input(node, ctx)
-    d_y, indices = node.input[:2]
+    return scattered_gradient(node.input[0], node.input[1], x, node.output[0], ctx)
+
+
+def scattered_gradient(d_y, indices, x, output, ctx, elem_type=TensorProto.FLOAT, add=True):
+    """Nodes writing into ``output`` zeros shaped like ``x`` (of type ``elem_type``) plus each
+    ``d_y`` at the flat index into ``x`` that ``indices`` holds (row-major, batch and channel
+    included: ``MaxPool``'s ``Indices`` with ``storage_order=0``).
+
+    With ``add``, values at the same index add up (``reduction="add"``, opset 16 and later);
+    without, the indices must all differ (windows that do not overlap).
+
+    Examples
+    --------
+    >>> from helpers.portable.lowering.registry import LoweringContext
+    >>> nodes = scattered_gradient("dy", "idx", "x", "dx", LoweringContext(13), add=False)
+    >>> nodes[-2].op_type, [a.name for a in nodes[-2].attribute]
+    ('ScatterElements', ['axis'])
+    """
     shape, zeros, zeros_flat, flat_idx, flat_dy, flat_dx = (
         ctx.name(t) for t in ("x_shape", "zeros", "zeros_flat", "idx_flat", "dy_flat", "dx_flat")
     )
     line = ctx.constant(np.array([-1], np.int64), "line")
-    zero = helper.make_tensor("zero", 1, [1], [0.0])
+    zero = helper.make_tensor("zero", elem_type, [1], [0])
     return [
         helper.make_node("Shape", [x], [shape]),
         helper.make_node("ConstantOfShape", [shape], [zeros], value=zero),
@@ -76,7 +93,7 @@ def lower_max_pool_grad(node, ctx):
             [zeros_flat, flat_idx, flat_dy],
             [flat_dx],
             axis=0,
-            reduction="add",
+            **({"reduction": "add"} if add else {}),
         ),
-        helper.make_node("Reshape", [flat_dx, shape], [node.output[0]]),
+        helper.make_node("Reshape", [flat_dx, shape], [output]),
     ]

@@ -67,13 +67,15 @@ def attribute(node, name, default=None):
     return default
 
 
-def window_attributes(node):
+def window_attributes(node, sizes=None):
     """``(kernel_shape, strides, dilations, pads)`` of a convolution or pooling node, each a list
     with ONNX's default where the attribute is missing; ``kernel_shape`` may be None.
 
     The number of spatial axes comes from whichever attribute is given; ``auto_pad`` ``VALID``
-    means zero pads. ``SAME_UPPER`` and ``SAME_LOWER`` are resolved where the pads do not depend
-    on the input's size (strides of one) and refused otherwise.
+    means zero pads. ``SAME_UPPER`` and ``SAME_LOWER`` are resolved as ONNX defines them (the
+    output ``ceil(size / stride)`` long, the odd unit of padding at the end for ``SAME_UPPER``)
+    where the pads do not depend on the input's size (strides of one) or where ``sizes``, the
+    input's spatial sizes, are given; refused otherwise.
 
     Examples
     --------
@@ -83,6 +85,9 @@ def window_attributes(node):
     >>> window_attributes(helper.make_node(
     ...     "ConvGrad", [], [], kernel_shape=[4, 3], auto_pad="SAME_UPPER"))
     ([4, 3], [1, 1], [1, 1], [1, 1, 2, 1])
+    >>> window_attributes(helper.make_node(
+    ...     "Conv", [], [], kernel_shape=[3], strides=[2], auto_pad="SAME_LOWER"), sizes=[8])
+    ([3], [2], [1], [1, 0])
     """
     kernel = attribute(node, "kernel_shape")
     given = [attribute(node, n) for n in ("kernel_shape", "strides", "dilations")]
@@ -100,13 +105,19 @@ def window_attributes(node):
     if auto_pad == "VALID":
         pads = [0] * (2 * rank)
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        if kernel is None or any(s != 1 for s in strides):
+        if kernel is None or (sizes is None and any(s != 1 for s in strides)):
             raise ValueError(
                 f"{node.op_type} node {node.name!r} has auto_pad={auto_pad} with strides "
-                f"{strides}: its pads depend on the input's size, which the lowering does not "
-                "know. Write the padding as explicit pads (the project's export does)."
+                f"{strides}: its pads depend on the input's spatial size, which is not known. "
+                "Write the padding as explicit pads (the project's export does)."
             )
-        totals = [d * (k - 1) for k, d in zip(kernel, dilations)]
+        reach = [d * (k - 1) + 1 for k, d in zip(kernel, dilations)]
+        if sizes is None:
+            totals = [r - 1 for r in reach]
+        else:  # the windows of an output ceil(size / stride) long, past the input's end
+            totals = [
+                max(0, (-(-n // s) - 1) * s + r - n) for n, s, r in zip(sizes, strides, reach)
+            ]
         small = [t // 2 for t in totals]
         large = [t - s for t, s in zip(totals, small)]
         begin, end = (small, large) if auto_pad == "SAME_UPPER" else (large, small)
