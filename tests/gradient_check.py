@@ -229,3 +229,47 @@ def loss_without_sum(model):
     for offset, new in enumerate(added):
         copy.graph.node.insert(index + offset, new)
     return copy
+
+
+def single_node_case(node, weights, inputs=None, opset=17, extra_nodes=(), seed=0, outputs=None):
+    """:func:`single_node_loss` of ``node`` with the shapes of its outputs found by running it
+    (onnx's reference evaluator on the values given). ``outputs`` names the outputs the loss
+    sums (every float output by default). Returns ``(model, feeds)``."""
+    inputs = dict(inputs or {})
+    values = {**weights, **inputs}
+    graph = helper.make_graph(
+        [*extra_nodes, node],
+        "shapes",
+        [
+            helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+            for k, v in values.items()
+        ],
+        [helper.make_empty_tensor_value_info(o) for o in node.output if o],
+    )
+    probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    probe.ir_version = 9
+    results = ReferenceEvaluator(probe).run(None, values)
+    shapes = {
+        name: np.shape(value)
+        for name, value in zip([o for o in node.output if o], results)
+        if np.asarray(value).dtype.kind == "f" and (outputs is None or name in outputs)
+    }
+    return single_node_loss(node, inputs, weights, shapes, seed, opset, extra_nodes)
+
+
+def check_node(
+    node, weights, inputs=None, opset=17, training=True, outputs=None, extra_nodes=(), wrt=None
+):
+    """Check the gradients of ``node`` with respect to ``wrt`` (by default every float value
+    given, ``weights``: initializers, ``inputs``: graph inputs) against finite differences, and,
+    when ``training``, those of the weights against 1.19.2's builder. Returns the float64
+    gradients."""
+    model, feeds = single_node_case(node, weights, inputs, opset, extra_nodes, outputs=outputs)
+    if wrt is None:
+        values = {**weights, **(inputs or {})}
+        wrt = [k for k, v in values.items() if v.dtype.kind == "f"]
+    grads = check_finite_differences(model, wrt, feeds)
+    if training:
+        trained = [k for k in wrt if k in weights]
+        check_against_training_package(loss_without_sum(model), trained, feeds)
+    return grads

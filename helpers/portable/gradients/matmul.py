@@ -21,50 +21,62 @@ def _as_rows(ctx, name, columns):
     return ctx.op("Reshape", [name, ctx.constant(np.array([-1, columns], np.int64))])
 
 
-def _vector_operand(ctx, name, axis):
-    """A vector operand as the matrix ``MatMul`` makes of it."""
-    return ctx.op("Unsqueeze", [name, ctx.axes([axis])])
+def _matrix_form(ctx, y, rank_a, rank_b):
+    """Where ``MatMul`` turned a vector operand into a matrix: the axes its output gradient
+    gets back (of length 1), and the output's shape with them (None if unknown)."""
+    shape = ctx.shape(y)
+    if rank_a == rank_b == 1:
+        return [0, 1], [1, 1]
+    if rank_a == 1:
+        return [-2], None if shape is None else [*shape[:-1], 1, shape[-1]]
+    if rank_b == 1:
+        return [-1], None if shape is None else [*shape, 1]
+    return [], shape
 
 
 @gradient("MatMul")
 def matmul_grad(node, dy, ctx):
-    """``dA = dY B^T``, ``dB = A^T dY``, vectors and broadcast batch axes included."""
+    """``dA = dY B^T``, ``dB = A^T dY``, vectors and broadcast batch axes included: a vector
+    operand is the matrix ``MatMul`` makes of it (a row for ``A``, a column for ``B``) and its
+    gradient is summed over every other axis."""
     a, b = node.input
-    y = node.output[0]
     rank_a, rank_b = ctx.rank(a), ctx.rank(b)
     if rank_a is None or rank_b is None:
         ctx.refuse("Its gradient needs the rank of both operands; shape inference found none.")
-    g = dy[0]
-    a_m, b_m = a, b
-    if rank_a == 1:
-        a_m, g = _vector_operand(ctx, a, 0), _vector_operand(ctx, g, -2)
-    if rank_b == 1:
-        b_m, g = _vector_operand(ctx, b, 1), _vector_operand(ctx, g, -1)
+    new_axes, y_shape = _matrix_form(ctx, node.output[0], rank_a, rank_b)
+    g = ctx.op("Unsqueeze", [dy[0], ctx.axes(new_axes)]) if new_axes else dy[0]
+    a_m = ctx.op("Unsqueeze", [a, ctx.axes([0])]) if rank_a == 1 else a
+    b_m = ctx.op("Unsqueeze", [b, ctx.axes([1])]) if rank_b == 1 else b
     rank_am, rank_bm = max(rank_a, 2), max(rank_b, 2)
     grads = [None, None]
     if ctx.needs(a):
         grad = ctx.op("MatMul", [g, _swap_last(ctx, b_m, rank_bm)])
-        grads[0] = _back_to(ctx, grad, a, rank_a, y)
+        if rank_a == 1:  # [..., 1, K]
+            grads[0] = ctx.op("ReduceSum", [grad, ctx.axes(range(rank_bm - 1))], keepdims=0)
+        else:
+            grads[0] = _back_to(ctx, grad, a, y_shape)
     if ctx.needs(b):
-        columns = (ctx.static_shape(b_m) or [None, None])[-1] if rank_b == 2 else None
+        columns = (ctx.static_shape(b) or [None, None])[-1] if rank_b == 2 else None
         rows = (ctx.shape(a) or [None])[-1]
         if rank_b == 2 and isinstance(columns, int) and isinstance(rows, int) and rank_a >= 2:
             flat_a, flat_g = _as_rows(ctx, a, rows), _as_rows(ctx, g, columns)
             grads[1] = ctx.op("Gemm", [flat_a, flat_g], transA=1)
         else:
             grad = ctx.op("MatMul", [_swap_last(ctx, a_m, rank_am), g])
-            grads[1] = _back_to(ctx, grad, b, rank_b, y)
+            if rank_b == 1:  # [..., K, 1]
+                others = [k for k in range(rank_am) if k != rank_am - 2]
+                grads[1] = ctx.op("ReduceSum", [grad, ctx.axes(others)], keepdims=0)
+            else:
+                grads[1] = _back_to(ctx, grad, b, y_shape)
     return grads
 
 
-def _back_to(ctx, grad, operand, rank, y):
-    """A gradient computed at the broadcast rank of ``y``, summed back to ``operand``'s shape."""
-    if rank == 1:
-        return ctx.op("Reshape", [grad, ctx.shape_of(operand)])
-    shape, y_shape = ctx.shape(operand), ctx.shape(y)
-    if shape is None or y_shape is None or len(y_shape) < 2:
-        return ctx.reduce_to(grad, operand, grad)  # shapes found at run time
-    ctx.shapes[grad] = list(y_shape[:-2]) + list(shape[-2:])
+def _back_to(ctx, grad, operand, y_shape):
+    """A gradient computed at the broadcast batch axes of ``y_shape`` (the output's shape in
+    matrix form), summed back to ``operand``'s shape (found at run time where unknown)."""
+    shape = ctx.shape(operand)
+    if shape is not None and y_shape is not None:
+        ctx.shapes[grad] = list(y_shape[:-2]) + list(shape[-2:])
     return ctx.reduce_to(grad, operand, grad)
 
 

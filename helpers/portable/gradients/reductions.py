@@ -1,13 +1,29 @@
-"""Gradients of the reductions: ``ReduceSum``, ``ReduceMean`` and their kin.
+"""Gradients of the reductions: ``ReduceSum``, ``ReduceMean``, ``ReduceSumSquare``, ``ReduceL1``,
+``ReduceL2``, ``ReduceLogSumExp``, ``ReduceProd``, ``ReduceMax`` and ``ReduceMin``.
 
 A reduction's gradient is the output gradient spread back over the reduced axes: reshaped to
-the kept-dimension shape when the reduction dropped its axes, then broadcast (``Expand``) to the
-input's shape; ``ReduceMean`` divides by the count of values reduced.
+the kept-dimension shape when the reduction dropped its axes (:func:`kept`), then broadcast to
+the input's shape, times the derivative of the reduced function (``ReduceMean`` divides by the
+count of values reduced). The axes come as an attribute (below opset 18, opset 13 for
+``ReduceSum``) or as a constant input.
+
+With ``noop_with_empty_axes`` and no axes, the reduction reduces nothing: as the ONNX
+specification says (onnx 1.23's reference, onnxruntime 1.31.1) each value goes through the
+reduced function alone (``ReduceL1`` gives ``|x|``, ``ReduceSumSquare`` ``x**2``, the others
+``x``), and the gradients follow. onnxruntime 1.19.2 returns ``x`` for every reduction then
+(and fails when the axes input is absent); onnx 1.17's reference reduces every axis when the
+axes are an empty constant.
 """
 
 import numpy as np
+from onnx import TensorProto
 
 from .registry import attribute, gradient
+
+
+def _rest(node):
+    """``None`` for the axes input, if any."""
+    return [None] * (len(node.input) - 1)
 
 
 def reduced_axes(node, ctx):
@@ -33,17 +49,22 @@ def reduced_axes(node, ctx):
     return sorted(a % rank for a in axes)
 
 
+def kept(node, value, ctx, axes):
+    """``value``, shaped as the reduction's output, reshaped to its keepdims form: it broadcasts
+    against the input."""
+    x = node.input[0]
+    if axes == [] or attribute(node, "keepdims", 1):
+        return value
+    if axes is None:
+        return ctx.op("Reshape", [value, ctx.constant(np.ones(ctx.rank(x) or 0, np.int64))])
+    return ctx.op("Unsqueeze", [value, ctx.axes(axes)])
+
+
 def spread(node, grad, ctx, axes):
     """``grad`` (the reduction's output gradient) broadcast to the input's shape."""
-    x = node.input[0]
     if axes == []:
         return grad
-    if not attribute(node, "keepdims", 1):
-        if axes is None:
-            grad = ctx.op("Reshape", [grad, ctx.constant(np.ones(ctx.rank(x) or 0, np.int64))])
-        else:
-            grad = ctx.op("Unsqueeze", [grad, ctx.axes(axes)])
-    return ctx.op("Expand", [grad, ctx.shape_of(x)])
+    return ctx.op("Expand", [kept(node, grad, ctx, axes), ctx.shape_of(node.input[0])])
 
 
 def _count(node, ctx, axes):
@@ -58,14 +79,15 @@ def _count(node, ctx, axes):
         size = ctx.op("Size", [x])
     else:
         size = ctx.op("ReduceProd", [ctx.op("Gather", [full, ctx.axes(axes)])], keepdims=0)
-    return ctx.op("Reciprocal", [ctx.op("CastLike", [size, x])])
+    size = ctx.op("Cast", [size], to=ctx.types.get(x, TensorProto.FLOAT))
+    return ctx.op("Reciprocal", [size])
 
 
 @gradient("ReduceSum")
 def reduce_sum_grad(node, dy, ctx):
     """Each value reduced receives the output's gradient."""
     axes = reduced_axes(node, ctx)
-    return [spread(node, dy[0], ctx, axes)] + [None] * (len(node.input) - 1)
+    return [spread(node, dy[0], ctx, axes)] + _rest(node)
 
 
 @gradient("ReduceMean")
@@ -73,7 +95,7 @@ def reduce_mean_grad(node, dy, ctx):
     """Each value reduced receives the output's gradient divided by the count."""
     axes = reduced_axes(node, ctx)
     scaled = ctx.op("Mul", [dy[0], _count(node, ctx, axes)])
-    return [spread(node, scaled, ctx, axes)] + [None] * (len(node.input) - 1)
+    return [spread(node, scaled, ctx, axes)] + _rest(node)
 
 
 @gradient("ReduceSumSquare")
@@ -82,4 +104,69 @@ def reduce_sum_square_grad(node, dy, ctx):
     x = node.input[0]
     axes = reduced_axes(node, ctx)
     twice = ctx.op("Mul", [x, ctx.scalar_like(2, x)])
-    return [ctx.op("Mul", [spread(node, dy[0], ctx, axes), twice])] + [None] * (len(node.input) - 1)
+    return [ctx.op("Mul", [spread(node, dy[0], ctx, axes), twice])] + _rest(node)
+
+
+def _times_kept(node, dy, ctx, axes, factor):
+    """``kept(dy) * factor``: the output gradient times a factor of the input's shape."""
+    return [ctx.op("Mul", [kept(node, dy[0], ctx, axes), factor])] + _rest(node)
+
+
+@gradient("ReduceL1")
+def reduce_l1_grad(node, dy, ctx):
+    """``d sum|x| = sign(x) dx`` (0 at 0, as torch)."""
+    axes = reduced_axes(node, ctx)
+    return _times_kept(node, dy, ctx, axes, ctx.op("Sign", [node.input[0]]))
+
+
+@gradient("ReduceL2")
+def reduce_l2_grad(node, dy, ctx):
+    """``d sqrt(sum x**2) = x / y dx``, 0 where ``y == 0`` (torch's rule: there every ``x``
+    reduced is 0, and ``y`` is replaced by 1 to divide without an infinity)."""
+    x, y = node.input[0], node.output[0]
+    axes = reduced_axes(node, ctx)
+    zero = ctx.op("Equal", [y, ctx.scalar_like(0, y)])
+    safe = ctx.op("Where", [zero, ctx.scalar_like(1, y), y])
+    ratio = ctx.op("Div", [dy[0], safe])
+    return [ctx.op("Mul", [kept(node, ratio, ctx, axes), x])] + _rest(node)
+
+
+@gradient("ReduceLogSumExp")
+def reduce_log_sum_exp_grad(node, dy, ctx):
+    """``d log(sum(exp(x))) = exp(x - y) dx`` (the softmax of the values reduced)."""
+    x = node.input[0]
+    axes = reduced_axes(node, ctx)
+    shifted = ctx.op("Sub", [x, kept(node, node.output[0], ctx, axes)])
+    return _times_kept(node, dy, ctx, axes, ctx.op("Exp", [shifted]))
+
+
+@gradient("ReduceProd")
+def reduce_prod_grad(node, dy, ctx):
+    """``d prod(x) = y / x dx``: for inputs without zeros (a zero gives an infinite or NaN
+    gradient)."""
+    x, y = node.input[0], node.output[0]
+    axes = reduced_axes(node, ctx)
+    scaled = ctx.op("Mul", [dy[0], y])
+    return [ctx.op("Div", [kept(node, scaled, ctx, axes), x])] + _rest(node)
+
+
+def _extremum_grad(node, dy, ctx):
+    """``ReduceMax``/``ReduceMin``: the gradient goes to the values equal to the result, split
+    evenly among ties (torch's ``amax``/``amin`` rule)."""
+    x, y = node.input[0], node.output[0]
+    axes = reduced_axes(node, ctx)
+    if axes == []:
+        return [dy[0]] + _rest(node)
+    hits = ctx.op(
+        "Cast",
+        [ctx.op("Equal", [x, kept(node, y, ctx, axes)])],
+        to=ctx.types.get(x, TensorProto.FLOAT),
+    )
+    sum_inputs = [hits] if axes is None else [hits, ctx.axes(axes)]
+    ties = ctx.op("ReduceSum", sum_inputs, keepdims=1)
+    share = ctx.op("Div", [kept(node, dy[0], ctx, axes), ties])
+    return [ctx.op("Mul", [hits, share])] + _rest(node)
+
+
+gradient("ReduceMax")(_extremum_grad)
+gradient("ReduceMin")(_extremum_grad)
