@@ -1,5 +1,6 @@
 """The summary's section on the step model trained on the maintained onnxruntime: ratios, answer,
-tables and the files they are read from (hand-written rows, no timing)."""
+tables and the files they are read from; the builders' part of portable_speed.md (hand-written
+rows, no timing)."""
 
 import math
 import re
@@ -154,3 +155,85 @@ def test_the_section_links_the_files_it_was_read_from(tmp_path):
     last = ps.portable_section(str(results))[-2]
     assert "[portable_speed.csv](../portable_speed.csv)" in last
     assert "[portable_zoo.csv](portable_zoo.csv)" in last
+
+
+NEW, OLD = "onnxruntime 1.31.1", "onnxruntime 1.19.2"
+
+
+def builder_rows(frame, group, steps, nodes=(58, 40)):
+    """``frame`` with the builder columns, and the other steps: ``steps`` maps ``(builder,
+    runtime)`` to a step in seconds, or to the note of a step that did not train."""
+    portable = frame.framework.isin([STEP, LOOP])
+    frame = frame.assign(
+        builder=portable.map({True: "lowered", False: None}),
+        runtime=portable.map({True: NEW, False: None}),
+        nodes=portable.map({True: nodes[0], False: None}),
+    )
+    extra = []
+    for name in frame[group].unique():
+        for (builder, runtime), step in steps.items():
+            untimed = isinstance(step, str)
+            extra.append(
+                {
+                    group: name,
+                    "framework": STEP,
+                    "builder": builder,
+                    "runtime": runtime,
+                    "nodes": nodes[builder == "built"],
+                    "threads": 2,
+                    "batch_size": 64,
+                    "step_s": math.nan if untimed else step,
+                    "spread": 2.5 if runtime == OLD else 1.1,
+                    "note": step if untimed else "",
+                    "machine": "AMD EPYC",
+                    "maintained": "onnxruntime 1.31.1, Python 3.13.0",
+                }
+            )
+    return pd.concat([frame, pd.DataFrame(extra)], ignore_index=True)
+
+
+def test_the_section_reads_the_lowered_step_on_the_maintained_runtime_only():
+    """The other builder's and runtime's steps change none of the section's figures."""
+    steps = {("built", NEW): 1.0, ("lowered", OLD): 2.0, ("built", OLD): 3.0}
+    speed = builder_rows(speed_rows(), "case", steps)
+    zoo = builder_rows(zoo_rows(), "model", steps)
+    assert len(ps.section_rows(speed)) == len(speed_rows())
+    assert ps.portable_markdown(speed, zoo) == ps.portable_markdown(speed_rows(), zoo_rows())
+
+
+def test_the_builders_part_answers_per_model_and_tables_nodes_steps_and_ratios():
+    from benchmarks.report import portable_builders as pbr
+
+    mlp = {("built", NEW): 0.97e-4, ("lowered", OLD): 1.2e-4, ("built", OLD): 1.4e-4}
+    speed = builder_rows(speed_rows().query("case == @MLP"), "case", mlp)  # lowered, NEW: 95 us
+    failed = "failed: InvalidGraph: a node of /conv1/Conv"
+    cnn = {("built", NEW): 0.0121, ("lowered", OLD): 0.01, ("built", OLD): failed}
+    zoo = builder_rows(zoo_rows().query("model == 'image_cnn_small'"), "model", cnn, (165, 168))
+    lines = pbr.builder_markdown(speed, zoo)
+    assert lines[0].startswith('Per model, the step model built with gradient_builder="onnx"')
+    assert (
+        "on onnxruntime 1.31.1: as fast for MLP 100-50-1 (batch 100) and CNN on images (small). "
+        "On onnxruntime 1.19.2: slower for MLP 100-50-1 (batch 100) by 1.2x*; not timed for 1 "
+        "(the table says why)." in lines[0]
+    )
+    assert lines[0].endswith("fewer nodes for 1 of 2 (31% fewer) and more for 1 (2% more).")
+    table = [line for line in lines if line.startswith("| ") and "---" not in line]
+    assert table[0] == (
+        "| model or case | nodes: lowered / built | step on 1.31.1: lowered / built "
+        "| built vs lowered, 1.31.1 | step on 1.19.2: lowered / built | built vs lowered, 1.19.2 |"
+    )
+    assert table[1] == (
+        "| MLP 100-50-1 (batch 100) | 58 / 40 | 95 / 97 us | same | 120 / 140 us | 1.2x slower* |"
+    )
+    assert table[2] == (
+        "| CNN on images (small) | 165 / 168 | 12 / 12 ms | same | 10 / - ms "
+        "| built: failed: InvalidGraph: a node of /conv1/Conv |"
+    )
+    assert lines[-1].startswith("*: noisy")
+
+
+def test_files_without_the_builder_columns_have_no_builders_part():
+    from benchmarks.report import portable_builders as pbr
+
+    assert pbr.builder_markdown(speed_rows(), zoo_rows()) == []
+    assert ps.section_rows(speed_rows()).equals(speed_rows())

@@ -1,5 +1,6 @@
 """The portable_speed study's machinery: the fit server of the maintained process, its peak memory,
-its light imports, the refused export, the rows kept between runs (no timing asserted).
+its light imports, the refused export, both builders' steps and their rows, the rows kept between
+runs (no timing asserted).
 
 The maintained process runs here with this environment's interpreter: ``helpers.portable`` runs on
 onnxruntime 1.19.2 as on 1.31.1.
@@ -15,6 +16,8 @@ import onnxruntime
 import pandas as pd
 import pytest
 
+from benchmarks.report import portable_section as ps
+from benchmarks.studies import portable_builders as pb
 from benchmarks.studies import portable_fits as pf
 from benchmarks.studies import portable_process, portable_speed
 from benchmarks.workloads import frameworks as fw
@@ -112,14 +115,80 @@ def test_limit_threads_sets_the_sessions_threads_and_can_be_undone():
 
 
 def test_a_refused_step_model_gives_the_refusal():
+    from helpers.portable.gradients.registry import NoGradientError
     from helpers.portable.lowering.registry import UnsupportedOperatorError
 
     class Refusing:
-        def export_training_step(self, path):
-            raise UnsupportedOperatorError("Round", "com.microsoft", "/layer/Round")
+        def __init__(self, error):
+            self.error = error
 
-    reason = pf.export_step(Refusing(), "unused.onnx")
+        def export_training_step(self, path, gradient_builder):
+            raise self.error
+
+    lowering = Refusing(UnsupportedOperatorError("Round", "com.microsoft", "/layer/Round"))
+    reason = pf.export_step(lowering, "unused.onnx")
     assert reason == "refused: com.microsoft:Round (from the layer /layer/Round)"
+    no_gradient = Refusing(NoGradientError("TopK", "", "/head/TopK"))
+    assert pf.export_step(no_gradient, "unused.onnx", "onnx") == (
+        "refused: ai.onnx:TopK (from the layer /head/TopK)"
+    )
+
+
+@pytest.fixture(scope="module")
+def both_steps(tmp_path_factory):
+    """An MLP 3-4-1's step model from each builder, and 16 rows to fit."""
+    from helpers.teaching.model_factories import mlp_onnx
+
+    folder = tmp_path_factory.mktemp("builders")
+    optimizer = fw.ort_makers(mlp_onnx(3, hidden=(4,)), "squared_error", batch_size=4)[
+        fw.ORT_WHOLE
+    ]()
+    X = np.random.default_rng(0).standard_normal((16, 3), dtype=np.float32)
+    data = pf.write_data(str(folder / "data.npz"), X, X.sum(axis=1))
+    return pb.export_steps(optimizer, str(folder), "mlp"), data
+
+
+def test_both_builders_write_a_step_model_and_count_its_nodes(both_steps):
+    import onnx
+
+    steps, _ = both_steps
+    assert set(steps) == {ps.LOWERED, ps.BUILT} == set(pb.BUILDERS)
+    for step in steps.values():
+        assert step["refused"] == ""
+        assert step["nodes"] == len(onnx.load(step["path"]).graph.node) > 10
+
+
+def test_builder_fits_train_both_steps_and_label_their_rows(both_steps):
+    """The same losses from both steps, on one runtime; a refused step is a row with its reason."""
+    steps, data = both_steps
+    runtime = f"onnxruntime {onnxruntime.__version__}"
+    refused = "refused: ai.onnx:TopK (from the layer /head/TopK)"
+    steps = {**steps, "other": {"path": "none.onnx", "nodes": None, "refused": refused}}
+    with pb.BuilderFits(steps, [(runtime, sys.executable)], data, 4, 1) as server:
+        fits = server.fits()
+        losses = {name: fit(2) for name, fit in fits.items()}
+    lowered = pb.fit_name(fw.PORTABLE_STEP, ps.LOWERED, runtime)
+    built = pb.fit_name(fw.PORTABLE_STEP, ps.BUILT, runtime)
+    assert set(fits) == {lowered, built, pb.fit_name(fw.PORTABLE_EPOCH_LOOP, ps.LOWERED, runtime)}
+    assert losses[built] == pytest.approx(losses[lowered], rel=1e-5)
+    row = server.labelled([{"framework": built, "step_s": 1.0}, {"framework": fw.TORCH}])
+    assert row == [
+        {
+            "framework": fw.PORTABLE_STEP,
+            "builder": ps.BUILT,
+            "runtime": runtime,
+            "nodes": steps[ps.BUILT]["nodes"],
+            "step_s": 1.0,
+        },
+        {"framework": fw.TORCH},
+    ]
+    (untimed,) = server.untimed(1, model="m")
+    assert untimed["builder"] == "other" and untimed["note"] == refused
+
+
+def test_the_runtimes_are_listed_once_each():
+    runtime = f"onnxruntime {onnxruntime.__version__}"
+    assert portable_speed.runtimes_of(sys.executable) == [(runtime, sys.executable)]
 
 
 def test_a_missing_maintained_environment_says_how_to_build_it():
@@ -144,14 +213,20 @@ def test_every_zoo_model_has_its_steps_per_epoch():
 
 def test_the_study_writes_its_rows_and_its_text(tmp_path):
     """A quick run of the MLP case (the maintained process on this interpreter): every framework a
-    row with the columns the summary reads, and the text that answers."""
-    from benchmarks.report import portable_section as ps
-
+    row with the columns the summary reads, both builders' steps with their node counts, and the
+    text that answers."""
     argv = ["--quick", "--only", "mlp", "--maintained-python", sys.executable]
     assert portable_speed.main([*argv, "--out", str(tmp_path)]) == 0
     rows = pd.read_csv(tmp_path / ps.PORTABLE_SPEED_CSV)
     assert list(rows.columns) == ps.SPEED_COLUMNS
     assert set(rows.framework) == {fw.ORT_WHOLE, *pf.PORTABLE_MODES}
     assert (rows.threads == 2).all() and (rows.batch_size == 100).all()
+    steps = rows[rows.framework == fw.PORTABLE_STEP].set_index("builder")
+    assert sorted(steps.index) == sorted([ps.LOWERED, ps.BUILT])
+    assert (steps.runtime == f"onnxruntime {onnxruntime.__version__}").all()
+    assert (steps.nodes > 10).all()
+    assert rows[rows.framework == fw.ORT_WHOLE].builder.isna().all()
     text = (tmp_path / "portable_speed.md").read_text(encoding="utf-8")
-    assert text.startswith("With the epoch loop, ") and "MLP 100-50-1 (batch 100)" in text
+    assert text.startswith('Per model, the step model built with gradient_builder="onnx"')
+    assert "| MLP 100-50-1 (batch 100) | " in text and "nodes: lowered / built" in text
+    assert "\nWith the epoch loop, " in text

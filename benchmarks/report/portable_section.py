@@ -5,7 +5,10 @@ Read from the columns of ``portable_speed.csv`` (the linear fit of one row at a 
 :mod:`benchmarks.studies.portable_speed` writes; it prints the same text
 (:func:`portable_markdown`). The answer comes first: the linear fit with the epoch loop against
 ``SGDRegressor`` (goal: at most :data:`LINEAR_GOAL` times its time), a step of the MLP against the
-whole-training API's (goal: no slower); then each zoo model's step and peak memory.
+whole-training API's (goal: no slower); then each zoo model's step and peak memory. Those are the
+rows of the step model onnxruntime-training's builder made (:data:`LOWERED`) trained on the
+maintained runtime (:func:`section_rows`); :mod:`benchmarks.report.portable_builders` sets the
+step built by :mod:`helpers.portable.gradients` (:data:`BUILT`) against it.
 """
 
 import math
@@ -25,12 +28,19 @@ from helpers.measure.conditions import NOISY_SPREAD
 PORTABLE_SPEED_CSV = "portable_speed.csv"
 PORTABLE_ZOO_CSV = "portable_zoo.csv"
 PORTABLE_COMMAND = "python -m benchmarks.studies.portable_speed"
-#: The columns of each file (``machine``: the processor; ``maintained``: the runtime and Python of
-#: the portable fits; ``note``: the timing's caveat, or why a framework did not run).
-_TIMING = ["framework", "threads", "batch_size", "steps_per_epoch", "step_s", "spread"]
+#: The columns of each file (``builder``: who made a portable fit's step model, :data:`LOWERED` or
+#: :data:`BUILT`; ``runtime``: the onnxruntime that trained it; ``nodes``: its node count;
+#: ``machine``: the processor; ``maintained``: the runtime and Python of the maintained
+#: environment; ``note``: the timing's caveat, or why a framework did not run).
+_STEP = ["builder", "runtime", "nodes"]
+_TIMING = ["framework", *_STEP, "threads", "batch_size", "steps_per_epoch", "step_s", "spread"]
 _CONDITIONS = ["note", "machine", "maintained"]
 SPEED_COLUMNS = ["case", *_TIMING, *_CONDITIONS]
 ZOO_COLUMNS = ["model", *_TIMING, "import_mb", "peak_mb", *_CONDITIONS]
+#: Who made a portable fit's step model: onnxruntime-training 1.19.2's gradient builder, its
+#: contrib operators lowered to standard ones (``export_training_step``'s default), or
+#: :mod:`helpers.portable.gradients` (``gradient_builder="onnx"``).
+LOWERED, BUILT = "lowered", "built"
 #: The goal of the linear fit with the epoch loop: at most this many times ``SGDRegressor``'s time.
 LINEAR_GOAL = 10.0
 #: The frameworks of a case's table, in order, and what the tables call them.
@@ -47,6 +57,41 @@ REFUSED = "refused: "
 FAILED = "failed: "
 #: A ratio whose either timing spread more than :data:`~helpers.measure.conditions.NOISY_SPREAD`.
 NOISY_MARK = "*"
+
+
+def maintained_runtime(df):
+    """Each row's maintained runtime, ``'onnxruntime 1.31.1'``, read from its ``maintained``.
+
+    Examples
+    --------
+    >>> maintained_runtime(pd.DataFrame({"maintained": ["onnxruntime 1.31.1, Python 3.13.0"]}))
+    0    onnxruntime 1.31.1
+    Name: maintained, dtype: object
+    """
+    return df.maintained.astype(str).str.split(",").str[0]
+
+
+def section_rows(df):
+    """The rows the section reads: the peers' and the lowered step's on the maintained runtime.
+
+    A file written before the ``builder`` and ``runtime`` columns is read whole; None stays None.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({
+    ...     "framework": ["ort whole-training"] + ["portable step"] * 3,
+    ...     "builder": [None, "lowered", "built", "lowered"],
+    ...     "runtime": [None, "onnxruntime 1.31.1", "onnxruntime 1.31.1", "onnxruntime 1.19.2"],
+    ...     "maintained": "onnxruntime 1.31.1, Python 3.13.0"})
+    >>> section_rows(df).index.tolist()
+    [0, 1]
+    """
+    if df is None or "builder" not in df:
+        return df
+    keep = df.builder.isna() | (df.builder == LOWERED)
+    if "runtime" in df and "maintained" in df:
+        keep &= df.runtime.isna() | (df.runtime == maintained_runtime(df))
+    return df[keep]
 
 
 def _reference(frameworks):
@@ -377,6 +422,7 @@ def portable_markdown(speed, zoo, zoo_table_too=True, noisy=None):
     Portable fits: onnxruntime 1.31.1, Python 3.13.0; AMD EPYC.
     *: noisy (a timing's repeats spread over 2x).
     """
+    speed, zoo = section_rows(speed), section_rows(zoo)
     speed = speed if speed is not None and not speed.empty else None
     zoo = zoo if zoo is not None and not zoo.empty else None
     lines, tabled = [], []
@@ -441,7 +487,7 @@ def portable_details(results):
     >>> portable_details("no such folder")
     []
     """
-    _, zoo = read_portable(results)
+    zoo = section_rows(read_portable(results)[1])
     if zoo is None or zoo.empty:
         return []
     return [

@@ -51,29 +51,49 @@ builds it (or pass --maintained-python).
     return path
 
 
-def export_step(optimizer, path):
+def export_step(optimizer, path, gradient_builder="onnxruntime-training"):
     """Write ``optimizer``'s step model to ``path``: ``''``, or why it was refused.
 
-    The refusal (:class:`helpers.portable.lowering.registry.UnsupportedOperatorError`) reads
+    ``gradient_builder`` is ``export_training_step``'s: ``"onnxruntime-training"`` (1.19.2's
+    builder, its operators lowered) or ``"onnx"`` (:mod:`helpers.portable.gradients`). The refusal
+    (:class:`helpers.portable.lowering.registry.UnsupportedOperatorError`, or
+    :class:`helpers.portable.gradients.registry.NoGradientError`) reads
     ``'refused: DOMAIN:OPERATOR (from the layer LAYER)'``; any other exception is a bug and is
     raised.
 
     Examples
     --------
     >>> class Refused:
-    ...     def export_training_step(self, path):
+    ...     def export_training_step(self, path, gradient_builder):
     ...         from helpers.portable.lowering.registry import UnsupportedOperatorError
     ...         raise UnsupportedOperatorError("Round", "com.microsoft", "/r/Round")
     >>> export_step(Refused(), "step.onnx")
     'refused: com.microsoft:Round (from the layer /r/Round)'
     """
+    from helpers.portable.gradients.registry import NoGradientError  # noqa: PLC0415
     from helpers.portable.lowering.registry import UnsupportedOperatorError  # noqa: PLC0415
 
     try:
-        optimizer.export_training_step(path)
-    except UnsupportedOperatorError as exc:
-        return f"{REFUSED}{exc.domain}:{exc.op_type} (from the layer {exc.layer})"
+        optimizer.export_training_step(path, gradient_builder=gradient_builder)
+    except (UnsupportedOperatorError, NoGradientError) as exc:
+        domain = exc.domain or "ai.onnx"
+        return f"{REFUSED}{domain}:{exc.op_type} (from the layer {exc.layer})"
     return ""
+
+
+def onnxruntime_version(python):
+    """``(onnxruntime's version, Python's)`` of the interpreter ``python``.
+
+    Examples
+    --------
+    >>> import sys
+    >>> import onnxruntime
+    >>> onnxruntime_version(sys.executable)[0] == onnxruntime.__version__
+    True
+    """
+    code = "import onnxruntime, platform; print(onnxruntime.__version__, platform.python_version())"
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    return tuple(out.stdout.split()[-2:])
 
 
 def linear_fits(X, y, learning_rate, threads, random_state=0):
@@ -211,13 +231,16 @@ class MaintainedFits:
     ----------
     step : str
         The step model's path; the fits are :data:`PORTABLE_MODES` (a call per step, the epoch
-        loop).
+        loop), unless ``fits`` names others.
     data : str
         An ``.npz`` of ``X`` and ``y``.
     batch_size, random_state, threads : int
         The trainer's (threads: :func:`benchmarks.studies.portable_process.limit_threads`).
     python : str, optional
-        The maintained interpreter (:func:`maintained_python`).
+        The maintained interpreter (:func:`maintained_python`); another interpreter whose
+        environment has ``helpers.portable``'s imports runs the same fits on its onnxruntime.
+    fits : dict, optional
+        Name to ``(step model's path, epoch loop)``: the fits, instead of ``step``'s.
 
     Examples
     --------
@@ -228,10 +251,11 @@ class MaintainedFits:
 builds it (or pass --maintained-python).
     """
 
-    def __init__(self, step, data, batch_size, random_state, threads, python=None):
+    def __init__(self, step, data, batch_size, random_state, threads, python=None, fits=None):
         self.python = maintained_python(python)
+        fits = fits or {name: (step, loop) for name, loop in PORTABLE_MODES.items()}
         self.spec = {
-            FITS: {name: {STEP: step, EPOCH_LOOP: loop} for name, loop in PORTABLE_MODES.items()},
+            FITS: {name: {STEP: path, EPOCH_LOOP: loop} for name, (path, loop) in fits.items()},
             "data": data,
             "batch_size": batch_size,
             "random_state": random_state,
@@ -277,8 +301,8 @@ builds it (or pass --maintained-python).
         return self._answer()["loss"]
 
     def fits(self):
-        """``fit(epochs)`` of each portable fit, by framework name."""
-        return {name: lambda epochs, n=name: self.fit(n, epochs) for name in PORTABLE_MODES}
+        """``fit(epochs)`` of each portable fit, by its name (a framework's, by default)."""
+        return {name: lambda epochs, n=name: self.fit(n, epochs) for name in self.spec[FITS]}
 
 
 def portable_memory(step, data, batch_size, epochs, epoch_loop, threads, python=None):

@@ -1,30 +1,36 @@
 """The step model on the maintained onnxruntime: how fast and how light, against the peers.
 
-A step model (``export_training_step`` of the whole-training optimizer, 1.19.2) is trained by
+A step model (``export_training_step`` of the whole-training optimizer) is trained by
 :class:`helpers.portable.trainer.PortableTrainer` in a process of the maintained environment
 (``.venv-maintained``, onnxruntime 1.31.1, :mod:`benchmarks.studies.portable_process`): one
 session call per step (``portable step``) or one call per epoch (``portable epoch loop``). Each
-case times its frameworks side by side, in turns, as the marginal cost of a step
-(:func:`helpers.measure.timing.marginal_step_cost`: a fit of ``E2`` epochs minus a fit of one,
-over the extra steps, best of the repeats, 0.2 s idle before each fit):
+step model is written twice (:mod:`benchmarks.studies.portable_builders`): with the gradients of
+onnxruntime-training 1.19.2's builder, lowered (``builder`` ``lowered``), and with those of
+:mod:`helpers.portable.gradients` (``built``); both are trained one call per step on the
+maintained runtime and on 1.19.2 (a process of this environment), and each row says its
+``builder``, ``runtime`` and the step model's ``nodes``. Each case times its frameworks side by
+side, in turns, as the marginal cost of a step (:func:`helpers.measure.timing.marginal_step_cost`:
+a fit of ``E2`` epochs minus a fit of one, over the extra steps, best of the repeats, 0.2 s idle
+before each fit):
 
 * ``linear``: a linear regression, 20 features, 1,000 rows, fitted one row at a time, 1 thread:
-  ``SGDRegressor`` (constant learning rate, no penalty), the whole-training API, both portable
+  ``SGDRegressor`` (constant learning rate, no penalty), the whole-training API, the portable
   fits;
-* ``mlp``: an MLP 100-50-1, batches of 100, 2 threads: the whole-training API, both portable fits;
+* ``mlp``: an MLP 100-50-1, batches of 100, 2 threads: the whole-training API, the portable fits;
 * ``zoo``: every model of :data:`benchmarks.example_models.ZOO` (``--quick``: the small ones),
-  batches of 64, 2 threads: the whole-training API, torch eager, both portable fits; and the
+  batches of 64, 2 threads: the whole-training API, torch eager, the portable fits; and the
   peak memory of a fresh process that imports, loads and trains (torch and the whole-training
   API: :func:`benchmarks.studies.peak_memory.measure`; the portable runner: a maintained
-  process). A model whose step model is refused is a row with the refusal, which names the
-  operator.
+  process, the lowered step). A step model that is refused, or a fit that fails, is a row with
+  the reason, which names the operator.
 
 ::
 
     python -m benchmarks.studies.portable_speed --out results [--quick] [--only linear mlp zoo]
 
 writes ``portable_speed.csv`` (the linear and MLP cases) and ``portable_zoo.csv`` (the zoo),
-keeping the rows of the cases and models not measured again, and ``portable_speed.md``;
+keeping the rows of the cases and models not measured again, and ``portable_speed.md`` (the
+builders first: :func:`benchmarks.report.portable_builders.builder_markdown`);
 :func:`benchmarks.report.portable_section.portable_section` is their part of the summary.
 """
 
@@ -39,8 +45,9 @@ if __package__ in (None, ""):  # run as a file
 
 import pandas as pd
 
+from benchmarks.report.portable_builders import builder_markdown
 from benchmarks.report.portable_section import (
-    FAILED,
+    LOWERED,
     PORTABLE_COMMAND,
     PORTABLE_SPEED_CSV,
     PORTABLE_ZOO_CSV,
@@ -48,6 +55,7 @@ from benchmarks.report.portable_section import (
     ZOO_COLUMNS,
     portable_markdown,
 )
+from benchmarks.studies import portable_builders as pb
 from benchmarks.studies import portable_fits as pf
 from benchmarks.workloads import frameworks as fw
 
@@ -130,8 +138,11 @@ def timed_rows(fits, steps_per_epoch, epochs, repeats, threads, conditions_since
     ]
 
 
-def measure_case(name, folder, epochs, repeats, python=None):
-    """The rows of the linear or the MLP case (:data:`LINEAR`, :data:`MLP`)."""
+def measure_case(name, folder, epochs, repeats, runtimes):
+    """The rows of the linear or the MLP case (:data:`LINEAR`, :data:`MLP`).
+
+    ``runtimes``: :func:`runtimes_of`'s, the maintained one first.
+    """
     from helpers.measure.conditions import RunClock  # noqa: PLC0415
     from helpers.teaching.datasets import random_regression  # noqa: PLC0415
 
@@ -142,23 +153,18 @@ def measure_case(name, folder, epochs, repeats, python=None):
         fits, optimizer = pf.linear_fits(X, y, **common)
     else:
         fits, optimizer = pf.mlp_fits(X, y, case["hidden"], case["batch_size"], **common)
-    step = os.path.join(folder, f"{name}.onnx")
-    refused = pf.export_step(optimizer, step)
+    steps = pb.export_steps(optimizer, folder, name)
+    refused = steps[LOWERED]["refused"]
     if refused:
         raise RuntimeError(f"The {case['case']} step model was refused: {refused}")
     data = pf.write_data(os.path.join(folder, f"{name}.npz"), X, y)
-    steps = case["n_samples"] // case["batch_size"]
-    with pf.MaintainedFits(step, data, case["batch_size"], 0, case["threads"], python) as server:
-        return timed_rows(
-            {**fits, **server.fits()},
-            steps,
-            epochs,
-            repeats,
-            case["threads"],
-            RunClock(),
-            case=case["case"],
-            batch_size=case["batch_size"],
+    columns = {"case": case["case"], "batch_size": case["batch_size"]}
+    batches, threads = case["n_samples"] // case["batch_size"], case["threads"]
+    with pb.BuilderFits(steps, runtimes, data, case["batch_size"], threads) as server:
+        rows = timed_rows(
+            {**fits, **server.fits()}, batches, epochs, repeats, threads, RunClock(), **columns
         )
+        return server.labelled(rows) + server.untimed(threads, **columns)
 
 
 def zoo_steps(name):
@@ -226,8 +232,9 @@ def step_labels(name, y):
     return np.eye(zoo_input(name)["n_outputs"], dtype=np.float32)[y]
 
 
-def measure_zoo_model(name, folder, epochs, repeats, python=None):
-    """The rows of one zoo model: a step and the peak memory of each framework."""
+def measure_zoo_model(name, folder, epochs, repeats, runtimes):
+    """The rows of one zoo model: a step of each framework and fit, and the peak memory of each
+    framework (the portable runner's with the lowered step on the maintained runtime)."""
     from helpers.measure.conditions import RunClock  # noqa: PLC0415
 
     steps = zoo_steps(name)
@@ -235,27 +242,28 @@ def measure_zoo_model(name, folder, epochs, repeats, python=None):
         name, ZOO_BATCH * steps, ZOO_BATCH, ZOO_LEARNING_RATE, ZOO_THREADS
     )
     y = step_labels(name, y)
-    step = os.path.join(folder, f"{name}.onnx")
     columns = {"model": name, "batch_size": ZOO_BATCH}
-    why_not = pf.export_step(optimizer, step)
-    if not why_not:
-        data = pf.write_data(os.path.join(folder, f"{name}.npz"), X, y)
+    models = pb.export_steps(optimizer, folder, name)
+    data = pf.write_data(os.path.join(folder, f"{name}.npz"), X, y)
+    with pb.BuilderFits(models, runtimes, data, ZOO_BATCH, ZOO_THREADS) as server:
+        timing = (steps, epochs, repeats, ZOO_THREADS, RunClock())
         try:
-            with pf.MaintainedFits(step, data, ZOO_BATCH, 0, ZOO_THREADS, python) as server:
-                fits.update(server.fits())
-                rows = timed_rows(fits, steps, epochs, repeats, ZOO_THREADS, RunClock(), **columns)
+            rows = timed_rows({**fits, **server.fits()}, *timing, **columns)
         except RuntimeError as exc:  # a failure of the portable fits is their row, not the end
-            why_not = FAILED + " ".join(str(exc).split())[-300:]
-            fits = {k: v for k, v in fits.items() if k not in pf.PORTABLE_MODES}
-    if why_not:
-        step = None
-        rows = timed_rows(fits, steps, epochs, repeats, ZOO_THREADS, RunClock(), **columns)
-        rows += [
-            {**columns, "framework": f, "threads": ZOO_THREADS, "note": why_not}
-            for f in pf.PORTABLE_MODES
-        ]
-    memory = _memory_rows(name, step, folder, X, y, python)
-    return [{**row, **memory.get(row["framework"], {})} for row in rows]
+            server.fail_all(exc)
+            rows = timed_rows(fits, *timing, **columns)
+        rows = server.labelled(rows) + server.untimed(ZOO_THREADS, **columns)
+    maintained = runtimes[0][0]
+    lowered = pb.fit_name(fw.PORTABLE_STEP, LOWERED, maintained)
+    step = None if lowered in server.why_not else models[LOWERED]["path"]
+    memory = _memory_rows(name, step, folder, X, y, runtimes[0][1])
+
+    def memory_of(row):
+        if row.get("builder", LOWERED) != LOWERED or row.get("runtime", maintained) != maintained:
+            return {}
+        return memory.get(row["framework"], {})
+
+    return [{**row, **memory_of(row)} for row in rows]
 
 
 def kept_rows(path, new, key):
@@ -277,17 +285,21 @@ def kept_rows(path, new, key):
     return pd.concat([old, new], ignore_index=True) if len(old) else new
 
 
+def runtimes_of(maintained=None, training=None):
+    """``[(runtime, interpreter)]``: the maintained environment's, then the training package's
+    (``training``, by default this interpreter) unless its onnxruntime is the same version."""
+    found = {}
+    for python in (pf.maintained_python(maintained), training or sys.executable):
+        found.setdefault(f"onnxruntime {pf.onnxruntime_version(python)[0]}", python)
+    return list(found.items())
+
+
 def machine_columns(python=None):
     """``machine`` (the processor, as ``lscpu`` names it) and ``maintained`` (the runtime and
-    Python the portable fits ran on)."""
-    import subprocess  # noqa: PLC0415
-
+    Python of the maintained environment)."""
     from benchmarks.sweep.records import machine_info  # noqa: PLC0415
 
-    code = "import onnxruntime, platform; print(onnxruntime.__version__, platform.python_version())"
-    version = subprocess.run(
-        [pf.maintained_python(python), "-c", code], capture_output=True, text=True, check=True
-    ).stdout.split()
+    version = pf.onnxruntime_version(pf.maintained_python(python))
     return {
         "machine": machine_info()["cpu"],
         "maintained": f"onnxruntime {version[0]}, Python {version[1]}",
@@ -304,6 +316,7 @@ def main(argv=None):
     parser.add_argument("--only", nargs="+", choices=["linear", "mlp", "zoo"])
     parser.add_argument("--models", nargs="+", choices=list(ZOO), help="these zoo models only")
     parser.add_argument("--maintained-python", help="default: .venv-maintained/bin/python")
+    parser.add_argument("--training-python", help="the 1.19.2 runs' interpreter; default: this one")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     parts = args.only or ["linear", "mlp", "zoo"]
@@ -311,17 +324,18 @@ def main(argv=None):
     repeats = QUICK["repeats"] if args.quick else REPEATS
     python = args.maintained_python
     machine = machine_columns(python)
+    runtimes = runtimes_of(python, args.training_python)
     start = time.perf_counter()
     speed, zoo = [], []
     with tempfile.TemporaryDirectory() as folder:
         for case in ("linear", "mlp"):
             if case in parts:
-                speed += measure_case(case, folder, epochs[case], repeats, python)
+                speed += measure_case(case, folder, epochs[case], repeats, runtimes)
                 print(f"{case}: {time.perf_counter() - start:.0f} s", flush=True)
         if "zoo" in parts:
             models = args.models or [n for n in ZOO if not args.quick or n.endswith("_small")]
             for name in models:
-                zoo += measure_zoo_model(name, folder, epochs["zoo"], repeats, python)
+                zoo += measure_zoo_model(name, folder, epochs["zoo"], repeats, runtimes)
                 print(f"{name}: {time.perf_counter() - start:.0f} s", flush=True)
     for rows, file, key, columns in (
         (speed, PORTABLE_SPEED_CSV, "case", SPEED_COLUMNS),
@@ -330,10 +344,12 @@ def main(argv=None):
         if rows:
             path = os.path.join(args.out, file)
             new = pd.DataFrame(rows).assign(**machine).reindex(columns=columns)
+            new = new.astype({"nodes": "Int64"})
             atomic_write_text(path, kept_rows(path, new, key).to_csv(index=False))
     paths = [os.path.join(args.out, file) for file in (PORTABLE_SPEED_CSV, PORTABLE_ZOO_CSV)]
     # this run's rows and the rows kept
-    text = portable_markdown(*(pd.read_csv(p) if os.path.exists(p) else None for p in paths))
+    frames = [pd.read_csv(p) if os.path.exists(p) else None for p in paths]
+    text = "\n".join([*builder_markdown(*frames), portable_markdown(*frames)])
     atomic_write_text(os.path.join(args.out, "portable_speed.md"), text + "\n")
     print(text)
     print(f"{time.perf_counter() - start:.0f} s")
