@@ -13,6 +13,8 @@ import warnings
 from ..core.export.optimizer_step import StepLoss, export_optimizer_step
 from ..core.layers.running_statistics import statistic_initializers
 from ..core.machine.disk_space import temporary_file
+from ..core.machine.runtime import has_training_package
+from ..core.machine.runtime_output import quiet_runtime_logs
 from ..core.machine.sessions import make_session
 from ..core.model_graphs.onnx_graph import check_weights_to_train, initializers_to_inputs
 from ..core.training.estimator import BaseOrtOptimizer
@@ -27,6 +29,9 @@ from .checkpoints import (
     training_state,
 )
 from .loss_output import add_loss_output, loss_metadata, remove_loss_output
+
+if has_training_package():  # generate_artifacts' info lines kept out of the notebooks' output
+    quiet_runtime_logs()
 
 
 @document_parameters
