@@ -370,3 +370,35 @@ def test_pad_with_negative_pads_against_torch():
     padded = torch.nn.functional.pad(w, torch_pads)
     (padded * torch.tensor(_loss_weights(model)[0], dtype=torch.float64)).sum().backward()
     np.testing.assert_allclose(ours, w.grad.numpy(), rtol=1e-12)
+
+
+FLOAT64_CASES = {
+    "gather": (_node("Gather", ["w", "i"], axis=1), {"i": IDS % 3}, {}),
+    "gather_nd": (_node("GatherND", ["w", "i"]), {"i": np.array([[0, 2], [1, -1]], np.int64)}, {}),
+    "slice": (_slice_node("reverse_2")[0], {}, _slice_node("reverse_2")[1]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FLOAT64_CASES))
+def test_lowered_gradients_of_a_float64_model(case):
+    """A model in float64 (not made float64 after the gradients are built): the lowerings'
+    float32 zeros take its type; run on onnxruntime, equal to the float64 finite-difference
+    check of the float32 model's gradients."""
+    node, constants, feeds = FLOAT64_CASES[case]
+    expected = check_node(node, {"w": W, **constants}, feeds, opset=16, training=False)
+    model, feeds = single_node_case(node, {"w": W, **constants}, feeds, opset=16)
+    built = build_gradients(to_float64(model), ["w"])
+    ours = run_on_runtime(built.model, feeds, [built.gradients["w"]])[built.gradients["w"]]
+    assert ours.dtype == np.float64
+    np.testing.assert_allclose(ours, expected["w"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_dropout_gradient_of_a_float64_model(opset):
+    node = _node("Dropout", ["w", "r", "t"], ["y", "mask"])
+    weights = {"w": W, "r": np.array(0.25, np.float32), "t": np.array(True)}
+    model, feeds = single_node_loss(node, {}, weights, {"y": W.shape}, opset=opset)
+    built = build_gradients(to_float64(model), ["w"])
+    found = run_on_runtime(built.model, feeds, [built.gradients["w"], "mask"])
+    expected = _loss_weights(model)[0].astype(np.float64) * found["mask"] / 0.75
+    np.testing.assert_allclose(found[built.gradients["w"]], expected, rtol=1e-12)

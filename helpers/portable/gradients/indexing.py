@@ -113,7 +113,19 @@ def scatter_rows(ctx, table_shape, rank, ids, grad, axis, like):
 @gradient("Gather")
 def gather_grad(node, dy, ctx):
     """Rows read more than once receive the sum of their gradients; negative ids count from
-    the end."""
+    the end.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = helper.make_node("Gather", ["w", "ids"], ["y"])
+    >>> inputs = {"w": np.ones((10, 4), "f"), "ids": np.array([1, 1, 3])}
+    >>> "ScatterND" in written_operators(node, inputs, opset=16)
+    True
+    >>> written_operators(node, inputs, opset=13)[-3:]
+    ['Equal', 'Cast', 'MatMul']
+    """
     x, ids = node.input
     rank = _rank_of(ctx, x)
     axis = attribute(node, "axis", 0) % rank
@@ -229,7 +241,20 @@ def slice_grad(node, dy, ctx):
     """The gradient written back where the slice read, zeros elsewhere. With constant bounds
     and known lengths: one ``Pad`` for the unit steps; for another step (negative included),
     the gradient padded by one zero and read back by a ``Gather`` of constant positions. Bounds
-    computed at run time: the ``SliceGrad`` lowering. Each value is copied once: exact."""
+    computed at run time: the ``SliceGrad`` lowering. Each value is copied once: exact.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])
+    >>> bounds = {"starts": np.array([5]), "ends": np.array([0]), "axes": np.array([1])}
+    >>> x = np.ones((4, 6), "f")
+    >>> written_operators(node, {"x": x, **bounds, "steps": np.array([1])})
+    ['Pad']
+    >>> written_operators(node, {"x": x, **bounds, "steps": np.array([-2])})
+    ['Pad', 'Gather']
+    """
     x = node.input[0]
     grads = [None] * len(node.input)
     sliced = _static_slice(node, ctx)
@@ -332,7 +357,19 @@ def pad_grad(node, dy, ctx):
     the border's gradient). ``edge``, ``reflect`` and ``wrap``: each padded axis in
     turn, by slices of the gradient added back where the border copied from. The pads may be
     computed at run time (then they are assumed non-negative and, for ``wrap``, at most the
-    axis' length; constant ones are checked)."""
+    axis' length; constant ones are checked).
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> x, pads = np.ones((4, 6), "f"), np.array([0, 2, 0, 1])
+    >>> written_operators(helper.make_node("Pad", ["x", "pads"], ["y"]), {"x": x, "pads": pads})
+    ['Slice']
+    >>> node = helper.make_node("Pad", ["x", "pads"], ["y"], mode="edge")
+    >>> written_operators(node, {"x": x, "pads": pads})
+    ['Slice', 'Slice', 'ReduceSum', 'Pad', 'Slice', 'ReduceSum', 'Pad', 'Sum']
+    """
     x, pads = node.input[:2]
     value = node.input[2] if len(node.input) > 2 and node.input[2] else ""
     axes = node.input[3] if len(node.input) > 3 and node.input[3] else ""

@@ -152,7 +152,16 @@ def reduce_prod_grad(node, dy, ctx):
 
 def _extremum_grad(node, dy, ctx):
     """``ReduceMax``/``ReduceMin``: the gradient goes to the values equal to the result, split
-    evenly among ties (torch's ``amax``/``amin`` rule)."""
+    evenly among ties (torch's ``amax``/``amin`` rule).
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = helper.make_node("ReduceMax", ["x"], ["y"], axes=[1], keepdims=0)
+    >>> written_operators(node, {"x": np.ones((4, 3), "f")}, opset=13)
+    ['Unsqueeze', 'Equal', 'Cast', 'ReduceSum', 'Unsqueeze', 'Div', 'Mul']
+    """
     x, y = node.input[0], node.output[0]
     axes = reduced_axes(node, ctx)
     if axes == []:

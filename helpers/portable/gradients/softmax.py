@@ -93,7 +93,18 @@ def _loss_terms(node, dy, ctx):
 @gradient("SoftmaxCrossEntropyLoss")
 def softmax_cross_entropy_grad(node, dy, ctx):
     """``c * (softmax(x) - onehot(t))``, the softmax taken from the log-probabilities output
-    when the node has it; plus the ``LogSoftmax`` gradient of that output's own gradient."""
+    when the node has it; plus the ``LogSoftmax`` gradient of that output's own gradient.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["y", "log_prob"])
+    >>> inputs = {"x": np.ones((4, 3), "f"), "t": np.array([0, 2, 1, 1])}
+    >>> operators = written_operators(node, inputs)
+    >>> "Softmax" in operators, operators[-1]  # the probabilities from log_prob; two gradients
+    (False, 'Sum')
+    """
     scores = node.input[0]
     log_prob = node.output[1] if len(node.output) > 1 else ""
     grads = [None] * len(node.input)
