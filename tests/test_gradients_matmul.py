@@ -7,8 +7,8 @@ against 1.19.2's gradient builder on the weights: two activations multiplied (at
 ``Q K^T``), vector operands, broadcast batch axes; ``Gemm`` with every ``transA``, ``transB``,
 ``alpha``, ``beta`` and a ``C`` of each broadcastable shape. 1.19.2's builder refuses
 ``beta=0`` with a trained ``C`` (``ORT_ENFORCE(beta != 0)``), gives a scalar ``C`` scaled by
-``beta != 1`` a gradient of shape ``[1]``, and fails on vector operands (finite differences
-only there). The attention block's weights' gradients are compared with
+``beta != 1`` a gradient of shape ``[1]``, and fails on vector operands but a vector times
+a matrix (finite differences only there). The attention block's weights' gradients are compared with
 finite differences and with torch's float64 autograd.
 """
 
@@ -47,12 +47,17 @@ MATMULS = {
 }
 
 
+#: Vector operands 1.19.2's builder fails on (its ``FusedMatMul`` fails shape inference); it
+#: handles a vector times a matrix.
+VECTORS_1192_FAILS = {"matrix_by_vector", "vector_by_vector", "vector_by_batch", "batch_by_vector"}
+
+
 @pytest.mark.parametrize("case", sorted(MATMULS))
 def test_matmul(case):
     shape_a, shape_b = MATMULS[case]
     node = helper.make_node("MatMul", ["a", "b"], ["y"])
     values = {"a": _draw(*shape_a), "b": _draw(*shape_b)}
-    check_node(node, values, training=len(shape_a) > 1 and len(shape_b) > 1)
+    check_node(node, values, training=case not in VECTORS_1192_FAILS)
     check_node(node, {}, values, training=False)
     check_node(node, {"a": values["a"]}, {"b": values["b"]}, training=False)
 
