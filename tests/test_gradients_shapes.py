@@ -2,13 +2,15 @@
 
 Every option is checked against float64 central differences run by onnx's reference
 evaluator, on weights (initializers: static shapes) and on graph inputs (unknown dimensions: the
-run-time forms), and against 1.19.2's gradient builder where it has the gradient. 1.19.2 has
-none for ``DepthToSpace``, ``SpaceToDepth`` and ``Pad`` outside ``constant`` mode (its builder
-throws), and none valid for ``Gather``/``GatherND`` below opset 16 where ours is a one-hot
-product: finite differences only there. onnx's reference evaluator cannot run ``Pad`` with
-negative pads (onnx 1.17 and 1.23 alike): that case runs on onnxruntime and is compared with
-torch's float64 autograd. ``Dropout`` in training mode draws its mask at random: its gradient is
-checked against ``dy * mask / (1 - ratio)`` from the mask of the same run.
+run-time forms), and against 1.19.2's gradient builder where it has the gradient (``Pad`` in
+``reflect``, ``edge`` and ``wrap`` modes through the project's training graph, which rewrites
+it as ``Gather`` nodes). 1.19.2 has none for ``DepthToSpace`` and ``SpaceToDepth``, and fails on
+the cases listed by ``UNTRAINABLE``, ``SLICES_1192_FAILS`` and in the tests: finite differences
+only there. onnx's reference evaluator cannot run ``Pad`` with negative pads (onnx 1.17 and
+1.23 alike) nor ``GatherElements`` with indices shorter than the input: those run on
+onnxruntime, compared with 1.19.2 or torch's float64 autograd. ``Dropout`` in training mode
+draws its mask at random: its gradient is checked against ``dy * mask / (1 - ratio)`` from the
+mask of the same run.
 """
 
 import numpy as np
@@ -214,10 +216,10 @@ IDS = np.array([[1, 3, 3, 9], [-1, 0, 3, -10]], np.int64)  # repeats, negative i
 )
 def test_gather(opset, axis, ids):
     """Any axis, repeated and negative ids, a scalar id, int32 ids; opset 16 (``ScatterND``
-    add) and 13 (one-hot ``MatMul``, no 1.19.2 comparison: it has no gradient below 16)."""
+    add) and 13 (one-hot ``MatMul``)."""
     table = TABLE if axis != 2 else W
     node = _node("Gather", ["w", "i"], axis=axis)
-    check_node(node, {"w": table, "i": ids}, opset=opset, training=opset >= 16)
+    check_node(node, {"w": table, "i": ids}, opset=opset)
     check_node(node, {"i": ids}, {"w": table}, opset=opset, training=False)
 
 
@@ -261,8 +263,7 @@ def test_gather_elements_with_shorter_indices_against_torch(opset, axis):
 def test_gather_nd(opset, batch_dims, ids):
     """Index tuples of 1 and 2 values, repeated and negative; ``batch_dims`` 0 to 2."""
     node = _node("GatherND", ["w", "i"], batch_dims=batch_dims)
-    training = opset >= 16 and batch_dims == 0
-    check_node(node, {"w": W, "i": ids}, opset=opset, training=training)
+    check_node(node, {"w": W, "i": ids}, opset=opset)
     check_node(node, {"i": ids}, {"w": W}, opset=opset, training=False)
 
 
@@ -333,7 +334,7 @@ def test_pad(mode, case):
     pads = PADS[case] if mode != "reflect" else np.minimum(PADS[case], 1)
     opset = 19 if mode == "wrap" else 17
     node = _node("Pad", ["w", "p"], mode=mode)
-    check_node(node, {"w": W, "p": pads}, opset=opset, training=mode == "constant")
+    check_node(node, {"w": W, "p": pads}, opset=opset)
     if mode != "constant":
         check_node(node, {}, {"w": W, "p": pads}, opset=opset, training=False)
         return
@@ -348,7 +349,7 @@ def test_pad_with_axes_and_a_padding_value(mode):
     weights = {"w": IMAGE, "p": _ints(1, 0, 2, 1), "a": _ints(-1, 2)}
     if mode == "constant":
         weights["v"] = np.array(0.75, np.float32)
-    check_node(node, weights, opset=19 if mode == "wrap" else 18, training=False)
+    check_node(node, weights, opset=19 if mode == "wrap" else 18, training=mode != "constant")
 
 
 def test_pad_refuses_pads_beyond_its_mode():

@@ -3,8 +3,9 @@
 
 Every option is checked against float64 central differences run by onnx's reference evaluator
 and against 1.19.2's gradient builder where it has the gradient: ``ReduceSum``,
-``ReduceMean``, ``ReduceLogSumExp`` and ``ReduceL2`` (keepdims=1 only: with keepdims=0 its
-builder writes an ``Unsqueeze`` with an ``axes`` attribute, invalid from opset 13), ``Softmax``,
+``ReduceMean``, ``ReduceLogSumExp`` and ``ReduceL2`` (but the last two with keepdims=0 unless
+their axes come as an input: its builder writes an ``Unsqueeze`` of one input, invalid from
+opset 13, or none when the axes are absent), ``Softmax``,
 ``LogSoftmax`` and ``SoftmaxCrossEntropyLoss`` (with its log-probabilities output, which its
 gradient reads, and only when the loss does not use that output: its builder drops that
 output's gradient). It has none for ``ReduceMax``, ``ReduceMin``, ``ReduceL1``, ``ReduceProd``,
@@ -81,7 +82,8 @@ def test_reduction(op, opset, axes, keepdims):
     axes. A graph input of unknown shape for ``ReduceMean`` (the count found at run time)."""
     node, constants = _reduction(op, axes, keepdims, opset)
     x = X + 2 if op == "ReduceProd" else X  # no zeros
-    training = REDUCTIONS[op][0] and keepdims is None
+    unsqueezed = op in ("ReduceL2", "ReduceLogSumExp") and keepdims == 0
+    training = REDUCTIONS[op][0] and not (unsqueezed and (opset < 18 or axes is None))
     check_node(node, {"x": x, **constants}, opset=opset, training=training)
     if op == "ReduceMean":
         check_node(node, constants, {"x": x}, opset=opset, training=False)
