@@ -61,6 +61,8 @@ BENCH_ARGS ?=
 FUZZ_SEEDS ?= 0-499
 FUZZ_REPORT ?=
 FUZZ_TIME_LIMIT ?= 60
+# The paths a model trains in (all by default): e.g. FUZZ_PATHS=built
+FUZZ_PATHS ?=
 
 # Extra options: make lab LAB_ARGS="--no-browser --port 8888", make test PYTEST_ARGS="-x -v"
 LAB_ARGS ?=
@@ -87,7 +89,8 @@ help:
 	@echo "          tests again in $(MAINTAINED_VENV), then every notebook with nbval --nbval-lax"
 	@echo "          (PYTEST_ARGS=... passes options to both pytest runs)"
 	@echo "  fuzz    random small torch models (seeds FUZZ_SEEDS=$(FUZZ_SEEDS)), each trained in both"
-	@echo "          optimizers and OrtTorchModule in a child process and compared with torch; a"
+	@echo "          optimizers, OrtTorchModule and the step models (FUZZ_PATHS=built: one path) in a"
+	@echo "          child process and compared with torch; a"
 	@echo "          table of outcomes, a report in results/local/fuzz (FUZZ_REPORT=... elsewhere),"
 	@echo "          exit 1 on any failure; FUZZ_TIME_LIMIT=$(FUZZ_TIME_LIMIT) seconds a path"
 	@echo "  bench   run the benchmark sweep into results/local (GRID=quick by default,"
@@ -241,7 +244,8 @@ docs-test: setup $(DOCS_STAMP)
 # Two workers: each runs models in child processes, so that an abort or a hang is reported.
 fuzz: setup setup-maintained
 	PYTHONPATH=tests$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m model_fuzz --seeds $(FUZZ_SEEDS) --jobs 2 \
-	  --time-limit $(FUZZ_TIME_LIMIT) $(if $(FUZZ_REPORT),--report $(FUZZ_REPORT))
+	  --time-limit $(FUZZ_TIME_LIMIT) $(if $(FUZZ_REPORT),--report $(FUZZ_REPORT)) \
+	  $(if $(FUZZ_PATHS),--paths $(FUZZ_PATHS))
 
 # Executed benchmark notebooks keep their plots: no MPLBACKEND here. Sweeps go to
 # results/local; only `BENCH_ARGS="--results results/reference"` (with GRID=full)

@@ -234,6 +234,11 @@ def _arguments(argv):
     parser.add_argument(
         "--time-limit", type=float, default=PATH_TIME_LIMIT, help="seconds a path may take"
     )
+    parser.add_argument(
+        "--paths",
+        default=",".join(PATHS),
+        help=f"the paths to run, comma-separated (default: all of {','.join(PATHS)})",
+    )
     parser.add_argument("--report", help="the report's path (results/local/fuzz/seeds-SEEDS.md)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -247,12 +252,16 @@ def main(argv=None):
         run_child([(int(seed), path) for seed, path in tasks])
         return 0
     seeds = parse_seeds(args.seeds)
+    paths = [p for p in args.paths.split(",") if p]
+    unknown = sorted(set(paths) - set(PATHS))
+    if unknown:
+        raise SystemExit(f"error: unknown paths {unknown}: choose among {list(PATHS)}")
     chunks = [seeds[i : i + SEEDS_PER_CHILD] for i in range(0, len(seeds), SEEDS_PER_CHILD)]
     outcomes = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = [
             pool.submit(
-                run_tasks, [(seed, path) for seed in chunk for path in PATHS], args.time_limit
+                run_tasks, [(seed, path) for seed in chunk for path in paths], args.time_limit
             )
             for chunk in chunks
         ]
@@ -272,7 +281,9 @@ def main(argv=None):
         "results",
         "local",
         "fuzz",
-        f"seeds-{args.seeds.replace(',', '_')}.md",
+        f"seeds-{args.seeds.replace(',', '_')}"
+        + ("" if len(paths) == len(PATHS) else f"-{'_'.join(paths)}")
+        + ".md",
     )
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as stream:
