@@ -15,6 +15,7 @@
 """
 
 import numpy as np
+import onnx
 import pytest
 import torch
 from gradient_check import check_finite_differences, run_on_runtime, single_node_loss, to_float64
@@ -24,6 +25,9 @@ from onnx.reference import ReferenceEvaluator
 from helpers import export_for_training
 from helpers.portable.gradients import NoGradientError, build_gradients
 from helpers.portable.gradients.recurrent import unrolled_recurrences
+
+#: torch's note on exporting initial states made from the batch size: checked below (batch 5)
+pytestmark = pytest.mark.filterwarnings("ignore:Exporting a model to ONNX with a batch_size")
 
 #: sequence length, batch, input features, hidden units
 T, N, F, H = 3, 2, 2, 3
@@ -40,9 +44,11 @@ def _node_case(
     outputs=None,
     seed=0,
     batch=N,
+    opset=17,
     **attributes,
 ):
-    """A single recurrent node with a weighted-sum loss: ``(model, feeds, weights)``."""
+    """A single recurrent node with a weighted-sum loss: ``(model, feeds, weights)``;
+    ``h0="zeros"``: an initial state of zeros that is a trained weight all the same."""
     rng = np.random.default_rng(seed)
     d, g = (2 if direction == "bidirectional" else 1), GATES[kind]
     weights = {
@@ -53,7 +59,7 @@ def _node_case(
         weights["B"] = rng.uniform(-1, 1, (d, 2 * g * H)).astype(np.float32)
     state = [batch, d, H] if layout else [d, batch, H]
     if h0:
-        weights["h0"] = rng.uniform(-1, 1, state).astype(np.float32)
+        weights["h0"] = rng.uniform(-1, 1, state).astype(np.float32) * (h0 != "zeros")
     if c0 and kind == "LSTM":
         weights["c0"] = rng.uniform(-1, 1, state).astype(np.float32)
     names = ["X", "W", "R", "B" if bias else "", "", "h0" if h0 else ""]
@@ -69,11 +75,11 @@ def _node_case(
         name=f"/{kind}",
         hidden_size=H,
         direction=direction,
-        layout=layout,
+        **({"layout": layout} if layout else {}),
         **attributes,
     )
     x = rng.uniform(-1, 1, [batch, T, F] if layout else [T, batch, F]).astype(np.float32)
-    model, feeds = single_node_loss(node, {"X": x}, weights, shapes, seed=seed)
+    model, feeds = single_node_loss(node, {"X": x}, weights, shapes, seed=seed, opset=opset)
     dims = model.graph.input[0].type.tensor_type.shape.dim
     for k, size in enumerate([None, T, F] if layout else [T, None, F]):
         if size is None:
@@ -85,10 +91,11 @@ def _node_case(
 
 def _without_loss(model):
     """``model`` without the nodes of its loss (their weights have the batch of the case)."""
-    kept = [n for n in model.graph.node if not n.output[0].startswith("loss")]
-    del model.graph.node[:]
-    model.graph.node.extend(kept)
-    return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    del copy.graph.node[:]
+    copy.graph.node.extend(n for n in model.graph.node if not n.output[0].startswith("loss"))
+    return copy
 
 
 def _outputs(model):
@@ -111,7 +118,7 @@ FORWARD_CASES = [
 @pytest.mark.parametrize("kind, direction, attrs", FORWARD_CASES)
 @pytest.mark.parametrize("bias, states", [(True, True), (False, False), (True, False)])
 def test_unrolled_forward_equals_the_kernel(kind, direction, attrs, bias, states):
-    model, feeds, weights = _node_case(kind, direction, bias=bias, h0=states, c0=states, **attrs)
+    model, feeds, _ = _node_case(kind, direction, bias=bias, h0=states, c0=states, **attrs)
     unrolled = unrolled_recurrences(model)
     assert not {n.op_type for n in unrolled.graph.node} & set(GATES)
     names = _outputs(model)
@@ -155,7 +162,19 @@ def test_layout_1_equals_the_kernel_on_transposed_values(kind, direction):
         )
 
 
+@pytest.mark.parametrize("opset", [13, 14, 18, 21])
+def test_unrolled_forward_in_every_opset(opset):
+    """Split, Squeeze, Unsqueeze take their sizes and axes as inputs from opset 13 on."""
+    model, feeds, _ = _node_case("LSTM", "bidirectional", opset=opset)
+    names = _outputs(model)
+    kernel = run_on_runtime(model, feeds, names)
+    ours = run_on_runtime(unrolled_recurrences(model), feeds, names)
+    for name in names:
+        np.testing.assert_allclose(ours[name], kernel[name], rtol=1e-5, atol=1e-6)
+
+
 GRADIENT_CASES = [
+    ("GRU", {"direction": "bidirectional", "h0": "zeros"}),
     ("GRU", {"direction": "bidirectional", "linear_before_reset": 0}),
     ("GRU", {"direction": "reverse", "linear_before_reset": 1, "bias": False, "h0": False}),
     ("GRU", {"layout": 1, "linear_before_reset": 1}),
@@ -207,10 +226,9 @@ def _exported(net, x):
 
 
 TORCH_CASES = [
-    (layer, batch_first, bidirectional, layers, options)
+    (layer, batch_first, bidirectional, layers, {})
     for layer in [torch.nn.GRU, torch.nn.LSTM, torch.nn.RNN]
     for batch_first, bidirectional, layers in [(True, False, 1), (False, True, 2), (True, True, 2)]
-    for options in [{}]
 ] + [(torch.nn.RNN, False, False, 2, {"nonlinearity": "relu"})]
 
 
@@ -226,6 +244,11 @@ def test_torch_modules_gradients_equal_autograd(layer, batch_first, bidirectiona
     # float32 on onnxruntime: the unrolled forward is the kernels' forward
     prediction = run_on_runtime(built.model, {"x": x.astype(np.float32)}, ["y"])["y"]
     kernel = run_on_runtime(model, {"x": x.astype(np.float32)}, ["y"])["y"]
+    np.testing.assert_allclose(prediction, kernel, rtol=1e-5, atol=1e-6)
+    x5 = np.random.default_rng(2).standard_normal([5, T, F] if batch_first else [T, 5, F])
+    feeds5 = {"x": x5.astype(np.float32)}  # another batch size (the loss's weights have 2 rows)
+    kernel = run_on_runtime(_without_loss(model), feeds5, ["y"])["y"]
+    prediction = run_on_runtime(_without_loss(unrolled_recurrences(model)), feeds5, ["y"])["y"]
     np.testing.assert_allclose(prediction, kernel, rtol=1e-5, atol=1e-6)
     # float64: the reference evaluator against torch autograd
     names = [built.gradients[n] for n in [*weights, "x"]]
@@ -262,6 +285,19 @@ def test_refusals_name_the_layer_and_the_reason(attributes, extra, reason):
     model.graph.node[1].input[1] = "trained"
     model.graph.initializer.append(numpy_helper.from_array(np.float32(1.0), "trained"))
     assert build_gradients(model, ["trained"]).gradients == {"trained": "trained_grad"}
+
+
+def test_a_sequence_first_export_with_the_default_free_axis_is_refused():
+    """``export_for_training`` frees axis 0 by default: the time axis of a sequence-first
+    layer, whose length then is not fixed (export with ``dynamic_axes`` on the batch)."""
+    torch.manual_seed(0)
+    net = _Net(torch.nn.LSTM, False, False, 1)
+    model = export_for_training(net, torch.zeros(T, N, F))
+    model.graph.node.append(helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0))
+    model.graph.output.insert(0, helper.make_tensor_value_info("loss", TensorProto.FLOAT, []))
+    weights = [name for name, _ in net.named_parameters()]
+    with pytest.raises(NoGradientError, match=r"LSTM \(from the layer /rnn/LSTM\).*length"):
+        build_gradients(model, weights)
 
 
 def test_lstm_peepholes_and_coupled_gates_are_refused():

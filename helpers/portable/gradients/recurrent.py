@@ -13,10 +13,19 @@ backpropagation through time.
 Why this form: the backward recursion of a hand-written gradient would be the same chain of
 small per-step products (standard ONNX has no fused backward cell), and it would need every
 gate's value, which the fused forward kernel does not output and a gradient would recompute.
-The one gain it could keep is the fused kernel's forward pass.
-The input projections of all time steps are one ``MatMul`` per direction (their gradient is one
-product too); only the recurrent product ``h R^T`` is per step. Time steps and gates are
-separated with ``Split`` (whose gradient is one ``Concat``), not ``Slice``.
+The one gain it could keep is the fused kernel's forward pass. Measured on onnxruntime 1.19.2
+(CPU, one thread, best of 400 runs; 32 inputs, 64 units, batch 64, 20 steps, a linear head):
+GRU forward 1.02 ms fused, 0.92 ms unrolled, 2.9 ms for the unrolled forward and backward
+(torch: 4.4 ms); LSTM 0.79 ms fused, 1.22 ms unrolled, 3.5 ms forward and backward (torch:
+3.1 ms). A hand-written gradient could save nothing on a GRU and at most 12 % of an LSTM's
+step, before recomputing its gates. Inside, the layer is batch-major: one ``MatMul`` projects
+the inputs of all time steps, one ``Split`` cuts them into steps (its gradient is one
+``Concat``; no axis to squeeze), the states are concatenated back the same way; only the
+recurrent product ``h R^T`` is per step.
+
+Cost of a long sequence: each time step adds about 10 forward and 20 backward nodes, and
+onnxruntime's session creation grows faster than linearly with the nodes (an LSTM of 160
+steps: about 5 s, two bidirectional layers of 100 steps: about 45 s).
 
 What is covered, as torch exports it and beyond: directions ``forward``, ``reverse`` and
 ``bidirectional``; ``linear_before_reset`` 0 and 1 (torch writes 1); ``layout`` 0 and 1;
@@ -80,7 +89,7 @@ def unrolling_refused(node, shapes):
     ...                   {"x": ["T", "N", 3]})[:48]
     'Its sequence length is not fixed by the model, s'
     """
-    gates, defaults = RECURRENT[node.op_type]
+    _, defaults = RECURRENT[node.op_type]
     directions = 2 if attribute(node, "direction", b"forward") == b"bidirectional" else 1
     activations = [a.decode() for a in attribute(node, "activations", [])]
     if _input(node, 4):
@@ -169,13 +178,28 @@ class _Writer:
         parts = self.split(value, [1] * count, axis)
         return [None if p is None else self.op("Squeeze", [p, self.ints([axis])]) for p in parts]
 
-    def stack(self, parts, axis, output=None):
-        """``parts`` stacked along a new axis ``axis`` (written to ``output`` if given)."""
-        out = [output] if output else 1
-        if len(parts) == 1:
-            return self.op("Unsqueeze", [parts[0], self.ints([axis])], out)
-        expanded = [self.op("Unsqueeze", [p, self.ints([axis])]) for p in parts]
-        return self.op("Concat", expanded, out, axis=axis)
+    def concat(self, parts, axis):
+        return parts[0] if len(parts) == 1 else self.op("Concat", parts, axis=axis)
+
+    def stack(self, parts, axis):
+        """``parts`` stacked along a new axis ``axis``."""
+        return self.concat([self.op("Unsqueeze", [p, self.ints([axis])]) for p in parts], axis)
+
+    def rename(self, value, output):
+        """Name ``value``, the output of the last node added, ``output``."""
+        assert self.nodes[-1].output[0] == value
+        self.nodes[-1].output[0] = output
+
+
+def _read(graph):
+    """The names the nodes of ``graph`` read, in its subgraphs too."""
+    names = set()
+    for node in graph.node:
+        names.update(node.input)
+        for attr in node.attribute:
+            for subgraph in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                names |= _read(subgraph)
+    return names
 
 
 def _is_zeros(name, producers):
@@ -220,17 +244,22 @@ def _direction(w, node, d, inputs, length, size):
     act = [a.decode() for a in attribute(node, "activations", [])] or defaults * (d + 1)
     act = act[d * len(defaults) : (d + 1) * len(defaults)]
     wb, rb = w.split(bias, [gates * size] * 2, 0)
-    projected = w.op("MatMul", [x, w.op("Transpose", [weight], perm=[1, 0])])
+    projected = w.op("MatMul", [x, w.op("Transpose", [weight], perm=[1, 0])])  # N T G*H
     if kind == "GRU":
         lbr = attribute(node, "linear_before_reset", 0)
         cell_weights = (
             (recurrence, *(w.split(recurrence, [2 * size, size], 0) if not lbr else [None] * 2)),
             (rb, *(w.split(rb, [2 * size, size], 0) if not lbr else [None] * 2)),
         )
-        parts = w.split(w.add(projected, wb), [2 * size, size], -1)
-        steps = list(zip(*(w.unstack(p, length, 0) for p in parts)))
+        projected = w.add(projected, wb)
+        sizes = [2 * size, size] * length  # gates z r, gate h, at each time step
     else:
-        steps = w.unstack(w.add(w.add(projected, wb), rb), length, 0)
+        projected = w.add(w.add(projected, wb), rb)
+        sizes = [gates * size] * length
+    flat = w.op("Reshape", [projected, w.ints([0, length * gates * size])])
+    steps = w.split(flat, sizes, 1)
+    if kind == "GRU":
+        steps = list(zip(steps[::2], steps[1::2]))
     reverse = attribute(node, "direction", b"forward") == b"reverse" or d == 1
     states = [None] * length
     for t in reversed(range(length)) if reverse else range(length):  # h is the last state
@@ -245,35 +274,35 @@ def _direction(w, node, d, inputs, length, size):
 
 
 def _unroll(w, node, length, size, producers, used):
-    """Write the nodes computing ``node``'s used outputs."""
+    """Write the nodes computing ``node``'s used outputs, batch-major inside (``N T ...``:
+    a time step is a slice of the last axis, no axis to squeeze)."""
     wanted = [(k, o) for k, o in enumerate(node.output) if o in used]
     if not wanted:
         return
     layout = attribute(node, "layout", 0)
     directions = 2 if attribute(node, "direction", b"forward") == b"bidirectional" else 1
     x, weight, recurrence, bias, h0, c0 = (_input(node, k) for k in (0, 1, 2, 3, 5, 6))
-    if layout:
+    if not layout:
         x = w.op("Transpose", [x], perm=[1, 0, 2])
     per_direction = []
     for name in (weight, recurrence, bias, h0, c0):
         if not name or (name in (h0, c0) and _is_zeros(name, producers)):
             per_direction.append([None] * directions)
-            continue
-        if layout and name in (h0, c0):
-            name = w.op("Transpose", [name], perm=[1, 0, 2])
-        per_direction.append(w.unstack(name, directions, 0))
+        else:  # the states are D N H (layout 0) or N D H (layout 1)
+            per_direction.append(w.unstack(name, directions, layout if name in (h0, c0) else 0))
     runs = [
         _direction(w, node, d, [x, *(v[d] for v in per_direction)], length, size)
         for d in range(directions)
     ]
     for k, output in wanted:
-        target = w.name("layout0") if layout else output
-        if k == 0:
-            w.stack([w.stack(states, 0) for states, _, _ in runs], 1, target)
-        else:
-            w.stack([run[k] for run in runs], 0, target)
-        if layout:
-            w.op("Transpose", [target], [output], perm=[2, 0, 1, 3] if k == 0 else [1, 0, 2])
+        if k == 0:  # Y: T D N H (layout 0) or N T D H (layout 1)
+            shape = w.ints([0, length, 1, size])
+            value = w.concat([w.op("Reshape", [w.concat(s, 1), shape]) for s, _, _ in runs], 2)
+            if not layout:
+                value = w.op("Transpose", [value], perm=[1, 2, 0, 3])
+        else:  # Y_h, Y_c: D N H (layout 0) or N D H (layout 1)
+            value = w.stack([run[k] for run in runs], layout)
+        w.rename(value, output)
 
 
 def unrolled_recurrences(model):
@@ -295,7 +324,7 @@ def unrolled_recurrences(model):
     >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     >>> unrolled = unrolled_recurrences(model)
     >>> sorted({n.op_type for n in unrolled.graph.node})
-    ['Gemm', 'MatMul', 'Split', 'Squeeze', 'Tanh', 'Transpose', 'Unsqueeze']
+    ['Gemm', 'MatMul', 'Reshape', 'Split', 'Squeeze', 'Tanh', 'Transpose', 'Unsqueeze']
     >>> from onnx.reference import ReferenceEvaluator
     >>> x = np.array([[[0.5]], [[1.0]], [[-1.0]]], np.float32)
     >>> ReferenceEvaluator(unrolled).run(None, {"x": x})[0].round(4)  # tanh(x_t + h_{t-1})
@@ -310,7 +339,7 @@ def unrolled_recurrences(model):
     shapes, _ = value_shapes_and_types(model)
     inputs = {i.name for i in graph.input} | {t.name for t in graph.initializer}
     producers = {o: n for n in graph.node for o in n.output}
-    used = {i for n in graph.node for i in n.input} | {o.name for o in graph.output}
+    used = _read(graph) | {o.name for o in graph.output}
     writer = _Writer({v for n in graph.node for v in [n.name, *n.input, *n.output]} | inputs)
     nodes = []
     for node in graph.node:
