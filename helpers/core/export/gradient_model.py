@@ -17,6 +17,8 @@ import onnx
 import onnxruntime
 
 from ...portable.gradients import build_gradients
+from ..graphs.graph_shapes import value_shapes, value_types
+from ..graphs.graph_values import shapes_of_a_run
 from ..machine.runtime import explain_untrainable
 from ..machine.runtime_output import ForkSafeLock, quiet_runtime_logs
 from ..machine.training_cache import cached_artifact_folder, content_key
@@ -199,9 +201,47 @@ def gradient_model(
     return GradientModel(model, gradients, graph.statistics, graph.draws)
 
 
+def with_shapes_of_a_run(model):
+    """``model`` whose float values that shape inference leaves without a rank (after a reshape
+    to a computed shape, say) have the shape a run on zeros gives them, as ``value_info``.
+
+    The gradients of some operators need the rank of their input (a reduction over negative
+    axes); onnxruntime-training's builder finds it as its session runs.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from helpers import export_for_training
+    >>> net = torch.nn.Sequential(
+    ...     torch.nn.Linear(3, 12), torch.nn.Unflatten(1, (4, 3)), torch.nn.Tanh())
+    >>> model = export_for_training(net, torch.zeros(2, 3))
+    >>> [(v.name, len(v.type.tensor_type.shape.dim))
+    ...  for v in with_shapes_of_a_run(model).graph.value_info]
+    [('/1/Reshape_2_output_0', 3)]
+    """
+    shapes, types = value_shapes(model), value_types(model)
+    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, None)
+    missing = [
+        name
+        for node in model.graph.node
+        for name in node.output
+        if name and shapes.get(name) is None and types.get(name) in floats
+    ]
+    found = shapes_of_a_run(model, missing) if missing else {}
+    if not found:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    copy.graph.value_info.extend(
+        onnx.helper.make_tensor_value_info(name, types.get(name) or onnx.TensorProto.FLOAT, shape)
+        for name, shape in found.items()
+    )
+    return copy
+
+
 def _standard_gradient_model(graph, weights, named):
     """:func:`gradient_model`'s result with the gradients of this project's builder."""
-    built = build_gradients(graph.model, weights, named=named)
+    built = build_gradients(with_shapes_of_a_run(graph.model), weights, named=named)
     model = built.model
     outputs = {o.name for o in model.graph.output}
     model.graph.output.extend(
