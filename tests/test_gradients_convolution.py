@@ -484,6 +484,31 @@ def test_global_max_pool_ties_go_to_the_first_maximum():
     assert_matches_torch(model, ["X"], feeds, forward)
 
 
+OPSETS = [
+    ("Conv", (2, 3, 6, 5), (4, 3, 3, 3), dict(strides=[2, 1], pads=[1, 1, 1, 1]), True),
+    (
+        "ConvTranspose",
+        (2, 3, 4, 3),
+        (3, 2, 3, 3),
+        dict(strides=[2, 2], output_padding=[1, 0]),
+        True,
+    ),
+    ("AveragePool", (1, 2, 7, 6), None, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), False),
+    ("GlobalAveragePool", (2, 3, 4, 5), None, {}, False),
+    ("GlobalMaxPool", (2, 3, 4, 5), None, {}, False),
+]
+
+
+@pytest.mark.parametrize("opset", [13, 21])
+@pytest.mark.parametrize("case", OPSETS, ids=lambda c: c[0])
+def test_opsets_13_and_21(case, opset):
+    """The gradients in the forms of the oldest and newest opsets (``ReduceSum``'s axes,
+    ``CastLike``), on inputs of free size."""
+    op, x_shape, w_shape, attrs, bias = case
+    node, values = _case(op, x_shape, w_shape, bias, **attrs)
+    _check(node, values, ["fd"], opset=opset, static=False, samples=values["X"].size)
+
+
 BATCH_FREE = [
     ("Conv", (3, 4, 6, 5), (6, 2, 3, 3), dict(strides=[2, 1], group=2, pads=[1, 0, 1, 0])),
     ("ConvTranspose", (3, 2, 4, 3), (2, 3, 3, 3), dict(strides=[2, 2], output_padding=[1, 1])),
