@@ -20,7 +20,6 @@ from ..core.model_graphs.onnx_graph import check_weights_to_train, initializers_
 from ..core.training.estimator import BaseOrtOptimizer
 from ..core.training.parameters import document_parameters, training_settings
 from ..core.training.training_loop import TrainingState
-from .adamw_state import adamw_moments
 from .checkpoints import (
     CHECKPOINT_KEY,
     check_training_state,
@@ -406,6 +405,8 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                 CheckpointState.save_checkpoint(self._runtime.state, path, True)
                 with open(path, "rb") as f:
                     checkpoint = f.read()
+        from .adamw_state import adamw_moments  # noqa: PLC0415 - onnxruntime's flatbuffers: 3 s
+
         return adamw_moments(checkpoint, self.weights_to_train_)
 
     def _loss_and_outputs(self, X, y, w):

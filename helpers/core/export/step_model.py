@@ -248,6 +248,9 @@ def build_step_model(
 
     graph = helper.make_graph(nodes, "training_step", inputs, outputs, initializers)
     graph.CopyFrom(_without_dead_nodes(graph))
+    # the shapes the gradient model knows (onnxruntime plans a deep graph faster with them)
+    computed = {o for node in graph.node for o in node.output} - {o.name for o in graph.output}
+    graph.value_info.extend(v for v in source.graph.value_info if v.name in computed)
     model = helper.make_model(graph, opset_imports=list(source.opset_import))
     model.ir_version = min(source.ir_version, MAX_IR_VERSION)
     model = lower_model(model)
