@@ -333,6 +333,16 @@ def test_conv_transpose_output_shape_on_a_free_size_is_refused():
         build_gradients(model, ["W"])
 
 
+@pytest.mark.parametrize("attrs", [dict(auto_pad="SAME_UPPER"), dict(output_shape=[10])])
+def test_conv_transpose_longer_than_its_full_output_is_refused(attrs):
+    """onnxruntime and onnx's reference put the extra zeros at different ends."""
+    node, values = _case("ConvTranspose", (2, 3, 3), (3, 2, 2), strides=[3], **attrs)
+    model = single_node_loss(node, {"X": values["X"]}, {"W": values["W"]}, {"Y": (2, 2, 9)})[0]
+    model.graph.input[0].CopyFrom(helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3, 3]))
+    with pytest.raises(NoGradientError, match="runtimes disagree"):
+        build_gradients(model, ["W"])
+
+
 # (x shape, attributes, outputs, opset, checks)
 MAX_POOLS = [
     ((1, 2, 7, 6), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), 1, 17, "fd ort"),

@@ -209,7 +209,10 @@ def _transposed_pads(node, ctx, kernel, strides, dilations, extra):
         pads = attribute(node, "pads") or [0] * (2 * rank)
         return pads[:rank], pads[rank:]
     if min(totals) < 0:
-        ctx.refuse(f"Its output_shape {target} is longer than its full output.")
+        ctx.refuse(
+            "Its output is longer than its full output (a kernel shorter than its stride with "
+            "auto_pad, or a long output_shape): runtimes disagree on where the zeros go."
+        )
     small = [t // 2 for t in totals]
     begin = small if auto_pad == "SAME_UPPER" else [t - h for t, h in zip(totals, small)]
     return begin, [t - b for t, b in zip(totals, begin)]
@@ -227,7 +230,7 @@ def conv_transpose_grad(node, dy, ctx):
     >>> ctx = GradientContext({"x": ["N", 3, 5], "w": [3, 4, 3]}, {}, {"x"}, 17)
     >>> ctx.node = node
     >>> conv_transpose_grad(node, ["dy"], ctx), [n.op_type for n in ctx.nodes]
-    (['grad_6_Slice', None], ['Conv', 'Slice'])
+    (['grad_0_dX', None], ['Conv', 'Slice'])
     """
     x, w = node.input[:2]
     kernel = _kernel(node, ctx, w)
@@ -242,17 +245,18 @@ def conv_transpose_grad(node, dy, ctx):
     pads = begin + [max(0, e) for e in ends]
     group = attribute(node, "group", 1)
     grads = _wanted(ctx, node.input)
-    window = dict(strides=strides, dilations=dilations, pads=pads, group=group)
     if grads[0]:
-        full = ctx.op("Conv", [dy[0], w], kernel_shape=list(kernel), **window)
+        shared = dict(strides=strides, dilations=dilations, pads=pads, group=group)
         if min(ends) < 0:  # the last outputs read no input: cut them
+            full = ctx.op("Conv", [dy[0], w], kernel_shape=list(kernel), **shared)
             sizes, axes = spatial_shape_of(ctx, x, rank), ctx.axes(range(2, 2 + rank))
-            full = ctx.op("Slice", [full, ctx.axes([0] * rank), sizes, axes])
-        grads[0] = full
+            ctx.op("Slice", [full, ctx.axes([0] * rank), sizes, axes], outputs=[grads[0]])
+        else:
+            ctx.op("Conv", [dy[0], w], outputs=[grads[0]], kernel_shape=list(kernel), **shared)
     if grads[1]:
         window = (kernel, strides, dilations, pads)
         lowered_conv_grad(ctx, [x, dy[0], w], ["", grads[1], ""], window, group)
     if len(grads) > 2 and grads[2]:
         axes = ctx.axes([0, *range(2, 2 + rank)])
-        grads[2] = ctx.op("ReduceSum", [dy[0], axes], keepdims=0)
+        ctx.op("ReduceSum", [dy[0], axes], outputs=[grads[2]], keepdims=0)
     return [g or None for g in grads]
