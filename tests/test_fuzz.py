@@ -131,7 +131,7 @@ _ROUNDING = textwrap.dedent("""\
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_an_operator_without_gradient_is_a_refusal_by_name(path):
+def test_an_operator_without_gradient_is_a_refusal_by_name_or_has_torchs(path):
     model = GeneratedModel(
         seed=0,
         source=_ROUNDING,
@@ -141,6 +141,9 @@ def test_an_operator_without_gradient_is_a_refusal_by_name(path):
         dropout=False,
     )
     outcome = run_path(model, path)
+    if path == "built":  # this project's builder gives Round torch's gradient, zero
+        assert outcome.kind == "trains", outcome.detail
+        return
     assert (outcome.kind, outcome.failed) == ("refused", False), outcome.detail
     assert "Round" in outcome.detail
 
