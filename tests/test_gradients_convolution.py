@@ -356,9 +356,7 @@ MAX_POOLS = [
         17,
         "fd ort",
     ),
-    # onnx 1.17's shape inference counts one window more than its reference MaxPool computes
-    # (its last one starts in the padding): a free size keeps it out of the check
-    ((1, 2, 6, 8), dict(kernel_shape=[1, 2], strides=[2, 3], ceil_mode=1), 1, 17, "free fd"),
+    ((1, 2, 6, 8), dict(kernel_shape=[1, 2], strides=[2, 3], ceil_mode=1), 1, 17, "fd"),
     (
         (1, 2, 7, 6),
         dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
@@ -381,8 +379,7 @@ def test_max_pool(case):
     forward = torch_max_pool(
         attrs["kernel_shape"], attrs.get("strides", 1), attrs.get("pads", [0] * 2 * rank)
     )
-    checks, static = checks.replace("free", "").split(), "free" not in checks
-    _check(node, values, checks, forward, opset, static, samples=values["X"].size)
+    _check(node, values, checks.split(), forward, opset, samples=values["X"].size)
 
 
 def test_max_pool_reuses_its_indices_and_ties_go_to_the_first_maximum():
