@@ -23,35 +23,8 @@ come from those operators'.
 
 import math
 
-from onnx import helper, numpy_helper
-
-from ..lowering import LOWERINGS, LoweringContext
 from .registry import attribute, gradient
-
-
-def _lowered(ctx, op_type, inputs, **attributes):
-    """The output of onnxruntime's kernel ``com.microsoft:op_type`` on ``inputs``, written with
-    standard operators by its lowering; the lowering's float constants take the element type of
-    ``inputs[1]``, a value of the forward graph."""
-    node = helper.make_node(
-        op_type, inputs, [ctx.name(op_type)], domain="com.microsoft", **attributes
-    )
-    lowering = LoweringContext(ctx.opset, prefix=ctx.name("lowered"))
-    nodes = LOWERINGS["com.microsoft", op_type](node, lowering)
-    dtype = ctx.numpy_type(inputs[1])
-    renamed = {}
-    for tensor in lowering.initializers:
-        value = numpy_helper.to_array(tensor)
-        typed = value.astype(dtype) if value.dtype.kind == "f" else value
-        renamed[tensor.name] = ctx.constant(typed)
-    for lowered in nodes:
-        ctx.op(
-            lowered.op_type,
-            [renamed.get(name, name) for name in lowered.input],
-            outputs=list(lowered.output),
-            **{a.name: helper.get_attribute_value(a) for a in lowered.attribute},
-        )
-    return node.output[0]
+from .via_lowering import lowered
 
 
 def _times(ctx, dy, slope):
@@ -74,7 +47,8 @@ def _positive(ctx, x):
 @gradient("Relu")
 def relu_grad(node, dy, ctx):
     """``dy`` where ``y > 0``, else 0 (torch's rule: 0 at 0): ``ReluGrad``."""
-    return [_lowered(ctx, "ReluGrad", [dy[0], node.output[0]])]
+    y = node.output[0]
+    return [lowered(ctx, "ReluGrad", [dy[0], y], like=y)]
 
 
 @gradient("LeakyRelu")
@@ -84,8 +58,8 @@ def leaky_relu_grad(node, dy, ctx):
     ``LeakyReluGrad`` reads the output's sign, the input's for a negative ``alpha``; it is given
     the input, whose sign is torch's test for every ``alpha``.
     """
-    alpha = attribute(node, "alpha", 0.01)
-    return [_lowered(ctx, "LeakyReluGrad", [dy[0], node.input[0]], alpha=alpha)]
+    x, alpha = node.input[0], attribute(node, "alpha", 0.01)
+    return [lowered(ctx, "LeakyReluGrad", [dy[0], x], like=x, alpha=alpha)]
 
 
 @gradient("PRelu")
@@ -195,13 +169,15 @@ def shrink_grad(node, dy, ctx):
 @gradient("Sigmoid")
 def sigmoid_grad(node, dy, ctx):
     """``y (1 - y) dy``: ``SigmoidGrad``."""
-    return [_lowered(ctx, "SigmoidGrad", [dy[0], node.output[0]])]
+    y = node.output[0]
+    return [lowered(ctx, "SigmoidGrad", [dy[0], y], like=y)]
 
 
 @gradient("Tanh")
 def tanh_grad(node, dy, ctx):
     """``(1 - y**2) dy``: ``TanhGrad``."""
-    return [_lowered(ctx, "TanhGrad", [dy[0], node.output[0]])]
+    y = node.output[0]
+    return [lowered(ctx, "TanhGrad", [dy[0], y], like=y)]
 
 
 @gradient("Gelu")
@@ -211,7 +187,7 @@ def gelu_grad(node, dy, ctx):
     ``gelu_backward`` writes it (``k = sqrt(2 / pi)``, ``c = 0.044715``)."""
     x = node.input[0]
     if attribute(node, "approximate", b"none") in (b"none", "none"):
-        return [_lowered(ctx, "GeluGrad", [dy[0], x])]
+        return [lowered(ctx, "GeluGrad", [dy[0], x], like=x)]
     k, c = math.sqrt(2 / math.pi), 0.044715
     square = ctx.op("Mul", [x, x])
     cube = ctx.op("Mul", [square, x])

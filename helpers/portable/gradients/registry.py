@@ -133,17 +133,16 @@ class GradientContext:
             names = [self.name(op_type) for _ in range(outputs)]
         else:
             names = list(outputs)
-        where = self.node.name if self.node is not None and self.node.name else "grad"
-        self.nodes.append(
-            helper.make_node(
-                op_type,
-                list(inputs),
-                names,
-                name=f"{where}_Grad/{self.name(op_type)}",
-                **attributes,
-            )
-        )
+        self.add([helper.make_node(op_type, list(inputs), names, **attributes)])
         return names[0] if isinstance(outputs, int) and outputs == 1 else names
+
+    def add(self, nodes):
+        """Append ``nodes`` (made elsewhere: a lowering's) to the gradient's; each one without
+        a name is named after the node being differentiated."""
+        where = self.node.name if self.node is not None and self.node.name else "grad"
+        for node in nodes:
+            node.name = node.name or f"{where}_Grad/{self.name(node.op_type)}"
+            self.nodes.append(node)
 
     def constant(self, value, dtype=None):
         """The name of an initializer holding ``value`` (shared between equal constants)."""
@@ -162,6 +161,27 @@ class GradientContext:
     def axes(self, axes):
         """A 1-D int64 constant of ``axes`` (the input form of opset 13 and later)."""
         return self.constant(np.array(list(axes), dtype=np.int64))
+
+    def cast_like(self, value, like):
+        """``value`` in the element type of ``like``: itself when it has that type, a ``Cast``
+        when the type is known; when not, a ``CastLike`` from opset 15, before a ``Cast`` to
+        float32 (the type :meth:`numpy_type` assumes).
+
+        Examples
+        --------
+        >>> ctx = GradientContext({}, {"x": TensorProto.DOUBLE, "y": TensorProto.DOUBLE}, set(), 13)
+        >>> ctx.cast_like("y", "x"), ctx.cast_like("g", "x"), ctx.nodes[0].attribute[0].i
+        ('y', 'grad_0_Cast', 11)
+        >>> ctx.opset = 15
+        >>> ctx.cast_like("g", "unknown"), ctx.nodes[-1].op_type
+        ('grad_2_CastLike', 'CastLike')
+        """
+        elem_type = self.types.get(like)
+        if elem_type is not None and self.types.get(value) == elem_type:
+            return value
+        if elem_type is None and self.opset >= 15:
+            return self.op("CastLike", [value, like])
+        return self.op("Cast", [value], to=elem_type or TensorProto.FLOAT)
 
     # what is known of a value -------------------------------------------------------------
     def needs(self, name):

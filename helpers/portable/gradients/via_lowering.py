@@ -2,45 +2,36 @@
 once with standard operators by its lowering in :mod:`helpers.portable.lowering`.
 
 One formulation serves both: a gradient here builds the ``com.microsoft`` node (``GatherGrad``,
-``SoftmaxGrad_13``...) and hands it to the function that lowers it. The lowerings compute in
-float32, the type of the training graphs they rewrite (the zeros a ``GatherGrad`` scatters
-into, the ratio of ``DropoutGrad``): for a value of another float type, their float32
-constants and casts take that type.
+``SoftmaxGrad_13``, ``ReluGrad``...) and hands it to the function that lowers it. The lowerings
+compute in float32, the type of the training graphs they rewrite (the zeros a ``GatherGrad``
+scatters into, the ratio of ``DropoutGrad``, the zero ``ReluGrad`` compares with): for a value
+of another float type, their float32 constants, tensor attributes and casts take that type.
 """
 
+import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from ..lowering import LOWERINGS, LoweringContext
 
 
-def _retyped(nodes, initializers, element_type):
-    """Float32 initializers, tensor attributes and casts turned to ``element_type``."""
-    dtype = helper.tensor_dtype_to_np_dtype(element_type)
-
-    def convert(tensor):
-        if tensor.data_type == TensorProto.FLOAT:
-            value = numpy_helper.to_array(tensor).astype(dtype)
-            tensor.CopyFrom(numpy_helper.from_array(value, tensor.name))
-
-    for tensor in initializers:
-        convert(tensor)
-    for node in nodes:
-        for attr in node.attribute:
-            if attr.type == attr.TENSOR:
-                convert(attr.t)
-            elif node.op_type == "Cast" and attr.name == "to" and attr.i == TensorProto.FLOAT:
-                attr.i = element_type
+def _retyped(tensor, dtype):
+    """``tensor`` (a ``TensorProto``) as ``dtype`` if it is a float32 one."""
+    if tensor.data_type == TensorProto.FLOAT and dtype != np.float32:
+        value = numpy_helper.to_array(tensor).astype(dtype)
+        tensor.CopyFrom(numpy_helper.from_array(value, tensor.name))
 
 
 def lowered(ctx, op_type, inputs, like=None, **attributes):
     """Add the standard nodes of ``com.microsoft:op_type(inputs)`` to ``ctx``; return the name
     of its (first) output.
 
+    The lowering's constants become constants of ``ctx`` (shared with the equal ones).
+
     Parameters
     ----------
     ctx : helpers.portable.gradients.registry.GradientContext
     op_type : str
-        A contrib operator with a lowering (``GatherGrad``, ``SliceGrad``...).
+        A contrib operator with a lowering (``GatherGrad``, ``SliceGrad``, ``ReluGrad``...).
     inputs : list of str
     like : str, optional
         A value of the forward graph whose element type the lowering's float values take
@@ -50,13 +41,15 @@ def lowered(ctx, op_type, inputs, like=None, **attributes):
 
     Examples
     --------
-    >>> from onnx import TensorProto
     >>> from helpers.portable.gradients.registry import GradientContext
-    >>> ctx = GradientContext({"y": ["N", 3]}, {"y": TensorProto.FLOAT}, set(), 17)
+    >>> ctx = GradientContext({"y": ["N", 3]}, {"y": TensorProto.DOUBLE}, set(), 17)
     >>> lowered(ctx, "SoftmaxGrad_13", ["dy", "y"], axis=-1)
     'grad_0_SoftmaxGrad_13'
     >>> [n.op_type for n in ctx.nodes]
     ['Mul', 'ReduceSum', 'Sub', 'Mul']
+    >>> output = lowered(ctx, "ReluGrad", ["dy", "y"], like="y")
+    >>> [n.op_type for n in ctx.nodes[4:]], [t.data_type for t in ctx.initializers]
+    (['Greater', 'Where'], [7, 11])
     """
     output = ctx.name(op_type)
     node = helper.make_node(op_type, list(inputs), [output], domain="com.microsoft", **attributes)
@@ -66,11 +59,17 @@ def lowered(ctx, op_type, inputs, like=None, **attributes):
     )
     nodes = LOWERINGS["com.microsoft", op_type](node, lowering_ctx)
     element_type = ctx.types.get(like, TensorProto.FLOAT) if like else TensorProto.FLOAT
-    if element_type != TensorProto.FLOAT:
-        _retyped(nodes, lowering_ctx.initializers, element_type)
-    where = ctx.node.name if ctx.node is not None and ctx.node.name else "grad"
-    for index, standard in enumerate(nodes):
-        standard.name = standard.name or f"{where}_Grad/{op_type}/{index}"
-        ctx.nodes.append(standard)
-    ctx.initializers.extend(lowering_ctx.initializers)
+    dtype = helper.tensor_dtype_to_np_dtype(element_type)
+    shared = {}
+    for tensor in lowering_ctx.initializers:
+        _retyped(tensor, dtype)
+        shared[tensor.name] = ctx.constant(numpy_helper.to_array(tensor))
+    for standard in nodes:
+        for attr in standard.attribute:
+            if attr.type == attr.TENSOR:
+                _retyped(attr.t, dtype)
+            elif standard.op_type == "Cast" and attr.name == "to" and attr.i == TensorProto.FLOAT:
+                attr.i = element_type
+        standard.input[:] = [shared.get(name, name) for name in standard.input]
+    ctx.add(nodes)
     return output
