@@ -2,9 +2,12 @@
 the step of an exported model with :func:`helpers.build_training_step` and train it with
 :class:`helpers.PortableTrainer`.
 
-``python -m model_fuzz.built_step MODEL.onnx DATA.npz OUT LOSS LEARNING_RATE EPOCHS`` writes
-``OUT/result.json``: the loss of each step, or the error (its type, whether it is a refusal: a
-``ValueError``, and its message), and ``OUT/model.onnx``, the trained inference model.
+``python -m model_fuzz.built_step`` reads one JSON job a line on its standard input
+(``model``, ``data``, ``out``, ``loss``, ``learning_rate``, ``epochs``) and answers each with a
+line ``done`` once it wrote ``OUT/result.json``: the loss of each step, or the error (its type,
+whether it is a refusal: a ``ValueError``, and its message), and ``OUT/model.onnx``, the trained
+inference model. One process serves a fuzzer child's models: its imports (scikit-learn, torch)
+take seconds.
 """
 
 import json
@@ -15,8 +18,8 @@ import numpy as np
 import onnx
 
 
-def main(argv):
-    model_path, data_path, out, loss, learning_rate, epochs = argv
+def train(model_path, data_path, out, loss, learning_rate, epochs):
+    """Build and train one step; write ``OUT/result.json`` (and the trained model)."""
     from helpers import PortableTrainer, build_training_step
 
     with np.load(data_path) as data:
@@ -45,5 +48,13 @@ def main(argv):
         json.dump(result, f)
 
 
+def main():
+    """Serve the jobs of the standard input, one a line, until it closes."""
+    for line in sys.stdin:
+        if line.strip():
+            train(**json.loads(line))
+            print("done", flush=True)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -321,25 +321,53 @@ def _check_trained_step(model, module, X, y, losses, weights, session):
     _compare(actual, torch_values)
 
 
+_BUILT_SERVER = []  # the maintained process of model_fuzz.built_step, once started
+
+
+def _built_server():
+    """The maintained process that builds and trains the steps (started once per process)."""
+    if not _BUILT_SERVER or _BUILT_SERVER[0].poll() is not None:
+        path = os.pathsep.join([_ROOT, os.path.join(_ROOT, "tests")])
+        server = subprocess.Popen(
+            [MAINTAINED_PYTHON, "-m", "model_fuzz.built_step"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": path},
+        )
+        _BUILT_SERVER[:] = [server]
+    return _BUILT_SERVER[0]
+
+
 def _train_built(model, module, X, y, folder):
     """Build and train the step of ``module``'s export in the maintained environment
     (:mod:`model_fuzz.built_step`); its losses, trained weights and inference session."""
-    onnx.save(export_for_training(copy.deepcopy(module), torch.from_numpy(X[:2])), "model.onnx")
-    np.savez("data.npz", X=X, y=y)
-    arguments = ["model.onnx", "data.npz", "out", model.loss, str(model.learning_rate)]
-    command = [MAINTAINED_PYTHON, "-m", "model_fuzz.built_step", *arguments, str(OPTIMIZER_STEPS)]
-    path = os.pathsep.join([_ROOT, os.path.join(_ROOT, "tests")])
-    done = subprocess.run(
-        command, capture_output=True, text=True, cwd=folder, env={**os.environ, "PYTHONPATH": path}
+    paths = {n: os.path.join(folder, n) for n in ("model.onnx", "data.npz", "out")}
+    onnx.save(
+        export_for_training(copy.deepcopy(module), torch.from_numpy(X[:2])), paths["model.onnx"]
     )
-    if done.returncode:
-        raise RuntimeError(f"built_step failed ({done.returncode}): {done.stderr[-600:]}")
-    with open(os.path.join(folder, "out", "result.json")) as f:
+    np.savez(paths["data.npz"], X=X, y=y)
+    job = dict(
+        model_path=paths["model.onnx"],
+        data_path=paths["data.npz"],
+        out=paths["out"],
+        loss=model.loss,
+        learning_rate=model.learning_rate,
+        epochs=OPTIMIZER_STEPS,
+    )
+    server = _built_server()
+    server.stdin.write(json.dumps(job) + "\n")
+    server.stdin.flush()
+    if server.stdout.readline().strip() != "done":
+        error = server.stderr.read()[-600:] if server.poll() is not None else ""
+        raise RuntimeError(f"built_step ended ({server.poll()}): {error}")
+    with open(os.path.join(paths["out"], "result.json")) as f:
         result = json.load(f)
     if "error" in result:
         kind = ValueError if result["refused"] else RuntimeError
         raise kind(f"{result['error']}: {result['message']}")
-    trained = onnx.load(os.path.join(folder, "out", "model.onnx"))
+    trained = onnx.load(os.path.join(paths["out"], "model.onnx"))
     weights = {t.name: numpy_helper.to_array(t) for t in trained.graph.initializer}
     session = onnxruntime.InferenceSession(
         trained.SerializeToString(), providers=["CPUExecutionProvider"]
@@ -350,12 +378,7 @@ def _train_built(model, module, X, y, folder):
 def _check_built(model, module, X, y):
     """The step built without the training package, trained by the maintained onnxruntime."""
     with tempfile.TemporaryDirectory() as folder:
-        cwd = os.getcwd()
-        os.chdir(folder)
-        try:
-            losses, weights, session = _train_built(model, module, X, y, folder)
-        finally:
-            os.chdir(cwd)
+        losses, weights, session = _train_built(model, module, X, y, folder)
     _check_trained_step(model, module, X, y, losses, weights, session)
 
 
