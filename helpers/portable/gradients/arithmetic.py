@@ -83,7 +83,7 @@ def pow_grad(node, dy, ctx):
                 power = ctx.op("Pow", [a, ctx.scalar_like(exponent - 1, a)])
                 slope = ctx.op("Mul", [power, ctx.scalar_like(exponent, a)])
             return ctx.op("Mul", [dy[0], slope])
-        b_like = b if ctx.types.get(b) == ctx.types.get(a) else cast_like(ctx, b, a)
+        b_like = ctx.cast_like(b, a)
         power = ctx.op("Pow", [a, ctx.op("Sub", [b_like, ctx.scalar_like(1, a)])])
         slope = ctx.op("Mul", [b_like, power])
         zero = ctx.scalar_like(0, a)
@@ -101,7 +101,7 @@ def pow_grad(node, dy, ctx):
         )
         slope = ctx.op("Where", [at_zero, zero, ctx.op("Mul", [y, ctx.op("Log", [a])])])
         grad = ctx.op("Mul", [dy[0], slope])
-        return grad if ctx.types.get(b) == ctx.types.get(y) else cast_like(ctx, grad, b)
+        return grad if ctx.types.get(b) == ctx.types.get(y) else ctx.cast_like(grad, b)
 
     return _binary(node, ctx, base, exponent)
 
@@ -175,33 +175,15 @@ def erf_grad(node, dy, ctx):
     return [ctx.op("Mul", [dy[0], scaled])]
 
 
-def cast_like(ctx, value, like):
-    """``value`` cast to the element type of ``like``: a ``Cast`` when the type is known, a
-    ``CastLike`` when not (opset 15 on; refused before).
-
-    Examples
-    --------
-    >>> from onnx import TensorProto
-    >>> from .registry import GradientContext
-    >>> ctx = GradientContext({}, {"x": TensorProto.DOUBLE}, set(), 13)
-    >>> cast_like(ctx, "g", "x"), [(n.op_type, n.attribute[0].i) for n in ctx.nodes]
-    ('grad_0_Cast', [('Cast', 11)])
-    """
-    elem_type = ctx.types.get(like)
-    if elem_type is not None:
-        return ctx.op("Cast", [value], to=elem_type)
-    if ctx.opset < 15:
-        ctx.refuse(f"The element type of {like} is unknown and CastLike needs opset 15.")
-    return ctx.op("CastLike", [value, like])
-
-
 @gradient("Cast")
 def cast_grad(node, dy, ctx):
     """The gradient cast back to the input's type (a float input only: others need none)."""
     x = node.input[0]
+    if not ctx.needs(x):
+        return [None]
     if ctx.types.get(x) == ctx.types.get(node.output[0]):
         return [dy[0]]
-    return [cast_like(ctx, dy[0], x)]
+    return [ctx.cast_like(dy[0], x)]
 
 
 @gradient("CastLike")
@@ -229,7 +211,7 @@ def _extremum_grad(node, dy, ctx):
     y = node.output[0]
     if len(node.input) == 1:
         return [dy[0]]
-    equal = [cast_like(ctx, ctx.op("Equal", [x, y]), y) for x in node.input]
+    equal = [ctx.cast_like(ctx.op("Equal", [x, y]), y) for x in node.input]
     share = ctx.op("Div", [dy[0], ctx.op("Sum", equal)])
     return [
         ctx.reduce_to(ctx.op("Mul", [share, mask]), x, y) if ctx.needs(x) else None

@@ -74,7 +74,7 @@ def _product(ctx, vector):
 
 def _one_hot(ctx, a, b, like):
     """``Cast(Equal(a, b))`` to the element type of ``like``."""
-    return ctx.op("Cast", [ctx.op("Equal", [a, b])], to=ctx.types.get(like, TensorProto.FLOAT))
+    return ctx.cast_like(ctx.op("Equal", [a, b]), like)
 
 
 def _one_hot_rows(ctx, table_shape, rank, ids, grad, axis, like):

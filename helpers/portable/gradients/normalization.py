@@ -89,8 +89,7 @@ def _inverse_count(ctx, x, statistic, axes, like):
     shape = ctx.shape(x)
     if shape is not None and all(isinstance(shape[a], int) for a in axes):
         return ctx.scalar_like(1.0 / int(np.prod([shape[a] for a in axes])), like)
-    to = ctx.types[like]
-    return ctx.op("Div", [ctx.op("Cast", [ctx.op("Size", [v])], to=to) for v in (statistic, x)])
+    return ctx.op("Div", [ctx.cast_like(ctx.op("Size", [v]), like) for v in (statistic, x)])
 
 
 def _through_statistics(ctx, x, statistic, axes, centred, mean_grad, spread_grad, like):
@@ -121,7 +120,7 @@ def _in_type_of(ctx, name, x):
     """``name`` in ``x``'s element type (a statistic of another ``stash_type``); None stays."""
     if name is None or ctx.types.get(name, ctx.types.get(x)) == ctx.types.get(x):
         return name
-    return ctx.op("Cast", [name], to=ctx.types[x])
+    return ctx.cast_like(name, x)
 
 
 @gradient("LayerNormalization")

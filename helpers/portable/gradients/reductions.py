@@ -16,7 +16,6 @@ axes are an empty constant.
 """
 
 import numpy as np
-from onnx import TensorProto
 
 from .registry import attribute, gradient
 
@@ -79,8 +78,7 @@ def _count(node, ctx, axes):
         size = ctx.op("Size", [x])
     else:
         size = ctx.op("ReduceProd", [ctx.op("Gather", [full, ctx.axes(axes)])], keepdims=0)
-    size = ctx.op("Cast", [size], to=ctx.types.get(x, TensorProto.FLOAT))
-    return ctx.op("Reciprocal", [size])
+    return ctx.op("Reciprocal", [ctx.cast_like(size, x)])
 
 
 @gradient("ReduceSum")
@@ -166,11 +164,7 @@ def _extremum_grad(node, dy, ctx):
     axes = reduced_axes(node, ctx)
     if axes == []:
         return [dy[0]] + _rest(node)
-    hits = ctx.op(
-        "Cast",
-        [ctx.op("Equal", [x, kept(node, y, ctx, axes)])],
-        to=ctx.types.get(x, TensorProto.FLOAT),
-    )
+    hits = ctx.cast_like(ctx.op("Equal", [x, kept(node, y, ctx, axes)]), x)
     sum_inputs = [hits] if axes is None else [hits, ctx.axes(axes)]
     ties = ctx.op("ReduceSum", sum_inputs, keepdims=1)
     share = ctx.op("Div", [kept(node, dy[0], ctx, axes), ties])

@@ -43,10 +43,6 @@ def log_softmax_grad(node, dy, ctx):
     return [lowered(ctx, "LogSoftmaxGrad_13", [dy[0], node.output[0]], axis=axis)]
 
 
-def _float(ctx, value, like):
-    return ctx.op("Cast", [value], to=ctx.types.get(like, TensorProto.FLOAT))
-
-
 def _loss_terms(node, dy, ctx):
     """``(c, onehot)``: the coefficient of each element (shaped to broadcast along the classes'
     axis) and the one-hot matrix of the labels, both of the scores' element type."""
@@ -69,11 +65,11 @@ def _loss_terms(node, dy, ctx):
     )
     classes = ctx.op("Reshape", [classes, ctx.constant(np.array([1, -1] + [1] * (rank - 2)))])
     labels_axis = ctx.op("Unsqueeze", [labels64, ctx.axes([1])])
-    onehot = _float(ctx, ctx.op("Equal", [labels_axis, classes]), scores)
+    onehot = ctx.cast_like(ctx.op("Equal", [labels_axis, classes]), scores)
     weight, safe = None, labels64
     if ignore is not None:
         kept = ctx.op("Not", [ctx.op("Equal", [labels64, ctx.constant(np.array(ignore))])])
-        weight = _float(ctx, kept, scores)
+        weight = ctx.cast_like(kept, scores)
         safe = ctx.op("Where", [kept, labels64, ctx.constant(np.array(0, np.int64))])
     if weights:
         chosen = ctx.op("Gather", [weights, safe])
@@ -81,7 +77,7 @@ def _loss_terms(node, dy, ctx):
     coefficient = dy[0] if weight is None else ctx.op("Mul", [dy[0], weight])
     if reduction == "mean":
         if weight is None:
-            total = _float(ctx, ctx.op("Size", [labels]), scores)
+            total = ctx.cast_like(ctx.op("Size", [labels]), scores)
         else:
             total = ctx.op("ReduceSum", [weight], keepdims=0)
         coefficient = ctx.op("Div", [coefficient, total])
