@@ -1,4 +1,6 @@
-"""Gradients of the elementwise activations and of the trigonometric functions.
+"""Gradients of the activations: ``Relu`` and its variants, ``Softplus``, ``Softsign``, the hard
+and thresholded ones, ``Sigmoid``, ``Tanh``, ``Gelu`` and ``Mish`` (the elementary functions,
+trigonometric ones included, are in :mod:`~helpers.portable.gradients.elementary`).
 
 Each gradient is the output's gradient times the function's slope, computed from the node's
 input ``x`` or, where it is cheaper and as exact, from its output ``y``. Where the function has a
@@ -46,7 +48,15 @@ def _positive(ctx, x):
 
 @gradient("Relu")
 def relu_grad(node, dy, ctx):
-    """``dy`` where ``y > 0``, else 0 (torch's rule: 0 at 0): ``ReluGrad``."""
+    """``dy`` where ``y > 0``, else 0 (torch's rule: 0 at 0): ``ReluGrad``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Relu", ["x"], ["y"]), {"x": [1.0]})
+    ['Greater', 'Where']
+    """
     y = node.output[0]
     return [lowered(ctx, "ReluGrad", [dy[0], y], like=y)]
 
@@ -57,6 +67,13 @@ def leaky_relu_grad(node, dy, ctx):
 
     ``LeakyReluGrad`` reads the output's sign, the input's for a negative ``alpha``; it is given
     the input, whose sign is torch's test for every ``alpha``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("LeakyRelu", ["x"], ["y"], alpha=0.2), {"x": [1.0]})
+    ['Greater', 'Mul', 'Where']
     """
     x, alpha = node.input[0], attribute(node, "alpha", 0.01)
     return [lowered(ctx, "LeakyReluGrad", [dy[0], x], like=x, alpha=alpha)]
@@ -65,7 +82,16 @@ def leaky_relu_grad(node, dy, ctx):
 @gradient("PRelu")
 def prelu_grad(node, dy, ctx):
     """``dx = dy`` where ``x > 0``, else ``slope dy``; ``dslope = x dy`` where ``x <= 0``, summed
-    over the axes the slope was broadcast along (torch's: the slope's branch at 0)."""
+    over the axes the slope was broadcast along (torch's: the slope's branch at 0).
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> inputs = {"x": [[1.0, -2.0]], "slope": [0.1]}
+    >>> written_operators(make_node("PRelu", ["x", "slope"], ["y"]), inputs)[-3:]  # slope: summed
+    ['Where', 'ReduceSum', 'Reshape']
+    """
     x, slope = node.input
     positive = _positive(ctx, x)
     grads = [None, None]
@@ -85,7 +111,15 @@ def _exponential_slope(ctx, x, dy, below, above=1.0):
 
 @gradient("Elu")
 def elu_grad(node, dy, ctx):
-    """``dy`` where ``x > 0``, else ``alpha exp(x) dy``."""
+    """``dy`` where ``x > 0``, else ``alpha exp(x) dy``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Elu", ["x"], ["y"]), {"x": [1.0]})
+    ['Exp', 'Mul', 'Greater', 'Where', 'Mul']
+    """
     x = node.input[0]
     alpha = ctx.scalar_like(attribute(node, "alpha", 1.0), x)
     return [_exponential_slope(ctx, x, dy[0], ctx.op("Mul", [ctx.op("Exp", [x]), alpha]))]
@@ -93,7 +127,15 @@ def elu_grad(node, dy, ctx):
 
 @gradient("Celu")
 def celu_grad(node, dy, ctx):
-    """``dy`` where ``x > 0``, else ``exp(x / alpha) dy``."""
+    """``dy`` where ``x > 0``, else ``exp(x / alpha) dy``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Celu", ["x"], ["y"], alpha=0.5), {"x": [1.0]})
+    ['Div', 'Exp', 'Greater', 'Where', 'Mul']
+    """
     x = node.input[0]
     alpha = ctx.scalar_like(attribute(node, "alpha", 1.0), x)
     return [_exponential_slope(ctx, x, dy[0], ctx.op("Exp", [ctx.op("Div", [x, alpha])]))]
@@ -101,7 +143,15 @@ def celu_grad(node, dy, ctx):
 
 @gradient("Selu")
 def selu_grad(node, dy, ctx):
-    """``gamma dy`` where ``x > 0``, else ``gamma alpha exp(x) dy``."""
+    """``gamma dy`` where ``x > 0``, else ``gamma alpha exp(x) dy``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Selu", ["x"], ["y"]), {"x": [1.0]})
+    ['Exp', 'Mul', 'Greater', 'Where', 'Mul']
+    """
     x = node.input[0]
     alpha = attribute(node, "alpha", 1.67326319217681884765625)
     gamma = attribute(node, "gamma", 1.05070102214813232421875)
@@ -111,13 +161,29 @@ def selu_grad(node, dy, ctx):
 
 @gradient("Softplus")
 def softplus_grad(node, dy, ctx):
-    """``d log(1 + exp(x)) = sigmoid(x) dx``."""
+    """``d log(1 + exp(x)) = sigmoid(x) dx``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Softplus", ["x"], ["y"]), {"x": [1.0]})
+    ['Sigmoid', 'Mul']
+    """
     return [_times(ctx, dy[0], ctx.op("Sigmoid", [node.input[0]]))]
 
 
 @gradient("Softsign")
 def softsign_grad(node, dy, ctx):
-    """``d (x / (1 + |x|)) = dx / (1 + |x|)**2``."""
+    """``d (x / (1 + |x|)) = dx / (1 + |x|)**2``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Softsign", ["x"], ["y"]), {"x": [1.0]})
+    ['Abs', 'Add', 'Mul', 'Div']
+    """
     x = node.input[0]
     denominator = ctx.op("Add", [ctx.op("Abs", [x]), ctx.scalar_like(1, x)])
     return [ctx.op("Div", [dy[0], ctx.op("Mul", [denominator, denominator])])]
@@ -125,7 +191,15 @@ def softsign_grad(node, dy, ctx):
 
 @gradient("HardSigmoid")
 def hard_sigmoid_grad(node, dy, ctx):
-    """``alpha dy`` where ``0 < y < 1`` (the ramp, ends excluded), else 0."""
+    """``alpha dy`` where ``0 < y < 1`` (the ramp, ends excluded), else 0.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("HardSigmoid", ["x"], ["y"]), {"x": [1.0]})
+    ['Greater', 'Less', 'And', 'Mul', 'Where']
+    """
     y = node.output[0]
     alpha = ctx.scalar_like(attribute(node, "alpha", 0.2), y)
     ramp = ctx.op("And", [_positive(ctx, y), ctx.op("Less", [y, ctx.scalar_like(1, y)])])
@@ -134,7 +208,15 @@ def hard_sigmoid_grad(node, dy, ctx):
 
 @gradient("HardSwish")
 def hard_swish_grad(node, dy, ctx):
-    """``(x / 3 + 1/2) dy`` for ``-3 < x < 3``, 0 below, ``dy`` above (torch's ends)."""
+    """``(x / 3 + 1/2) dy`` for ``-3 < x < 3``, 0 below, ``dy`` above (torch's ends).
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("HardSwish", ["x"], ["y"]), {"x": [1.0]})
+    ['Div', 'Add', 'Greater', 'Less', 'Where', 'Where', 'Mul']
+    """
     x = node.input[0]
     ramp = ctx.op("Add", [ctx.op("Div", [x, ctx.scalar_like(3, x)]), ctx.scalar_like(0.5, x)])
     above_low = ctx.op("Greater", [x, ctx.scalar_like(-3, x)])
@@ -145,7 +227,15 @@ def hard_swish_grad(node, dy, ctx):
 
 @gradient("ThresholdedRelu")
 def thresholded_relu_grad(node, dy, ctx):
-    """``dy`` where ``x > alpha``, else 0."""
+    """``dy`` where ``x > alpha``, else 0.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("ThresholdedRelu", ["x"], ["y"]), {"x": [1.0]})
+    ['Greater', 'Where']
+    """
     x = node.input[0]
     above = ctx.op("Greater", [x, ctx.scalar_like(attribute(node, "alpha", 1.0), x)])
     return [_where(ctx, above, dy[0], 0, x)]
@@ -153,7 +243,15 @@ def thresholded_relu_grad(node, dy, ctx):
 
 @gradient("Shrink")
 def shrink_grad(node, dy, ctx):
-    """``dy`` where ``|x| > lambd`` (``x > lambd`` or ``x < -lambd``), else 0."""
+    """``dy`` where ``|x| > lambd`` (``x > lambd`` or ``x < -lambd``), else 0.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Shrink", ["x"], ["y"], lambd=0.3), {"x": [1.0]})
+    ['Greater', 'Less', 'Or', 'Where']
+    """
     x = node.input[0]
     lambd = attribute(node, "lambd", 0.5)
     outside = ctx.op(
@@ -168,14 +266,30 @@ def shrink_grad(node, dy, ctx):
 
 @gradient("Sigmoid")
 def sigmoid_grad(node, dy, ctx):
-    """``y (1 - y) dy``: ``SigmoidGrad``."""
+    """``y (1 - y) dy``: ``SigmoidGrad``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Sigmoid", ["x"], ["y"]), {"x": [1.0]})
+    ['Mul', 'Sub', 'Mul']
+    """
     y = node.output[0]
     return [lowered(ctx, "SigmoidGrad", [dy[0], y], like=y)]
 
 
 @gradient("Tanh")
 def tanh_grad(node, dy, ctx):
-    """``(1 - y**2) dy``: ``TanhGrad``."""
+    """``(1 - y**2) dy``: ``TanhGrad``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Tanh", ["x"], ["y"]), {"x": [1.0]})
+    ['Mul', 'Sub', 'Mul']
+    """
     y = node.output[0]
     return [lowered(ctx, "TanhGrad", [dy[0], y], like=y)]
 
@@ -184,7 +298,19 @@ def tanh_grad(node, dy, ctx):
 def gelu_grad(node, dy, ctx):
     """Opset 20's ``Gelu``: ``(Phi(x) + x phi(x)) dy`` (``GeluGrad``), or with
     ``approximate="tanh"`` the derivative of ``x (1 + tanh(k (x + c x**3))) / 2``, as torch's
-    ``gelu_backward`` writes it (``k = sqrt(2 / pi)``, ``c = 0.044715``)."""
+    ``gelu_backward`` writes it (``k = sqrt(2 / pi)``, ``c = 0.044715``).
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> operators = written_operators(make_node("Gelu", ["x"], ["y"]), {"x": [1.0]}, opset=20)
+    >>> "Erf" in operators, "Tanh" in operators  # GeluGrad, lowered
+    (True, False)
+    >>> node = make_node("Gelu", ["x"], ["y"], approximate="tanh")
+    >>> "Tanh" in written_operators(node, {"x": [1.0]}, opset=20)
+    True
+    """
     x = node.input[0]
     if attribute(node, "approximate", b"none") in (b"none", "none"):
         return [lowered(ctx, "GeluGrad", [dy[0], x], like=x)]
@@ -205,86 +331,17 @@ def gelu_grad(node, dy, ctx):
 @gradient("Mish")
 def mish_grad(node, dy, ctx):
     """Opset 18's ``Mish``, ``x tanh(softplus(x))``: ``(t + x sigmoid(x) (1 - t**2)) dy`` with
-    ``t = tanh(softplus(x))`` (torch's ``mish_backward``)."""
+    ``t = tanh(softplus(x))`` (torch's ``mish_backward``).
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Mish", ["x"], ["y"]), {"x": [1.0]}, opset=18)[:3]
+    ['Softplus', 'Tanh', 'Mul']
+    """
     x = node.input[0]
     t = ctx.op("Tanh", [ctx.op("Softplus", [x])])
     sech2 = ctx.op("Sub", [ctx.scalar_like(1, x), ctx.op("Mul", [t, t])])
     inner = ctx.op("Mul", [ctx.op("Mul", [x, ctx.op("Sigmoid", [x])]), sech2])
     return [_times(ctx, dy[0], ctx.op("Add", [t, inner]))]
-
-
-@gradient("Sin")
-def sin_grad(node, dy, ctx):
-    """``d sin(x) = cos(x) dx``."""
-    return [_times(ctx, dy[0], ctx.op("Cos", [node.input[0]]))]
-
-
-@gradient("Cos")
-def cos_grad(node, dy, ctx):
-    """``d cos(x) = -sin(x) dx``."""
-    return [ctx.op("Neg", [_times(ctx, dy[0], ctx.op("Sin", [node.input[0]]))])]
-
-
-@gradient("Tan")
-def tan_grad(node, dy, ctx):
-    """``d tan(x) = (1 + y**2) dx``."""
-    y = node.output[0]
-    return [_times(ctx, dy[0], ctx.op("Add", [ctx.op("Mul", [y, y]), ctx.scalar_like(1, y)]))]
-
-
-def _one_and_square(ctx, x, op_type):
-    """``1 + x**2`` (``op_type="Add"``) or ``1 - x**2`` (``"Sub"``)."""
-    return ctx.op(op_type, [ctx.scalar_like(1, x), ctx.op("Mul", [x, x])])
-
-
-def _over_root(ctx, dy, radicand):
-    return ctx.op("Div", [dy, ctx.op("Sqrt", [radicand])])
-
-
-@gradient("Asin")
-def asin_grad(node, dy, ctx):
-    """``d asin(x) = dx / sqrt(1 - x**2)``."""
-    return [_over_root(ctx, dy[0], _one_and_square(ctx, node.input[0], "Sub"))]
-
-
-@gradient("Acos")
-def acos_grad(node, dy, ctx):
-    """``d acos(x) = -dx / sqrt(1 - x**2)``."""
-    return [ctx.op("Neg", [_over_root(ctx, dy[0], _one_and_square(ctx, node.input[0], "Sub"))])]
-
-
-@gradient("Asinh")
-def asinh_grad(node, dy, ctx):
-    """``d asinh(x) = dx / sqrt(1 + x**2)``."""
-    return [_over_root(ctx, dy[0], _one_and_square(ctx, node.input[0], "Add"))]
-
-
-@gradient("Acosh")
-def acosh_grad(node, dy, ctx):
-    """``d acosh(x) = dx / sqrt(x**2 - 1)``."""
-    x = node.input[0]
-    return [_over_root(ctx, dy[0], ctx.op("Sub", [ctx.op("Mul", [x, x]), ctx.scalar_like(1, x)]))]
-
-
-@gradient("Atan")
-def atan_grad(node, dy, ctx):
-    """``d atan(x) = dx / (1 + x**2)``."""
-    return [ctx.op("Div", [dy[0], _one_and_square(ctx, node.input[0], "Add")])]
-
-
-@gradient("Atanh")
-def atanh_grad(node, dy, ctx):
-    """``d atanh(x) = dx / (1 - x**2)``."""
-    return [ctx.op("Div", [dy[0], _one_and_square(ctx, node.input[0], "Sub")])]
-
-
-@gradient("Sinh")
-def sinh_grad(node, dy, ctx):
-    """``d sinh(x) = cosh(x) dx``."""
-    return [_times(ctx, dy[0], ctx.op("Cosh", [node.input[0]]))]
-
-
-@gradient("Cosh")
-def cosh_grad(node, dy, ctx):
-    """``d cosh(x) = sinh(x) dx``."""
-    return [_times(ctx, dy[0], ctx.op("Sinh", [node.input[0]]))]

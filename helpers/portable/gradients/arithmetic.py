@@ -1,4 +1,6 @@
-"""Gradients of the arithmetic operators: sums, products, quotients, powers and their kin.
+"""Gradients of the arithmetic operators: sums, products, quotients, powers and their kin,
+casts, ``Where``, ``Clip`` and the piecewise constant ones (the functions of one value, ``Exp``,
+``Log``, ``Sqrt``..., are in :mod:`~helpers.portable.gradients.elementary`).
 
 Every binary operator broadcasts: each operand's gradient is summed back to its own shape
 (:meth:`~helpers.portable.gradients.registry.GradientContext.reduce_to`). Where a formula is
@@ -28,26 +30,62 @@ def _binary(node, ctx, first, second):
 
 @gradient("Add")
 def add_grad(node, dy, ctx):
-    """``d(a + b) = da + db``."""
+    """``d(a + b) = da + db``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> inputs = {"a": [[1.0, 2.0]], "b": [3.0]}  # b broadcast along the rows
+    >>> written_operators(make_node("Add", ["a", "b"], ["y"]), inputs)
+    ['ReduceSum', 'Reshape']
+    """
     return _binary(node, ctx, lambda: dy[0], lambda: dy[0])
 
 
 @gradient("Sub")
 def sub_grad(node, dy, ctx):
-    """``d(a - b) = da - db``."""
+    """``d(a - b) = da - db``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> inputs = {"a": [[1.0, 2.0]], "b": [3.0]}  # b broadcast along the rows
+    >>> written_operators(make_node("Sub", ["a", "b"], ["y"]), inputs)
+    ['Neg', 'ReduceSum', 'Reshape']
+    """
     return _binary(node, ctx, lambda: dy[0], lambda: ctx.op("Neg", [dy[0]]))
 
 
 @gradient("Mul")
 def mul_grad(node, dy, ctx):
-    """``d(a b) = b da + a db``."""
+    """``d(a b) = b da + a db``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> inputs = {"a": [[1.0, 2.0]], "b": [3.0]}  # b broadcast along the rows
+    >>> written_operators(make_node("Mul", ["a", "b"], ["y"]), inputs)
+    ['Mul', 'Mul', 'ReduceSum', 'Reshape']
+    """
     a, b = node.input
     return _binary(node, ctx, lambda: ctx.op("Mul", [dy[0], b]), lambda: ctx.op("Mul", [dy[0], a]))
 
 
 @gradient("Div")
 def div_grad(node, dy, ctx):
-    """``d(a / b) = da / b - (a / b) db / b``."""
+    """``d(a / b) = da / b - (a / b) db / b``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> inputs = {"a": [[1.0, 2.0]], "b": [3.0]}  # b broadcast along the rows
+    >>> written_operators(make_node("Div", ["a", "b"], ["y"]), inputs)
+    ['Div', 'Mul', 'Div', 'Neg', 'ReduceSum', 'Reshape']
+    """
     a, b = node.input
     y = node.output[0]
     return _binary(
@@ -67,6 +105,14 @@ def pow_grad(node, dy, ctx):
     writes the first with that number (``2 a`` for a square, nothing for ``b = 0``); an integer
     exponent is cast to the base's type. ``db`` is written only for a floating-point exponent on
     the path to a trained value.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> inputs = {"a": [1.0, 2.0], "b": np.array([2, 3])}  # an integer exponent
+    >>> written_operators(make_node("Pow", ["a", "b"], ["y"]), inputs, opset=13)
+    ['Cast', 'Sub', 'Pow', 'Mul', 'Equal', 'Where', 'Mul']
     """
     a, b = node.input
     y = node.output[0]
@@ -108,76 +154,77 @@ def pow_grad(node, dy, ctx):
 
 @gradient("Neg")
 def neg_grad(node, dy, ctx):
-    """``d(-x) = -dx``."""
+    """``d(-x) = -dx``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Neg", ["x"], ["y"]), {"x": [1.0]})
+    ['Neg']
+    """
     return [ctx.op("Neg", [dy[0]])]
 
 
 @gradient("Identity")
 def identity_grad(node, dy, ctx):
-    """The gradient passes through."""
+    """The gradient passes through.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Identity", ["x"], ["y"]), {"x": [1.0]})
+    []
+    """
     return [dy[0]]
 
 
 @gradient("Sum")
 def sum_grad(node, dy, ctx):
-    """``Sum`` broadcasts its operands as ``Add`` does."""
+    """``Sum`` broadcasts its operands as ``Add`` does.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> inputs = {"a": [[1.0, 2.0]], "b": [3.0], "c": [[4.0, 5.0]]}
+    >>> written_operators(make_node("Sum", ["a", "b", "c"], ["y"]), inputs)
+    ['ReduceSum', 'Reshape']
+    """
     y = node.output[0]
     return [ctx.reduce_to(dy[0], x, y) if ctx.needs(x) else None for x in node.input]
 
 
 @gradient("Mean")
 def mean_grad(node, dy, ctx):
-    """``Mean`` of ``n`` operands: each one's gradient is ``dy / n``."""
+    """``Mean`` of ``n`` operands: each one's gradient is ``dy / n``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> inputs = {"a": [[1.0, 2.0]], "b": [3.0], "c": [[4.0, 5.0]]}
+    >>> written_operators(make_node("Mean", ["a", "b", "c"], ["y"]), inputs)
+    ['Mul', 'ReduceSum', 'Reshape']
+    """
     y = node.output[0]
     part = ctx.op("Mul", [dy[0], ctx.scalar_like(1.0 / len(node.input), y)])
     return [ctx.reduce_to(part, x, y) if ctx.needs(x) else None for x in node.input]
 
 
-@gradient("Sqrt")
-def sqrt_grad(node, dy, ctx):
-    """``d sqrt(x) = dx / (2 sqrt(x))``."""
-    y = node.output[0]
-    return [ctx.op("Div", [dy[0], ctx.op("Mul", [y, ctx.scalar_like(2, y)])])]
-
-
-@gradient("Exp")
-def exp_grad(node, dy, ctx):
-    """``d exp(x) = exp(x) dx``."""
-    return [ctx.op("Mul", [dy[0], node.output[0]])]
-
-
-@gradient("Log")
-def log_grad(node, dy, ctx):
-    """``d log(x) = dx / x``."""
-    return [ctx.op("Div", [dy[0], node.input[0]])]
-
-
-@gradient("Reciprocal")
-def reciprocal_grad(node, dy, ctx):
-    """``d (1 / x) = -dx / x**2 = -(1/x)**2 dx``."""
-    y = node.output[0]
-    return [ctx.op("Neg", [ctx.op("Mul", [dy[0], ctx.op("Mul", [y, y])])])]
-
-
-@gradient("Abs")
-def abs_grad(node, dy, ctx):
-    """``d|x| = sign(x) dx`` (0 at 0, as torch)."""
-    return [ctx.op("Mul", [dy[0], ctx.op("Sign", [node.input[0]])])]
-
-
-@gradient("Erf")
-def erf_grad(node, dy, ctx):
-    """``d erf(x) = 2 / sqrt(pi) exp(-x**2) dx``."""
-    x = node.input[0]
-    square = ctx.op("Mul", [x, x])
-    density = ctx.op("Exp", [ctx.op("Neg", [square])])
-    scaled = ctx.op("Mul", [density, ctx.scalar_like(1.1283791670955126, x)])
-    return [ctx.op("Mul", [dy[0], scaled])]
-
-
 @gradient("Cast")
 def cast_grad(node, dy, ctx):
-    """The gradient cast back to the input's type (a float input only: others need none)."""
+    """The gradient cast back to the input's type (a float input only: others need none).
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("Cast", ["x"], ["y"], to=1)  # to float32
+    >>> written_operators(node, {"x": [1.0]}), written_operators(node, {"x": np.array([1])})
+    (['Cast'], [])
+    """
     x = node.input[0]
     if not ctx.needs(x):
         return [None]
@@ -188,13 +235,32 @@ def cast_grad(node, dy, ctx):
 
 @gradient("CastLike")
 def cast_like_grad(node, dy, ctx):
-    """As ``Cast``; the second input only gives a type."""
+    """As ``Cast``; the second input only gives a type.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("CastLike", ["x", "like"], ["y"])
+    >>> written_operators(node, {"x": [1.0], "like": np.zeros(1, "f")})
+    ['Cast']
+    """
     return [cast_grad(node, dy, ctx)[0], None]
 
 
 @gradient("Where")
 def where_grad(node, dy, ctx):
-    """The gradient goes to the branch each element came from."""
+    """The gradient goes to the branch each element came from.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> inputs = {"a": [[1.0, 2.0]], "b": [3.0]}  # b broadcast along the rows
+    >>> inputs["c"] = np.array([True, False])
+    >>> written_operators(make_node("Where", ["c", "a", "b"], ["y"]), inputs)
+    ['Where', 'Where', 'ReduceSum', 'Reshape']
+    """
     condition, a, b = node.input
     y = node.output[0]
     zero = ctx.scalar_like(0, y)
@@ -232,6 +298,15 @@ def clip_grad(node, dy, ctx):
     torch's ``Hardtanh`` and ``ReLU6`` also export to ``Clip``, with 0 at the bounds; the
     training graph rewrites the ``Clip`` nodes their export lists
     (:mod:`helpers.core.layers.activations`): a node alone does not tell them apart.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("Clip", ["x", "low", "high"], ["y"])
+    >>> operators = written_operators(node, {"x": [1.0], "low": [0.0], "high": [2.0]})
+    >>> operators[:4], operators.count("Where")  # one gradient each, the bounds trained too
+    (['GreaterOrEqual', 'LessOrEqual', 'And', 'Where'], 3)
     """
     x = node.input[0]
     low, high = (list(node.input[1:]) + ["", ""])[:2]
@@ -270,7 +345,16 @@ for _op_type in ("Sign", "Floor", "Ceil", "Round"):
 @gradient("Mod")
 def mod_grad(node, dy, ctx):
     """Floating-point ``Mod`` (``fmod=1``, torch's ``fmod``), ``a - b trunc(a / b)``:
-    ``da = dy``, ``db = -trunc(a / b) dy``; the standard allows no other ``Mod`` of floats."""
+    ``da = dy``, ``db = -trunc(a / b) dy``; the standard allows no other ``Mod`` of floats.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("Mod", ["a", "b"], ["y"], fmod=1)
+    >>> written_operators(node, {"a": [1.0], "b": [3.0]})
+    ['Div', 'Abs', 'Floor', 'Sign', 'Mul', 'Mul', 'Neg']
+    """
     a, b = node.input
     if not attribute(node, "fmod", 0):
         ctx.refuse("A Mod of floating-point values needs fmod=1.")
