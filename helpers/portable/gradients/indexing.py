@@ -1,5 +1,5 @@
-"""Gradients of the indexing operators: ``Gather``, ``GatherElements``, ``GatherND``, ``Slice``
-and ``Pad``.
+"""Gradients of the indexing operators: ``Gather``, ``GatherElements``, ``GatherND`` and
+``Slice`` (``Pad``'s is in :mod:`~helpers.portable.gradients.padding`).
 
 Each gradient adds the output gradient into zeros of the input's shape at the positions the
 forward node read, summing where a position was read more than once (an embedding's repeated
@@ -17,39 +17,9 @@ indexed axes; ``GatherElements`` a ``ScatterElements`` add from opset 16, a one-
 import numpy as np
 from onnx import TensorProto
 
-from .registry import attribute, gradient
+from .registry import END, attribute, gradient
 from .shapes import zeros_like
 from .via_lowering import lowered
-
-#: The stop of a ``Slice`` that runs to the end of an axis.
-_END = np.iinfo(np.int64).max
-
-
-def _vector(ctx, value):
-    """A 1-element int64 value: ``value`` itself if it is a name, else a constant."""
-    return value if isinstance(value, str) else ctx.axes([value])
-
-
-def _plus(ctx, a, b, sign=1):
-    """``a + sign * b`` of ints or 1-element values: an int when both are ints."""
-    if isinstance(a, int) and isinstance(b, int):
-        return a + sign * b
-    return ctx.op("Add" if sign > 0 else "Sub", [_vector(ctx, a), _vector(ctx, b)])
-
-
-def _dim(ctx, x, axis):
-    """``x``'s length along ``axis``: an int when the shape tells it, else a 1-element value."""
-    shape = ctx.shape(x)
-    if shape is not None and isinstance(shape[axis], int):
-        return shape[axis]
-    return ctx.op("Gather", [ctx.op("Shape", [x]), ctx.axes([axis])])
-
-
-def _rank_of(ctx, x):
-    rank = ctx.rank(x)
-    if rank is None:
-        ctx.refuse("Its gradient needs the rank of its input; shape inference found none.")
-    return rank
 
 
 def _int64(ctx, ids):
@@ -82,7 +52,7 @@ def _one_hot_rows(ctx, table_shape, rank, ids, grad, axis, like):
     and contracted along ``axis`` with the one-hot matrix of the ids (a ``MatMul``)."""
     size = ctx.op("Gather", [table_shape, ctx.constant(np.array(axis, np.int64))])
     ids = ctx.op("Reshape", [_wrapped(ctx, ids, size), ctx.constant(np.array([-1], np.int64))])
-    inner = ctx.op("Slice", [table_shape, ctx.axes([axis + 1]), ctx.axes([_END])])
+    inner = ctx.op("Slice", [table_shape, ctx.axes([axis + 1]), ctx.axes([END])])
     view = ctx.op("Concat", [ctx.constant(np.array([0] * axis + [-1], np.int64)), inner], axis=0)
     grad = ctx.op("Reshape", [grad, view])
     classes = ctx.op(
@@ -127,7 +97,7 @@ def gather_grad(node, dy, ctx):
     ['Equal', 'Cast', 'MatMul']
     """
     x, ids = node.input
-    rank = _rank_of(ctx, x)
+    rank = ctx.known_rank(x)
     axis = attribute(node, "axis", 0) % rank
     return [scatter_rows(ctx, ctx.shape_of(x), rank, ids, dy[0], axis, x), None]
 
@@ -142,11 +112,9 @@ def gather_elements_grad(node, dy, ctx):
     if ctx.opset >= 16:
         zeros = zeros_like(ctx, x)
         return [ctx.op("ScatterElements", [zeros, ids, dy[0]], axis=axis, reduction="add"), None]
-    rank = _rank_of(ctx, x)
+    rank = ctx.known_rank(x)
     axis %= rank
-    size = ctx.op(
-        "Reshape", [_vector(ctx, _dim(ctx, x, axis)), ctx.constant(np.zeros(0, np.int64))]
-    )
+    size = ctx.op("Reshape", [ctx.vector(ctx.length(x, axis)), ctx.constant(np.zeros(0, np.int64))])
     one = ctx.constant(np.array(1, np.int64))
     classes = ctx.op("Range", [ctx.constant(np.array(0, np.int64)), size, one])
     shape = np.ones(rank + 1, np.int64)
@@ -179,7 +147,7 @@ def gather_nd_grad(node, dy, ctx):
     batch = attribute(node, "batch_dims", 0)
     if batch == 0 and ctx.opset >= 16:
         return [lowered(ctx, "GatherNDGrad", [ctx.shape_of(x), ids, dy[0]], like=x), None]
-    rank, ids_shape = _rank_of(ctx, x), ctx.shape(ids)
+    rank, ids_shape = ctx.known_rank(x), ctx.shape(ids)
     depth = ids_shape[-1] if ids_shape else None
     if not isinstance(depth, int):
         ctx.refuse("Its gradient needs the length of the index tuples (the indices' last axis).")
@@ -203,7 +171,7 @@ def gather_nd_grad(node, dy, ctx):
         grid = ctx.op("Reshape", [grid, ctx.op("Concat", [batches, ones], axis=0)])
         position = ctx.op("Add", [position, ctx.op("Mul", [grid, _product(ctx, indexed)])])
     rows = _product(ctx, ctx.op("Slice", [shape, ctx.axes([0]), ctx.axes([batch + depth])]))
-    rest = ctx.op("Slice", [shape, ctx.axes([batch + depth]), ctx.axes([_END])])
+    rest = ctx.op("Slice", [shape, ctx.axes([batch + depth]), ctx.axes([END])])
     table = ctx.op("Concat", [rows, rest], axis=0)
     flat = scatter_rows(ctx, table, rank - batch - depth + 1, position, dy[0], 0, x)
     return [ctx.op("Reshape", [flat, shape]), None]
@@ -275,132 +243,4 @@ def slice_grad(node, dy, ctx):
         padded = ctx.op("Pad", [grad, ctx.constant(one_more)])
         grad = ctx.op("Gather", [padded, ctx.constant(positions)], axis=axis)
     grads[0] = ctx.op("Pad", [grad, ctx.constant(pads)]) if pads.any() else grad
-    return grads
-
-
-def _along(ctx, grad, axis, start, stop, step=None):
-    """``grad[start:stop:step]`` along ``axis``."""
-    inputs = [grad, _vector(ctx, start), _vector(ctx, stop), ctx.axes([axis])]
-    return ctx.op("Slice", inputs + ([ctx.axes([step])] if step else []))
-
-
-def _pad_along(ctx, grad, axis, rank, before, after):
-    """``grad`` padded with zeros along ``axis`` only."""
-    if isinstance(before, int) and isinstance(after, int):
-        pads = np.zeros(2 * rank, np.int64)
-        pads[axis], pads[rank + axis] = before, after
-        return ctx.op("Pad", [grad, ctx.constant(pads)])
-    pieces = [
-        ctx.constant(np.zeros(axis, np.int64)),
-        _vector(ctx, before),
-        ctx.constant(np.zeros(rank - 1, np.int64)),
-        _vector(ctx, after),
-        ctx.constant(np.zeros(rank - axis - 1, np.int64)),
-    ]
-    return ctx.op("Pad", [grad, ctx.op("Concat", pieces, axis=0)])
-
-
-def _unpad_axis(ctx, grad, mode, axis, rank, before, after, size):
-    """The gradient of a ``Pad`` of ``before``/``after`` values in ``mode`` along one axis of
-    length ``size``: the centre, plus each border's gradient added where it was copied from
-    (reflected, for ``edge`` summed on the end value, for ``wrap`` on the other end)."""
-    stop = _plus(ctx, before, size)
-    parts = [_along(ctx, grad, axis, before, stop)]
-    last = _plus(ctx, size, 1, -1)
-    for border, head in ((before, True), (after, False)):
-        if border == 0:
-            continue
-        piece = _along(ctx, grad, axis, 0, before) if head else _along(ctx, grad, axis, stop, _END)
-        if mode == "edge":
-            piece = ctx.op("ReduceSum", [piece, ctx.axes([axis])], keepdims=1)
-            where = (0, last) if head else (last, 0)
-        elif mode == "reflect":
-            piece = _along(ctx, piece, axis, -1, np.iinfo(np.int64).min, -1)
-            rest = _plus(ctx, last, border, -1)
-            where = (1, rest) if head else (rest, 1)
-        else:  # wrap
-            rest = _plus(ctx, size, border, -1)
-            where = (rest, 0) if head else (0, rest)
-        parts.append(_pad_along(ctx, piece, axis, rank, *where))
-    return ctx.op("Sum", parts) if len(parts) > 1 else parts[0]
-
-
-def _pad_amounts(ctx, pads, count):
-    """``(before, after)`` per padded axis: ints when ``pads`` is a constant."""
-    value = ctx.constant_value(pads)
-    if value is not None:
-        value = [int(v) for v in np.ravel(value)]
-        return list(zip(value[:count], value[count:]))
-    return [
-        (ctx.op("Gather", [pads, ctx.axes([k])]), ctx.op("Gather", [pads, ctx.axes([k + count])]))
-        for k in range(count)
-    ]
-
-
-def _crop(ctx, grad, pads, axes):
-    """The gradient of a ``Pad`` in ``constant`` mode: a ``Slice`` of the inside for constant
-    non-negative pads, else a ``Pad`` by the negated pads (a crop, where the pads were
-    negative)."""
-    known = ctx.constant_value(pads)
-    if known is None or (np.asarray(known) < 0).any():
-        cut = ctx.constant(-np.asarray(known)) if known is not None else ctx.op("Neg", [pads])
-        return ctx.op("Pad", [grad, cut, "", axes] if axes else [grad, cut])
-    begins, ends = np.split(np.ravel(known).astype(np.int64), 2)
-    stops = np.where(ends > 0, -ends, _END)
-    inputs = [grad, ctx.constant(begins), ctx.constant(stops)]
-    return ctx.op("Slice", inputs + ([axes] if axes else []))
-
-
-@gradient("Pad")
-def pad_grad(node, dy, ctx):
-    """``constant`` mode: the inside of the gradient (the padding value receives the sum of
-    the border's gradient). ``edge``, ``reflect`` and ``wrap``: each padded axis in
-    turn, by slices of the gradient added back where the border copied from. The pads may be
-    computed at run time (then they are assumed non-negative and, for ``wrap``, at most the
-    axis' length; constant ones are checked).
-
-    Examples
-    --------
-    >>> from onnx import helper
-    >>> from helpers.portable.gradients.registry import written_operators
-    >>> x, pads = np.ones((4, 6), "f"), np.array([0, 2, 0, 1])
-    >>> written_operators(helper.make_node("Pad", ["x", "pads"], ["y"]), {"x": x, "pads": pads})
-    ['Slice']
-    >>> node = helper.make_node("Pad", ["x", "pads"], ["y"], mode="edge")
-    >>> written_operators(node, {"x": x, "pads": pads})
-    ['Slice', 'Slice', 'ReduceSum', 'Pad', 'Slice', 'ReduceSum', 'Pad', 'Sum']
-    """
-    x, pads = node.input[:2]
-    value = node.input[2] if len(node.input) > 2 and node.input[2] else ""
-    axes = node.input[3] if len(node.input) > 3 and node.input[3] else ""
-    mode = attribute(node, "mode", b"constant").decode()
-    grads = [None] * len(node.input)
-    if mode == "constant":
-        grads[0] = _crop(ctx, dy[0], pads, axes)
-        if value and ctx.needs(value):
-            border = ctx.op(
-                "Sub",
-                [
-                    ctx.op("ReduceSum", [dy[0]], keepdims=0),
-                    ctx.op("ReduceSum", [grads[0]], keepdims=0),
-                ],
-            )
-            grads[2] = ctx.op("Reshape", [border, ctx.shape_of(value)])
-        return grads
-    rank = _rank_of(ctx, x)
-    if axes and ctx.constant_value(axes) is None:
-        ctx.refuse("Its gradient needs its axes as a constant.")
-    padded = [int(a) % rank for a in np.ravel(ctx.constant_value(axes))] if axes else range(rank)
-    grad = dy[0]
-    for axis, (before, after) in zip(padded, _pad_amounts(ctx, pads, len(padded))):
-        if before == 0 and after == 0:
-            continue
-        size = _dim(ctx, x, axis)
-        for border in (before, after):
-            if isinstance(border, int) and (
-                border < 0 or (isinstance(size, int) and border > size)
-            ):
-                ctx.refuse(f"Its gradient in {mode} mode needs pads from 0 to the axis' length.")
-        grad = _unpad_axis(ctx, grad, mode, axis, rank, before, after, size)
-    grads[0] = grad
     return grads

@@ -40,9 +40,7 @@ def matmul_grad(node, dy, ctx):
     operand is the matrix ``MatMul`` makes of it (a row for ``A``, a column for ``B``) and its
     gradient is summed over every other axis."""
     a, b = node.input
-    rank_a, rank_b = ctx.rank(a), ctx.rank(b)
-    if rank_a is None or rank_b is None:
-        ctx.refuse("Its gradient needs the rank of both operands; shape inference found none.")
+    rank_a, rank_b = ctx.known_rank(a, "both operands"), ctx.known_rank(b, "both operands")
     new_axes, y_shape = _matrix_form(ctx, node.output[0], rank_a, rank_b)
     g = ctx.op("Unsqueeze", [dy[0], ctx.axes(new_axes)]) if new_axes else dy[0]
     a_m = ctx.op("Unsqueeze", [a, ctx.axes([0])]) if rank_a == 1 else a

@@ -15,6 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 #: ``(domain, op_type)`` to the function that writes the gradient of such a node.
 GRADIENTS = {}
 
+#: The stop of a ``Slice`` that runs to the end of an axis.
+END = np.iinfo(np.int64).max
+
 #: Element types a gradient flows through.
 FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
 
@@ -162,6 +165,11 @@ class GradientContext:
         """A 1-D int64 constant of ``axes`` (the input form of opset 13 and later)."""
         return self.constant(np.array(list(axes), dtype=np.int64))
 
+    def vector(self, value):
+        """A 1-element int64 value: ``value`` itself if it is a name, else a constant (of an int,
+        as :meth:`length` returns)."""
+        return value if isinstance(value, str) else self.axes([value])
+
     def cast_like(self, value, like):
         """``value`` in the element type of ``like``: itself when it has that type, a ``Cast``
         when the type is known; when not, a ``CastLike`` from opset 15, before a ``Cast`` to
@@ -196,6 +204,22 @@ class GradientContext:
         """The rank of ``name``, or None."""
         shape = self.shapes.get(name)
         return None if shape is None else len(shape)
+
+    def known_rank(self, name, what="its input"):
+        """The rank of ``name``; the gradient is refused where it is unknown (``what`` names the
+        value in the reason)."""
+        rank = self.rank(name)
+        if rank is None:
+            self.refuse(f"Its gradient needs the rank of {what}; shape inference found none.")
+        return rank
+
+    def length(self, name, axis):
+        """``name``'s length along ``axis``: an int when the shape tells it, else a 1-element
+        value."""
+        shape = self.shape(name)
+        if shape is not None and isinstance(shape[axis], int):
+            return shape[axis]
+        return self.op("Gather", [self.op("Shape", [name]), self.axes([axis])])
 
     def static_shape(self, name):
         """The shape of ``name`` as ints if every dimension is known, else None."""

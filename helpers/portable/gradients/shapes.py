@@ -80,9 +80,7 @@ def tile_grad(node, dy, ctx):
     """The gradient viewed as ``[r0, d0, r1, d1, ...]`` (repeats ``r``, input shape ``d``) and
     summed over the repeats' axes."""
     x, repeats = node.input
-    rank = ctx.rank(x)
-    if rank is None:
-        ctx.refuse("Its gradient needs the rank of its input; shape inference found none.")
+    rank = ctx.known_rank(x)
     static, counts = ctx.static_shape(x), ctx.constant_value(repeats)
     if static is not None and counts is not None:
         grouped = ctx.constant(
@@ -103,21 +101,13 @@ def tile_grad(node, dy, ctx):
     return [ctx.op("ReduceSum", [viewed, ctx.axes(range(0, 2 * rank, 2))], keepdims=0), None]
 
 
-def _length(ctx, name, axis):
-    """``name``'s length along ``axis``: an int when the shape tells it, else a 1-element value."""
-    shape = ctx.shape(name)
-    if shape is not None and isinstance(shape[axis], int):
-        return shape[axis]
-    return ctx.op("Gather", [ctx.op("Shape", [name]), ctx.axes([axis])])
-
-
 @gradient("Concat")
 def concat_grad(node, dy, ctx):
     """``Split`` of the gradient by the inputs' lengths along the axis."""
     axis = attribute(node, "axis")
     if len(node.input) == 1:
         return [dy[0]]
-    lengths = [_length(ctx, x, axis) for x in node.input]
+    lengths = [ctx.length(x, axis) for x in node.input]
     if all(isinstance(n, int) for n in lengths):
         split = ctx.constant(np.array(lengths, np.int64))
     else:

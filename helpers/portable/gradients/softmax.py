@@ -50,9 +50,7 @@ def _loss_terms(node, dy, ctx):
     weights = node.input[2] if len(node.input) > 2 and node.input[2] else ""
     if weights and ctx.needs(weights):
         ctx.refuse("Its class weights have no gradient here: freeze them.")
-    rank = ctx.rank(scores)
-    if rank is None:
-        ctx.refuse("Its gradient needs the rank of its scores; shape inference found none.")
+    rank = ctx.known_rank(scores, "its scores")
     reduction = attribute(node, "reduction", b"mean").decode()
     ignore = attribute(node, "ignore_index")
     labels64 = labels
