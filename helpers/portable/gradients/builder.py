@@ -32,6 +32,12 @@ BuiltGradients.__doc__ = """What :func:`build_gradients` returns: ``(model, grad
 
 ``model`` computes the forward graph's outputs and, as values of its graph, the gradients;
 ``gradients`` maps each differentiated value, in the order given, to its gradient's name.
+
+Examples
+--------
+>>> model, gradients = BuiltGradients(onnx.ModelProto(), {"w": "w_grad"})  # unpacks
+>>> gradients["w"]
+'w_grad'
 """
 
 

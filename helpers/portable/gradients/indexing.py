@@ -71,7 +71,7 @@ def _one_hot_rows(ctx, table_shape, rank, ids, grad, axis, like):
     return ctx.op("Transpose", [moved], perm=[int(i) for i in np.argsort(perm)])
 
 
-def scatter_rows(ctx, table_shape, rank, ids, grad, axis, like):
+def _scatter_rows(ctx, table_shape, rank, ids, grad, axis, like):
     """The gradient of ``Gather(table, ids, axis)``: ``grad`` added into zeros of
     ``table_shape`` at ``ids`` along ``axis`` (a ``ScatterND`` add from opset 16, the one-hot
     ``MatMul`` below). ``like`` gives the element type."""
@@ -99,14 +99,26 @@ def gather_grad(node, dy, ctx):
     x, ids = node.input
     rank = ctx.known_rank(x)
     axis = attribute(node, "axis", 0) % rank
-    return [scatter_rows(ctx, ctx.shape_of(x), rank, ids, dy[0], axis, x), None]
+    return [_scatter_rows(ctx, ctx.shape_of(x), rank, ids, dy[0], axis, x), None]
 
 
 @gradient("GatherElements")
 def gather_elements_grad(node, dy, ctx):
     """A ``ScatterElements`` add into zeros (opset 16); below, the gradient times the one-hot
     of the indices along a new axis, summed over the indices' axis and padded to the input's
-    shape where the indices are shorter on another axis."""
+    shape where the indices are shorter on another axis.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("GatherElements", ["x", "ids"], ["y"], axis=1)
+    >>> inputs = {"x": np.ones((2, 3), "f"), "ids": np.array([[0, 0], [1, 2]])}
+    >>> written_operators(node, inputs, opset=16)
+    ['ScatterElements']
+    >>> written_operators(node, inputs, opset=13)[-4:]
+    ['Cast', 'Unsqueeze', 'Mul', 'ReduceSum']
+    """
     x, ids = node.input
     axis = attribute(node, "axis", 0)
     if ctx.opset >= 16:
@@ -142,7 +154,17 @@ def gather_nd_grad(node, dy, ctx):
     """With ``batch_dims`` 0 from opset 16, a ``ScatterND`` add (the ``GatherNDGrad``
     lowering). Otherwise the ``Gather`` gradient of the input flattened over its batch and
     indexed axes, read at each index tuple's linear position (``batch * count + sum(index *
-    stride)``). Needs the length of the index tuples (the indices' last dimension)."""
+    stride)``). Needs the length of the index tuples (the indices' last dimension).
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("GatherND", ["x", "ids"], ["y"])
+    >>> inputs = {"x": np.ones((2, 3), "f"), "ids": np.array([[0, 1], [1, 2]])}
+    >>> written_operators(node, inputs, opset=16)
+    ['ConstantOfShape', 'ScatterND']
+    """
     x, ids = node.input
     batch = attribute(node, "batch_dims", 0)
     if batch == 0 and ctx.opset >= 16:
@@ -173,7 +195,7 @@ def gather_nd_grad(node, dy, ctx):
     rows = _product(ctx, ctx.op("Slice", [shape, ctx.axes([0]), ctx.axes([batch + depth])]))
     rest = ctx.op("Slice", [shape, ctx.axes([batch + depth]), ctx.axes([END])])
     table = ctx.op("Concat", [rows, rest], axis=0)
-    flat = scatter_rows(ctx, table, rank - batch - depth + 1, position, dy[0], 0, x)
+    flat = _scatter_rows(ctx, table, rank - batch - depth + 1, position, dy[0], 0, x)
     return [ctx.op("Reshape", [flat, shape]), None]
 
 

@@ -38,7 +38,16 @@ def _matrix_form(ctx, y, rank_a, rank_b):
 def matmul_grad(node, dy, ctx):
     """``dA = dY B^T``, ``dB = A^T dY``, vectors and broadcast batch axes included: a vector
     operand is the matrix ``MatMul`` makes of it (a row for ``A``, a column for ``B``) and its
-    gradient is summed over every other axis."""
+    gradient is summed over every other axis.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> inputs = {"a": np.ones((5, 2, 3), "f"), "b": np.ones((3, 4), "f")}
+    >>> written_operators(make_node("MatMul", ["a", "b"], ["y"]), inputs)  # dB: one Gemm
+    ['Transpose', 'MatMul', 'Reshape', 'Reshape', 'Gemm']
+    """
     a, b = node.input
     rank_a, rank_b = ctx.known_rank(a, "both operands"), ctx.known_rank(b, "both operands")
     new_axes, y_shape = _matrix_form(ctx, node.output[0], rank_a, rank_b)
@@ -81,7 +90,16 @@ def _back_to(ctx, grad, operand, y_shape):
 @gradient("Gemm")
 def gemm_grad(node, dy, ctx):
     """``Y = alpha op(A) op(B) + beta C``: each gradient one ``Gemm`` with the transposes
-    swapped, ``C``'s summed over the rows it was broadcast to."""
+    swapped, ``C``'s summed over the rows it was broadcast to.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> inputs = {"a": np.ones((2, 3), "f"), "b": np.ones((4, 3), "f"), "c": np.ones(4, "f")}
+    >>> written_operators(make_node("Gemm", ["a", "b", "c"], ["y"], transB=1), inputs)
+    ['Gemm', 'Gemm', 'ReduceSum', 'Reshape']
+    """
     a, b = node.input[:2]
     c = node.input[2] if len(node.input) > 2 else ""
     alpha, beta = attribute(node, "alpha", 1.0), attribute(node, "beta", 1.0)

@@ -118,7 +118,20 @@ def unrolling_refused(node, shapes):
 @gradient("LSTM")
 @gradient("RNN")
 def recurrent_grad(node, dy, ctx):
-    """Refused with the reason: a node that can be is unrolled before the gradients."""
+    """Refused with the reason: a node that can be is unrolled before the gradients.
+
+    Examples
+    --------
+    >>> from helpers.portable.gradients.registry import GradientContext, NoGradientError
+    >>> node = helper.make_node("GRU", ["x", "w", "r"], ["y"], hidden_size=4, name="/gru")
+    >>> ctx = GradientContext({"x": ["T", "N", 3]}, {}, {"x"}, 17)  # a free sequence length
+    >>> ctx.node = node
+    >>> try:
+    ...     recurrent_grad(node, ["dy"], ctx)
+    ... except NoGradientError as error:
+    ...     "Its sequence length is not fixed" in str(error)
+    True
+    """
     ctx.refuse(unrolling_refused(node, ctx.shapes) or "Unroll it first: unrolled_recurrences.")
 
 

@@ -2,9 +2,9 @@
 ``ReduceL2``, ``ReduceLogSumExp``, ``ReduceProd``, ``ReduceMax`` and ``ReduceMin``.
 
 A reduction's gradient is the output gradient spread back over the reduced axes: reshaped to
-the kept-dimension shape when the reduction dropped its axes (:func:`kept`), then broadcast to
-the input's shape, times the derivative of the reduced function (``ReduceMean`` divides by the
-count of values reduced). The axes come as an attribute (below opset 18, opset 13 for
+the kept-dimension shape when the reduction dropped its axes, then broadcast to the input's
+shape, times the derivative of the reduced function (``ReduceMean`` divides by the count of
+values reduced). The axes come as an attribute (below opset 18, opset 13 for
 ``ReduceSum``) or as a constant input.
 
 With ``noop_with_empty_axes`` and no axes, the reduction reduces nothing: as the ONNX
@@ -25,7 +25,7 @@ def _rest(node):
     return [None] * (len(node.input) - 1)
 
 
-def reduced_axes(node, ctx):
+def _reduced_axes(node, ctx):
     """The axes ``node`` reduces, non-negative, or None for all of them; refuses axes computed
     at run time."""
     x = node.input[0]
@@ -48,7 +48,7 @@ def reduced_axes(node, ctx):
     return sorted(a % rank for a in axes)
 
 
-def kept(node, value, ctx, axes):
+def _kept(node, value, ctx, axes):
     """``value``, shaped as the reduction's output, reshaped to its keepdims form: it broadcasts
     against the input."""
     x = node.input[0]
@@ -59,11 +59,11 @@ def kept(node, value, ctx, axes):
     return ctx.op("Unsqueeze", [value, ctx.axes(axes)])
 
 
-def spread(node, grad, ctx, axes):
+def _spread(node, grad, ctx, axes):
     """``grad`` (the reduction's output gradient) broadcast to the input's shape."""
     if axes == []:
         return grad
-    return ctx.op("Expand", [kept(node, grad, ctx, axes), ctx.shape_of(node.input[0])])
+    return ctx.op("Expand", [_kept(node, grad, ctx, axes), ctx.shape_of(node.input[0])])
 
 
 def _count(node, ctx, axes):
@@ -83,69 +83,127 @@ def _count(node, ctx, axes):
 
 @gradient("ReduceSum")
 def reduce_sum_grad(node, dy, ctx):
-    """Each value reduced receives the output's gradient."""
-    axes = reduced_axes(node, ctx)
-    return [spread(node, dy[0], ctx, axes)] + _rest(node)
+    """Each value reduced receives the output's gradient.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)
+    >>> written_operators(node, {"x": [[1.0, 2.0]], "axes": np.array([1])})
+    ['Unsqueeze', 'Expand']
+    """
+    axes = _reduced_axes(node, ctx)
+    return [_spread(node, dy[0], ctx, axes)] + _rest(node)
 
 
 @gradient("ReduceMean")
 def reduce_mean_grad(node, dy, ctx):
-    """Each value reduced receives the output's gradient divided by the count."""
-    axes = reduced_axes(node, ctx)
+    """Each value reduced receives the output's gradient divided by the count.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("ReduceMean", ["x"], ["y"], axes=[1], keepdims=0)
+    >>> written_operators(node, {"x": [[1.0, 2.0]]}, opset=13)
+    ['Mul', 'Unsqueeze', 'Expand']
+    """
+    axes = _reduced_axes(node, ctx)
     scaled = ctx.op("Mul", [dy[0], _count(node, ctx, axes)])
-    return [spread(node, scaled, ctx, axes)] + _rest(node)
+    return [_spread(node, scaled, ctx, axes)] + _rest(node)
 
 
 @gradient("ReduceSumSquare")
 def reduce_sum_square_grad(node, dy, ctx):
-    """``d sum(x**2) = 2 x dx``."""
+    """``d sum(x**2) = 2 x dx``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("ReduceSumSquare", ["x"], ["y"]), {"x": [[1.0, 2.0]]})
+    ['Mul', 'Expand', 'Mul']
+    """
     x = node.input[0]
-    axes = reduced_axes(node, ctx)
+    axes = _reduced_axes(node, ctx)
     twice = ctx.op("Mul", [x, ctx.scalar_like(2, x)])
-    return [ctx.op("Mul", [spread(node, dy[0], ctx, axes), twice])] + _rest(node)
+    return [ctx.op("Mul", [_spread(node, dy[0], ctx, axes), twice])] + _rest(node)
 
 
 def _times_kept(node, dy, ctx, axes, factor):
     """``kept(dy) * factor``: the output gradient times a factor of the input's shape."""
-    return [ctx.op("Mul", [kept(node, dy[0], ctx, axes), factor])] + _rest(node)
+    return [ctx.op("Mul", [_kept(node, dy[0], ctx, axes), factor])] + _rest(node)
 
 
 @gradient("ReduceL1")
 def reduce_l1_grad(node, dy, ctx):
-    """``d sum|x| = sign(x) dx`` (0 at 0, as torch)."""
-    axes = reduced_axes(node, ctx)
+    """``d sum|x| = sign(x) dx`` (0 at 0, as torch).
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("ReduceL1", ["x"], ["y"]), {"x": [[1.0, 2.0]]})
+    ['Sign', 'Mul']
+    """
+    axes = _reduced_axes(node, ctx)
     return _times_kept(node, dy, ctx, axes, ctx.op("Sign", [node.input[0]]))
 
 
 @gradient("ReduceL2")
 def reduce_l2_grad(node, dy, ctx):
     """``d sqrt(sum x**2) = x / y dx``, 0 where ``y == 0`` (torch's rule: there every ``x``
-    reduced is 0, and ``y`` is replaced by 1 to divide without an infinity)."""
+    reduced is 0, and ``y`` is replaced by 1 to divide without an infinity).
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("ReduceL2", ["x"], ["y"]), {"x": [[1.0, 2.0]]})
+    ['Equal', 'Where', 'Div', 'Mul']
+    """
     x, y = node.input[0], node.output[0]
-    axes = reduced_axes(node, ctx)
+    axes = _reduced_axes(node, ctx)
     zero = ctx.op("Equal", [y, ctx.scalar_like(0, y)])
     safe = ctx.op("Where", [zero, ctx.scalar_like(1, y), y])
     ratio = ctx.op("Div", [dy[0], safe])
-    return [ctx.op("Mul", [kept(node, ratio, ctx, axes), x])] + _rest(node)
+    return [ctx.op("Mul", [_kept(node, ratio, ctx, axes), x])] + _rest(node)
 
 
 @gradient("ReduceLogSumExp")
 def reduce_log_sum_exp_grad(node, dy, ctx):
-    """``d log(sum(exp(x))) = exp(x - y) dx`` (the softmax of the values reduced)."""
+    """``d log(sum(exp(x))) = exp(x - y) dx`` (the softmax of the values reduced).
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("ReduceLogSumExp", ["x"], ["y"]), {"x": [[1.0, 2.0]]})
+    ['Sub', 'Exp', 'Mul']
+    """
     x = node.input[0]
-    axes = reduced_axes(node, ctx)
-    shifted = ctx.op("Sub", [x, kept(node, node.output[0], ctx, axes)])
+    axes = _reduced_axes(node, ctx)
+    shifted = ctx.op("Sub", [x, _kept(node, node.output[0], ctx, axes)])
     return _times_kept(node, dy, ctx, axes, ctx.op("Exp", [shifted]))
 
 
 @gradient("ReduceProd")
 def reduce_prod_grad(node, dy, ctx):
     """``d prod(x) = y / x dx``: for inputs without zeros (a zero gives an infinite or NaN
-    gradient)."""
+    gradient).
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("ReduceProd", ["x"], ["y"], keepdims=0), {"x": [[1.0, 2.0]]})
+    ['Mul', 'Unsqueeze', 'Div']
+    """
     x, y = node.input[0], node.output[0]
-    axes = reduced_axes(node, ctx)
+    axes = _reduced_axes(node, ctx)
     scaled = ctx.op("Mul", [dy[0], y])
-    return [ctx.op("Div", [kept(node, scaled, ctx, axes), x])] + _rest(node)
+    return [ctx.op("Div", [_kept(node, scaled, ctx, axes), x])] + _rest(node)
 
 
 def _extremum_grad(node, dy, ctx):
@@ -161,13 +219,13 @@ def _extremum_grad(node, dy, ctx):
     ['Unsqueeze', 'Equal', 'Cast', 'ReduceSum', 'Unsqueeze', 'Div', 'Mul']
     """
     x, y = node.input[0], node.output[0]
-    axes = reduced_axes(node, ctx)
+    axes = _reduced_axes(node, ctx)
     if axes == []:
         return [dy[0]] + _rest(node)
-    hits = ctx.cast_like(ctx.op("Equal", [x, kept(node, y, ctx, axes)]), x)
+    hits = ctx.cast_like(ctx.op("Equal", [x, _kept(node, y, ctx, axes)]), x)
     sum_inputs = [hits] if axes is None else [hits, ctx.axes(axes)]
     ties = ctx.op("ReduceSum", sum_inputs, keepdims=1)
-    share = ctx.op("Div", [kept(node, dy[0], ctx, axes), ties])
+    share = ctx.op("Div", [_kept(node, dy[0], ctx, axes), ties])
     return [ctx.op("Mul", [hits, share])] + _rest(node)
 
 

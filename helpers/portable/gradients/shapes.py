@@ -48,7 +48,16 @@ gradient("Flatten")(_reshape_back)
 
 @gradient("Squeeze")
 def squeeze_grad(node, dy, ctx):
-    """``Unsqueeze`` at the squeezed axes; a ``Reshape`` back when the axes are not given."""
+    """``Unsqueeze`` at the squeezed axes; a ``Reshape`` back when the axes are not given.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("Squeeze", ["x", "axes"], ["y"])
+    >>> written_operators(node, {"x": [[1.0]], "axes": np.array([0])})
+    ['Unsqueeze']
+    """
     if len(node.input) > 1 and node.input[1]:
         return [ctx.op("Unsqueeze", [dy[0], node.input[1]]), None]
     return _reshape_back(node, dy, ctx)
@@ -56,13 +65,30 @@ def squeeze_grad(node, dy, ctx):
 
 @gradient("Unsqueeze")
 def unsqueeze_grad(node, dy, ctx):
-    """``Squeeze`` of the inserted axes."""
+    """``Squeeze`` of the inserted axes.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("Unsqueeze", ["x", "axes"], ["y"])
+    >>> written_operators(node, {"x": [1.0], "axes": np.array([0])})
+    ['Squeeze']
+    """
     return [ctx.op("Squeeze", [dy[0], node.input[1]]), None]
 
 
 @gradient("Transpose")
 def transpose_grad(node, dy, ctx):
-    """The inverse permutation (a ``Transpose`` without ``perm`` reverses: its own inverse)."""
+    """The inverse permutation (a ``Transpose`` without ``perm`` reverses: its own inverse).
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Transpose", ["x"], ["y"], perm=[1, 0]), {"x": [[1.0, 2.0]]})
+    ['Transpose']
+    """
     perm = attribute(node, "perm")
     if perm is None:
         return [ctx.op("Transpose", [dy[0]])]
@@ -71,14 +97,32 @@ def transpose_grad(node, dy, ctx):
 
 @gradient("Expand")
 def expand_grad(node, dy, ctx):
-    """Summed over the axes the input was broadcast along."""
+    """Summed over the axes the input was broadcast along.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("Expand", ["x", "shape"], ["y"])
+    >>> written_operators(node, {"x": [[1.0, 2.0]], "shape": np.array([3, 2])})
+    ['ReduceSum']
+    """
     return [ctx.reduce_to(dy[0], node.input[0], node.output[0]), None]
 
 
 @gradient("Tile")
 def tile_grad(node, dy, ctx):
     """The gradient viewed as ``[r0, d0, r1, d1, ...]`` (repeats ``r``, input shape ``d``) and
-    summed over the repeats' axes."""
+    summed over the repeats' axes.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("Tile", ["x", "repeats"], ["y"])
+    >>> written_operators(node, {"x": [[1.0, 2.0]], "repeats": np.array([2, 3])})
+    ['Reshape', 'ReduceSum']
+    """
     x, repeats = node.input
     rank = ctx.known_rank(x)
     static, counts = ctx.static_shape(x), ctx.constant_value(repeats)
@@ -103,7 +147,16 @@ def tile_grad(node, dy, ctx):
 
 @gradient("Concat")
 def concat_grad(node, dy, ctx):
-    """``Split`` of the gradient by the inputs' lengths along the axis."""
+    """``Split`` of the gradient by the inputs' lengths along the axis.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("Concat", ["a", "b"], ["y"], axis=1)
+    >>> written_operators(node, {"a": [[1.0]], "b": [[1.0, 2.0]]})
+    ['Split']
+    """
     axis = attribute(node, "axis")
     if len(node.input) == 1:
         return [dy[0]]
@@ -125,7 +178,16 @@ def concat_grad(node, dy, ctx):
 @gradient("Split")
 def split_grad(node, dy, ctx):
     """``Concat`` of the outputs' gradients (zeros for an output none reaches), whether the
-    lengths come as an input, as ``num_outputs`` (opset 18) or as equal parts."""
+    lengths come as an input, as ``num_outputs`` (opset 18) or as equal parts.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("Split", ["x"], ["p", "q", "r"], axis=1, num_outputs=3)
+    >>> written_operators(node, {"x": [[1.0, 2.0, 3.0]]}, opset=18)
+    ['Concat']
+    """
     parts = [g if g is not None else zeros_like(ctx, y) for g, y in zip(dy, node.output)]
     return [ctx.op("Concat", parts, axis=attribute(node, "axis", 0))] + _rest(node)
 
@@ -141,7 +203,16 @@ def _space_to_depth_channels(ctx, block, channels):
 @gradient("DepthToSpace")
 def depth_to_space_grad(node, dy, ctx):
     """``SpaceToDepth`` of the gradient (DCR mode: its exact inverse); in CRD mode, its channels
-    then permuted to the CRD order (needs the number of channels)."""
+    then permuted to the CRD order (needs the number of channels).
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="CRD")
+    >>> written_operators(node, {"x": np.ones((1, 8, 2, 2))})
+    ['SpaceToDepth', 'Gather']
+    """
     block = attribute(node, "blocksize")
     grad = ctx.op("SpaceToDepth", [dy[0]], blocksize=block)
     if attribute(node, "mode", b"DCR") in (b"DCR", "DCR"):
@@ -154,7 +225,16 @@ def depth_to_space_grad(node, dy, ctx):
 
 @gradient("SpaceToDepth")
 def space_to_depth_grad(node, dy, ctx):
-    """``DepthToSpace`` in DCR mode, its inverse."""
+    """``DepthToSpace`` in DCR mode, its inverse.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("SpaceToDepth", ["x"], ["y"], blocksize=2)
+    >>> written_operators(node, {"x": np.ones((1, 2, 4, 4))})
+    ['DepthToSpace']
+    """
     return [ctx.op("DepthToSpace", [dy[0]], blocksize=attribute(node, "blocksize"), mode="DCR")]
 
 
@@ -162,7 +242,20 @@ def space_to_depth_grad(node, dy, ctx):
 def dropout_grad(node, dy, ctx):
     """In inference mode (no ``training_mode``, or a constant false one) the identity; in
     training mode ``dy * mask / (1 - ratio)`` (the ``DropoutGrad`` lowering), which needs the
-    node's mask output; with a ``training_mode`` computed at run time, a ``Where`` of the two."""
+    node's mask output; with a ``training_mode`` computed at run time, a ``Where`` of the two.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("Dropout", ["x", "ratio", "training"], ["y", "mask"])
+    >>> inputs = {"x": [1.0], "ratio": np.array(0.5, "f"), "training": np.array(False)}
+    >>> written_operators(node, inputs)  # inference: the identity
+    []
+    >>> inputs["training"] = np.array(True)
+    >>> written_operators(node, inputs)[-4:]  # the DropoutGrad lowering
+    ['Mul', 'Div', 'Equal', 'Where']
+    """
     x = node.input[0]
     training = node.input[2] if len(node.input) > 2 and node.input[2] else ""
     mode = ctx.constant_value(training) if training else np.array(False)

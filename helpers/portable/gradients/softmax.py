@@ -32,13 +32,29 @@ def _one_axis(node, ctx):
 
 @gradient("Softmax")
 def softmax_grad(node, dy, ctx):
-    """``(dy - sum(dy * y, axis)) * y``."""
+    """``(dy - sum(dy * y, axis)) * y``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("Softmax", ["x"], ["y"]), {"x": [[1.0, 2.0]]})
+    ['Mul', 'ReduceSum', 'Sub', 'Mul']
+    """
     return [lowered(ctx, "SoftmaxGrad_13", [dy[0], node.output[0]], axis=_one_axis(node, ctx))]
 
 
 @gradient("LogSoftmax")
 def log_softmax_grad(node, dy, ctx):
-    """``dy - exp(y) * sum(dy, axis)``."""
+    """``dy - exp(y) * sum(dy, axis)``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> written_operators(make_node("LogSoftmax", ["x"], ["y"]), {"x": [[1.0, 2.0]]})
+    ['ReduceSum', 'Exp', 'Mul', 'Sub']
+    """
     axis = _one_axis(node, ctx)
     return [lowered(ctx, "LogSoftmaxGrad_13", [dy[0], node.output[0]], axis=axis)]
 
@@ -119,7 +135,16 @@ def softmax_cross_entropy_grad(node, dy, ctx):
 
 @gradient("NegativeLogLikelihoodLoss")
 def negative_log_likelihood_grad(node, dy, ctx):
-    """``-c * onehot(t)``."""
+    """``-c * onehot(t)``.
+
+    Examples
+    --------
+    >>> from onnx.helper import make_node
+    >>> from helpers.portable.gradients.registry import written_operators
+    >>> node = make_node("NegativeLogLikelihoodLoss", ["x", "t"], ["loss"])
+    >>> written_operators(node, {"x": np.ones((2, 3), "f"), "t": np.array([0, 2])})[-3:]
+    ['Div', 'Neg', 'Mul']
+    """
     coefficient, onehot = _loss_terms(node, dy, ctx)
     grads = [None] * len(node.input)
     grads[0] = ctx.op("Mul", [ctx.op("Neg", [coefficient]), onehot])
