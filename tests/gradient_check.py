@@ -120,6 +120,34 @@ def _with_inputs(model, values):
     return copy
 
 
+def gradients_float64(model, wrt, feeds, new_ops=()):
+    """The gradients :func:`build_gradients` writes for ``model``, copied to float64 and run by
+    onnx's reference evaluator (``new_ops``: operators it lacks), by name of ``wrt``."""
+    built = build_gradients(model, list(wrt))
+    evaluator = ReferenceEvaluator(to_float64(built.model), new_ops=list(new_ops))
+    names = [built.gradients[n] for n in wrt]
+    return dict(zip(wrt, evaluator.run(names, _feeds64(feeds))))
+
+
+def torch_gradients(model, wrt, feeds, forward):
+    """torch's float64 gradients of the loss of :func:`single_node_loss`,
+    ``sum_k sum(output_k * loss_r{k})``, ``forward(values)`` computing the node's output (or a
+    list of its outputs) from the model's initializers and ``feeds`` by name, as tensors."""
+    import torch
+
+    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer} | feeds
+    tensors = {}
+    for name, value in values.items():
+        value = np.asarray(value)
+        tensors[name] = torch.tensor(value.astype(np.float64) if value.dtype.kind == "f" else value)
+        tensors[name].requires_grad_(name in wrt)
+    outputs = forward(tensors)
+    outputs = [outputs] if isinstance(outputs, torch.Tensor) else outputs
+    loss = sum((o * tensors[f"loss_r{k}"]).sum() for k, o in enumerate(outputs))
+    grads = torch.autograd.grad(loss, [tensors[n] for n in wrt])
+    return {n: g.numpy() for n, g in zip(wrt, grads)}
+
+
 def check_finite_differences(model, wrt, feeds, eps=1e-6, rtol=1e-6, atol=1e-9, samples=6, seed=0):
     """Assert the gradients of ``model``'s loss (first output) match central differences.
 
@@ -127,12 +155,8 @@ def check_finite_differences(model, wrt, feeds, eps=1e-6, rtol=1e-6, atol=1e-9, 
     run by the reference evaluator; ``samples`` elements of each value in ``wrt``, drawn from
     ``seed``, are perturbed by ``eps`` in float64. Returns the float64 gradients.
     """
-    built = build_gradients(model, list(wrt))
-    model64 = to_float64(built.model)
+    grads = gradients_float64(model, wrt, feeds)
     feeds64 = _feeds64(feeds)
-    evaluator = ReferenceEvaluator(model64)
-    names = [built.gradients[n] for n in wrt]
-    grads = dict(zip(wrt, evaluator.run(names, feeds64)))
     loss_name = model.graph.output[0].name
     forward = to_float64(model)
     initial = {t.name: numpy_helper.to_array(t) for t in forward.graph.initializer}

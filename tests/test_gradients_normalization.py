@@ -22,13 +22,13 @@ import torch
 from gradient_check import (
     check_against_training_package,
     check_finite_differences,
+    gradients_float64,
     loss_without_sum,
     run_on_runtime,
     single_node_loss,
-    to_float64,
+    torch_gradients,
 )
 from onnx import helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
 import helpers
@@ -50,33 +50,9 @@ def _node_model(node, x, weights, outputs, opset, x_is_weight=False):
     return single_node_loss(node, inputs, weights, outputs, seed=len(outputs), opset=opset)
 
 
-def _gradients64(model, wrt, feeds, new_ops=()):
-    """The gradients built on ``model``, run in float64 by the reference evaluator."""
-    built = build_gradients(model, list(wrt))
-    run = ReferenceEvaluator(to_float64(built.model), new_ops=list(new_ops))
-    feeds = {k: v.astype(np.float64) for k, v in feeds.items()}
-    return dict(zip(wrt, run.run([built.gradients[n] for n in wrt], feeds)))
-
-
-def _torch_gradients(model, wrt, feeds, forward):
-    """torch's float64 gradients of ``model``'s loss ``sum_k sum(outputs_k * loss_r{k})``,
-    ``forward(values)`` computing the node's outputs from the model's named values."""
-    values = {
-        t.name: torch.tensor(numpy_helper.to_array(t).astype(np.float64))
-        for t in model.graph.initializer
-    }
-    values.update({k: torch.tensor(v.astype(np.float64)) for k, v in feeds.items()})
-    for name in wrt:
-        values[name].requires_grad_(True)
-    outputs = forward(values)
-    loss = sum((o * values[f"loss_r{k}"]).sum() for k, o in enumerate(outputs))
-    grads = torch.autograd.grad(loss, [values[n] for n in wrt])
-    return {n: g.numpy() for n, g in zip(wrt, grads)}
-
-
 def _check_against_torch(model, wrt, feeds, forward, new_ops=()):
-    ours = _gradients64(model, wrt, feeds, new_ops)
-    theirs = _torch_gradients(model, wrt, feeds, forward)
+    ours = gradients_float64(model, wrt, feeds, new_ops)
+    theirs = torch_gradients(model, wrt, feeds, forward)
     for name in wrt:
         np.testing.assert_allclose(ours[name], theirs[name], rtol=1e-9, atol=1e-10, err_msg=name)
 
