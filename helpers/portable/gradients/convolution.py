@@ -4,7 +4,7 @@ Both are written by the lowering of onnxruntime's ``ConvGrad``
 (:func:`helpers.portable.lowering.convolution.conv_grad_nodes`, which picks the fastest of its
 measured formulations): the gradient builds the ``ConvGrad`` node 1.19.2's builder would write,
 with ``auto_pad`` resolved into explicit pads, and lowers it on the spot
-(:class:`LoweringView`).
+(:class:`~helpers.portable.gradients.via_lowering.LoweringView`).
 
 * ``Conv``: ``dX``, ``dW`` and ``dB`` are that node's outputs: ``dX`` a ``Conv`` by the flipped
   kernel (strides of one) or a ``ConvTranspose``; ``dW`` the windows of ``X`` times ``dY``
@@ -36,43 +36,7 @@ from onnx import helper
 from ..lowering.convolution import conv_grad_nodes
 from ..lowering.spatial import attribute, window_attributes
 from .registry import gradient
-
-
-class LoweringView:
-    """A :class:`~helpers.portable.gradients.registry.GradientContext` as the
-    :class:`~helpers.portable.lowering.registry.LoweringContext` the lowering's functions take:
-    names and constants from ``ctx``; :meth:`add` puts their nodes among the gradient's.
-
-    Examples
-    --------
-    >>> from onnx import TensorProto
-    >>> from helpers.portable.gradients.registry import GradientContext
-    >>> ctx = GradientContext({}, {}, set(), 17)
-    >>> view = LoweringView(ctx)
-    >>> view.constant(np.array([0], np.int64), "starts") == view.constant(np.array([0]))
-    True
-    >>> view.add([helper.make_node("Neg", ["a"], ["b"])])
-    >>> [n.name for n in ctx.nodes]
-    ['grad_Grad/grad_1_Neg']
-    """
-
-    def __init__(self, ctx):
-        self.ctx, self.opset = ctx, ctx.opset
-
-    def name(self, tag):
-        """A name no other value uses."""
-        return self.ctx.name(tag)
-
-    def constant(self, value, tag="const"):  # noqa: ARG002 (the lowering's signature)
-        """The name of an initializer holding ``value``."""
-        return self.ctx.constant(np.asarray(value))
-
-    def add(self, nodes):
-        """Append ``nodes`` to the gradient's, named after the node being differentiated."""
-        where = self.ctx.node.name if self.ctx.node is not None and self.ctx.node.name else "grad"
-        for node in nodes:
-            node.name = node.name or f"{where}_Grad/{self.ctx.name(node.op_type)}"
-        self.ctx.nodes.extend(nodes)
+from .via_lowering import LoweringView
 
 
 def spatial_sizes(ctx, name):

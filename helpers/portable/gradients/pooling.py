@@ -46,13 +46,13 @@ from onnx import TensorProto, helper, numpy_helper
 from ..lowering.pooling import scattered_gradient
 from ..lowering.spatial import attribute
 from .convolution import (
-    LoweringView,
     explicit_window,
     lowered_conv_grad,
     spatial_shape_of,
     spatial_sizes,
 )
 from .registry import gradient
+from .via_lowering import LoweringView
 
 #: The first opset whose ``ScatterElements`` adds the values sent to one index.
 SCATTER_ADD_OPSET = 16
@@ -202,12 +202,6 @@ def average_pool_grad(node, dy, ctx):
     return [window_sum_adjoint(ctx, scaled, x, values, window)]
 
 
-def _cast_like(ctx, value, like):
-    if ctx.opset >= 15:
-        return ctx.op("CastLike", [value, like])
-    return ctx.op("Cast", [value], to=ctx.types.get(like, TensorProto.FLOAT))
-
-
 @gradient("GlobalAveragePool")
 def global_average_pool_grad(node, dy, ctx):
     """``dY / (number of spatial elements)``, expanded to ``X``'s shape.
@@ -226,7 +220,7 @@ def global_average_pool_grad(node, dy, ctx):
         scale = ctx.scalar_like(1.0 / max(int(np.prod(sizes)), 1), x)
     else:
         count = ctx.op("Div", [ctx.op("Size", [x]), ctx.op("Size", [y])])
-        scale = ctx.op("Reciprocal", [_cast_like(ctx, count, x)])
+        scale = ctx.op("Reciprocal", [ctx.cast_like(count, x)])
     return [ctx.op("Expand", [ctx.op("Mul", [dy[0], scale]), ctx.shape_of(x)])]
 
 

@@ -6,6 +6,9 @@ One formulation serves both: a gradient here builds the ``com.microsoft`` node (
 compute in float32, the type of the training graphs they rewrite (the zeros a ``GatherGrad``
 scatters into, the ratio of ``DropoutGrad``, the zero ``ReluGrad`` compares with): for a value
 of another float type, their float32 constants, tensor attributes and casts take that type.
+
+A gradient may also call a function of a lowering itself (``ConvGrad``'s formulations,
+``MaxPoolGrad``'s scatter): it gives it a :class:`LoweringView` of its context.
 """
 
 import numpy as np
@@ -73,3 +76,36 @@ def lowered(ctx, op_type, inputs, like=None, **attributes):
         standard.input[:] = [shared.get(name, name) for name in standard.input]
     ctx.add(nodes)
     return output
+
+
+class LoweringView:
+    """A :class:`~helpers.portable.gradients.registry.GradientContext` as the
+    :class:`~helpers.portable.lowering.registry.LoweringContext` the lowering's functions take:
+    names and constants from ``ctx``; :meth:`add` puts their nodes among the gradient's.
+
+    Examples
+    --------
+    >>> from helpers.portable.gradients.registry import GradientContext
+    >>> ctx = GradientContext({}, {}, set(), 17)
+    >>> view = LoweringView(ctx)
+    >>> view.constant(np.array([0], np.int64), "starts") == view.constant(np.array([0]))
+    True
+    >>> view.add([helper.make_node("Neg", ["a"], ["b"])])
+    >>> [n.name for n in ctx.nodes]
+    ['grad_Grad/grad_1_Neg']
+    """
+
+    def __init__(self, ctx):
+        self.ctx, self.opset = ctx, ctx.opset
+
+    def name(self, tag):
+        """A name no other value uses."""
+        return self.ctx.name(tag)
+
+    def constant(self, value, tag="const"):  # noqa: ARG002 (the lowering's signature)
+        """The name of an initializer holding ``value``."""
+        return self.ctx.constant(np.asarray(value))
+
+    def add(self, nodes):
+        """Append ``nodes`` to the gradient's, named after the node being differentiated."""
+        self.ctx.add(nodes)
