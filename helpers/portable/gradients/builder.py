@@ -23,6 +23,7 @@ from .registry import (
     attribute,
     value_shapes_and_types,
 )
+from .shapes import zeros_like
 
 #: The standard domain's names.
 _STANDARD = ("", "ai.onnx")
@@ -66,13 +67,6 @@ def _nodes_between(graph, sources, loss, types):
             useful.update(i for i in node.input if i in reached)
     between.reverse()
     return between, useful & reached
-
-
-def _zeros_like(ctx, name):
-    static = ctx.static_shape(name)
-    if static is not None:
-        return ctx.constant(np.zeros(static, dtype=ctx.numpy_type(name)))
-    return ctx.op("Mul", [name, ctx.scalar_like(0, name)])
 
 
 def build_gradients(model, wrt, loss=None, loss_gradient=None, named=(), prefix="grad"):
@@ -202,7 +196,7 @@ def build_gradients(model, wrt, loss=None, loss_gradient=None, named=(), prefix=
     for name in wrt:
         grad = total(name)
         if grad is None:
-            grad = _zeros_like(ctx, name)
+            grad = zeros_like(ctx, name)
         wanted = f"{name}_grad"
         if wanted in taken:
             wanted = ctx.name(wanted)

@@ -52,15 +52,11 @@ from .convolution import (
     spatial_sizes,
 )
 from .registry import gradient
+from .shapes import zeros_like
 from .via_lowering import LoweringView
 
 #: The first opset whose ``ScatterElements`` adds the values sent to one index.
 SCATTER_ADD_OPSET = 16
-
-
-def _zeros_value(ctx, like):
-    """The ``value`` attribute of a ``ConstantOfShape`` of zeros of ``like``'s element type."""
-    return numpy_helper.from_array(np.zeros(1, ctx.numpy_type(like)))
 
 
 @gradient("MaxPool")
@@ -241,7 +237,7 @@ def global_max_pool_grad(node, dy, ctx):
     x = node.input[0]
     flat = ctx.op("Reshape", [x, ctx.constant(np.array([0, 0, -1], np.int64))])
     first = ctx.op("ArgMax", [flat], axis=2, keepdims=1)
-    zeros = ctx.op("ConstantOfShape", [ctx.op("Shape", [flat])], value=_zeros_value(ctx, x))
+    zeros = zeros_like(ctx, flat, like=x)
     flat_dy = ctx.op("Reshape", [dy[0], ctx.constant(np.array([0, 0, 1], np.int64))])
     scattered = ctx.op("ScatterElements", [zeros, first, flat_dy], axis=2)
     return [ctx.op("Reshape", [scattered, ctx.shape_of(x)])]

@@ -19,8 +19,9 @@ def _rest(node):
     return [None] * (len(node.input) - 1)
 
 
-def zeros_like(ctx, name):
-    """Zeros of the shape and element type of ``name``: a constant when its shape is static.
+def zeros_like(ctx, name, like=None):
+    """Zeros of the shape of ``name`` and the element type of ``like`` (``name``'s when not
+    given): a constant when the shape is static.
 
     Examples
     --------
@@ -30,10 +31,11 @@ def zeros_like(ctx, name):
     >>> zeros_like(ctx, "y"), [n.op_type for n in ctx.nodes]
     ('grad_2_ConstantOfShape', ['Shape', 'ConstantOfShape'])
     """
+    dtype = ctx.numpy_type(like or name)
     static = ctx.static_shape(name)
     if static is not None:
-        return ctx.constant(np.zeros(static, dtype=ctx.numpy_type(name)))
-    value = numpy_helper.from_array(np.zeros(1, dtype=ctx.numpy_type(name)))
+        return ctx.constant(np.zeros(static, dtype=dtype))
+    value = numpy_helper.from_array(np.zeros(1, dtype=dtype))
     return ctx.op("ConstantOfShape", [ctx.op("Shape", [name])], value=value)
 
 
