@@ -99,7 +99,9 @@ def _sklearn_model(kind, X, y):
     if kind == "mlp_regressor":
         fitted = MLPRegressor(hidden_layer_sizes=(6,), max_iter=5, random_state=0).fit(X, y.ravel())
         return to_onnx(fitted, X[:1], target_opset=17)
-    fitted = MLPClassifier(hidden_layer_sizes=(6,), max_iter=5, random_state=0).fit(X, (y.ravel() > 0).astype(int))
+    fitted = MLPClassifier(hidden_layer_sizes=(6,), max_iter=5, random_state=0).fit(
+        X, (y.ravel() > 0).astype(int)
+    )
     onx = to_onnx(fitted, X[:1], target_opset=17, options={"zipmap": False})
     raw = [n.input[0] for n in onx.graph.node if n.op_type in ("Softmax", "Sigmoid")][-1]
     return select_outputs(onx, [raw])
