@@ -22,8 +22,16 @@ from .shapes import zeros_like
 from .via_lowering import lowered
 
 
-def _int64(ctx, ids):
-    """``ids`` as int64 (``Gather`` also takes int32)."""
+def as_int64(ctx, ids):
+    """``ids`` as int64 (``Gather`` also takes int32).
+
+    Examples
+    --------
+    >>> from helpers.portable.gradients.registry import GradientContext
+    >>> ctx = GradientContext({}, {"i": TensorProto.INT32, "j": TensorProto.INT64}, set(), 17)
+    >>> as_int64(ctx, "j"), as_int64(ctx, "i"), [n.op_type for n in ctx.nodes]
+    ('j', 'grad_0_Cast', ['Cast'])
+    """
     if ctx.types.get(ids, TensorProto.INT64) == TensorProto.INT64:
         return ids
     return ctx.op("Cast", [ids], to=TensorProto.INT64)
@@ -31,7 +39,7 @@ def _int64(ctx, ids):
 
 def _wrapped(ctx, ids, size):
     """``ids`` with the negative ones counted from the end of ``size``."""
-    ids = _int64(ctx, ids)
+    ids = as_int64(ctx, ids)
     negative = ctx.op("Less", [ids, ctx.constant(np.array(0, np.int64))])
     return ctx.op("Where", [negative, ctx.op("Add", [ids, size]), ids])
 

@@ -14,8 +14,8 @@ gradient is ``c_i * (softmax(x)_i - onehot(t_i))`` (cross-entropy) or ``-c_i * o
 """
 
 import numpy as np
-from onnx import TensorProto
 
+from .indexing import as_int64
 from .registry import attribute, gradient
 from .via_lowering import lowered
 
@@ -69,9 +69,7 @@ def _loss_terms(node, dy, ctx):
     rank = ctx.known_rank(scores, "its scores")
     reduction = attribute(node, "reduction", b"mean").decode()
     ignore = attribute(node, "ignore_index")
-    labels64 = labels
-    if ctx.types.get(labels, TensorProto.INT64) != TensorProto.INT64:
-        labels64 = ctx.op("Cast", [labels], to=TensorProto.INT64)
+    labels64 = as_int64(ctx, labels)
     count = ctx.op("Gather", [ctx.op("Shape", [scores]), ctx.constant(np.array(1, np.int64))])
     classes = ctx.op(
         "Range",
