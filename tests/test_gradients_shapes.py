@@ -1,4 +1,5 @@
-"""Gradients of the shape and indexing operators (helpers.portable.gradients.shapes, .indexing).
+"""Gradients of the shape and indexing operators (helpers.portable.gradients.shapes, .indexing,
+.padding).
 
 Every option is checked against float64 central differences run by onnx's reference
 evaluator, on weights (initializers: static shapes) and on graph inputs (unknown dimensions: the
