@@ -23,7 +23,9 @@ def test_a_child_process_measures_memory_and_the_caches_of_its_fits():
     )
     assert list(df.framework) == list(ORT)
     assert (df.import_mb > 50).all() and (df.peak_mb >= df.import_mb).all()
-    assert (df.first_fit_setup_s > 0).all() and (df.step_s >= 0).all()
+    # step_s is a difference of two timings (a marginal cost): on a busy machine it may come out
+    # below zero, so only its presence is checked, never its value
+    assert (df.first_fit_setup_s > 0).all() and np.isfinite(df.step_s).all()
     # the first fit built its training graph; every refit (and the training) found it cached
     assert (df.first_fit_builds == 1).all() and (df.refit_builds == 0).all()
     assert (df.refit_cache_hits == repeats + 1).all()
