@@ -229,4 +229,4 @@ def test_the_study_writes_its_rows_and_its_text(tmp_path):
     text = (tmp_path / "portable_speed.md").read_text(encoding="utf-8")
     assert text.startswith('Per model, the step model built with gradient_builder="onnx"')
     assert "| MLP 100-50-1 (batch 100) | " in text and "nodes: lowered / built" in text
-    assert "\nWith the epoch loop, " in text
+    assert "\n\nWith the epoch loop, " in text

@@ -291,5 +291,5 @@ def builder_markdown(speed, zoo):
     if load:
         lines[-1] += f" The machine was busy meanwhile (load average up to {load}): noisy figures."
     if pairs.noisy.any():
-        lines.append(f"{NOISY_MARK}: noisy (a timing's repeats spread over {NOISY_SPREAD:.0f}x).")
+        lines[-1] += f" {NOISY_MARK}: a timing's repeats spread over {NOISY_SPREAD:.0f}x."
     return lines

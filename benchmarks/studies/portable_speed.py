@@ -346,14 +346,22 @@ def main(argv=None):
             new = pd.DataFrame(rows).assign(**machine).reindex(columns=columns)
             new = new.astype({"nodes": "Int64"})
             atomic_write_text(path, kept_rows(path, new, key).to_csv(index=False))
-    paths = [os.path.join(args.out, file) for file in (PORTABLE_SPEED_CSV, PORTABLE_ZOO_CSV)]
-    # this run's rows and the rows kept
-    frames = [pd.read_csv(p) if os.path.exists(p) else None for p in paths]
-    text = "\n".join([*builder_markdown(*frames), portable_markdown(*frames)])
-    atomic_write_text(os.path.join(args.out, "portable_speed.md"), text + "\n")
-    print(text)
+    print(write_markdown(args.out))  # this run's rows and the rows kept
     print(f"{time.perf_counter() - start:.0f} s")
     return 0
+
+
+def write_markdown(out):
+    """Write ``portable_speed.md`` from the two files in ``out``: the builders' answer and table,
+    then the section's text; return it."""
+    from benchmarks.sweep.records import atomic_write_text  # noqa: PLC0415
+
+    paths = [os.path.join(out, file) for file in (PORTABLE_SPEED_CSV, PORTABLE_ZOO_CSV)]
+    frames = [pd.read_csv(p) if os.path.exists(p) else None for p in paths]
+    builders = builder_markdown(*frames)
+    text = "\n".join([*builders, *([""] if builders else []), portable_markdown(*frames)])
+    atomic_write_text(os.path.join(out, "portable_speed.md"), text + "\n")
+    return text
 
 
 if __name__ == "__main__":  # pragma: no cover
