@@ -64,7 +64,7 @@ def build_training_step(
 
     Raises
     ------
-    helpers.portable.gradients.NoGradientError
+    helpers.portable.gradients.registry.NoGradientError
         For a layer whose operator has no gradient, named with its layer.
 
     Examples

@@ -98,7 +98,7 @@ def build_gradients(model, wrt, loss=None, loss_gradient=None, named=(), prefix=
 
     Raises
     ------
-    NoGradientError
+    helpers.portable.gradients.registry.NoGradientError
         For a node between ``wrt`` and the loss whose operator has no gradient.
 
     Examples
