@@ -26,6 +26,7 @@ API_PAGES = (
     ["api.html"]
     + [f"api/{p}.html" for p in API_PACKAGES]
     + [f"api/core/{p}.html" for p in CORE_PARTS]
+    + ["api/portable/gradients.html"]
 )
 #: The pages that introduce others (a list of packages), not modules' members.
 API_OVERVIEWS = ["api.html", "api/core.html"]

@@ -118,9 +118,6 @@ API_ORDER = {
     "helpers.portable": [
         "trainer",
         "__main__",
-        "gradients",
-        "gradients.builder",
-        "gradients.registry",
         "epoch_loop",
         "batch_order",
         "step_format",
@@ -129,7 +126,10 @@ API_ORDER = {
         "runtime_support",
         "atomic_files",
     ],
+    "helpers.portable.gradients": ["builder", "registry", "via_lowering"],
 }
+#: Sub-packages with a page of their own: their parent's page leaves their modules out.
+OWN_PAGES = {"helpers.portable.gradients"}
 _API_MARKER = re.compile(r"^<!-- api-modules: ([\w.]+) -->$", re.M)
 _SUBPACKAGES_MARKER = re.compile(r"^<!-- api-subpackages: ([\w.]+) -->$", re.M)
 
@@ -151,7 +151,11 @@ def package_modules(package):
     """
     path = importlib.import_module(package).__path__
     found = sorted(m.name for m in pkgutil.walk_packages(path, prefix=f"{package}."))
-    found = [m.removeprefix(f"{package}.") for m in found]
+    found = [
+        m.removeprefix(f"{package}.")
+        for m in found
+        if not any(m == own or m.startswith(f"{own}.") for own in OWN_PAGES - {package})
+    ]
     listed = [m for m in _reading_order(package) if m in found]
     return [f"{package}.{m}" for m in listed + [m for m in found if m not in listed]]
 
