@@ -69,7 +69,7 @@ def conditions(script, argv, load):
     command = " ".join([".venv/bin/python", script, *argv])
     return (
         f"Made by `{command}` on a machine with {os.cpu_count()} hardware threads (load average "
-        f"{load:.1f} -> {os.getloadavg()[0]:.1f} during the run: other jobs shared it)."
+        f"{load:.1f} -> {os.getloadavg()[0]:.1f} during the run)."
     )
 
 

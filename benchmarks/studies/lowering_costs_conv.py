@@ -25,9 +25,9 @@ again in a subprocess, ``PYTHONPATH=SITE PYTHON -m benchmarks.studies.lowering_c
 It writes one row per case and formulation: ``op, case, formulation, chosen, contrib_us``
 (1.19.2's kernel), ``lowered_us_119``, ``lowered_us_131`` (empty where not measured),
 ``ratio`` (lowered on 1.19.2 over the kernel) and ``ratio_131`` (lowered on 1.31.1 over the
-1.19.2 kernel). ``results/reference/lowering_costs_conv.csv`` was measured on an idle 16-core
+1.19.2 kernel). ``results/reference/lowering_costs_conv.csv`` was measured on a 16-core
 Intel Xeon (2 threads used, Python 3.12, both runtimes installed from their wheels): on the
-project's shared 2-core machine, other jobs moved single timings by 10x.
+2-core reference machine, single timings were too noisy, up to 10x apart.
 """
 
 import argparse

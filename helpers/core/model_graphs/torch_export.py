@@ -1,9 +1,9 @@
 """Deprecated: this module is now :mod:`helpers.core.model_graphs.from_torch`.
 
-An earlier README told users to write ``from helpers.core.model_graphs.torch_export
-import export_for_training``: that import, and those of the module's other names, work
-until the next release with a ``DeprecationWarning`` naming the import to write instead
-(``from helpers import export_for_training``).
+``from helpers.core.model_graphs.torch_export import export_for_training`` is the former
+import path: it, and the imports of the module's other names, are kept for one release with a
+``DeprecationWarning`` naming the import to write instead (``from helpers import
+export_for_training``).
 """
 
 from ..machine.module_names import moved_names

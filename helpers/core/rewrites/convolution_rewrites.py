@@ -24,8 +24,8 @@ gradient for ``Sum``). The values are those of ``Conv`` up to the order of
 the sums: 1e-7 of the largest value, as ``Conv``'s own, against torch in
 float64.
 
-Measured (``benchmarks/profiles/studies/conv_gradients.py --rounds 2``, the
-project's 2-core AMD EPYC with AVX-512, other jobs at 0-9%), the ratio of a
+Measured (``benchmarks/profiles/studies/conv_gradients.py --rounds 2``, the reference
+machine: a 2-core AMD EPYC with AVX-512), the ratio of a
 training step with every convolution rewritten to the step with
 ``ConvGrad``, whole-training / forward-backward API, batches of 64:
 

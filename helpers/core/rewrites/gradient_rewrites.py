@@ -13,7 +13,7 @@ The rewrites are a training detail. They are applied to the graph handed to
 model a user exports (:func:`helpers.core.model_graphs.training_graph.training_graph`),
 and ``fast_gradients=False`` turns them off.
 
-Candidates measured on the project's AMD EPYC machine (2 threads, training
+Candidates measured on the reference machine, a 2-core AMD EPYC (2 threads, training
 step of an MLP with one hidden layer, relative to ``Relu``): ``Mul`` by the mask
 made with ``Where`` 0.74 (500-500-1, batch 1000) and 0.72 (100-50-1, batch
 100), by the mask made with ``Cast`` of the comparison 0.74 and 0.76

@@ -31,8 +31,8 @@ and ``Hardtanh``, also non-decreasing, reach the training graph as ``Where``
 nodes (:mod:`helpers.core.layers.activations`) and are left as they are.
 
 Measured by ``benchmarks/profiles/studies/max_pool_gradients.py`` (figures in
-``results/kernel_survey.md``; a shared 2-core AMD EPYC with AVX-512, 4 interleaved
-rounds, medians of the rounds' ratios): a training step with the rewrite
+``results/kernel_survey.md``; a 2-core AMD EPYC with AVX-512, 4 interleaved rounds,
+medians of the rounds' ratios): a training step with the rewrite
 takes 0.94 to 0.98 of its time without it for the zoo's ``image_cnn_small``,
 0.95 to 0.96 at one thread and 0.87 to 0.89 at two for ``image_cnn_large``,
 0.92 to 0.97 and 0.91 to 0.93 for a ResNet-like stem (3 x 32 x 32,

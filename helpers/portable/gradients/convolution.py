@@ -22,9 +22,9 @@ with ``auto_pad`` resolved into explicit pads, and lowers it on the spot
   ``SAME_UPPER``, at the start otherwise); an ``output_shape`` needs the input's spatial size.
 
 Measured (a step's forward convolution, loss and weight gradient, batch 64, 3 x 3 kernels,
-2 threads, medians of interleaved rounds on a busy 2-core Xeon): ``Conv`` takes 1.5 to 1.6 times
-the time of 1.19.2's ``ConvGrad`` kernel for 32 channels of 32 x 32, 2.2 times for a depthwise
-one (the lowering's formulations: see :mod:`helpers.portable.lowering.convolution`);
+2 threads, medians of interleaved rounds on a 2-core Intel Xeon, noisy): ``Conv`` takes 1.5 to
+1.6 times the time of 1.19.2's ``ConvGrad`` kernel for 32 channels of 32 x 32, 2.2 times for a
+depthwise one (the lowering's formulations: see :mod:`helpers.portable.lowering.convolution`);
 ``ConvTranspose`` 0.48 of 1.19.2's gradient of the ``Conv`` the project's training graph
 rewrites it into (1.19.2 has no gradient of its own).
 """

@@ -26,8 +26,9 @@
   (``ArgMax``, then ``ScatterElements`` along the flattened spatial axis).
 
 Measured (a step's forward pooling, loss and gradient, batch 64, 32 to 64 channels, 2 threads,
-medians of interleaved rounds on a busy 2-core Xeon): ``MaxPool`` takes 0.8 to 0.93 of the time
-1.19.2's ``MaxPoolGrad`` takes; recomputing the indices 0.84 to 1.12 of reusing the node's.
+medians of interleaved rounds on a 2-core Intel Xeon, noisy): ``MaxPool`` takes 0.8 to 0.93 of
+the time 1.19.2's ``MaxPoolGrad`` takes; recomputing the indices 0.84 to 1.12 of reusing the
+node's.
 ``AveragePool`` takes 0.8 to 0.85 of 1.19.2's gradient of the project's depthwise ``Conv``
 rewrite at strides of two, 0.24 to 0.31 at strides of one; the depthwise convolution, 0.29 to
 0.35 of a one-channel convolution of the images and channels flattened together at strides of

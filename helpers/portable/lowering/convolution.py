@@ -31,7 +31,7 @@ formulations (:data:`INPUT_FORMULATIONS`, :data:`WEIGHT_FORMULATIONS`):
 * ``dB``: ``ReduceSum`` of ``dY`` over every axis but the channels.
 
 The lowering takes the first that applies (:func:`applicable_formulations`), the fastest
-measured (``benchmarks/studies/lowering_costs_conv.py``, batch 64, 2 threads, an idle Intel
+measured (``benchmarks/studies/lowering_costs_conv.py``, batch 64, 2 threads, a 16-core Intel
 Xeon): against 1.19.2's kernel for the same output, ``flipped_conv`` takes 0.11 to 0.63 of its
 time on 1.19.2, ``conv_transpose`` 0.97 to 1.10, ``windows_matmul`` 0.87 to 1.59,
 ``pointwise_matmul`` 0.73, ``swapped_conv`` 2.1 to 3.8 (9.7 for ``1 x 1``). A depthwise
