@@ -237,3 +237,23 @@ def test_files_without_the_builder_columns_have_no_builders_part():
 
     assert pbr.builder_markdown(speed_rows(), zoo_rows()) == []
     assert ps.section_rows(speed_rows()).equals(speed_rows())
+
+
+def test_the_zoo_sentence_leaves_noisy_ratios_out_of_its_span():
+    rows = pd.DataFrame(
+        {
+            "model": ["a"] * 3 + ["b"] * 3,
+            "framework": ["ort whole-training", "torch eager", "portable step"] * 2,
+            "batch_size": 64,
+            "threads": 2,
+            "step_s": [0.01, 0.01, 0.012, 0.01, 0.01, 0.05],
+            "spread": [1.1, 1.1, 1.1, 1.1, 1.1, 4.0],  # b's portable step: a noisy timing
+            "peak_mb": [400.0, 300, 100] * 2,
+            "note": "",
+        }
+    )
+    said = ps.zoo_sentence(rows)
+    assert "5.0x" not in said, "a noisy ratio was quoted"
+    assert (
+        "a step 1.2x slower against whole-training's, 1 noisy ratio left out (epoch loop:" in said
+    )

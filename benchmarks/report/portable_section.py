@@ -142,8 +142,17 @@ def ratios(df, group="case", reference=None):
     return pd.concat(parts) if parts else df.assign(reference=[], ratio=[], noisy=[])
 
 
-def _ratio_of(table, case, framework):
-    """``(ratio, noisy)`` of one framework of one case of :func:`ratios`, or ``(nan, False)``."""
+def ratio_of(table, case, framework):
+    """``(ratio, noisy)`` of one framework of one case of :func:`ratios`, or ``(nan, False)``.
+
+    Examples
+    --------
+    >>> table = pd.DataFrame({"case": ["MLP"], "framework": ["portable step"], "ratio": [1.5],
+    ...                       "noisy": [True]})
+    >>> [(float(r), noisy) for r, noisy in (ratio_of(table, "MLP", f) for f in
+    ...                                     ("portable step", "torch eager"))]
+    [(1.5, True), (nan, False)]
+    """
     row = table[(table.case == case) & (table.framework == framework)]
     return (row.ratio.iloc[0], bool(row.noisy.iloc[0])) if len(row) else (math.nan, False)
 
@@ -183,14 +192,14 @@ SGDRegressor's time (goal: at most 10x; whole-training: 120.0x), met; a step of 
     table = ratios(speed)
     parts = []
     for case, group in table.groupby("case", sort=False):
-        loop, noisy = _ratio_of(table, case, fw.PORTABLE_EPOCH_LOOP)
+        loop, noisy = ratio_of(table, case, fw.PORTABLE_EPOCH_LOOP)
         threads = group.threads.iloc[0]
         where = f"the {case} on {threads} thread{'s' if threads != 1 else ''}"
         if not math.isfinite(loop):
             parts.append(f"{where} was not measured")
             continue
         if group.reference.iloc[0] == fw.SKLEARN:
-            whole, _ = _ratio_of(table, case, fw.ORT_WHOLE)
+            whole, _ = ratio_of(table, case, fw.ORT_WHOLE)
             met = loop <= LINEAR_GOAL
             said = (
                 f"a fit of {where} takes {_times(loop, noisy)} SGDRegressor's time (goal: at most "
@@ -247,7 +256,7 @@ def speed_table(speed):
         }
         for framework in NAMES:
             if framework != reference and framework in set(group.framework):
-                ratio, noisy = _ratio_of(table, case, framework)
+                ratio, noisy = ratio_of(table, case, framework)
                 row[NAMES[framework]] = _cell(ratio, noisy)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -321,7 +330,7 @@ def zoo_sentence(zoo):
     ...     "note": [""] * 6 + ["refused: com.microsoft:Round (from the layer /r/Round)"] * 2})
     >>> print(zoo_sentence(zoo))
     The zoo (batch 64, 2 threads): 1 of 2 step models train (refused: Round), a step 1.5x \
-slower than whole-training's (epoch loop: 1.2x slower); the runner peaks at 120 MB, torch eager \
+slower against whole-training's (epoch loop: 1.2x slower); the runner peaks at 120 MB, torch eager \
 at 360 MB (no higher for 1 of 1).
     """
     table = ratios(zoo, group="model", reference=fw.ORT_WHOLE)
@@ -349,8 +358,8 @@ at 360 MB (no higher for 1 of 1).
         torch_peak = torch_peak.reindex(trained.model).to_numpy()
         lower = int((trained.peak_mb.to_numpy() <= torch_peak).sum())
         said += (
-            f", a step {_span(trained.ratio)} than whole-training's (epoch loop: "
-            f"{_span(loop.ratio)}); the runner peaks at {value_range(trained.peak_mb, '{:.0f}')} "
+            f", a step {_clean_span(trained, WHOLE_TRAINING)} (epoch loop: "
+            f"{_clean_span(loop)}); the runner peaks at {value_range(trained.peak_mb, '{:.0f}')} "
             f"MB, torch eager at {value_range(torch_peak[pd.notna(torch_peak)], '{:.0f}')} MB "
             f"(no higher for {lower} of {len(trained)})"
         )
@@ -372,12 +381,29 @@ def _why_not(note):
     return note if note.startswith(FAILED) else ""
 
 
+#: What the zoo sentence sets a portable step against.
+WHOLE_TRAINING = "against whole-training's"
+
+
+def _clean_span(rows, than=""):
+    """:func:`_span` of the ratios of ``rows`` that are not noisy, ``than`` after it, and how many
+    noisy ones it leaves out: ``'1.2x slower against X, 1 noisy ratio left out'``."""
+    measured = rows[rows.ratio.notna()]
+    noisy = measured.noisy.astype(bool)
+    said = _span(measured.ratio[~noisy]) + (f" {than}" if than else "")
+    if noisy.any():
+        said += f", {noisy.sum()} noisy ratio{'s' if noisy.sum() > 1 else ''} left out"
+    return said
+
+
 def _span(values):
     """A range of time ratios in words: ``'1.2x faster to 1.5x slower'``, or one phrase."""
     values = [v for v in values if math.isfinite(v)]
     if not values:
         return "not measured"
-    low, high = speed_phrase(min(values)), speed_phrase(max(values))
+    low, high = (
+        speed_phrase(v).replace("same", "about the same") for v in (min(values), max(values))
+    )
     if low == high:
         return low
     if verdict(min(values)) == verdict(max(values)) == "slower":
