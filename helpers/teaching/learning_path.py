@@ -5,11 +5,13 @@ starts with its title, ``# N. Title`` (``N`` the number of its file), and holds
 three lines a reader sees too::
 
     - **Requires:** 01, 03
-    - **Teaches:** one sentence: what the notebook shows, in the order it shows it.
+    - **Teaches:** one short sentence: what the notebook shows.
     - **API:** whole-training
 
 ``Requires`` lists the notebooks to read first, by number (``none`` for the first
-ones); each must come earlier in the reading order. :func:`learning_path_table`
+ones); each must come earlier in the reading order; ``Teaches`` holds at most
+:data:`MAX_TEACHES_WORDS` words (the notebook's own introduction says the rest).
+:func:`learning_path_table`
 turns these cards into the README's table, which stands between the lines
 ``<!-- learning-path: start -->`` and ``<!-- learning-path: end -->``.
 ``python -m helpers.teaching.learning_path`` rewrites it; ``--check`` only says
@@ -28,8 +30,10 @@ from collections import namedtuple
 #: The lines around the generated table in the README.
 START, END = "<!-- learning-path: start -->", "<!-- learning-path: end -->"
 
-#: The fields of a notebook's first cell, in the order the README's table shows them.
+#: The fields of a notebook's first cell.
 FIELDS = ("Requires", "Teaches", "API")
+#: The longest ``Teaches`` line, in words: the README's table stays one a reader scans.
+MAX_TEACHES_WORDS = 16
 
 _FIELD = re.compile(r"^\s*[-*]?\s*\*\*(Requires|Teaches|API):\*\*\s*(.*?)\s*$", re.M)
 _TITLE = re.compile(r"^#\s+(\d+)\.\s+(.+?)\s*$", re.M)
@@ -103,6 +107,12 @@ def read_card(path, root="."):
         raise ValueError(
             f"{path}: its first cell lacks {', '.join(missing)}: add, below the title,\n{lines}"
         )
+    words = len(fields["Teaches"].split())
+    if words > MAX_TEACHES_WORDS:
+        raise ValueError(
+            f"{path}: its 'Teaches:' line has {words} words, more than {MAX_TEACHES_WORDS}: say "
+            "what the notebook shows in one short sentence, the rest in its introduction."
+        )
     requires = fields["Requires"]
     numbers = () if requires.lower() == "none" else tuple(map(int, re.findall(r"\d+", requires)))
     return NotebookCard(number, path, title.group(2), numbers, fields["Teaches"], fields["API"])
@@ -147,17 +157,14 @@ def learning_path_table(cards):
     --------
     >>> card = NotebookCard(1, "notebooks/01_a.ipynb", "First", (), "The basics.", "both")
     >>> print(learning_path_table([card]))
-    | Notebook | Requires | What it teaches | API |
-    | --- | --- | --- | --- |
-    | [1. First](notebooks/01_a.ipynb) | none | The basics. | both |
+    | Notebook | Requires | What it teaches |
+    | --- | --- | --- |
+    | [1. First](notebooks/01_a.ipynb) | none | The basics. |
     """
-    rows = ["| Notebook | Requires | What it teaches | API |", "| --- | --- | --- | --- |"]
+    rows = ["| Notebook | Requires | What it teaches |", "| --- | --- | --- |"]
     for card in cards:
         requires = ", ".join(f"{n:02d}" for n in card.requires) or "none"
-        rows.append(
-            f"| [{card.number}. {card.title}]({card.path}) | {requires} | {card.teaches} "
-            f"| {card.api} |"
-        )
+        rows.append(f"| [{card.number}. {card.title}]({card.path}) | {requires} | {card.teaches} |")
     return "\n".join(rows)
 
 
