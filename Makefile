@@ -151,9 +151,9 @@ $(STAMP): requirements/base.txt $(REQUIREMENTS) pyproject.toml | $(PY)
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY_NAME)"
 	touch $@
 
-# helpers is not installed in the maintained environment (pyproject.toml's requires-python ends
-# at 3.12, and its package would pull nothing useful there): a .pth file puts this folder on its
-# sys.path. The kernel is registered in both environments, so that `make lab` offers it.
+# helpers is not pip-installed in the maintained environment (its package would bring nothing but
+# the folder, and requirements/maintained.txt pins what it needs): a .pth file puts this folder on
+# its sys.path. The kernel is registered in both environments, so that `make lab` offers it.
 $(MAINTAINED_PY):
 	@if [ -z "$(MAINTAINED_PYTHON)" ]; then echo "error: no Python $(MAINTAINED_PYTHON_VERSIONS) found (onnxruntime 1.31.1 has wheels for those); install one (for example: uv python install 3.13) or give MAINTAINED_PYTHON=/path/to/python3.13" >&2; exit 1; fi
 	@$(MAINTAINED_PYTHON) -c 'import sys; v = "%d.%d" % sys.version_info[:2]; ok = "$(MAINTAINED_PYTHON_VERSIONS)".split(); sys.exit(0 if v in ok else "error: the maintained onnxruntime needs Python " + " or ".join(ok) + "; $(MAINTAINED_PYTHON) is " + v)'

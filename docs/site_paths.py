@@ -28,6 +28,12 @@ API_PAGES = (
     + [f"api/core/{p}.html" for p in CORE_PARTS]
     + ["api/portable/gradients.html"]
 )
+#: The user guide's pages, one subject each (``docs/guide/*.md``).
+GUIDE_PAGES = sorted(
+    f"guide/{name[:-3]}.html"
+    for name in os.listdir(os.path.join(ROOT, "docs", "guide"))
+    if name.endswith(".md")
+)
 #: The pages that introduce others (a list of packages), not modules' members.
 API_OVERVIEWS = ["api.html", "api/core.html"]
 #: The notebooks the quick build executes (docs/conf.py): their outputs are on the site.

@@ -13,7 +13,7 @@ import re
 
 import pytest
 from site_browser import DESKTOP, PHONE, measure
-from site_paths import API_PAGES, EXECUTED, NOTEBOOK, ROOT, SITE
+from site_paths import API_PAGES, EXECUTED, GUIDE_PAGES, NOTEBOOK, ROOT, SITE
 
 PAGES = {
     "landing": ("index.html", "The learning path"),
@@ -47,7 +47,7 @@ def test_page_renders(browser, page):
         )
 
 
-@pytest.mark.parametrize("path", [PAGES["landing"][0], *EXECUTED, *API_PAGES])
+@pytest.mark.parametrize("path", [PAGES["landing"][0], *EXECUTED, *API_PAGES, *GUIDE_PAGES])
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["1280px", "390px"])
 def test_page_fits_the_window(browser, path, size):
     """No content wider than the window: long lines wrap, wide tables and figures scroll inside the
@@ -56,6 +56,40 @@ def test_page_fits_the_window(browser, path, size):
     assert m["viewWidth"] == size[0]
     assert m["pageWidth"] <= m["viewWidth"], (
         f"{path} is {m['pageWidth']}px wide in a {m['viewWidth']}px window: {m['tooWide']}"
+    )
+
+
+# --- The user guide ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", GUIDE_PAGES)
+def test_guide_page_reads_as_a_page(browser, path):
+    """One title, prose, no markup left raw (a role, a figure marker), every link inside the site
+    landing on a file of the site, and the page in the sidebar."""
+    m = measure(browser, path, screenshot=f"{path.replace('/', '-')[:-5]}.png")
+    text = " ".join(m["text"].split())
+    assert len(text.split()) > 150, f"{path} is nearly empty"
+    assert "Traceback (most recent call last)" not in text
+    found = browser.evaluate(
+        "(() => { const a = document.querySelector('article').cloneNode(true);"
+        " a.querySelectorAll('pre, code').forEach(c => c.remove());"
+        " return {h1: document.querySelectorAll('article h1').length, prose: a.textContent,"
+        " links: [...document.querySelectorAll('article a')].map(a => a.getAttribute('href')),"
+        " sidebar: [...document.querySelectorAll('.sidebar-tree a')]"
+        ".map(a => a.getAttribute('href'))}; })()"
+    )
+    for raw in ("{repo}", "{doc}", "<!--", "fig:", "](", "```"):  # outside code, where it is shown
+        assert raw not in found["prose"], f"{path} shows {raw!r}: markup left unrendered"
+    assert found["h1"] == 1, f"{path} has {found['h1']} titles"
+    folder = os.path.dirname(path)
+    for link in found["links"]:
+        if not link or "://" in link or link.startswith(("#", "mailto:")):
+            continue
+        target = os.path.normpath(os.path.join(SITE, folder, link.split("#")[0]))
+        assert os.path.exists(target), f"{path} links {link}, which is not on the site"
+    # the sidebar links the page it shows as "#"
+    assert any(h == "#" or h.endswith(os.path.basename(path)) for h in found["sidebar"]), (
+        f"{path} is not in the sidebar"
     )
 
 

@@ -1,7 +1,7 @@
 """What a user is told to import is public: the notebooks and the README import from ``helpers``
 and its user-facing packages, never from ``helpers.core``; the benchmarks use no private name of
-``helpers``; the internal paths an earlier README gave still work, with a warning naming the
-public import, and the project's own code never uses them.
+``helpers``; the former internal import paths are kept for one release with a
+``DeprecationWarning`` naming the public import, and the project's own code never uses them.
 """
 
 import ast
@@ -29,7 +29,8 @@ NOTEBOOKS = sorted(
     for path in glob.glob(os.path.join(ROOT, pattern))
 )
 
-#: Paths an earlier README told users to import, and the public import that replaces each.
+#: The former import paths, kept for one release with a DeprecationWarning, and the public
+#: import that replaces each.
 DEPRECATED = {
     ("helpers.core.model_graphs.torch_export", "export_for_training"): "helpers",
     ("helpers.core.machine.sessions", "set_num_threads"): "helpers",
@@ -171,18 +172,29 @@ def test_notebooks_import_no_internal_module(path):
     assert found == [], "\n".join(found)
 
 
-def test_readme_imports_public_names_only():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+@pytest.mark.parametrize(
+    "path",
+    ["README.md"]
+    + sorted(
+        os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "guide", "*.md"))
+    ),
+)
+def test_readme_and_guide_import_public_names_only(path):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         readme = f.read()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
-    assert blocks, "the README has no python code block: the check reads nothing"
     found = [f"{s}{_advice(s)}" for block in blocks for _, s in core_imports(block)]
     # a public name written by its internal path, in the text (`helpers.core.x.y.name`)
-    for path in re.findall(r"`(helpers\.core\.[\w.]+)", readme):
-        name = path.rsplit(".", 1)[-1]
+    for internal in re.findall(r"`(helpers\.core\.[\w.]+)", readme):
+        name = internal.rsplit(".", 1)[-1]
         if name in helpers._PUBLIC:
-            found.append(f"{path} -> helpers.{name}")
-    assert found == [], "\n".join(f"README.md: {s}" for s in found)
+            found.append(f"{internal} -> helpers.{name}")
+    assert found == [], "\n".join(f"{path}: {s}" for s in found)
+
+
+def test_the_readme_shows_python_code():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        assert re.findall(r"```python\n(.*?)```", f.read(), re.S), "the check would read nothing"
 
 
 def _benchmark_sources():

@@ -66,13 +66,13 @@ def test_altered_figure_fails_the_check_and_is_rewritten(tmp_path, capsys):
     root = _copy(tmp_path)
     readme = root / "README.md"
     text = readme.read_text(encoding="utf-8")
-    quoted = qf.compute_all(ROOT)["zoo.resnet_large.t2"]
-    mark = f"<!-- fig: zoo.resnet_large.t2 -->{quoted}<!-- /fig -->"
+    quoted = qf.compute_all(ROOT)["target.zoo.resnet_large"]
+    mark = f"<!-- fig: target.zoo.resnet_large -->{quoted}<!-- /fig -->"
     assert mark in text
     readme.write_text(text.replace(mark, mark.replace(quoted, "9.9x faster")), encoding="utf-8")
     assert qf.main(["--check", "--root", str(root)]) == 1
     out = capsys.readouterr().out
-    assert "README.md:" in out and "zoo.resnet_large.t2: quoted '9.9x faster'" in out
+    assert "README.md:" in out and "target.zoo.resnet_large: quoted '9.9x faster'" in out
     assert readme.read_text(encoding="utf-8") != text
     assert qf.main(["--root", str(root)]) == 0
     assert readme.read_text(encoding="utf-8") == text

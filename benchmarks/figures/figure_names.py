@@ -21,13 +21,6 @@ from benchmarks.figures import figure_sources as src
 _S16 = "thread_scaling_16_cores.csv"
 _S2 = "thread_scaling.csv"
 _BIG, _SMALL = "500-500-1@1000", "100-50-1@100"
-_ZOO = (
-    "image_cnn_large",
-    "sequence_conv_large",
-    "token_classifier_large",
-    "resnet_large",
-    "mobilenet_large",
-)
 _TARGETS = {
     "small.whole_torch": "small MLP, whole-training vs torch",
     "small.fb_torch": "small MLP, forward/backward vs torch",
@@ -58,8 +51,6 @@ FIGURES = {
     "mlp.ortmodule.t1": fig(src.api_span, api="ort torch module", peer="torch eager", threads=1),
     "mlp.ortmodule.t2": fig(src.api_span, api="ort torch module", peer="torch eager", threads=2),
     "mlp.ortmodule.shares": src.ortmodule_shares,
-    "zoo.faster.t2": fig(src.zoo_models, threads=2, word="faster"),
-    **{f"zoo.{m}.t2": fig(src.zoo_phrase, builder=m, threads=2) for m in _ZOO},
     **{
         f"target.{k}{suffix}": fig(src.target, name=v, column=column)
         for k, v in {
@@ -208,6 +199,8 @@ FIGURES = {
     "accuracy.cnn": fig(src.accuracy_figure, task="digits CNN"),
     "accuracy.mlp": fig(src.accuracy_figure, task="digits MLP"),
     "memory.zoo": src.memory_figure,
+    "sklearn.fb.t2": fig(src.api_span, api="ort forward-backward", peer="scikit-learn", threads=2),
+    "portable.mlp": src.portable_mlp,
 }
 
 

@@ -14,11 +14,12 @@ import os
 
 import pandas as pd
 
+from benchmarks.report import portable_section as portable
 from benchmarks.report.answer import answer_ratios
 from benchmarks.report.ratios import span_phrase, speed_phrase, value_range, verdict
 from benchmarks.report.study_sections import ORT_APIS, compared, target_table
 from benchmarks.report.suite_ratios import suite_ratios, suite_table
-from benchmarks.report.zoo_summary import zoo_ratios
+from benchmarks.workloads import frameworks as fw
 
 #: The section of ``results/kernel_survey.md`` with one side-by-side profile per model.
 KERNEL_SECTION = "onnxruntime against torch, kernel by kernel"
@@ -126,48 +127,6 @@ def ortmodule_shares(results):
     rows = results.summary[results.summary.framework == "ort torch module"]
     shares = rows.note.str.extract(r"passes (\d+)% of the step")[0].dropna().astype(int)
     return value_range(shares, "{}%")
-
-
-def _zoo(results, builder, threads):
-    rows = results.summary[results.summary.model.astype(str).str.endswith(":" + builder)]
-    ratios = zoo_ratios(rows)
-    ratios = ratios[(ratios.threads == threads) & (ratios.peer == "torch eager")]
-    clean = ratios[ratios.caveat == ""]
-    return clean if len(clean) else ratios
-
-
-def zoo_phrase(results, builder, threads):
-    """``'1.8x slower'``: a zoo model's step in the faster onnxruntime API against torch eager.
-
-    The faster of the two APIs among its clean ratios (all of them when none is clean).
-
-    Examples
-    --------
-    >>> zoo_phrase(Results("."), "resnet_large", 2).endswith(("faster", "slower", "the same"))
-    True
-    """
-    return span_phrase([_zoo(results, builder, threads).ratio.min()])
-
-
-def zoo_models(results, threads, word):
-    """``'BatchNorm MLP (small, large) and ...'``: the zoo models whose verdict is ``word``.
-
-    A model's verdict is its faster API's clean ratio to torch eager at ``threads``, in a word.
-
-    Examples
-    --------
-    >>> "MLP" in zoo_models(Results("."), 2, "faster")
-    True
-    """
-    models = results.summary[results.summary.benchmark == "your_model"].model.dropna().astype(str)
-    sizes = {}
-    for builder in sorted({m.split(":")[-1] for m in models}, key=lambda b: b.endswith("_large")):
-        clean = _zoo(results, builder, threads).query("caveat == ''")
-        if len(clean) and verdict(clean.ratio.min()) == word:
-            family, size = clean.label.iloc[0].rsplit(" (", 1)
-            sizes.setdefault(family, []).append(size.rstrip(")"))
-    names = [f"{family} ({', '.join(s)})" for family, s in sorted(sizes.items())]
-    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
 
 
 def target(results, name, column="measured"):
@@ -311,14 +270,22 @@ def accuracy_figure(results, task):
 
 
 def memory_figure(results):
-    """The range over the zoo of onnxruntime's peak memory over torch eager's (zoo_costs.csv).
+    """The range over the zoo of onnxruntime's peak memory over torch eager's (zoo_costs.csv), in
+    words: ``'1.4x to 2.1x more'``, ``'1.2x less'``, or ``'from 0.9x to 1.4x'`` of torch's when
+    the zoo's models go both ways.
 
     Examples
     --------
-    >>> memory_figure(Results(".")).endswith("x")
+    >>> memory_figure(Results(".")).endswith(("more", "less")) or "from" in memory_figure(
+    ...     Results("."))
     True
     """
-    return value_range(compared(results.csv("zoo_costs.csv")).ratio, "{:.1f}x")
+    ratios = compared(results.csv("zoo_costs.csv")).ratio
+    if (ratios >= 1).all():
+        return f"{value_range(ratios, '{:.1f}x')} more"
+    if (ratios < 1).all():
+        return f"{value_range(1 / ratios, '{:.1f}x')} less"
+    return f"from {value_range(ratios, '{:.1f}x')} of torch's"
 
 
 def lowering_ratio(results, op, case=None, column="ratio"):
@@ -350,7 +317,8 @@ def lowering_ratio(results, op, case=None, column="ratio"):
 
 def seeded_dropout_cost(results):
     """The step time with masks drawn from ``random_state`` over onnxruntime's own ``Dropout``,
-    as a range over ``results/seeded_dropout.csv``'s cases, e.g. ``'0.83x to 0.95x'``.
+    as a range over ``results/seeded_dropout.csv``'s cases whose timing is not noisy, e.g.
+    ``'0.91x to 0.95x'``.
 
     Examples
     --------
@@ -358,7 +326,7 @@ def seeded_dropout_cost(results):
     True
     """
     frame = _read_csv(results.path("seeded_dropout.csv"))
-    ratios = frame[frame.part == "cost"].ratio
+    ratios = frame[(frame.part == "cost") & (frame.caveat == "")].ratio
     return f"{ratios.min():.2f}x to {ratios.max():.2f}x"
 
 
@@ -374,3 +342,19 @@ def seeded_dropout_thread_difference(results):
     frame = _read_csv(results.path("seeded_dropout.csv"))
     threads = frame[(frame.part == "threads") & (frame.threads.astype(str) != "2 again")]
     return f"{threads.max_weight_difference.max():.2g}"
+
+
+def portable_mlp(results):
+    """The step model's epoch loop on the MLP 100-50-1 against the whole-training API's step,
+    ``'1.7x slower (noisy)'`` (``portable_speed.csv``, the summary's maintained-runtime section).
+
+    Examples
+    --------
+    >>> portable_mlp(Results(".")).split(" (")[0].endswith(("faster", "slower", "same"))
+    True
+    """
+    speed = portable.section_rows(results.csv(portable.PORTABLE_SPEED_CSV))
+    table = portable.ratios(speed)
+    case = table[table.reference == fw.ORT_WHOLE].case.iloc[0]
+    ratio, noisy = portable.ratio_of(table, case, fw.PORTABLE_EPOCH_LOOP)
+    return speed_phrase(ratio) + (" (noisy)" if noisy else "")

@@ -4,7 +4,7 @@ hand.
 A document marks each figure it quotes with its name, invisibly (an HTML
 comment renders as nothing on GitHub, in Jupyter and on the site)::
 
-    the ResNet (<!-- fig: zoo.resnet_large.t2 -->1.8x slower<!-- /fig -->)
+    the ResNet (<!-- fig: target.zoo.resnet_large -->1.75x<!-- /fig -->)
 
 :data:`FIGURES` computes each name's text from a committed results file
 (:mod:`benchmarks.figures.figure_sources`). ``python -m benchmarks.figures.quoted_figures``
@@ -35,6 +35,7 @@ DOCUMENTS = (
     "README.md",
     "results/README.md",
     "benchmarks/README.md",
+    "docs/guide/*.md",
     "notebooks/*.ipynb",
     "benchmarks/*.ipynb",
 )
@@ -99,7 +100,7 @@ def compute_all(root):
 
     Examples
     --------
-    >>> compute_all(".")["zoo.resnet_large.t2"].endswith(("faster", "slower", "same"))
+    >>> compute_all(".")["target.zoo.mobilenet_large.phrase"].endswith(("faster", "slower", "same"))
     True
     """
     results = src.Results(root)
