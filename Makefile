@@ -87,7 +87,8 @@ help:
 	@echo "  lint    ruff: the linter and the formatter's check (100 characters, notebooks 88)"
 	@echo "  test    unit tests (tests/) and the docstring examples of helpers, the portable"
 	@echo "          tests again in $(MAINTAINED_VENV), then every notebook with nbval --nbval-lax"
-	@echo "          (PYTEST_ARGS=... passes options to both pytest runs)"
+	@echo "          and with papermill from the repository's root, then make docs-test"
+	@echo "          (PYTEST_ARGS=... passes options to the pytest runs)"
 	@echo "  fuzz    random small torch models (seeds FUZZ_SEEDS=$(FUZZ_SEEDS)), each trained in both"
 	@echo "          optimizers, OrtTorchModule and the step models (FUZZ_PATHS=built: one path) in a"
 	@echo "          child process and compared with torch; a"
@@ -209,8 +210,8 @@ test: setup setup-maintained
 	status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: the maintained run collected no test under tests/portable" >&2; fi; \
 	exit $$status
-	@echo "MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) notebooks"; \
-	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) notebooks; \
+	@echo "MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) notebooks tests/notebooks_from_root.py"; \
+	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) notebooks tests/notebooks_from_root.py; \
 	status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: nbval collected no notebook under notebooks/" >&2; fi; \
 	exit $$status

@@ -25,7 +25,7 @@ Besides the seeds' names they include what a notebook calls from
 nothing a user calls needs an import from the core, whose modules may move.
 """
 
-from .core.machine.module_names import lazy_names
+from .portable.module_names import lazy_names
 
 #: Each public name and the module that defines it.
 _PUBLIC = {

@@ -48,7 +48,6 @@ API_ORDER = {
         "machine.training_cache",
         "machine.process_folders",
         "machine.disk_space",
-        "machine.module_names",
         "graphs",
         "graphs.graph_nodes",
         "graphs.graph_shapes",
@@ -125,6 +124,7 @@ API_ORDER = {
         "batch_data",
         "runtime_support",
         "atomic_files",
+        "module_names",
     ],
     "helpers.portable.gradients": ["builder", "registry", "via_lowering"],
 }

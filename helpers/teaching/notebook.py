@@ -1,6 +1,9 @@
 """Small utilities the notebooks share: the device, the parameters, the claims they check."""
 
 import ast
+import os
+import subprocess
+import sys
 
 from ..core.machine import devices
 
@@ -229,3 +232,102 @@ def milestone_rows(table, positions=(0, 1, 9)):
     n = len(table)
     kept = sorted({p for p in positions if 0 <= p < n} | ({n - 1} if n else set()))
     return table.iloc[kept]
+
+
+#: The repository the notebooks are part of: the folder above the ``helpers`` package.
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def repository_path(*parts):
+    """The path of a file of the repository, whatever folder the notebook runs from.
+
+    JupyterLab runs a notebook from ``notebooks/``, papermill from wherever it is called
+    (the repository's root in the README): a path relative to the working folder works in
+    one of them only.
+
+    Parameters
+    ----------
+    *parts : str
+        The file's path below the repository's root, in parts or with ``/``.
+
+    Returns
+    -------
+    str
+        The absolute path.
+
+    Raises
+    ------
+    FileNotFoundError
+        When no such file or folder is in the repository.
+
+    Examples
+    --------
+    >>> os.path.basename(repository_path("results", "reference", "summary.md"))
+    'summary.md'
+    >>> repository_path("results/no_such_file.csv")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: results/no_such_file.csv is not in the repository ...
+    """
+    relative = os.path.join(*parts)
+    path = os.path.join(REPOSITORY, relative)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{relative} is not in the repository {REPOSITORY}: the notebooks read the "
+            "repository's files, run them from a clone of it"
+        )
+    return path
+
+
+def maintained_python():
+    """The Python of the maintained onnxruntime's environment, ``.venv-maintained``, or None.
+
+    ``make setup-maintained`` builds it (onnxruntime 1.31.1, no training package).
+
+    Examples
+    --------
+    >>> python = maintained_python()
+    >>> python is None or python.endswith(os.path.join(".venv-maintained", "bin", "python"))
+    True
+    """
+    python = os.path.join(REPOSITORY, ".venv-maintained", "bin", "python")
+    return python if os.path.exists(python) else None
+
+
+def run_python(python, *args):
+    """Run ``python *args`` with this repository's ``helpers`` importable; return its output.
+
+    Parameters
+    ----------
+    python : str or None
+        The interpreter (:func:`maintained_python`); None runs this kernel's own.
+    *args : str
+        Its arguments: ``"-m", "helpers.portable", "fit", ...`` or ``"-c", code``.
+
+    Returns
+    -------
+    str
+        What it printed on stdout, stripped.
+
+    Raises
+    ------
+    RuntimeError
+        When it exits with an error: its command and what it printed on stderr.
+
+    Examples
+    --------
+    >>> run_python(None, "-c", "import helpers; print('ok')")
+    'ok'
+    >>> run_python(None, "-c", "raise SystemExit('no data')")
+    Traceback (most recent call last):
+    ...
+    RuntimeError: python -c raise SystemExit('no data') failed: no data
+    """
+    env = {**os.environ, "PYTHONPATH": REPOSITORY}
+    done = subprocess.run(
+        [python or sys.executable, *args], capture_output=True, text=True, env=env
+    )
+    if done.returncode != 0:
+        command = " ".join(["python", *args[:3]])
+        raise RuntimeError(f"{command} failed: {done.stderr.strip()}")
+    return done.stdout.strip()

@@ -18,7 +18,7 @@ What a notebook calls on the artifacts is importable from the package itself:
 ``from helpers.whole_training import generate_training_artifacts, train_step``.
 """
 
-from ..core.machine.module_names import lazy_names
+from ..portable.module_names import lazy_names
 
 #: The functions a notebook calls on the artifacts, loaded on first use (the package's
 #: modules import onnxruntime.training, hence torch): each name and its module.

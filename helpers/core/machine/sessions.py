@@ -16,7 +16,7 @@ import os
 
 import onnxruntime
 
-from .module_names import moved_names
+from ...portable.module_names import moved_names
 from .threads import check_n_threads, resolved_threads
 
 #: Severity of onnxruntime's C++ logger in the sessions made here (3 = errors only).

@@ -6,7 +6,7 @@ import path: it, and the imports of the module's other names, are kept for one r
 export_for_training``).
 """
 
-from ..machine.module_names import moved_names
+from ...portable.module_names import moved_names
 
 _HOME = "helpers.core.model_graphs.from_torch"
 

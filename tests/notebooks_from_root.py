@@ -1,0 +1,38 @@
+"""Every course notebook runs under papermill from the repository's root, as the user guide
+shows (``papermill notebooks/NN_name.ipynb out.ipynb -k ort-training``).
+
+nbval runs each notebook from its own folder, as JupyterLab does (``make lab`` opens
+``notebooks/``); a path relative to that folder breaks from the root. ``make test`` runs this
+file in its notebook session, beside nbval: ``pytest ... notebooks tests/notebooks_from_root.py``
+(its name keeps it out of the unit tests, which run on two Pythons).
+"""
+
+import glob
+import os
+
+import papermill
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NOTEBOOKS = sorted(
+    os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "notebooks", "[0-9]*.ipynb"))
+)
+#: The kernel ``make setup`` registers, which nbval runs the notebooks on too.
+KERNEL = os.environ.get("NOTEBOOK_KERNEL", "ort-training")
+
+
+def test_the_course_is_found():
+    assert len(NOTEBOOKS) >= 15
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_runs_from_the_repository_root(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    papermill.execute_notebook(
+        path,
+        str(tmp_path / os.path.basename(path)),
+        kernel_name=KERNEL,
+        cwd=ROOT,
+        progress_bar=False,
+    )
