@@ -160,6 +160,8 @@ GLOSSARY = {
     "Forward/backward API": "forwardbackward-api",
     "Rewrite": "rewrite",
     "Step model": "step-model",
+    "Contrib operator": "contrib-operator",
+    "Other names": "other-names",
 }
 
 
