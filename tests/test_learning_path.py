@@ -2,11 +2,18 @@
 each teaches and which notebooks it requires, read from their first cells
 (:mod:`helpers.teaching.learning_path`)."""
 
+import ast
 import json
 import os
+import re
 
 import pytest
 
+import helpers
+import helpers.measure
+import helpers.portable
+import helpers.teaching
+import helpers.whole_training
 from helpers.teaching import learning_path as lp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -90,3 +97,70 @@ def test_a_readme_without_the_markers_is_refused(course):
     (course / "README.md").write_text("# Course\n")
     with pytest.raises(ValueError, match="learning-path: start"):
         lp.refresh(course, check=True)
+
+
+#: helpers' names a notebook may call without a notebook that teaches them: set-up and
+#: housekeeping, said in a line where they are used.
+UTILITIES = {
+    "set_num_threads",
+    "clear_training_caches",
+    "check_onnx_compatible",
+    "native_stderr_captured",
+    "main_opset",
+    "max_ir_version",
+}
+#: The modules of helpers.teaching whose names are lessons (the others are data sets, plots,
+#: tables and a notebook's checks).
+LESSON_MODULES = {"sklearn_bridge", "sklearn_training", "comparison", "torch_reference"}
+
+
+def _lesson_names():
+    names = set(helpers._PUBLIC) | set(helpers.whole_training._PUBLIC)
+    names |= set(helpers.portable._PUBLIC)
+    names |= {n for n, m in helpers.teaching._PUBLIC.items() if m[1:] in LESSON_MODULES}
+    names |= {n for n, m in helpers.measure._PUBLIC.items() if m == ".profiling"}
+    return names - UTILITIES
+
+
+def _names_used(path, names):
+    with open(path, encoding="utf-8") as f:
+        cells = json.load(f)["cells"]
+    used = set()
+    for cell in cells:
+        if cell["cell_type"] == "code":
+            source = re.sub(r"(?m)^\s*[%!].*$", "", "".join(cell["source"]))
+            for node in ast.walk(ast.parse(source)):
+                name = getattr(node, "id", None) or getattr(node, "name", None)
+                if isinstance(node, (ast.Name, ast.alias)) and name in names:
+                    used.add(name)
+    return used
+
+
+def test_requires_cover_the_names_an_earlier_notebook_taught():
+    """A name of helpers a notebook calls, first called by an earlier notebook, is taught by a
+    notebook its Requires line leads to (directly or through the ones it requires)."""
+    cards = {card.number: card for card in lp.read_cards(ROOT)}
+    names = _lesson_names()
+    used = {n: _names_used(os.path.join(ROOT, card.path), names) for n, card in cards.items()}
+    first = {}
+    for number in sorted(used):
+        for name in used[number]:
+            first.setdefault(name, number)
+
+    def read_before(number):
+        seen, todo = set(), list(cards[number].requires)
+        while todo:
+            required = todo.pop()
+            if required not in seen:
+                seen.add(required)
+                todo += cards[required].requires
+        return seen
+
+    missing = [
+        f"notebook {number:02d} calls {name}, first called in {first[name]:02d}: add "
+        f"{first[name]:02d} to its 'Requires:' line, or teach it where it is first called"
+        for number in sorted(used)
+        for name in sorted(used[number])
+        if first[name] < number and first[name] not in read_before(number)
+    ]
+    assert missing == [], "\n".join(missing)

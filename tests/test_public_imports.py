@@ -139,6 +139,63 @@ def private_uses(source):
     return sorted(found)
 
 
+def deep_imports(source):
+    """The import statements of ``source`` that reach below a package of ``helpers`` (line,
+    statement): a notebook imports from ``helpers`` or one of its packages, whose modules may move.
+
+    Examples
+    --------
+    >>> deep_imports("from helpers.teaching import format_table\\nimport helpers.measure.timing")
+    [(2, 'import helpers.measure.timing')]
+    >>> deep_imports("from helpers.portable.trainer import PortableTrainer")
+    [(1, 'from helpers.portable.trainer import PortableTrainer')]
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            modules = [node.module or ""]
+        else:
+            continue
+        if any(m.split(".")[0] == "helpers" and m.count(".") >= 2 for m in modules):
+            found.append((node.lineno, ast.get_source_segment(source, node)))
+    return sorted(found)
+
+
+def private_attributes(source):
+    """The private attributes ``source`` reads, of any object (line, ``owner._name``): a
+    notebook shows what a user may write, and a private attribute may change in any release.
+
+    Examples
+    --------
+    >>> private_attributes("fb._agent.run()\\nx.__class__\\nimport onnxruntime.capi._pybind_state")
+    [(1, 'fb._agent'), (3, 'onnxruntime.capi._pybind_state')]
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            found.append((node.lineno, ast.get_source_segment(source, node)))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names]
+            paths = names if isinstance(node, ast.Import) else [node.module or ""] + names
+            found += [(node.lineno, p) for p in paths if any(map(_is_private, p.split(".")))]
+    return sorted(found)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_notebooks_import_from_packages_and_read_no_private_attribute(path):
+    found = [
+        f"{path} cell {number} line {line}: {what}"
+        for number, source in code_cells(path)
+        for line, what in deep_imports(source) + private_attributes(source)
+    ]
+    assert found == [], (
+        "import from helpers or its packages (helpers.teaching, helpers.measure, "
+        "helpers.portable...), and read no private attribute:\n" + "\n".join(found)
+    )
+
+
 def _public_import(name):
     """The import a user writes for ``name`` (its public package), or None."""
     if name in helpers._PUBLIC:
