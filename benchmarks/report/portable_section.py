@@ -330,7 +330,7 @@ def zoo_sentence(zoo):
     ...     "note": [""] * 6 + ["refused: com.microsoft:Round (from the layer /r/Round)"] * 2})
     >>> print(zoo_sentence(zoo))
     The zoo (batch 64, 2 threads): 1 of 2 step models train (refused: Round), a step 1.5x \
-slower against whole-training's (epoch loop: 1.2x slower); the runner peaks at 120 MB, torch eager \
+slower than whole-training's (epoch loop: 1.2x slower); the runner peaks at 120 MB, torch eager \
 at 360 MB (no higher for 1 of 1).
     """
     table = ratios(zoo, group="model", reference=fw.ORT_WHOLE)
@@ -357,9 +357,13 @@ at 360 MB (no higher for 1 of 1).
         torch_peak = table[table.framework == fw.TORCH].set_index("model").peak_mb
         torch_peak = torch_peak.reindex(trained.model).to_numpy()
         lower = int((trained.peak_mb.to_numpy() <= torch_peak).sum())
+        steps, noisy = _clean_span(trained)
+        loops, loop_noisy = _clean_span(loop)
+        omitted = f"; {noisy + loop_noisy} noisy omitted" if noisy + loop_noisy else ""
         said += (
-            f", a step {_clean_span(trained, WHOLE_TRAINING)} (epoch loop: "
-            f"{_clean_span(loop)}); the runner peaks at {value_range(trained.peak_mb, '{:.0f}')} "
+            f", a step {steps} {'as' if steps.endswith('same') else 'than'} whole-training's "
+            f"(epoch loop: {loops}{omitted}); the runner "
+            f"peaks at {value_range(trained.peak_mb, '{:.0f}')} "
             f"MB, torch eager at {value_range(torch_peak[pd.notna(torch_peak)], '{:.0f}')} MB "
             f"(no higher for {lower} of {len(trained)})"
         )
@@ -381,19 +385,12 @@ def _why_not(note):
     return note if note.startswith(FAILED) else ""
 
 
-#: What the zoo sentence sets a portable step against.
-WHOLE_TRAINING = "against whole-training's"
-
-
-def _clean_span(rows, than=""):
-    """:func:`_span` of the ratios of ``rows`` that are not noisy, ``than`` after it, and how many
-    noisy ones it leaves out: ``'1.2x slower against X, 1 noisy ratio left out'``."""
+def _clean_span(rows):
+    """:func:`_span` of the ratios of ``rows`` that are not noisy, and how many noisy ones it
+    leaves out."""
     measured = rows[rows.ratio.notna()]
     noisy = measured.noisy.astype(bool)
-    said = _span(measured.ratio[~noisy]) + (f" {than}" if than else "")
-    if noisy.any():
-        said += f", {noisy.sum()} noisy ratio{'s' if noisy.sum() > 1 else ''} left out"
-    return said
+    return _span(measured.ratio[~noisy]), int(noisy.sum())
 
 
 def _span(values):
