@@ -10,7 +10,9 @@ This package imports numpy, onnx and onnxruntime only: no torch, no scikit-learn
   onnxruntime-training's gradient builder writes, each rewritten with standard operators;
 * :mod:`~helpers.portable.step_format`: what a step model takes and returns, and the record it
   carries;
-* :mod:`~helpers.portable.trainer`: :class:`PortableTrainer`, which trains a step model;
+* :mod:`~helpers.portable.trainer`: :class:`PortableTrainer`, which trains a step model (and
+  saves the step that resumes the training);
+* :mod:`~helpers.portable.step_session`: a step model's session, its state kept in the runtime;
 * :mod:`~helpers.portable.epoch_loop`: the step inside an ONNX ``Loop``, one call per epoch;
 * :mod:`~helpers.portable.batch_order`: the rows of each epoch and its batches, as the
   optimizers draw them too (the same seed gives the same batches);
@@ -40,6 +42,7 @@ _PUBLIC = {
     "StepModel": ".step_model",
     "load_step": ".step_model",
     "epoch_model": ".epoch_loop",
+    "loop_names": ".epoch_loop",
     "epoch_order": ".batch_order",
     "batch_bounds": ".batch_order",
     "RuntimeSupportError": ".runtime_support",

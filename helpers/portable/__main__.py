@@ -5,10 +5,25 @@ STEP.onnx`` writes the step model of ``MODEL.onnx`` (:func:`helpers.build_traini
 gradients in standard ONNX, no training package; this command needs the project's other
 dependencies, scikit-learn among them, where ``fit`` needs numpy, onnx and onnxruntime only).
 ``python -m helpers.portable fit STEP.onnx --data DATA.npz --out DIR`` trains the step model on
-the arrays ``X`` and ``y`` (and ``sample_weight`` when present) of ``DATA.npz`` and writes
-``DIR/losses.json`` (the loss of each step) and ``DIR/model.onnx`` (the trained inference
-model), each atomically. The epochs, batch size and seed default to the exporting optimizer's.
-An error is one line on stderr and exit code 2.
+the arrays ``X`` and ``y`` (and ``sample_weight`` when present; no ``X`` for a step without
+features) of ``DATA.npz`` and writes, once the training succeeded, ``DIR/losses.json`` (the
+loss of each step), ``DIR/model.onnx`` (the trained inference model) and ``DIR/step.onnx`` (the
+step model that resumes the training: ``fit DIR/step.onnx`` trains the next epochs, as
+``partial_fit`` would have). The three are written all or none: a failure leaves ``DIR`` as it
+was. The epochs, batch size and seed default to the exporting optimizer's (the saved step's:
+the run's own).
+
+An error is one line on stderr, and the exit code says which kind (:data:`EXIT_CODES`):
+
+* 0: success;
+* 2: usage, an argument missing or malformed (argparse's);
+* 3: bad input: a file missing, unreadable or not what it should be, an output folder that
+  cannot be written, data that does not fit the step, a step or a provider the installed
+  onnxruntime does not run;
+* 4: the training diverged (a NaN or infinite loss, :class:`~helpers.portable.trainer.
+  NonFiniteLossError`);
+* 5: the runtime failed (any other error);
+* 130: interrupted (Ctrl-C).
 """
 
 import argparse
@@ -18,11 +33,39 @@ import sys
 
 import numpy as np
 
-from .atomic_files import write_atomic
-from .step_format import read_model
+from .atomic_files import write_files_atomic
+from .step_format import read_model, read_record
 
 #: The files ``fit`` writes in its output folder.
-LOSSES_FILE, MODEL_FILE = "losses.json", "model.onnx"
+LOSSES_FILE, MODEL_FILE, STEP_FILE = "losses.json", "model.onnx", "step.onnx"
+#: The exit code of each outcome (the module's docstring says what each covers).
+EXIT_CODES = {"success": 0, "usage": 2, "input": 3, "diverged": 4, "runtime": 5, "interrupted": 130}
+
+
+def _positive(text):
+    """argparse's type of a count of at least one."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return value
+
+
+def _count(text):
+    """argparse's type of a count of at least zero."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
+    return value
+
+
+class _Providers(argparse.Action):
+    """``--providers A,B --providers C``: one value per flag, each a comma-separated list."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        names = [name.strip() for name in values.split(",") if name.strip()]
+        if not names:
+            parser.error(f"{option_string} takes the name of an execution provider")
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), *names])
 
 
 def build_parser():
@@ -31,8 +74,11 @@ def build_parser():
     Examples
     --------
     >>> args = build_parser().parse_args(["fit", "step.onnx", "--data", "d.npz", "--out", "o"])
-    >>> args.epochs, args.epoch_loop, args.providers
-    (None, False, None)
+    >>> args.epochs, args.epoch_loop, args.providers, args.threads
+    (None, False, None, None)
+    >>> build_parser().parse_args(["fit", "--providers", "CUDAExecutionProvider,CPU",
+    ...     "--providers", "Other", "step.onnx", "--data", "d.npz", "--out", "o"]).providers
+    ['CUDAExecutionProvider', 'CPU', 'Other']
     """
     parser = argparse.ArgumentParser(
         prog="python -m helpers.portable",
@@ -43,19 +89,26 @@ def build_parser():
     fit = commands.add_parser(
         "fit",
         help="train a step model on the arrays of an .npz file",
-        description=f"Train STEP on DATA; write OUT/{LOSSES_FILE} (one loss per step) and "
-        f"OUT/{MODEL_FILE} (the trained inference model).",
+        description=f"Train STEP on DATA; write OUT/{LOSSES_FILE} (one loss per step), "
+        f"OUT/{MODEL_FILE} (the trained inference model) and OUT/{STEP_FILE} (the step that "
+        "resumes the training), all three once the training succeeded.",
+        epilog=f"Resume a training: fit OUT/{STEP_FILE} (its epochs, batch size and seed are the "
+        "run's). Exit codes: 0 success, 2 usage, 3 bad input (a file, the data, the output "
+        "folder), 4 the training diverged, 5 the runtime failed, 130 interrupted.",
     )
     fit.add_argument("step", metavar="STEP.onnx", help="the step model")
     fit.add_argument(
         "--data",
         required=True,
         metavar="DATA.npz",
-        help="arrays X and y, and sample_weight when the step takes weights (numpy.savez)",
+        help="arrays X and y, and sample_weight when the step takes weights (numpy.savez); no X "
+        "for a step without features",
     )
     fit.add_argument("--out", required=True, metavar="DIR", help="the output folder (created)")
-    fit.add_argument("--epochs", type=int, help="epochs (default: the exporting optimizer's)")
-    fit.add_argument("--batch-size", type=int, help="rows of a batch (default: the exporter's)")
+    fit.add_argument("--epochs", type=_count, help="epochs (default: the exporting optimizer's)")
+    fit.add_argument(
+        "--batch-size", type=_positive, help="rows of a batch (default: the exporter's)"
+    )
     fit.add_argument(
         "--random-state", type=int, help="seed of the row orders (default: the exporter's)"
     )
@@ -64,9 +117,13 @@ def build_parser():
     )
     fit.add_argument(
         "--providers",
-        nargs="+",
-        metavar="PROVIDER",
-        help="onnxruntime execution providers, first preferred (default: CPUExecutionProvider)",
+        action=_Providers,
+        metavar="PROVIDER[,PROVIDER...]",
+        help="onnxruntime execution providers, first preferred: comma-separated, or the flag "
+        "repeated (default: CPUExecutionProvider)",
+    )
+    fit.add_argument(
+        "--threads", type=_positive, metavar="N", help="threads of an operator (intra-op)"
     )
     export = commands.add_parser(
         "export",
@@ -115,27 +172,46 @@ def _export(args):
 
 
 def _load_data(path):
+    """``X`` (None when absent), ``y`` and ``sample_weight`` (None when absent) of ``path``."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No data file at {path!r}: give an .npz file with X and y.")
-    with np.load(path) as data:
-        missing = [name for name in ("X", "y") if name not in data.files]
-        if missing:
+    try:
+        data = np.load(path, allow_pickle=False)
+    except Exception as error:  # numpy's own: not a zip, pickled data, a truncated file
+        raise ValueError(f"{path!r} is not an .npz file of arrays ({error}).") from error
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path!r} is one array, not an .npz file: save it with numpy.savez.")
+    with data:
+        if "y" not in data.files:
             raise ValueError(
-                f"{path!r} has no array {' or '.join(missing)} (it holds {sorted(data.files)}): "
-                "save it with numpy.savez(path, X=..., y=...)."
+                f"{path!r} has no array y (it holds {sorted(data.files)}): save it with "
+                "numpy.savez(path, X=..., y=...)."
             )
-        weights = data["sample_weight"] if "sample_weight" in data.files else None
-        return data["X"], data["y"], weights
+        names = ("X", "y", "sample_weight")
+        return tuple(data[name] if name in data.files else None for name in names)
+
+
+def _check_out(out):
+    """Refuse, before the training, an output folder that cannot be written."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise NotADirectoryError(f"--out {out!r} is a file: give a folder.")
+    parent = os.path.abspath(out)
+    while not os.path.isdir(parent):
+        parent = os.path.dirname(parent)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(f"Cannot write in {parent!r}: give another --out folder.")
 
 
 def _fit(args):
-    """Train as ``args`` say, write the losses and the model; return the trainer.
+    """Train as ``args`` say, then write the three files; return the trainer and the epochs the
+    step had trained before.
 
     The inputs are checked before onnxruntime is imported: onnxruntime-training's import loads
     torch, whose own warnings would otherwise come before a one-line error.
     """
     X, y, weights = _load_data(args.data)
     step = read_model(args.step)
+    _check_out(args.out)
     from .trainer import PortableTrainer  # noqa: PLC0415 (after the checks, see above)
 
     trainer = PortableTrainer(
@@ -145,34 +221,74 @@ def _fit(args):
         random_state=args.random_state,
         epoch_loop=args.epoch_loop,
         providers=args.providers,
-    ).fit(X, y, weights)
-    os.makedirs(args.out, exist_ok=True)
-    write_atomic(os.path.join(args.out, LOSSES_FILE), json.dumps(trainer.losses_))
-    trainer.save_inference_model(os.path.join(args.out, MODEL_FILE))
-    return trainer
+        n_threads=args.threads,
+    )
+    epochs_before = read_record(step).parameters.get("epochs_done") or 0
+    trainer.fit(X, y, weights)
+    files = {
+        LOSSES_FILE: json.dumps(trainer.losses_),
+        MODEL_FILE: trainer.inference_model().SerializeToString(),
+        STEP_FILE: trainer.trained_step().SerializeToString(),
+    }
+    write_files_atomic(args.out, files)
+    return trainer, epochs_before
+
+
+def exit_code(error):
+    """The exit code of the command line for ``error`` (:data:`EXIT_CODES`).
+
+    A class of :mod:`helpers.portable` that is not imported yet cannot have been raised: the
+    test leaves onnxruntime unimported when the error came before it.
+
+    Examples
+    --------
+    >>> exit_code(FileNotFoundError("No data file")), exit_code(KeyboardInterrupt())
+    (3, 130)
+    >>> from helpers.portable.trainer import NonFiniteLossError
+    >>> exit_code(NonFiniteLossError("diverged")), exit_code(RuntimeError("a kernel failed"))
+    (4, 5)
+    """
+    if isinstance(error, KeyboardInterrupt):
+        return EXIT_CODES["interrupted"]
+    trainer = sys.modules.get(f"{__package__}.trainer")
+    if trainer is not None and isinstance(error, trainer.NonFiniteLossError):
+        return EXIT_CODES["diverged"]
+    support = sys.modules.get(f"{__package__}.runtime_support")
+    if isinstance(error, (OSError, ValueError)) or (
+        support is not None and isinstance(error, support.RuntimeSupportError)
+    ):
+        return EXIT_CODES["input"]
+    return EXIT_CODES["runtime"]
 
 
 def main(argv=None):
-    """Run the command line; return the exit code (2 on an error, said in one line).
+    """Run the command line; return the exit code (:data:`EXIT_CODES`; an error said in one
+    line on stderr).
 
     Examples
     --------
     >>> main(["fit", "missing.onnx", "--data", "missing.npz", "--out", "out"])
-    2
+    3
     """
     args = build_parser().parse_args(argv)
     try:
         if args.command == "export":
             print(_export(args))
             return 0
-        trainer = _fit(args)
+        trainer, epochs_before = _fit(args)
+    except KeyboardInterrupt as error:
+        print("interrupted: nothing was written", file=sys.stderr)
+        return exit_code(error)
     except Exception as error:  # onnxruntime's own errors derive from Exception only
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 2
+        return exit_code(error)
+    steps = len(trainer.losses_)
+    resumed = f", from step {trainer.t_ - steps + 1}" if trainer.t_ > steps else ""
+    written = ", ".join(os.path.join(args.out, name) for name in (LOSSES_FILE, MODEL_FILE))
     print(
-        f"trained {trainer.t_} steps ({trainer.n_iter_} epochs), last loss "
-        f"{trainer.losses_[-1] if trainer.losses_ else float('nan'):.6g}; wrote "
-        f"{os.path.join(args.out, LOSSES_FILE)} and {os.path.join(args.out, MODEL_FILE)}"
+        f"trained {steps} steps ({trainer.n_iter_ - epochs_before} epochs{resumed}), last loss "
+        f"{trainer.losses_[-1] if steps else float('nan'):.6g}; wrote {written} and "
+        f"{os.path.join(args.out, STEP_FILE)}"
     )
     return 0
 

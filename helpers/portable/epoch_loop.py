@@ -4,12 +4,17 @@
 a whole epoch. Its graph:
 
 * inputs: each batch input with every row of the data set (same names as the step's), the
-  epoch's order of the rows :data:`ORDER_INPUT` (int64 ``[N]``, a permutation drawn as
-  :mod:`helpers.portable.batch_order` draws it), :data:`BATCH_SIZE_INPUT` (int64 scalar),
-  ``step`` (int64 scalar: the count of the epoch's first step), then the state, each value with
-  (no default: the trainer feeds it);
-* outputs: ``NAME.next`` for each state value after the epoch's last step, then
-  :data:`LOSSES_OUTPUT`, the loss of each step (float ``[batches]``).
+  epoch's order of the rows (int64 ``[N]``, a permutation drawn as
+  :mod:`helpers.portable.batch_order` draws it), the rows of a batch (int64 scalar), ``step``
+  (int64 scalar: the count of the epoch's first step), then the state, each value without a
+  default (the trainer feeds it);
+* outputs: ``NAME.next`` for each state value after the epoch's last step, then the loss of each
+  step (float ``[batches]``).
+
+The names the loop adds (the order, the batch size, the losses and every value of its own) begin
+with a prefix that no name of the step begins with, ``epoch_loop/`` unless the step uses it
+(:func:`loop_names`): a step whose inputs or state are named ``order``, ``batch_size`` or
+``losses`` becomes an epoch model too.
 
 The loop body gathers the rows ``order[k * batch_size : (k + 1) * batch_size]`` of each batch
 input (the last batch is smaller: ``Slice`` stops at the end), runs the step's nodes
@@ -18,20 +23,109 @@ runtime runs the same kernels on the same values as one call per step: the losse
 state agree bit for bit (tests/portable check it on 1.19.2 and on the maintained runtime).
 """
 
+import dataclasses
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from .step_format import LOSS_OUTPUT, STEP_INPUT, read_record
 
-#: The epoch model's input holding the order of the rows (a permutation, int64).
-ORDER_INPUT = "order"
-#: The epoch model's input holding the number of rows of a batch (int64 scalar).
-BATCH_SIZE_INPUT = "batch_size"
-#: The epoch model's output holding the loss of each step of the epoch.
-LOSSES_OUTPUT = "losses"
-#: The prefix of the names the loop adds, and of the step's interface names inside the body.
+#: The prefix of the names the loop adds, unless the step has a name that begins with it.
 PREFIX = "epoch_loop/"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopNames:
+    """The names an epoch model adds to its step's: all begin with :attr:`prefix`.
+
+    Attributes
+    ----------
+    prefix : str
+        ``epoch_loop/``, or ``epoch_loop_2/``, ``epoch_loop_3/``... when the step has a name
+        that begins with the previous ones.
+
+    Examples
+    --------
+    >>> names = LoopNames("epoch_loop/")
+    >>> names.order, names.batch_size, names.losses
+    ('epoch_loop/order', 'epoch_loop/batch_size', 'epoch_loop/losses')
+    """
+
+    prefix: str
+
+    @property
+    def order(self):
+        """The input holding the order of the rows (a permutation, int64 ``[N]``)."""
+        return self.prefix + "order"
+
+    @property
+    def batch_size(self):
+        """The input holding the number of rows of a batch (int64 scalar)."""
+        return self.prefix + "batch_size"
+
+    @property
+    def losses(self):
+        """The output holding the loss of each step of the epoch."""
+        return self.prefix + "losses"
+
+    def own(self, name):
+        """A value of the loop itself (its counter, its bounds...)."""
+        return self.prefix + name
+
+    def step_value(self, name):
+        """The name inside the loop body of the step's input or output ``name`` (apart from the
+        loop's own names: a state value named ``k`` is not the loop's counter)."""
+        return self.prefix + "value/" + name
+
+
+def _subgraphs(node):
+    """The graphs of ``node``'s attributes (a ``Loop``'s body, an ``If``'s branches)."""
+    for attribute in node.attribute:
+        yield from [attribute.g] if attribute.HasField("g") else []
+        yield from attribute.graphs
+
+
+def _graph_names(graph):
+    """Every name ``graph`` and its subgraphs use: values, initializers, nodes."""
+    names = {value.name for value in [*graph.input, *graph.output, *graph.value_info]}
+    names.update(tensor.name for tensor in graph.initializer)
+    names.update(tensor.values.name for tensor in graph.sparse_initializer)
+    for node in graph.node:
+        names.update([*node.input, *node.output, node.name])
+        for subgraph in _subgraphs(node):
+            names.update(_graph_names(subgraph))
+    return names
+
+
+def loop_names(step):
+    """The names :func:`epoch_model` adds to ``step``'s: a prefix none of its names begins with.
+
+    Parameters
+    ----------
+    step : onnx.ModelProto
+        A step model.
+
+    Returns
+    -------
+    LoopNames
+
+    Examples
+    --------
+    >>> def step_with(name):
+    ...     graph = helper.make_graph([helper.make_node("Identity", ["x"], [name])], "g", [], [])
+    ...     return helper.make_model(graph)
+    >>> loop_names(step_with("order")).order
+    'epoch_loop/order'
+    >>> loop_names(step_with("epoch_loop/order")).order
+    'epoch_loop_2/order'
+    """
+    used = _graph_names(step.graph)
+    prefix, count = PREFIX, 1
+    while any(name.startswith(prefix) for name in used):
+        count += 1
+        prefix = f"epoch_loop_{count}/"
+    return LoopNames(prefix)
 
 
 def _rename_references(graph, names):
@@ -39,53 +133,56 @@ def _rename_references(graph, names):
     for node in graph.node:
         node.input[:] = [names.get(name, name) for name in node.input]
         node.output[:] = [names.get(name, name) for name in node.output]
-        for attribute in node.attribute:
-            for subgraph in [
-                *([attribute.g] if attribute.HasField("g") else []),
-                *attribute.graphs,
-            ]:
-                _rename_references(subgraph, names)
+        for subgraph in _subgraphs(node):
+            _rename_references(subgraph, names)
 
 
-def _body(step, record, names):
+def _body(step, record, loop):
     """The loop body: gather the batch, run the step's nodes, carry the state."""
     body_inputs = {i.name: i for i in step.graph.input}
     step_outputs = {o.name: o for o in step.graph.output}
-    p = PREFIX
+    own, inner = loop.own, loop.step_value
     nodes = [
-        helper.make_node("Mul", [p + "k", BATCH_SIZE_INPUT], [p + "start"]),
-        helper.make_node("Add", [p + "start", BATCH_SIZE_INPUT], [p + "end"]),
-        helper.make_node("Reshape", [p + "start", p + "one_dim"], [p + "starts"]),
-        helper.make_node("Reshape", [p + "end", p + "one_dim"], [p + "ends"]),
-        helper.make_node("Slice", [ORDER_INPUT, p + "starts", p + "ends"], [p + "rows"]),
+        helper.make_node("Mul", [own("k"), loop.batch_size], [own("start")]),
+        helper.make_node("Add", [own("start"), loop.batch_size], [own("end")]),
+        helper.make_node("Reshape", [own("start"), own("one_dim")], [own("starts")]),
+        helper.make_node("Reshape", [own("end"), own("one_dim")], [own("ends")]),
+        helper.make_node("Slice", [loop.order, own("starts"), own("ends")], [own("rows")]),
         *(
-            helper.make_node("Gather", [name, p + "rows"], [names[name]], axis=0)
+            helper.make_node("Gather", [name, own("rows")], [inner(name)], axis=0)
             for name in record.batch_inputs
         ),
-        helper.make_node("Add", [STEP_INPUT, p + "k"], [names[STEP_INPUT]]),
-        helper.make_node("Identity", [p + "cond"], [p + "cond_out"]),
+        helper.make_node("Add", [STEP_INPUT, own("k")], [inner(STEP_INPUT)]),
+        helper.make_node("Identity", [own("cond")], [own("cond_out")]),
+    ]
+    interface = [
+        *record.batch_inputs,
+        STEP_INPUT,
+        *record.state,
+        LOSS_OUTPUT,
+        *(record.next_name(name) for name in record.state),
     ]
     graph = onnx.GraphProto()
     graph.node.extend(step.graph.node)
-    _rename_references(graph, names)
+    _rename_references(graph, {name: inner(name) for name in interface})
     nodes.extend(graph.node)
 
     def renamed(value_info):
         copy = onnx.ValueInfoProto()
         copy.CopyFrom(value_info)
-        copy.name = names[value_info.name]
+        copy.name = inner(value_info.name)
         return copy
 
     return helper.make_graph(
         nodes,
         "epoch_body",
         [
-            helper.make_tensor_value_info(p + "k", TensorProto.INT64, []),
-            helper.make_tensor_value_info(p + "cond", TensorProto.BOOL, []),
+            helper.make_tensor_value_info(own("k"), TensorProto.INT64, []),
+            helper.make_tensor_value_info(own("cond"), TensorProto.BOOL, []),
             *(renamed(body_inputs[name]) for name in record.state),
         ],
         [
-            helper.make_tensor_value_info(p + "cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info(own("cond_out"), TensorProto.BOOL, []),
             *(renamed(step_outputs[record.next_name(name)]) for name in record.state),
             renamed(step_outputs[LOSS_OUTPUT]),
         ],
@@ -103,7 +200,8 @@ def epoch_model(step):
     Returns
     -------
     onnx.ModelProto
-        Same IR version and opsets as ``step``; inputs and outputs as the module says.
+        Same IR version and opsets as ``step``; inputs and outputs as the module says, the
+        loop's own named by :func:`loop_names`.
 
     Examples
     --------
@@ -121,39 +219,33 @@ def epoch_model(step):
     >>> write_record(step, StepRecord(["X"], ["total"], [], b""))
     >>> session = onnxruntime.InferenceSession(epoch_model(step).SerializeToString(),
     ...                                        providers=["CPUExecutionProvider"])
+    >>> loop = loop_names(step)
     >>> total, losses = session.run(None, {
-    ...     "X": np.arange(5, dtype=np.float32), "order": np.array([4, 3, 2, 1, 0]),
-    ...     "batch_size": np.array(2), "step": np.array(1), "total": np.array(0, np.float32)})
+    ...     "X": np.arange(5, dtype=np.float32), loop.order: np.array([4, 3, 2, 1, 0]),
+    ...     loop.batch_size: np.array(2), "step": np.array(1), "total": np.array(0, np.float32)})
     >>> losses.tolist(), float(total)
     ([7.0, 3.0, 0.0], 10.0)
     """
     record = read_record(step)
-    interface = [
-        *record.batch_inputs,
-        STEP_INPUT,
-        *record.state,
-        LOSS_OUTPUT,
-        *(record.next_name(name) for name in record.state),
-    ]
-    names = {name: PREFIX + name for name in interface}
-    p = PREFIX
+    loop = loop_names(step)
+    own = loop.own
     nodes = [
-        helper.make_node("Shape", [ORDER_INPUT], [p + "n_rows"]),
-        helper.make_node("Sub", [BATCH_SIZE_INPUT, p + "one"], [p + "last_row"]),
-        helper.make_node("Add", [p + "n_rows", p + "last_row"], [p + "padded_rows"]),
-        helper.make_node("Div", [p + "padded_rows", BATCH_SIZE_INPUT], [p + "batches"]),
-        helper.make_node("Reshape", [p + "batches", p + "scalar_shape"], [p + "trip_count"]),
+        helper.make_node("Shape", [loop.order], [own("n_rows")]),
+        helper.make_node("Sub", [loop.batch_size, own("one")], [own("last_row")]),
+        helper.make_node("Add", [own("n_rows"), own("last_row")], [own("padded_rows")]),
+        helper.make_node("Div", [own("padded_rows"), loop.batch_size], [own("batches")]),
+        helper.make_node("Reshape", [own("batches"), own("scalar_shape")], [own("trip_count")]),
         helper.make_node(
             "Loop",
-            [p + "trip_count", "", *record.state],
-            [*(record.next_name(name) for name in record.state), LOSSES_OUTPUT],
-            body=_body(step, record, names),
+            [own("trip_count"), "", *record.state],
+            [*(record.next_name(name) for name in record.state), loop.losses],
+            body=_body(step, record, loop),
         ),
     ]
     constants = [
-        numpy_helper.from_array(np.array(1, np.int64), p + "one"),
-        numpy_helper.from_array(np.array([1], np.int64), p + "one_dim"),
-        numpy_helper.from_array(np.zeros(0, np.int64), p + "scalar_shape"),
+        numpy_helper.from_array(np.array(1, np.int64), own("one")),
+        numpy_helper.from_array(np.array([1], np.int64), own("one_dim")),
+        numpy_helper.from_array(np.zeros(0, np.int64), own("scalar_shape")),
     ]
     step_inputs = {i.name: i for i in step.graph.input}
     step_outputs = {o.name: o for o in step.graph.output}
@@ -162,14 +254,14 @@ def epoch_model(step):
         "epoch",
         [
             *(step_inputs[name] for name in record.batch_inputs),
-            helper.make_tensor_value_info(ORDER_INPUT, TensorProto.INT64, ["N"]),
-            helper.make_tensor_value_info(BATCH_SIZE_INPUT, TensorProto.INT64, []),
+            helper.make_tensor_value_info(loop.order, TensorProto.INT64, [own("N")]),
+            helper.make_tensor_value_info(loop.batch_size, TensorProto.INT64, []),
             step_inputs[STEP_INPUT],
             *(step_inputs[name] for name in record.state),
         ],
         [
             *(step_outputs[record.next_name(name)] for name in record.state),
-            helper.make_tensor_value_info(LOSSES_OUTPUT, TensorProto.FLOAT, ["batches"]),
+            helper.make_tensor_value_info(loop.losses, TensorProto.FLOAT, [own("batches")]),
         ],
         initializer=[*step.graph.initializer, *constants],
     )

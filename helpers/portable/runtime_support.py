@@ -39,7 +39,7 @@ def _loads(ir_version, opset):
     return True
 
 
-def make_session(model, providers, log_severity=3):
+def make_session(model, providers, log_severity=3, n_threads=None, session_options=None):
     """The one place ``helpers.portable`` makes an onnxruntime session.
 
     Parameters
@@ -49,7 +49,13 @@ def make_session(model, providers, log_severity=3):
         Execution providers, as :func:`resolve_providers` returns them.
     log_severity : int
         The runtime's log level: 3 logs errors only (a probe passes 4: its refusal is the answer,
-        not a message to show).
+        not a message to show). Not applied to ``session_options``, which keep their own.
+    n_threads : int or None
+        The threads of an operator (``intra_op_num_threads``); None: ``session_options``'
+        count, or onnxruntime's default.
+    session_options : onnxruntime.SessionOptions or None
+        The user's options, used as they are but for ``n_threads`` when it is given (the object
+        itself is left as it was).
 
     Examples
     --------
@@ -61,12 +67,47 @@ def make_session(model, providers, log_severity=3):
     >>> model.ir_version = 10
     >>> make_session(model, ["CPUExecutionProvider"]).run(None, {"x": np.ones(1, np.float32)})
     [array([-1.], dtype=float32)]
+    >>> session = make_session(model, ["CPUExecutionProvider"], n_threads=1)
+    >>> session.get_session_options().intra_op_num_threads
+    1
     """
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = log_severity
-    return onnxruntime.InferenceSession(
-        model.SerializeToString(), options, providers=list(providers)
-    )
+    if session_options is None:
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = log_severity
+    else:
+        options = session_options
+    kept = options.intra_op_num_threads
+    if n_threads is not None:
+        options.intra_op_num_threads = int(n_threads)
+    try:  # the session copies the options it is made with
+        return onnxruntime.InferenceSession(
+            model.SerializeToString(), options, providers=list(providers)
+        )
+    finally:
+        options.intra_op_num_threads = kept
+
+
+def check_threads(n_threads, session_options):
+    """Raise unless ``n_threads`` is None or a positive int and ``session_options`` None or an
+    ``onnxruntime.SessionOptions``.
+
+    Examples
+    --------
+    >>> check_threads(2, onnxruntime.SessionOptions())
+    >>> check_threads(0, None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: n_threads must be None or an integer >= 1, got 0.
+    """
+    if n_threads is not None and (
+        isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1
+    ):
+        raise ValueError(f"n_threads must be None or an integer >= 1, got {n_threads!r}.")
+    if session_options is not None and not isinstance(session_options, onnxruntime.SessionOptions):
+        raise TypeError(
+            f"session_options must be None or an onnxruntime.SessionOptions, got "
+            f"{type(session_options).__name__}."
+        )
 
 
 def default_opset(model):

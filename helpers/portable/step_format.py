@@ -232,6 +232,48 @@ def initial_state(model):
     return values
 
 
+def step_with_state(model, values, parameters):
+    """A copy of the step model ``model`` that starts from ``values`` and records ``parameters``.
+
+    What a trainer saves to resume from (:meth:`~helpers.portable.trainer.PortableTrainer.
+    save_step`): the initial state replaced (:func:`write_initial_state`), the record's
+    parameters updated (``steps_done``, ``epochs_done``, ``draws_state``...); ``model`` is left
+    as it is.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        A step model.
+    values : dict
+        State name to numpy array, for every name of the record's state.
+    parameters : dict
+        Record parameters to set; the others are kept.
+
+    Returns
+    -------
+    onnx.ModelProto
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> model = onnx.helper.make_model(onnx.helper.make_graph([], "step", [], []))
+    >>> write_record(model, StepRecord(["X", "label"], ["w"], ["w"], b"", parameters={"a": 1}))
+    >>> saved = step_with_state(model, {"w": np.ones(2, np.float32)}, {"steps_done": 4})
+    >>> read_record(saved).parameters, initial_state(saved)["w"].tolist(), initial_state(model)
+    ({'a': 1, 'steps_done': 4}, [1.0, 1.0], {})
+    """
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    record = read_record(copy)
+    missing = [name for name in record.state if name not in values]
+    if missing:
+        raise ValueError(f"No value for the state {missing}: give one for each name of the state.")
+    write_initial_state(copy, {name: values[name] for name in record.state})
+    record.parameters = {**record.parameters, **parameters}
+    write_record(copy, record)
+    return copy
+
+
 def inference_model(record, values):
     """The inference model of a step model, its weights and statistics set to ``values``.
 

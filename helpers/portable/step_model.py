@@ -7,6 +7,7 @@ and a model the installed onnxruntime cannot load.
 """
 
 import dataclasses
+import os
 
 import numpy as np
 import onnx
@@ -81,6 +82,31 @@ class StepModel:
         """The outputs holding the state after the step, in the state's order."""
         return [self.record.next_name(name) for name in self.record.state]
 
+    def setting(self, name, given, minimum):
+        """The training parameter ``name`` (``max_iter``, ``batch_size``): ``given``, else the
+        record's; ``ValueError`` when neither is an integer >= ``minimum``.
+
+        Examples
+        --------
+        >>> record = StepRecord(["X", "label"], ["w"], ["w"], b"", parameters={"batch_size": 8})
+        >>> step = StepModel(onnx.ModelProto(), record, [], {})
+        >>> step.setting("batch_size", None, 1), step.setting("batch_size", 4, 1)
+        (8, 4)
+        >>> step.setting("max_iter", None, 0)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: max_iter is not given and the step model's record has none: pass ...
+        """
+        value = self.record.parameters.get(name) if given is None else given
+        if value is None:
+            raise ValueError(
+                f"{name} is not given and the step model's record has none: pass "
+                f"PortableTrainer(..., {name}=...)."
+            )
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+        return int(value)
+
 
 def check_layout(model, record):
     """Raise ``ValueError`` unless ``model``'s graph has the inputs and outputs ``record`` names.
@@ -147,3 +173,51 @@ def load_step(step):
     initial = {name: value for name, value in initial_state(model).items() if name in state}
     batch = [TensorSpec.of(inputs[name]) for name in record.batch_inputs]
     return StepModel(model, record, batch, initial)
+
+
+def step_source(step):
+    """What identifies the step model a trainer is given, to tell when it changes.
+
+    Parameters
+    ----------
+    step : str, path-like or onnx.ModelProto
+
+    Returns
+    -------
+    tuple
+        ``(kind, the model object or the path, the version of the file)``; the version (inode,
+        size, modification time) is None for a model object or a missing file.
+
+    Examples
+    --------
+    >>> step_source("missing.onnx")
+    ('file', 'missing.onnx', None)
+    """
+    if isinstance(step, onnx.ModelProto):
+        return ("model", step, None)
+    path = os.fspath(step)
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ("file", path, None)
+    return ("file", path, (stat.st_ino, stat.st_size, stat.st_mtime_ns))
+
+
+def same_step(first, second, content=True):
+    """Whether two :func:`step_source` values name the same step: the same object, or the same
+    path (and, with ``content``, the same version of its file).
+
+    Examples
+    --------
+    >>> model = onnx.ModelProto()
+    >>> same_step(step_source(model), step_source(model)), same_step(
+    ...     step_source(model), step_source(onnx.ModelProto()))
+    (True, False)
+    >>> same_step(step_source("a.onnx"), step_source("b.onnx")), same_step(None, None)
+    (False, False)
+    """
+    if first is None or second is None or first[0] != second[0]:
+        return False
+    if first[0] == "model":
+        return first[1] is second[1]
+    return first[1] == second[1] and (not content or first[2] == second[2])

@@ -1,25 +1,22 @@
 """Train a step model with any onnxruntime: :class:`PortableTrainer`.
 
-The trainer keeps the state (weights, statistics, optimizer buffers) in ``OrtValue``s from one
-step to the next: two sets, bound once to two I/O bindings, one the inputs of a step and the
-other its outputs, swapped after each step. A step binds only its batch and reads only its loss;
-nothing else is copied. With ``epoch_loop=True`` one call runs a whole epoch
-(:mod:`helpers.portable.epoch_loop`). The batches are those the optimizers draw from the same
-seed (:mod:`helpers.portable.batch_order`), and so are the masks of a step exported with random
-draws (:mod:`helpers.portable.random_draws`): drawn before each step, bound as inputs.
+The trainer decides what is trained: the epochs, the batches (those the optimizers draw from the
+same seed, :mod:`helpers.portable.batch_order`), the masks of a step exported with random draws
+(:mod:`helpers.portable.random_draws`, drawn before each step), the step count. A
+:class:`~helpers.portable.step_session.StepSession` runs it, the state kept in the runtime: a
+new one when providers, threads or ``epoch_loop`` change, on the current state.
 """
 
+import numbers
+
 import numpy as np
-import onnxruntime
 
 from .atomic_files import write_atomic
-from .batch_data import check_array, check_batch_arrays
-from .batch_order import batch_bounds, draws_generator, epoch_order, random_state
-from .epoch_loop import BATCH_SIZE_INPUT, LOSSES_OUTPUT, ORDER_INPUT, epoch_model
-from .random_draws import RandomDraw, shape_for_rows
-from .runtime_support import device_of, make_session, resolve_providers
-from .step_format import LOSS_OUTPUT, STEP_INPUT, inference_model
-from .step_model import TensorSpec, load_step
+from .batch_data import batch_roles, check_array, check_batch_arrays
+from .batch_order import draws_generator, epoch_order, random_state
+from .step_format import inference_model, step_with_state
+from .step_model import TensorSpec, load_step, same_step, step_source
+from .step_session import SessionSettings, StepSession
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -32,79 +29,6 @@ class NonFiniteLossError(FloatingPointError):
     """
 
 
-def _scalar(value, dtype=np.int64):
-    """A 0-d array and an OrtValue sharing its memory (the CPU reads it at each run)."""
-    array = np.array(value, dtype=dtype)
-    return array, onnxruntime.OrtValue.ortvalue_from_numpy(array)
-
-
-class _State:
-    """The state in two sets of OrtValues, and two I/O bindings that alternate between them."""
-
-    def __init__(self, session, step, values, device, extra_outputs):
-        self.names = list(step.record.state)
-        self.sets = [
-            {
-                n: onnxruntime.OrtValue.ortvalue_from_numpy(np.array(values[n]), device)
-                for n in self.names
-            },
-            {
-                n: onnxruntime.OrtValue.ortvalue_from_shape_and_type(
-                    list(values[n].shape), values[n].dtype, device, 0
-                )
-                for n in self.names
-            },
-        ]
-        self.bindings = [session.io_binding(), session.io_binding()]
-        for k, binding in enumerate(self.bindings):
-            for name, next_name in zip(self.names, step.next_names):
-                binding.bind_ortvalue_input(name, self.sets[k][name])
-                binding.bind_ortvalue_output(next_name, self.sets[1 - k][name])
-            for name, value in extra_outputs.items():
-                if isinstance(value, onnxruntime.OrtValue):
-                    binding.bind_ortvalue_output(name, value)
-                else:
-                    binding.bind_output(name, value)
-        self.current = 0
-
-    def binding(self):
-        """The binding whose inputs are the current state."""
-        return self.bindings[self.current]
-
-    def advance(self):
-        """The outputs of the last run become the current state."""
-        self.current = 1 - self.current
-
-    def values(self):
-        """The current state as numpy arrays (copies)."""
-        return {n: v.numpy().copy() for n, v in self.sets[self.current].items()}
-
-
-class _EpochData:
-    """The arrays of a fit as the runtime reads them, made once per fit.
-
-    One call per step: buffers that each epoch fills with the rows in its order, and an OrtValue
-    per batch and input on views of them (making an OrtValue costs more than binding one: a
-    step only binds them). The epoch loop: an OrtValue per array, every row.
-    """
-
-    def __init__(self, arrays, batch_size, stepped):
-        self.arrays, self.n_rows = arrays, len(arrays[0])
-        self.bounds = batch_bounds(self.n_rows, batch_size)
-        self._batch_size_array, self.batch_size = _scalar(batch_size)
-        ortvalue = onnxruntime.OrtValue.ortvalue_from_numpy
-        if stepped:
-            self.buffers = [np.empty_like(a) for a in arrays]
-            self.batches = [[ortvalue(b[s:e]) for b in self.buffers] for s, e in self.bounds]
-        else:
-            self.whole = [ortvalue(a) for a in arrays]
-
-    def shuffle(self, order):
-        """Fill the buffers with the rows in ``order``."""
-        for array, buffer in zip(self.arrays, self.buffers):
-            np.take(array, order, axis=0, out=buffer)
-
-
 class PortableTrainer:
     """Train a step model with the installed onnxruntime, without any training package.
 
@@ -112,7 +36,7 @@ class PortableTrainer:
     ----------
     step : str, path-like or onnx.ModelProto
         A step model (:mod:`helpers.portable.step_format`), as ``export_training_step`` of the
-        optimizers writes it.
+        optimizers or :meth:`save_step` writes it.
     max_iter : int or None
         Epochs of :meth:`fit`; None: the exporting optimizer's (the record's parameters).
     batch_size : int or None
@@ -126,6 +50,13 @@ class PortableTrainer:
         step (same losses, same state).
     providers : None, str or list
         onnxruntime execution providers (``"CUDAExecutionProvider"``...); None: the CPU.
+    n_threads : int or None
+        Threads of an operator (onnxruntime's ``intra_op_num_threads``); None: those of
+        ``session_options``, or onnxruntime's default (one per core).
+    session_options : onnxruntime.SessionOptions or None
+        Options of the sessions the trainer makes, used as given but for the thread count when
+        ``n_threads`` is given (the object itself is left as it is); None: onnxruntime's,
+        logging errors only.
 
     Attributes
     ----------
@@ -142,6 +73,12 @@ class PortableTrainer:
     -----
     A NaN or infinite loss raises :class:`NonFiniteLossError`; the trainer then keeps the state
     before the failing step (``epoch_loop=False``) or before the failing epoch (``True``).
+
+    Parameters changed after a fit take effect (scikit-learn's ``set_params`` then ``fit``):
+    ``fit`` starts over with them, the step loaded again when ``step`` is another object or path
+    or its file changed; ``partial_fit`` continues the current training with other providers,
+    threads or ``epoch_loop``, and refuses another ``step``. Edits made in place to a model or to
+    ``session_options`` are not seen.
 
     Examples
     --------
@@ -179,6 +116,18 @@ class PortableTrainer:
     (31, 62)
     >>> round(float(trainer.predict(X)), 3)
     3.0
+
+    Settings changed between calls take effect; a saved step resumes the training:
+
+    >>> trainer.epoch_loop, trainer.n_threads = True, 1
+    >>> trainer.partial_fit(X, y).t_
+    64
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "step.onnx"
+    >>> trainer.save_step(path)
+    >>> resumed = PortableTrainer(path, max_iter=1).fit(X, y)
+    >>> resumed.t_, resumed.n_iter_
+    (66, 33)
     """
 
     def __init__(
@@ -189,6 +138,8 @@ class PortableTrainer:
         random_state=None,
         epoch_loop=False,
         providers=None,
+        n_threads=None,
+        session_options=None,
     ):
         self.step = step
         self.max_iter = max_iter
@@ -196,93 +147,74 @@ class PortableTrainer:
         self.random_state = random_state
         self.epoch_loop = epoch_loop
         self.providers = providers
-        self._runtime = None
+        self.n_threads = n_threads
+        self.session_options = session_options
+        self._source = self._session = self._prediction = None
 
-    # -- parameters and runtime ---------------------------------------------------------------
+    # -- parameters, session and counts ---------------------------------------------------------
 
     def _parameter(self, name, minimum):
-        value = getattr(self, name)
-        if value is None:
-            value = self._runtime["step"].record.parameters.get(name)
-        if value is None:
-            raise ValueError(
-                f"{name} is not given and the step model's record has none: pass "
-                f"PortableTrainer(..., {name}=...)."
-            )
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
-        return int(value)
+        return self._session.step.setting(name, getattr(self, name), minimum)
 
-    def _seed(self):
-        seed = self.random_state
-        return self._runtime["step"].record.parameters.get("random_state") if seed is None else seed
-
-    def _start(self):
-        """Load the step model, create the session and the initial state (once)."""
-        if self._runtime is not None:
-            return
-        step = load_step(self.step)
-        if self.epoch_loop and step.record.draws:
-            raise ValueError(
-                "This step model draws random values every step (the masks of "
-                f"{sorted({d['operator'] for d in step.record.draws})}), which one call per epoch "
-                "cannot take: train it with epoch_loop=False, or export the step of an optimizer "
-                "with random_state=None (onnxruntime then draws them, unseeded)."
-            )
-        providers = resolve_providers(self.providers)
-        model = epoch_model(step.model) if self.epoch_loop else step.model
-        session = make_session(model, providers)
-        self._runtime = {
-            "step": step,
-            "session": session,
-            "providers": providers,
-            "device": device_of(providers),
-        }
-        self._reset()
-
-    def _reset(self):
-        """The state at export, a new generator, the counts of the exporting fit."""
-        step, runtime = self._runtime["step"], self._runtime
-        runtime["step_count"], runtime["step_value"] = _scalar(1)
-        if self.epoch_loop:
-            outputs = {LOSSES_OUTPUT: "cpu"}
-        else:
-            runtime["loss"], loss_value = _scalar(0.0, np.float32)
-            outputs = {LOSS_OUTPUT: loss_value}
-        runtime["state"] = _State(
-            runtime["session"], step, step.initial, runtime["device"], outputs
+    def _settings(self):
+        return SessionSettings(
+            self.epoch_loop, self.providers, self.n_threads, self.session_options
         )
-        for binding in runtime["state"].bindings:
-            binding.bind_ortvalue_input(STEP_INPUT, runtime["step_value"])
-        runtime["rng"] = random_state(self._seed())
-        runtime["draws"] = [RandomDraw.from_record(fields) for fields in step.record.draws]
-        runtime["draws_rng"] = self._draws_generator(step.record.parameters)
-        done = step.record.parameters
-        # a step exported by a fitted optimizer continues its count and its row orders
-        runtime["orders_behind"] = done.get("epochs_done") or 0
-        runtime["prediction"] = None
-        self.losses_, self.t_ = [], done.get("steps_done") or 0
-        self.n_iter_ = runtime["orders_behind"]
 
-    def _draws_generator(self, parameters):
-        """The generator of the step's random draws: the exporting fit's, where it stood, unless
-        another seed is given; a new unseeded one without any seed."""
-        if not self._runtime["draws"]:
-            return None
-        generator = draws_generator(self._seed()) or np.random.default_rng()
-        if self.random_state is None and parameters.get("draws_state") is not None:
-            generator.bit_generator.state = parameters["draws_state"]
-        return generator
+    def _make_session(self, step, values, source):
+        """A session of ``step`` from ``values``, made as the parameters say now."""
+        self._session = StepSession(step, values, self._settings())
+        self._source, self._prediction = source, None
+
+    def _start(self, fresh=True):
+        """Make what the parameters shape. ``fresh``: a new training (the step loaded again
+        when it changed, the exported state and counts); else the current one, on a new session
+        when providers, threads or ``epoch_loop`` changed."""
+        source = step_source(self.step)
+        if not fresh:
+            if not same_step(source, self._source, content=False):
+                raise ValueError(
+                    "step changed since the last fit: partial_fit continues the training of the "
+                    "step it started with. Call fit to train the new step from its own state."
+                )
+            if self._settings() != self._session.settings:
+                self._make_session(self._session.step, self._session.values(), self._source)
+            return
+        if self._session is None or not same_step(source, self._source):
+            step = load_step(self.step)
+            self._make_session(step, step.initial, source)
+        elif self._settings() != self._session.settings:
+            self._make_session(self._session.step, self._session.step.initial, source)
+        else:
+            self._session.set_values(self._session.step.initial)
+        self._restart()
+
+    def _restart(self):
+        """The exporting fit's counts, and new generators."""
+        parameters = self._session.step.record.parameters
+        seed = parameters.get("random_state") if self.random_state is None else self.random_state
+        self._rng = random_state(seed)
+        self._draws_rng = None
+        if self._session.draws:  # the exporting fit's generator, where it stood, unless reseeded
+            self._draws_rng = draws_generator(seed) or np.random.default_rng()
+            if self.random_state is None and parameters.get("draws_state") is not None:
+                self._draws_rng.bit_generator.state = parameters["draws_state"]
+        # a step exported by a fitted optimizer continues its count and its row orders
+        self._orders_behind = parameters.get("epochs_done") or 0
+        self._prediction = None
+        self.losses_, self.t_ = [], parameters.get("steps_done") or 0
+        self.n_iter_ = self._orders_behind
 
     # -- training ----------------------------------------------------------------------------
 
     def fit(self, X, y, sample_weight=None):
-        """Train ``max_iter`` epochs from the exported state.
+        """Train ``max_iter`` epochs from the exported state, with the current parameters.
 
         Parameters
         ----------
-        X : array-like
-            Features, one row per sample (``None`` when the step takes none).
+        X : array-like or None
+            Features, one row per sample; ``None`` for a step that takes none (its inference
+            model has no input).
         y : array-like
             Labels.
         sample_weight : array-like or None
@@ -291,9 +223,12 @@ class PortableTrainer:
         Returns
         -------
         self
+
+        Examples
+        --------
+        See :class:`PortableTrainer`.
         """
         self._start()
-        self._reset()
         epochs = self._parameter("max_iter", 0)
         data = self._data(X, y, sample_weight)
         for _ in range(epochs):
@@ -303,30 +238,42 @@ class PortableTrainer:
     def partial_fit(self, X, y, sample_weight=None):
         """Train one more epoch, from the current state.
 
+        Providers, threads and ``epoch_loop`` changed since the last call apply from this epoch
+        on; another ``step`` is refused (``fit`` trains it).
+
+        Parameters
+        ----------
+        X : array-like or None
+        y : array-like
+        sample_weight : array-like or None
+            As :meth:`fit` takes them.
+
+        Returns
+        -------
+        self
+
         Examples
         --------
         See :class:`PortableTrainer`.
         """
-        self._start()
+        self._start(fresh=self._session is None)
         self._train_epoch(self._data(X, y, sample_weight))
         return self
 
     def _data(self, X, y, sample_weight):
-        step = self._runtime["step"]
+        step = self._session.step
         class_labels = bool(step.record.parameters.get("class_labels", False))
-        arrays = check_batch_arrays(step.batch, X, y, sample_weight, class_labels)
-        return _EpochData(arrays, self._parameter("batch_size", 1), not self.epoch_loop)
+        roles = batch_roles(step.record.batch_inputs, step.record.parameters)
+        arrays = check_batch_arrays(step.batch, X, y, sample_weight, class_labels, roles)
+        return self._session.epoch_data(arrays, self._parameter("batch_size", 1))
 
     def _train_epoch(self, data):
-        runtime = self._runtime
-        for _ in range(runtime["orders_behind"]):  # the orders the exporting fit drew
-            epoch_order(runtime["rng"], data.n_rows)
-        runtime["orders_behind"] = 0
-        order = epoch_order(runtime["rng"], data.n_rows)
-        runtime["step_count"][()] = self.t_ + 1
-        runtime["prediction"] = None
-        train = self._loop_epoch if self.epoch_loop else self._stepped_epoch
-        losses, kept = train(data, order)
+        for _ in range(self._orders_behind):  # the orders the exporting fit drew
+            epoch_order(self._rng, data.n_rows)
+        self._orders_behind = 0
+        order = epoch_order(self._rng, data.n_rows)
+        self._prediction = None
+        losses, kept = self._session.run_epoch(data, order, self.t_ + 1, self._draws_rng)
         self.losses_.extend(losses[:kept].tolist())
         self.t_ += kept
         bad = np.flatnonzero(~np.isfinite(losses))
@@ -337,48 +284,6 @@ class PortableTrainer:
                 "diverged. Lower the learning rate when exporting the step, or scale the features."
             )
         self.n_iter_ += 1
-
-    def _stepped_epoch(self, data, order):
-        """One call per step: the losses, and how many steps are kept (all, or those before the
-        first non-finite loss)."""
-        runtime, state = self._runtime, self._runtime["state"]
-        names = runtime["step"].record.batch_inputs
-        session, loss, losses = runtime["session"], runtime["loss"], []
-        data.shuffle(order)
-        for values, (start, end) in zip(data.batches, data.bounds):
-            binding = state.binding()
-            for name, value in zip(names, values):
-                binding.bind_ortvalue_input(name, value)
-            drawn = [  # kept until the run: the runtime reads the arrays themselves
-                onnxruntime.OrtValue.ortvalue_from_numpy(
-                    draw.sample(runtime["draws_rng"], shape_for_rows(dims, end - start))
-                )
-                for draw, dims in runtime["draws"]
-            ]
-            for (draw, _), value in zip(runtime["draws"], drawn):
-                binding.bind_ortvalue_input(draw.name, value)
-            session.run_with_iobinding(binding)
-            losses.append(float(loss))
-            if not np.isfinite(losses[-1]):
-                return np.array(losses), len(losses) - 1
-            state.advance()
-            runtime["step_count"][()] += 1
-        return np.array(losses), len(losses)
-
-    def _loop_epoch(self, data, order):
-        """One call for the epoch: the losses, and how many steps are kept (all or none)."""
-        runtime, state = self._runtime, self._runtime["state"]
-        binding = state.binding()
-        for name, value in zip(runtime["step"].record.batch_inputs, data.whole):
-            binding.bind_ortvalue_input(name, value)
-        binding.bind_ortvalue_input(ORDER_INPUT, onnxruntime.OrtValue.ortvalue_from_numpy(order))
-        binding.bind_ortvalue_input(BATCH_SIZE_INPUT, data.batch_size)
-        runtime["session"].run_with_iobinding(binding)
-        losses = binding.get_outputs()[-1].numpy().astype(np.float64)
-        if not np.isfinite(losses).all():
-            return losses, 0
-        state.advance()
-        return losses, len(losses)
 
     # -- results -----------------------------------------------------------------------------
 
@@ -394,8 +299,9 @@ class PortableTrainer:
         --------
         See :class:`PortableTrainer`.
         """
-        self._start()
-        return self._runtime["state"].values()
+        if self._session is None:
+            self._start()
+        return self._session.values()
 
     def inference_model(self):
         """The inference model with the current weights and statistics.
@@ -403,30 +309,41 @@ class PortableTrainer:
         Returns
         -------
         onnx.ModelProto
+
+        Examples
+        --------
+        See :class:`PortableTrainer`.
         """
-        self._start()
-        return inference_model(self._runtime["step"].record, self.get_state())
+        values = self.get_state()
+        return inference_model(self._session.step.record, values)
 
     def predict(self, X):
         """The inference model's prediction for ``X``, with the current state.
 
         Parameters
         ----------
-        X : array-like
+        X : array-like or None
+            None for an inference model without inputs.
 
         Returns
         -------
         numpy.ndarray
+
+        Examples
+        --------
+        See :class:`PortableTrainer`.
         """
-        self._start()
-        runtime = self._runtime
-        if runtime["prediction"] is None:
+        if self._prediction is None:
             model = self.inference_model()
-            session = make_session(model, runtime["providers"])
-            runtime["prediction"] = (session, TensorSpec.of(model.graph.input[0]))
-        session, spec = runtime["prediction"]
-        output = runtime["step"].record.prediction_output
-        return session.run([output], {spec.name: check_array(spec, X, "X")})[0]
+            session = self._session.settings.session(model)
+            specs = [TensorSpec.of(i) for i in model.graph.input]
+            self._prediction = (session, specs[0] if specs else None)
+        session, spec = self._prediction
+        if (spec is None) != (X is None):
+            wanted = "no input: call predict(None)" if spec is None else f"{spec.name!r}: give X"
+            raise ValueError(f"The inference model takes {wanted}.")
+        feeds = {} if spec is None else {spec.name: check_array(spec, X, "X")}
+        return session.run([self._session.step.record.prediction_output], feeds)[0]
 
     def save_inference_model(self, path):
         """Write the inference model with the current state to ``path``, atomically.
@@ -434,5 +351,52 @@ class PortableTrainer:
         Parameters
         ----------
         path : str or path-like
+
+        Examples
+        --------
+        See :meth:`save_step`: this one writes the model to deploy.
         """
         write_atomic(path, self.inference_model().SerializeToString())
+
+    def trained_step(self):
+        """The step model that resumes this training: :meth:`save_step` writes it.
+
+        Returns
+        -------
+        onnx.ModelProto
+
+        Examples
+        --------
+        See :class:`PortableTrainer`.
+        """
+        values = self.get_state()
+        parameters = {"steps_done": int(self.t_), "epochs_done": int(self.n_iter_)}
+        for name, minimum in (("max_iter", 0), ("batch_size", 1)):
+            if getattr(self, name) is not None:
+                parameters[name] = self._parameter(name, minimum)
+        seed = self.random_state
+        if seed is not None:
+            parameters["random_state"] = int(seed) if isinstance(seed, numbers.Integral) else None
+        if self._draws_rng is not None:
+            parameters["draws_state"] = self._draws_rng.bit_generator.state
+        return step_with_state(self._session.step.model, values, parameters)
+
+    def save_step(self, path):
+        """Write a step model that resumes this training to ``path``, atomically.
+
+        Its initial state is the current state; its record counts the steps and epochs done
+        (``steps_done``, ``epochs_done``), keeps where the generator of the random draws stands
+        (``draws_state``), and holds this trainer's ``max_iter``, ``batch_size`` and int
+        ``random_state`` when given. ``PortableTrainer(path).fit`` then trains ``max_iter`` more
+        epochs as ``partial_fit`` would have, bit for bit, on the same rows (a seed given as a
+        ``RandomState`` cannot be recorded: those orders are not resumed).
+
+        Parameters
+        ----------
+        path : str or path-like
+
+        Examples
+        --------
+        See :class:`PortableTrainer`.
+        """
+        write_atomic(path, self.trained_step().SerializeToString())

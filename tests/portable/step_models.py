@@ -16,6 +16,7 @@ from helpers.portable.random_draws import RandomDraw
 from helpers.portable.step_format import (
     StepRecord,
     initial_state,
+    read_record,
     write_initial_state,
     write_record,
 )
@@ -260,3 +261,67 @@ def regression_data(n_rows=37, n_features=3, seed=1):
     coef = rng.standard_normal(n_features).astype(np.float32)
     y = (X @ coef + 0.3 + 0.1 * rng.standard_normal(n_rows)).astype(np.float32)
     return X, y
+
+
+def constant_step(learning_rate=0.1, parameters=None):
+    """A step without features: it fits a constant ``c`` to the labels (mean squared error).
+
+    Its only batch input is the label, and its inference model takes no input (it returns ``c``).
+    """
+    nodes = [
+        helper.make_node("Sub", ["c", "label"], ["diff"]),
+        helper.make_node("Mul", ["diff", "diff"], ["squares"]),
+        helper.make_node("ReduceMean", ["squares"], ["loss"], keepdims=0),
+        helper.make_node("ReduceMean", ["diff"], ["mean_diff"], axes=[0], keepdims=0),
+        helper.make_node("Mul", ["mean_diff", "two_rate"], ["delta"]),
+        helper.make_node("Sub", ["c", "delta"], ["c.next"]),
+    ]
+    constants = {"two_rate": np.array(2 * learning_rate, dtype=np.float32)}
+    model = _model(
+        nodes,
+        "constant_step",
+        [_value("label", [None, 1]), _value("step", [], TensorProto.INT64), _value("c", [1])],
+        [_value("loss", []), _value("c.next", [1])],
+        [numpy_helper.from_array(v, k) for k, v in constants.items()],
+    )
+    write_initial_state(model, {"c": np.zeros(1, np.float32)})
+    inference = _model(
+        [helper.make_node("Identity", ["c"], ["variable"])],
+        "constant",
+        [],
+        [_value("variable", [1])],
+    )
+    record = StepRecord(["label"], ["c"], ["c"], inference.SerializeToString(), "variable")
+    record.parameters = dict(parameters or {})
+    write_record(model, record)
+    onnx.checker.check_model(model)
+    return model
+
+
+def renamed_step(step, names):
+    """``step`` with its inputs, state values and intermediate values renamed (``names``: old
+    name to new), everywhere: graph, initial state, record and inference model."""
+    renamed = onnx.ModelProto()
+    renamed.CopyFrom(step)
+    names = {**names, **{f"{old}.next": f"{new}.next" for old, new in names.items()}}
+
+    def rename_graph(graph):
+        for value in [*graph.input, *graph.output]:
+            value.name = names.get(value.name, value.name)
+        for node in graph.node:
+            node.input[:] = [names.get(name, name) for name in node.input]
+            node.output[:] = [names.get(name, name) for name in node.output]
+
+    rename_graph(renamed.graph)
+    values = {names.get(name, name): value for name, value in initial_state(step).items()}
+    write_initial_state(renamed, values)
+    record = read_record(renamed)
+    for field in ("batch_inputs", "state", "trained"):
+        setattr(record, field, [names.get(name, name) for name in getattr(record, field)])
+    inference = onnx.ModelProto()
+    inference.ParseFromString(record.inference)
+    rename_graph(inference.graph)
+    record.inference = inference.SerializeToString()
+    write_record(renamed, record)
+    onnx.checker.check_model(renamed)
+    return renamed

@@ -6,8 +6,10 @@ import onnxruntime
 import pytest
 from step_models import linear_step, regression_data
 
+from helpers.portable.batch_data import check_array, check_batch_arrays
 from helpers.portable.runtime_support import RuntimeSupportError
 from helpers.portable.step_format import read_record, write_record
+from helpers.portable.step_model import TensorSpec
 from helpers.portable.trainer import NonFiniteLossError, PortableTrainer
 
 SETTINGS = dict(max_iter=2, batch_size=5, random_state=0)
@@ -132,3 +134,26 @@ def test_a_diverging_training_names_its_step_and_keeps_finite_state(data, epoch_
     assert all(np.isfinite(v).all() for v in trainer.get_state().values())
     if epoch_loop:  # the state of the epoch's start: whole epochs only
         assert trainer.t_ == 8 * trainer.n_iter_
+
+
+@pytest.mark.parametrize(
+    "wanted, values, bounds",
+    [
+        (np.int32, np.array([[3], [2**31], [-(2**31) - 5]]), "[-2147483648, 2147483647]"),
+        (np.int64, np.array([[1], [2**63]], dtype=np.uint64), "[-9223372036854775808, "),
+        (np.uint8, np.array([[255], [-1]]), "[0, 255]"),
+    ],
+    ids=["int64-to-int32", "uint64-to-int64", "negative-to-uint8"],
+)
+def test_integers_the_input_type_cannot_hold_are_refused(wanted, values, bounds):
+    """A cast would wrap them around (2**31 becomes -2**31 in int32): the check names the
+    input, its type's range and the first value outside it."""
+    ids = TensorSpec("ids", np.dtype(wanted), (None, 1))
+    label = TensorSpec("label", np.dtype(np.float32), (None, 1))
+    with pytest.raises(ValueError, match=r"X holds \d values? outside") as error:
+        check_batch_arrays([ids, label], values, np.zeros(len(values)))
+    message = str(error.value)
+    assert "'ids'" in message and bounds in message and "in row 1" in message
+    inside = values[:1]  # the values the type holds are cast as before, unchanged
+    np.testing.assert_array_equal(check_array(ids, inside, "X"), inside.astype(wanted))
+    assert check_array(ids, inside, "X").dtype == wanted

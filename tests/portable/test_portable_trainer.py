@@ -11,7 +11,7 @@ from step_models import TRAINED, linear_step, reference_fit, regression_data
 
 from helpers.portable import atomic_files
 from helpers.portable.batch_order import batch_bounds, epoch_order, random_state
-from helpers.portable.epoch_loop import epoch_model
+from helpers.portable.epoch_loop import epoch_model, loop_names
 from helpers.portable.step_format import (
     initial_state,
     read_record,
@@ -122,9 +122,11 @@ def test_epoch_model_equals_session_calls_per_step(data):
     loop = onnxruntime.InferenceSession(
         epoch.SerializeToString(), providers=["CPUExecutionProvider"]
     )
-    feeds = dict(X=X, label=y[:, None], order=order, batch_size=np.array(5), step=np.array(4))
+    names = loop_names(step)
+    feeds = {"X": X, "label": y[:, None], "step": np.array(4)}
+    feeds.update({names.order: order, names.batch_size: np.array(5)})
     outputs = dict(zip([o.name for o in epoch.graph.output], loop.run(None, {**feeds, **initial})))
-    np.testing.assert_array_equal(outputs["losses"], np.array(losses))
+    np.testing.assert_array_equal(outputs[names.losses], np.array(losses))
     for name in state:
         np.testing.assert_array_equal(outputs[name + ".next"], state[name])
 
