@@ -1,13 +1,13 @@
-"""A step model in an onnxruntime session, its state kept in ``OrtValue``s: :class:`StepSession`.
+"""A step model in an onnxruntime session, its state in ``OrtValue`` objects: :class:`StepSession`.
 
-The state lives in two sets of ``OrtValue``s, bound once to two I/O bindings, one the inputs of
-a step and the other its outputs, swapped after each step. A step binds only its batch and reads
+The state lives in two sets of ``OrtValue`` objects, bound once to two I/O bindings, one the inputs
+of a step and the other its outputs, swapped after each step. A step binds only its batch and reads
 only its loss; nothing else is copied. With ``epoch_loop=True`` one call runs a whole epoch
-(:mod:`helpers.portable.epoch_loop`). The batches' rows come from the caller (an order per
-epoch), and so do the generator of the step's random draws (:mod:`helpers.portable.random_draws`)
-and the count of each epoch's first step: a session holds the state and nothing that decides the
-training, so that :class:`~helpers.portable.trainer.PortableTrainer` can make another one (other
-providers, threads or ``epoch_loop``) on the current state and carry on.
+(:mod:`helpers.portable.epoch_loop`). The batches' rows come from the caller (an order per epoch),
+and so do the generator of the step's random draws (:mod:`helpers.portable.random_draws`) and the
+count of each epoch's first step: a session holds the state and nothing that decides the training,
+so that :class:`~helpers.portable.trainer.PortableTrainer` can make another one (other providers,
+threads or ``epoch_loop``) on the current state and carry on.
 """
 
 import copy
