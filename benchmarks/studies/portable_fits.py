@@ -22,11 +22,10 @@ import subprocess
 from benchmarks.report.portable_section import REFUSED
 from benchmarks.studies.portable_process import EPOCH_LOOP, FITS, STEP
 from benchmarks.workloads import frameworks as fw
+from helpers.teaching import MAINTAINED_PYTHON
 
 #: The project's root: the maintained process imports :mod:`helpers.portable` from there.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-#: Where ``make setup-maintained`` puts the maintained environment's interpreter.
-MAINTAINED_PYTHON = os.path.join(ROOT, ".venv-maintained", "bin", "python")
 #: The portable frameworks: a session call per step, or an epoch per call (an ONNX ``Loop``).
 PORTABLE_MODES = {fw.PORTABLE_STEP: False, fw.PORTABLE_EPOCH_LOOP: True}
 

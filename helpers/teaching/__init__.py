@@ -52,6 +52,7 @@ _PUBLIC = {
     "use_device": ".notebook",
     "REPOSITORY": ".notebook",
     "repository_path": ".notebook",
+    "MAINTAINED_PYTHON": ".notebook",
     "maintained_python": ".notebook",
     "run_python": ".notebook",
     "literal_parameter": ".notebook",

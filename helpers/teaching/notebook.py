@@ -279,6 +279,10 @@ def repository_path(*parts):
     return path
 
 
+#: Where ``make setup-maintained`` puts the maintained environment's interpreter.
+MAINTAINED_PYTHON = os.path.join(REPOSITORY, ".venv-maintained", "bin", "python")
+
+
 def maintained_python():
     """The Python of the maintained onnxruntime's environment, ``.venv-maintained``, or None.
 
@@ -290,8 +294,7 @@ def maintained_python():
     >>> python is None or python.endswith(os.path.join(".venv-maintained", "bin", "python"))
     True
     """
-    python = os.path.join(REPOSITORY, ".venv-maintained", "bin", "python")
-    return python if os.path.exists(python) else None
+    return MAINTAINED_PYTHON if os.path.exists(MAINTAINED_PYTHON) else None
 
 
 def run_python(python, *args):

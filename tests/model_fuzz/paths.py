@@ -67,7 +67,8 @@ from helpers import (
     add_loss_output,
     export_for_training,
 )
-from helpers.teaching.torch_reference import torch_fit
+from helpers.teaching import MAINTAINED_PYTHON as SETUP_MAINTAINED_PYTHON
+from helpers.teaching import torch_fit
 
 from .grammar import MODULE_EPOCHS, OPTIMIZER_STEPS, one_thread
 
@@ -240,10 +241,7 @@ def _check_optimizer(path, model, module, X, y):
 
 #: The interpreter of the maintained onnxruntime (``make setup-maintained``); ``PORTABLE_PYTHON``
 #: names another.
-MAINTAINED_PYTHON = os.environ.get(
-    "PORTABLE_PYTHON",
-    os.path.join(_ROOT, ".venv-maintained", "bin", "python"),
-)
+MAINTAINED_PYTHON = os.environ.get("PORTABLE_PYTHON", SETUP_MAINTAINED_PYTHON)
 
 
 def _train_portable(step, X, y, epochs, folder):
