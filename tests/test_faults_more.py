@@ -284,3 +284,57 @@ def test_a_sigterm_on_another_thread_ends_a_waiting_worker(method, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["False", str(-signal.SIGTERM), "False"]
+
+
+SIGNALS_DURING_REMOVAL = r"""
+import multiprocessing, os, shutil, signal, sys, time
+from helpers.core.machine.process_folders import artifact_root
+
+def remove_slowly(log):
+    removal = shutil.rmtree
+
+    def counted(path, *args, **kwargs):
+        with open(log, "a") as entries:
+            entries.write("entered\n")
+        time.sleep(0.5)  # a wide window for more SIGTERMs to enter the handler again
+        removal(path, *args, **kwargs)
+
+    shutil.rmtree = counted
+
+def wait(folders, log):
+    remove_slowly(log)
+    folders.put(artifact_root())
+    time.sleep(120)
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context(sys.argv[1])
+    folders = context.Queue()
+    child = context.Process(target=wait, args=(folders, sys.argv[2]))
+    child.start()
+    folder = folders.get(timeout=120)
+    time.sleep(0.5)
+    child.terminate()
+    child.join(timeout=60)
+    print(child.exitcode, os.path.exists(folder))
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_sigterm_removes_the_folder_once(method, tmp_path):
+    """The handler runs once: the signals the forwarding thread sends while the folder is removed
+    do not enter it again (they did, and a worker could end with its folder half-removed)."""
+    script = tmp_path / "removal.py"
+    script.write_text(SIGNALS_DURING_REMOVAL)
+    log = tmp_path / "removals.log"
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=ROOT)
+    done = subprocess.run(
+        [sys.executable, str(script), method, str(log)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == [str(-signal.SIGTERM), "False"]
+    assert log.read_text().splitlines() == ["entered"]

@@ -26,6 +26,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 from multiprocessing import parent_process, util
 
 #: Prefix of the per-process artifact folders: ``ort_training_artifacts_<pid>_<random>``.
@@ -132,7 +133,13 @@ def _clean_up_in_worker(path):
 
 
 def _remove_root_and_end(signum, frame):
-    """SIGTERM in a worker: remove its folder, then end as the signal would have."""
+    """SIGTERM in a worker: remove its folder, then end as the signal would have.
+
+    Further SIGTERMs are ignored while it runs: a second one (the thread of
+    :func:`_hand_signal_to_main_thread` forwards each signal it sees) would
+    enter the handler again in the middle of the removal.
+    """
+    signal.signal(signum, signal.SIG_IGN)
     if _ROOT["pid"] == os.getpid() and _ROOT["path"] is not None:
         shutil.rmtree(_ROOT["path"], ignore_errors=True)
     signal.signal(signum, signal.SIG_DFL)
@@ -154,7 +161,11 @@ def _hand_signal_to_main_thread(signum):
     signal lands on, Python's C handler writes its number to the wakeup pipe
     (:func:`signal.set_wakeup_fd`); a daemon thread reading that pipe sends the
     signal to the main thread, which interrupts its wait and runs the handler.
-    A wakeup pipe that someone else set (an asyncio loop) is left alone.
+    A signal can land just before the main thread starts to wait and be lost,
+    so the thread sends it again every 50 ms (each signal it sends writes to
+    the pipe once more) until the handler it was set up for is no longer the
+    signal's handler (ours ignores the signal once it runs). A wakeup pipe
+    that someone else set (an asyncio loop) is left alone.
     """
     if _WAKEUP["pid"] == os.getpid():
         return  # this process reads its pipe already
@@ -167,12 +178,13 @@ def _hand_signal_to_main_thread(signum):
         os.close(write)
         return
     _WAKEUP.update(fd=write, pid=os.getpid())
-    main = threading.main_thread().ident
+    main, handler = threading.main_thread().ident, signal.getsignal(signum)
 
     def forward():
         while data := os.read(read, 512):
-            if signum in data:
+            if signum in data and signal.getsignal(signum) is handler:
                 signal.pthread_kill(main, signum)
+                time.sleep(0.05)
 
     threading.Thread(target=forward, name="hand-signal-to-main-thread", daemon=True).start()
 
