@@ -238,6 +238,21 @@ def test_no_artifact_folder_outlives_its_process(method, tmp_path):
     ] == []
 
 
+def run_script(tmp_path, source, *args):
+    """Run ``source`` as a script in ``tmp_path``, which is also its temporary folder."""
+    script = tmp_path / "script.py"
+    script.write_text(source)
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=ROOT)
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+
+
 SIGNAL_ON_ANOTHER_THREAD = r"""
 import multiprocessing, os, signal, sys, threading, time
 from helpers.core.machine.process_folders import artifact_root
@@ -271,17 +286,7 @@ if __name__ == "__main__":
 def test_a_sigterm_on_another_thread_ends_a_waiting_worker(method, tmp_path):
     """The handler runs, the folder goes and the worker ends, though its main thread waits on a
     lock and the signal reached another thread."""
-    script = tmp_path / "other_thread.py"
-    script.write_text(SIGNAL_ON_ANOTHER_THREAD)
-    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=ROOT)
-    done = subprocess.run(
-        [sys.executable, str(script), method],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
+    done = run_script(tmp_path, SIGNAL_ON_ANOTHER_THREAD, method)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["False", str(-signal.SIGTERM), "False"]
 
@@ -323,18 +328,8 @@ if __name__ == "__main__":
 def test_a_sigterm_removes_the_folder_once(method, tmp_path):
     """The handler runs once: the signals the forwarding thread sends while the folder is removed
     do not enter it again (they did, and a worker could end with its folder half-removed)."""
-    script = tmp_path / "removal.py"
-    script.write_text(SIGNALS_DURING_REMOVAL)
     log = tmp_path / "removals.log"
-    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=ROOT)
-    done = subprocess.run(
-        [sys.executable, str(script), method, str(log)],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
+    done = run_script(tmp_path, SIGNALS_DURING_REMOVAL, method, str(log))
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == [str(-signal.SIGTERM), "False"]
     assert log.read_text().splitlines() == ["entered"]
