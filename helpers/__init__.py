@@ -49,7 +49,7 @@ _PUBLIC = {
     "replace_initializers": ".core.model_graphs.onnx_graph",
     "select_outputs": ".core.model_graphs.onnx_graph",
     "training_graph": ".core.model_graphs.training_graph",
-    "TrainingDivergedError": ".core.training.epoch_losses",
+    "TrainingDivergedError": ".portable.divergence",
     "LearningRateSGD": ".core.updates.learning_rates",
     "LearningRateSGDNesterov": ".core.updates.learning_rates",
     "ElasticLearningPenalty": ".core.updates.penalties",

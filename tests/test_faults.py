@@ -196,3 +196,15 @@ def test_a_checkpoint_that_cannot_be_written_keeps_the_previous_one_and_training
     assert [
         name for name in os.listdir(tmp_path) if name != "train.ckpt"
     ] == []  # no temporary file left
+
+
+def test_the_training_layers_raise_the_portable_divergence_error():
+    """One class: what fit raises is helpers.portable's, the PortableTrainer's error."""
+    from helpers.core.training.epoch_losses import EpochLosses
+    from helpers.portable.divergence import TrainingDivergedError as portable_error
+
+    assert TrainingDivergedError is portable_error
+    losses = EpochLosses(float, epoch=2)
+    losses.add(float("inf"), 0, 8)
+    with pytest.raises(portable_error, match="epoch 2, rows 0:8.*Try a smaller learning rate"):
+        losses.total()

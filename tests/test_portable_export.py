@@ -392,3 +392,30 @@ def test_a_loss_of_another_name(tmp_path):
     opt.fit(X, y)
     losses, state = train_step_model(path, [X, y], 1)
     assert_same_training(losses, state, opt)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_the_step_file_is_written_whole_with_the_mode_of_a_new_file(api, tmp_path, monkeypatch):
+    """export_training_step writes through helpers.portable.atomic_files: synced, the umask's
+    mode (not a temporary file's 0o600), and a failure while writing leaves the previous step."""
+    from helpers.portable import atomic_files
+
+    path = tmp_path / "step.onnx"
+    opt = make(api, mlp_onnx(3, hidden=(4,)))
+    synced, fsync = [], os.fsync
+    monkeypatch.setattr(atomic_files.os, "fsync", lambda fd: synced.append(fd) or fsync(fd))
+    previous = os.umask(0o022)
+    try:
+        opt.export_training_step(str(path))
+    finally:
+        os.umask(previous)
+    assert len(synced) == 1 and path.stat().st_mode & 0o777 == 0o644
+    written = path.read_bytes()
+
+    def disk_full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic_files.os, "fsync", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        make(api, mlp_onnx(3, hidden=(5,))).export_training_step(str(path))
+    assert path.read_bytes() == written and os.listdir(tmp_path) == ["step.onnx"]

@@ -222,3 +222,27 @@ def test_dropout_grad(ratio, shape):
     if ratio is not None:
         feeds["ratio"] = np.array(ratio, np.float32)
     compare(single_node_model("DropoutGrad", feeds, {"dx": np.float32}), feeds)
+
+
+def test_node_attributes_are_read_as_python_values_text_as_str():
+    """The one reader of the gradients, the lowerings and the core's rewrites: text decoded,
+    alone or in a list, a default for a missing attribute, and the whole set to copy a node."""
+    from onnx import helper
+
+    from helpers.portable.node_attributes import node_attribute, node_attributes
+
+    node = helper.make_node(
+        "GRU",
+        ["x", "w", "r"],
+        ["y"],
+        direction="bidirectional",
+        activations=["Sigmoid", "Tanh", "Relu", "Tanh"],
+        hidden_size=4,
+        clip=2.5,
+    )
+    assert node_attribute(node, "direction", "forward") == "bidirectional"
+    assert node_attribute(node, "activations") == ["Sigmoid", "Tanh", "Relu", "Tanh"]
+    assert (node_attribute(node, "hidden_size"), node_attribute(node, "clip")) == (4, 2.5)
+    assert node_attribute(node, "layout", 0) == 0 and node_attribute(node, "linear") is None
+    copy = helper.make_node("GRU", ["x2", "w", "r"], ["y"], **node_attributes(node))
+    assert copy.attribute == node.attribute

@@ -5,12 +5,33 @@ import pytest
 
 import helpers
 from helpers.core.machine import runtime, runtime_output, sessions
+from helpers.portable import runtime_support
+from helpers.portable.runtime_support import runtime_accepts
 
 
 def test_max_ir_version_is_what_the_runtime_loads():
     accepted = runtime.max_ir_version()
-    assert runtime._runtime_accepts(accepted)
-    assert not runtime._runtime_accepts(accepted + 1)
+    assert runtime_accepts(accepted, 13, refusal="IR version")
+    assert not runtime_accepts(accepted + 1, 13, refusal="IR version")
+
+
+def test_max_opset_is_what_the_runtime_runs():
+    accepted = runtime.max_opset()
+    ir_version = runtime.max_ir_version()
+    assert runtime_accepts(ir_version, accepted, refusal="ValidateOpsetForDomain")
+    assert not runtime_accepts(ir_version, accepted + 1, refusal="ValidateOpsetForDomain")
+
+
+def test_a_probe_failure_that_is_not_the_refusal_is_raised(monkeypatch):
+    """The probe of the training layers is helpers.portable's: an unrelated failure surfaces."""
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(runtime_support, "make_session", failing)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        runtime_accepts(10, 13, refusal="IR version")
+    assert not runtime_accepts(10, 13)  # without a refusal text, any failure means no
 
 
 def test_check_onnx_compatible_passes_with_pinned_onnx():

@@ -1,4 +1,6 @@
-"""The session layer: every onnxruntime session of helpers is made in ``core.machine.sessions``."""
+"""The session layer: every onnxruntime session of helpers is made by
+``portable.runtime_support.make_session``; the training layers' come through
+``core.machine.sessions``, which adds their options and providers."""
 
 import pathlib
 
@@ -20,11 +22,11 @@ def _makes_sessions(path):
 
 
 def test_sessions_are_made_in_one_place():
-    """One place in the training layers; one in helpers.portable, which imports nothing else."""
+    """One place: helpers.portable's, which the training layers' make_session calls."""
     makers = sorted(
         str(path.relative_to(HELPERS)) for path in HELPERS.rglob("*.py") if _makes_sessions(path)
     )
-    assert makers == ["core/machine/sessions.py", "portable/runtime_support.py"]
+    assert makers == ["portable/runtime_support.py"]
 
 
 def test_providers_carry_the_device_id():
@@ -63,3 +65,25 @@ def test_make_session_takes_bytes_and_options(linear_onnx):
     session = make_session(linear_onnx.SerializeToString(), options=options)
     assert session.get_session_options().intra_op_num_threads == 1
     assert session.get_providers() == ["CPUExecutionProvider"]
+
+
+def test_the_training_layers_sessions_are_made_by_helpers_portable(linear_onnx, monkeypatch):
+    """The core adds its options (no unfaithful fusion) and its device's providers only."""
+    from helpers.core.machine import sessions
+    from helpers.portable import runtime_support
+
+    made = []
+    portable_make_session = runtime_support.make_session
+
+    def recording(model, providers, **kwargs):
+        made.append((providers, kwargs["session_options"]))
+        return portable_make_session(model, providers, **kwargs)
+
+    monkeypatch.setattr(runtime_support, "make_session", recording)
+    session = sessions.make_session(linear_onnx, n_threads=1, label="model")
+    [(chosen, options)] = made
+    assert chosen == ["CPUExecutionProvider"] == session.get_providers()
+    assert options.intra_op_num_threads == 1
+    assert options.get_session_config_entry("optimization.disable_specified_optimizers") == (
+        "SkipLayerNormFusion"
+    )

@@ -116,6 +116,7 @@ API_ORDER = {
     "helpers.measure": ["timing", "conditions", "profiling"],
     "helpers.portable": [
         "trainer",
+        "divergence",
         "__main__",
         "epoch_loop",
         "batch_order",
@@ -124,6 +125,7 @@ API_ORDER = {
         "batch_data",
         "runtime_support",
         "atomic_files",
+        "node_attributes",
         "module_names",
     ],
     "helpers.portable.gradients": ["builder", "registry", "via_lowering"],

@@ -33,7 +33,7 @@ from .module_names import lazy_names
 #: Each public name and the module that defines it.
 _PUBLIC = {
     "PortableTrainer": ".trainer",
-    "NonFiniteLossError": ".trainer",
+    "TrainingDivergedError": ".divergence",
     "StepRecord": ".step_format",
     "read_model": ".step_format",
     "read_record": ".step_format",

@@ -20,8 +20,8 @@ An error is one line on stderr, and the exit code says which kind (:data:`EXIT_C
 * 3: bad input: a file missing, unreadable or not what it should be, an output folder that
   cannot be written, data that does not fit the step, a step or a provider the installed
   onnxruntime does not run;
-* 4: the training diverged (a NaN or infinite loss, :class:`~helpers.portable.trainer.
-  NonFiniteLossError`);
+* 4: the training diverged (a NaN or infinite loss, :class:`~helpers.portable.divergence.
+  TrainingDivergedError`);
 * 5: the runtime failed (any other error);
 * 130: interrupted (Ctrl-C).
 """
@@ -244,14 +244,14 @@ def exit_code(error):
     --------
     >>> exit_code(FileNotFoundError("No data file")), exit_code(KeyboardInterrupt())
     (3, 130)
-    >>> from helpers.portable.trainer import NonFiniteLossError
-    >>> exit_code(NonFiniteLossError("diverged")), exit_code(RuntimeError("a kernel failed"))
+    >>> from helpers.portable.divergence import TrainingDivergedError
+    >>> exit_code(TrainingDivergedError("diverged")), exit_code(RuntimeError("a kernel failed"))
     (4, 5)
     """
     if isinstance(error, KeyboardInterrupt):
         return EXIT_CODES["interrupted"]
-    trainer = sys.modules.get(f"{__package__}.trainer")
-    if trainer is not None and isinstance(error, trainer.NonFiniteLossError):
+    divergence = sys.modules.get(f"{__package__}.divergence")
+    if divergence is not None and isinstance(error, divergence.TrainingDivergedError):
         return EXIT_CODES["diverged"]
     support = sys.modules.get(f"{__package__}.runtime_support")
     if isinstance(error, (OSError, ValueError)) or (

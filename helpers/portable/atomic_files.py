@@ -9,6 +9,13 @@ import os
 import tempfile
 
 
+def _new_file_mode():
+    """The permissions a file created now gets: ``0o666`` less the process umask."""
+    umask = os.umask(0)  # read by setting it: put back at once
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def _temporary(path, data):
     """Write ``data`` to a new temporary file beside ``path``; return its path."""
     if isinstance(data, str):
@@ -18,9 +25,9 @@ def _temporary(path, data):
         dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
     )
     try:
-        # mkstemp makes the file private: give it the target's permissions, or the usual ones
-        os.chmod(temporary, os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o644)
         with os.fdopen(handle, "wb") as file:
+            # mkstemp makes the file private (0o600): give it the mode of an ordinary new file
+            os.chmod(temporary, _new_file_mode())
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
@@ -32,6 +39,10 @@ def _temporary(path, data):
 
 def write_atomic(path, data):
     """Write ``data`` to ``path`` through a temporary file in the same folder.
+
+    The temporary file is flushed to disk (``os.fsync``) and given the mode of a new file under
+    the process umask (``0o666 & ~umask``) before it replaces ``path`` in one rename; a
+    failure or an interruption on the way removes it and leaves ``path`` as it was.
 
     Parameters
     ----------

@@ -189,6 +189,17 @@ def _body(step, record, loop):
     )
 
 
+def _every_row(value, rows):
+    """The declaration of a batch input that holds every row (a step's may fix a batch's rows)."""
+    every = onnx.ValueInfoProto()
+    every.CopyFrom(value)
+    dims = every.type.tensor_type.shape.dim
+    if len(dims):
+        dims[0].Clear()
+        dims[0].dim_param = rows
+    return every
+
+
 def epoch_model(step):
     """The model of one epoch of ``step``: a ``Loop`` over its batches.
 
@@ -248,16 +259,18 @@ def epoch_model(step):
         numpy_helper.from_array(np.zeros(0, np.int64), own("scalar_shape")),
     ]
     step_inputs = {i.name: i for i in step.graph.input}
+    defaults = [i.name for i in step.graph.initializer if i.name in step_inputs]
     step_outputs = {o.name: o for o in step.graph.output}
     graph = helper.make_graph(
         nodes,
         "epoch",
         [
-            *(step_inputs[name] for name in record.batch_inputs),
+            *(_every_row(step_inputs[name], own("rows")) for name in record.batch_inputs),
             helper.make_tensor_value_info(loop.order, TensorProto.INT64, [own("N")]),
             helper.make_tensor_value_info(loop.batch_size, TensorProto.INT64, []),
             step_inputs[STEP_INPUT],
             *(step_inputs[name] for name in record.state),
+            *(step_inputs[name] for name in defaults),  # a lean step's: not constants
         ],
         [
             *(step_outputs[record.next_name(name)] for name in record.state),

@@ -3,7 +3,10 @@
 Both are checked before the trainer creates its session, so that a step model written by a
 newer onnx, or a provider this build lacks, is refused with a sentence naming the fix rather
 than a runtime message. The IR version and the opset are tried on a one-node model stamped
-like the step model (no table of versions: true for any build of onnxruntime).
+like the step model (:func:`probe_model`, :func:`runtime_accepts`; no table of versions: true for
+any build of onnxruntime); the training layers probe the runtime, and a GPU, with the same model.
+:func:`make_session` makes every onnxruntime session of the project (``helpers.core`` adds its
+options and its devices' providers, :func:`helpers.core.machine.sessions.make_session`).
 """
 
 import numpy as np
@@ -21,30 +24,71 @@ class RuntimeSupportError(RuntimeError):
     """
 
 
-def _loads(ir_version, opset):
-    """Whether the installed runtime loads and runs an Identity stamped with these versions."""
+def probe_model(ir_version=8, opset=13):
+    """The model the runtime is probed with: ``y = x + x`` on two floats, stamped with
+    ``ir_version`` and ``opset``.
+
+    What a runtime loads (:func:`runtime_accepts`), and whether a device computes (its ``y`` is
+    ``2 * x``: :func:`helpers.core.machine.devices.cuda_problem`), is tried on it.
+
+    Examples
+    --------
+    >>> model = probe_model(10, 17)
+    >>> [n.op_type for n in model.graph.node], model.ir_version, model.opset_import[0].version
+    (['Add'], 10, 17)
+    >>> make_session(model, ["CPUExecutionProvider"]).run(None, {"x": np.ones(2, np.float32)})
+    [array([2., 2.], dtype=float32)]
+    """
     graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])],
-        "version_probe",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        [helper.make_node("Add", ["x", "x"], ["y"])],
+        "runtime_probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
     )
-    probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    probe.ir_version = ir_version
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = ir_version
+    return model
+
+
+def runtime_accepts(ir_version, opset, refusal=None):
+    """Whether the installed onnxruntime loads and runs :func:`probe_model` stamped with these
+    versions, on the CPU.
+
+    Parameters
+    ----------
+    ir_version, opset : int
+    refusal : str or None
+        Text of the runtime's error that means no (``"IR version"``); another error is raised.
+        None: any error means no.
+
+    Examples
+    --------
+    >>> runtime_accepts(8, 13), runtime_accepts(99, 13)
+    (True, False)
+    >>> runtime_accepts(99, 13, refusal="no such text")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    onnxruntime.capi.onnxruntime_pybind11_state...
+    """
     try:
+        probe = probe_model(ir_version, opset)
+        # log_severity 4: a refusal is the answer, not a message to log
         session = make_session(probe, ["CPUExecutionProvider"], log_severity=4)
-        session.run(None, {"x": np.zeros(1, dtype=np.float32)})
-    except Exception:  # the runtime raises its own Fail/InvalidGraph/InvalidArgument types
-        return False
+        session.run(None, {"x": np.zeros(2, dtype=np.float32)})
+    except Exception as error:  # the runtime raises its own Fail/InvalidGraph/InvalidArgument
+        if refusal is None or refusal in str(error):
+            return False
+        raise
     return True
 
 
 def make_session(model, providers, log_severity=3, n_threads=None, session_options=None):
-    """The one place ``helpers.portable`` makes an onnxruntime session.
+    """The one place the project makes an onnxruntime session.
 
     Parameters
     ----------
-    model : onnx.ModelProto
+    model : onnx.ModelProto or bytes
+        The model, or the model serialized.
     providers : list
         Execution providers, as :func:`resolve_providers` returns them.
     log_severity : int
@@ -67,7 +111,7 @@ def make_session(model, providers, log_severity=3, n_threads=None, session_optio
     >>> model.ir_version = 10
     >>> make_session(model, ["CPUExecutionProvider"]).run(None, {"x": np.ones(1, np.float32)})
     [array([-1.], dtype=float32)]
-    >>> session = make_session(model, ["CPUExecutionProvider"], n_threads=1)
+    >>> session = make_session(model.SerializeToString(), ["CPUExecutionProvider"], n_threads=1)
     >>> session.get_session_options().intra_op_num_threads
     1
     """
@@ -79,10 +123,9 @@ def make_session(model, providers, log_severity=3, n_threads=None, session_optio
     kept = options.intra_op_num_threads
     if n_threads is not None:
         options.intra_op_num_threads = int(n_threads)
+    data = model if isinstance(model, bytes) else model.SerializeToString()
     try:  # the session copies the options it is made with
-        return onnxruntime.InferenceSession(
-            model.SerializeToString(), options, providers=list(providers)
-        )
+        return onnxruntime.InferenceSession(data, options, providers=list(providers))
     finally:
         options.intra_op_num_threads = kept
 
@@ -151,7 +194,7 @@ def check_runtime_loads(model, name="model"):
     helpers.portable.runtime_support.RuntimeSupportError: The model has IR version 99, which ...
     """
     version = onnxruntime.__version__
-    if not _loads(model.ir_version, 13):
+    if not runtime_accepts(model.ir_version, 13):
         raise RuntimeSupportError(
             f"The {name} has IR version {model.ir_version}, which onnxruntime {version} does not "
             "load. Export the step with onnx 1.17 (IR 10), or set model.ir_version = 10 before "
@@ -159,7 +202,7 @@ def check_runtime_loads(model, name="model"):
             "version); or install a newer onnxruntime."
         )
     opset = default_opset(model)
-    if not _loads(min(model.ir_version, 10), opset):
+    if not runtime_accepts(min(model.ir_version, 10), opset):
         raise RuntimeSupportError(
             f"The {name} imports opset {opset} of the ONNX domain, which onnxruntime {version} "
             f"does not run. Export the step with a lower opset, or install a newer onnxruntime."

@@ -18,6 +18,7 @@ import onnxruntime
 
 from .batch_order import batch_bounds
 from .epoch_loop import epoch_model, loop_names
+from .lean_step import lean_step
 from .random_draws import RandomDraw, shape_for_rows
 from .runtime_support import check_threads, device_of, make_session, resolve_providers
 from .step_format import LOSS_OUTPUT, STEP_INPUT
@@ -30,10 +31,11 @@ def _scalar(value, dtype=np.int64):
 
 
 class _StateBindings:
-    """The state in two sets of OrtValues, and two I/O bindings that alternate between them."""
+    """The state in two sets of OrtValues, and for each session two I/O bindings that alternate
+    between them (the sessions of one training share its state)."""
 
-    def __init__(self, session, step, values, device, extra_outputs):
-        self.names = list(step.record.state)
+    def __init__(self, step, values, device, extra_outputs):
+        self.step, self.names, self.extra_outputs = step, list(step.record.state), extra_outputs
         self.sets = [
             {
                 n: onnxruntime.OrtValue.ortvalue_from_numpy(np.array(values[n]), device)
@@ -46,21 +48,25 @@ class _StateBindings:
                 for n in self.names
             },
         ]
-        self.bindings = [session.io_binding(), session.io_binding()]
-        for k, binding in enumerate(self.bindings):
-            for name, next_name in zip(self.names, step.next_names):
-                binding.bind_ortvalue_input(name, self.sets[k][name])
-                binding.bind_ortvalue_output(next_name, self.sets[1 - k][name])
-            for name, value in extra_outputs.items():
-                if isinstance(value, onnxruntime.OrtValue):
-                    binding.bind_ortvalue_output(name, value)
-                else:
-                    binding.bind_output(name, value)
+        self.bindings = {}
         self.current = 0
 
-    def binding(self):
-        """The binding whose inputs are the current state."""
-        return self.bindings[self.current]
+    def binding(self, session, extra_inputs):
+        """The binding of ``session`` whose inputs are the current state."""
+        if id(session) not in self.bindings:
+            self.bindings[id(session)] = [session.io_binding(), session.io_binding()]
+            for k, binding in enumerate(self.bindings[id(session)]):
+                for name, next_name in zip(self.names, self.step.next_names):
+                    binding.bind_ortvalue_input(name, self.sets[k][name])
+                    binding.bind_ortvalue_output(next_name, self.sets[1 - k][name])
+                for name, value in extra_inputs.items():
+                    binding.bind_ortvalue_input(name, value)
+                for name, value in self.extra_outputs(session).items():
+                    if isinstance(value, onnxruntime.OrtValue):
+                        binding.bind_ortvalue_output(name, value)
+                    else:
+                        binding.bind_output(name, value)
+        return self.bindings[id(session)][self.current]
 
     def advance(self):
         """The outputs of the last run become the current state."""
@@ -110,6 +116,9 @@ class SessionSettings:
         Threads of an operator (``intra_op_num_threads``); None: the options' or the default.
     session_options : onnxruntime.SessionOptions or None
         Options of the sessions (see :func:`~helpers.portable.runtime_support.make_session`).
+    lean : bool
+        Run the step specialised to each batch size (:func:`~helpers.portable.lean_step.
+        lean_step`): fewer nodes, the same results bit for bit.
 
     Two settings are equal when their values are, the same ``session_options`` object (changes
     made to it in place are not seen). ``providers`` is copied: a list changed afterwards is
@@ -128,16 +137,18 @@ class SessionSettings:
     providers: object = None
     n_threads: int = None
     session_options: object = None
+    lean: bool = True
 
     def __post_init__(self):
         check_threads(self.n_threads, self.session_options)
         self.epoch_loop, self.providers = bool(self.epoch_loop), copy.deepcopy(self.providers)
+        self.lean = bool(self.lean)
 
     def __eq__(self, other):
         return (
             isinstance(other, SessionSettings)
-            and (self.epoch_loop, self.providers, self.n_threads)
-            == (other.epoch_loop, other.providers, other.n_threads)
+            and (self.epoch_loop, self.providers, self.n_threads, self.lean)
+            == (other.epoch_loop, other.providers, other.n_threads, other.lean)
             and self.session_options is other.session_options
         )
 
@@ -214,17 +225,52 @@ class StepSession:
             )
         self.step, self.settings, self.epoch_loop = step, settings, epoch_loop
         self.loop = loop_names(step.model) if epoch_loop else None
-        providers = settings.resolved_providers
-        self.session = settings.session(epoch_model(step.model) if epoch_loop else step.model)
+        self.device = device_of(settings.resolved_providers)
+        self._sessions = {}
         self._run_options = None  # the user's options log as they say; ours raise, not log
         if settings.session_options is None:
             self._run_options = onnxruntime.RunOptions()
             self._run_options.log_severity_level = 4
         self.draws = [RandomDraw.from_record(fields) for fields in step.record.draws]
-        self.device = device_of(providers)
         self._step_count, self._step_value = _scalar(1)
         self._loss, self._loss_value = _scalar(0.0, np.float32)
         self.set_values(values)
+
+    def session(self, rows, loop=False):
+        """The session that runs batches of ``rows`` rows: the step's, or its epoch model's
+        (``loop``); with ``settings.lean``, of the step specialised to that many rows
+        (:func:`~helpers.portable.lean_step.lean_step`), or of the step as it is where the
+        runtime refuses the specialised one (its error then comes from the step's own run).
+        Made on first use.
+
+        Examples
+        --------
+        See :class:`StepSession`.
+        """
+        key = (loop, rows if self.settings.lean else None)
+        if key not in self._sessions:
+            session = None
+            if self.settings.lean:
+                try:
+                    session = self._session_of(lean_step(self.step.model, rows), loop)
+                except Exception:  # noqa: BLE001 -- the step as it is says what is wrong
+                    session = None
+            self._sessions[key] = session or self._session_of(self.step.model, loop)
+        return self._sessions[key]
+
+    def _session_of(self, model, loop):
+        return self.settings.session(epoch_model(model) if loop else model)
+
+    def _outputs(self, session):
+        """The outputs a run of ``session`` writes besides the state."""
+        if any(o.name == self.loop_losses for o in session.get_outputs()):
+            return {self.loop_losses: "cpu"}
+        return {LOSS_OUTPUT: self._loss_value}
+
+    @property
+    def loop_losses(self):
+        """The output of the epoch model's losses (None without the epoch loop)."""
+        return self.loop.losses if self.loop else None
 
     def set_values(self, values):
         """Start from the state ``values`` (name to numpy array), on the same session.
@@ -233,13 +279,10 @@ class StepSession:
         --------
         See :class:`StepSession`.
         """
-        if self.epoch_loop:
-            outputs = {self.loop.losses: "cpu"}
-        else:
-            outputs = {LOSS_OUTPUT: self._loss_value}
-        self._state = _StateBindings(self.session, self.step, values, self.device, outputs)
-        for binding in self._state.bindings:
-            binding.bind_ortvalue_input(STEP_INPUT, self._step_value)
+        self._state = _StateBindings(self.step, values, self.device, self._outputs)
+
+    def _binding(self, rows, loop=False):
+        return self._state.binding(self.session(rows, loop), {STEP_INPUT: self._step_value})
 
     def values(self):
         """The current state: name to a copy of its value (numpy).
@@ -279,7 +322,8 @@ class StepSession:
             The loss of each step run (up to the first that is not finite).
         kept : int
             The steps whose update is kept: all, or those before the first non-finite loss (one
-            call per step), or none (the epoch loop). The state is the one after them.
+            call per step), or none of the epoch's full batches (the epoch loop). The state is
+            the one after them.
 
         Examples
         --------
@@ -288,14 +332,15 @@ class StepSession:
         self._step_count[()] = first_step
         if self.epoch_loop:
             return self._loop_epoch(data, order)
-        return self._stepped_epoch(data, order, draws_rng)
+        data.shuffle(order)
+        return self._stepped(zip(data.batches, data.bounds), draws_rng)
 
-    def _stepped_epoch(self, data, order, draws_rng):
+    def _stepped(self, batches, draws_rng):
+        """Run one step per batch of ``batches`` (its OrtValues and its bounds)."""
         state, names = self._state, self.step.record.batch_inputs
         losses = []
-        data.shuffle(order)
-        for values, (start, end) in zip(data.batches, data.bounds):
-            binding = state.binding()
+        for values, (start, end) in batches:
+            binding = self._binding(end - start)
             for name, value in zip(names, values):
                 binding.bind_ortvalue_input(name, value)
             drawn = [  # kept until the run: the runtime reads the arrays themselves
@@ -306,7 +351,7 @@ class StepSession:
             ]
             for (draw, _), value in zip(self.draws, drawn):
                 binding.bind_ortvalue_input(draw.name, value)
-            self.session.run_with_iobinding(binding, self._run_options)
+            self._sessions_run(binding, end - start)
             losses.append(float(self._loss))
             if not np.isfinite(losses[-1]):
                 return np.array(losses), len(losses) - 1
@@ -314,17 +359,31 @@ class StepSession:
             self._step_count[()] += 1
         return np.array(losses), len(losses)
 
+    def _sessions_run(self, binding, rows, loop=False):
+        self.session(rows, loop).run_with_iobinding(binding, self._run_options)
+
     def _loop_epoch(self, data, order):
-        state = self._state
-        binding = state.binding()
-        for name, value in zip(self.step.record.batch_inputs, data.whole):
-            binding.bind_ortvalue_input(name, value)
-        order_value = onnxruntime.OrtValue.ortvalue_from_numpy(order)
-        binding.bind_ortvalue_input(self.loop.order, order_value)
-        binding.bind_ortvalue_input(self.loop.batch_size, data.batch_size)
-        self.session.run_with_iobinding(binding, self._run_options)
-        losses = binding.get_outputs()[-1].numpy().astype(np.float64)
-        if not np.isfinite(losses).all():
-            return losses, 0
-        state.advance()
-        return losses, len(losses)
+        """The full batches in one call of the epoch model, then the last smaller one (a lean
+        epoch model has the rows of a full batch fixed)."""
+        size = int(data.batch_size.numpy())
+        full = len(order) - len(order) % size if self.settings.lean else len(order)
+        losses = np.empty(0)
+        if full:
+            binding = self._binding(size, loop=True)
+            for name, value in zip(self.step.record.batch_inputs, data.whole):
+                binding.bind_ortvalue_input(name, value)
+            order_value = onnxruntime.OrtValue.ortvalue_from_numpy(order[:full])
+            binding.bind_ortvalue_input(self.loop.order, order_value)
+            binding.bind_ortvalue_input(self.loop.batch_size, data.batch_size)
+            self._sessions_run(binding, size, loop=True)
+            losses = binding.get_outputs()[-1].numpy().astype(np.float64)
+            if not np.isfinite(losses).all():
+                return losses, 0
+            self._state.advance()
+            self._step_count[()] += len(losses)
+        if full == len(order):
+            return losses, len(losses)
+        rest = order[full:]
+        last = [onnxruntime.OrtValue.ortvalue_from_numpy(a[rest]) for a in data.arrays]
+        more, kept = self._stepped([(last, (0, len(rest)))], None)
+        return np.concatenate([losses, more]), len(losses) + kept

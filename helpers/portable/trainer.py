@@ -14,19 +14,10 @@ import numpy as np
 from .atomic_files import write_atomic
 from .batch_data import batch_roles, check_array, check_batch_arrays
 from .batch_order import draws_generator, epoch_order, random_state
+from .divergence import TrainingDivergedError
 from .step_format import inference_model, step_with_state
 from .step_model import TensorSpec, load_step, same_step, step_source
 from .step_session import SessionSettings, StepSession
-
-
-class NonFiniteLossError(FloatingPointError):
-    """A step's loss is NaN or infinite: the training diverged.
-
-    Examples
-    --------
-    >>> issubclass(NonFiniteLossError, FloatingPointError)
-    True
-    """
 
 
 class PortableTrainer:
@@ -57,6 +48,10 @@ class PortableTrainer:
         Options of the sessions the trainer makes, used as given but for the thread count when
         ``n_threads`` is given (the object itself is left as it is); None: onnxruntime's,
         logging errors only.
+    lean : bool
+        Run the step specialised to the batch size of the fit, and to its last smaller batch
+        (:func:`~helpers.portable.lean_step.lean_step`: shapes and constants folded, fewer
+        nodes), with the same results bit for bit; False runs the step as it is.
 
     Attributes
     ----------
@@ -71,8 +66,9 @@ class PortableTrainer:
 
     Notes
     -----
-    A NaN or infinite loss raises :class:`NonFiniteLossError`; the trainer then keeps the state
-    before the failing step (``epoch_loop=False``) or before the failing epoch (``True``).
+    A NaN or infinite loss raises :class:`~helpers.portable.divergence.TrainingDivergedError`;
+    the trainer then keeps the state before the failing step (``epoch_loop=False``) or before the
+    failing epoch (``True``).
 
     Parameters changed after a fit take effect (scikit-learn's ``set_params`` then ``fit``):
     ``fit`` starts over with them, the step loaded again when ``step`` is another object or path
@@ -140,6 +136,7 @@ class PortableTrainer:
         providers=None,
         n_threads=None,
         session_options=None,
+        lean=True,
     ):
         self.step = step
         self.max_iter = max_iter
@@ -149,6 +146,7 @@ class PortableTrainer:
         self.providers = providers
         self.n_threads = n_threads
         self.session_options = session_options
+        self.lean = lean
         self._source = self._session = self._prediction = None
 
     # -- parameters, session and counts ---------------------------------------------------------
@@ -158,7 +156,7 @@ class PortableTrainer:
 
     def _settings(self):
         return SessionSettings(
-            self.epoch_loop, self.providers, self.n_threads, self.session_options
+            self.epoch_loop, self.providers, self.n_threads, self.session_options, self.lean
         )
 
     def _make_session(self, step, values, source):
@@ -278,7 +276,7 @@ class PortableTrainer:
         self.t_ += kept
         bad = np.flatnonzero(~np.isfinite(losses))
         if bad.size:
-            raise NonFiniteLossError(
+            raise TrainingDivergedError(
                 f"The loss of step {self.t_ - kept + 1 + bad[0]} (epoch {self.n_iter_ + 1}, batch "
                 f"{bad[0] + 1} of {len(data.bounds)}) is {losses[bad[0]]}: the training "
                 "diverged. Lower the learning rate when exporting the step, or scale the features."

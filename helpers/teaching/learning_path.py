@@ -24,8 +24,9 @@ import json
 import os
 import re
 import sys
-import tempfile
 from collections import namedtuple
+
+from ..portable.atomic_files import write_atomic
 
 #: The lines around the generated table in the README.
 START, END = "<!-- learning-path: start -->", "<!-- learning-path: end -->"
@@ -210,14 +211,7 @@ def refresh(root=".", check=False):
         readme = f.read()
     updated = with_table(readme, learning_path_table(read_cards(root)))
     if updated != readme and not check:
-        descriptor, temporary = tempfile.mkstemp(dir=root, prefix=".README.", suffix=".tmp")
-        try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as f:
-                f.write(updated)
-            os.replace(temporary, path)
-        except BaseException:
-            os.remove(temporary)
-            raise
+        write_atomic(path, updated)
     return updated != readme
 
 

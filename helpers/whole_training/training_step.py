@@ -7,7 +7,7 @@ in standard ONNX by :mod:`helpers.portable.gradients`. It runs wherever onnx and
 do: the maintained onnxruntime on Python 3.13 builds steps.
 """
 
-from ..core.export.optimizer_step import save_model_atomically
+from ..portable.atomic_files import write_atomic
 from .loss_output import add_loss_output
 from .optimizer import OrtGradientOptimizer
 
@@ -101,5 +101,5 @@ def build_training_step(
     )
     step = optimizer.export_training_step(gradient_builder="onnx")
     if path is not None:
-        save_model_atomically(step, path)
+        write_atomic(path, step.SerializeToString())
     return step

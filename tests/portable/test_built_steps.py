@@ -167,3 +167,16 @@ def test_a_layer_without_gradient_is_refused_by_name():
     onx = export_for_training(Sorting(), torch.zeros(2, 4))
     with pytest.raises(NoGradientError, match="TopK"):
         build_training_step(onx)
+
+
+def test_a_built_step_is_written_with_the_mode_of_a_new_file(tmp_path):
+    """build_training_step(path=...) writes through helpers.portable.atomic_files."""
+    path = tmp_path / "step.onnx"
+    previous = os.umask(0o002)
+    try:
+        onx = export_for_training(nn.Linear(3, 1), torch.zeros(2, 3))
+        step = build_training_step(onx, learning_rate=RATE, path=str(path))
+    finally:
+        os.umask(previous)
+    assert path.stat().st_mode & 0o777 == 0o664 and os.listdir(tmp_path) == ["step.onnx"]
+    assert path.read_bytes() == step.SerializeToString()

@@ -7,10 +7,11 @@ import pytest
 from step_models import linear_step, regression_data
 
 from helpers.portable.batch_data import check_array, check_batch_arrays
+from helpers.portable.divergence import TrainingDivergedError
 from helpers.portable.runtime_support import RuntimeSupportError
 from helpers.portable.step_format import read_record, write_record
 from helpers.portable.step_model import TensorSpec
-from helpers.portable.trainer import NonFiniteLossError, PortableTrainer
+from helpers.portable.trainer import PortableTrainer
 
 SETTINGS = dict(max_iter=2, batch_size=5, random_state=0)
 
@@ -126,7 +127,8 @@ def test_a_diverging_training_names_its_step_and_keeps_finite_state(data, epoch_
     X, y = data
     trainer = PortableTrainer(linear_step(learning_rate=40.0), epoch_loop=epoch_loop, **SETTINGS)
     with pytest.raises(
-        NonFiniteLossError, match=r"The loss of step \d+ \(epoch \d, batch \d of 8\)"
+        TrainingDivergedError,
+        match=r"The loss of step \d+ \(epoch \d, batch \d of 8\).*Lower the learning rate",
     ):
         trainer.max_iter = 50
         trainer.fit(X, y)
@@ -157,3 +159,14 @@ def test_integers_the_input_type_cannot_hold_are_refused(wanted, values, bounds)
     inside = values[:1]  # the values the type holds are cast as before, unchanged
     np.testing.assert_array_equal(check_array(ids, inside, "X"), inside.astype(wanted))
     assert check_array(ids, inside, "X").dtype == wanted
+
+
+def test_one_divergence_error_for_every_trainer():
+    """The trainer's error is the optimizers' (``helpers.TrainingDivergedError``): one class."""
+    import helpers
+    import helpers.portable
+
+    assert helpers.TrainingDivergedError is helpers.portable.TrainingDivergedError
+    assert helpers.portable.TrainingDivergedError is TrainingDivergedError
+    assert issubclass(TrainingDivergedError, FloatingPointError)
+    assert not hasattr(helpers.portable, "NonFiniteLossError")

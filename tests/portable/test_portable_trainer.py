@@ -191,6 +191,57 @@ def test_an_interrupted_save_leaves_the_previous_file_and_no_temporary(data, tmp
     assert path.read_bytes() == previous and os.listdir(tmp_path) == ["model.onnx"]
 
 
+def test_a_written_file_is_synced_and_has_the_mode_of_a_new_file(tmp_path, monkeypatch):
+    """Not the private mode of a temporary file, nor the mode of the file it replaces."""
+    synced, fsync = [], os.fsync
+    monkeypatch.setattr(atomic_files.os, "fsync", lambda fd: synced.append(fd) or fsync(fd))
+    path = tmp_path / "model.onnx"
+    path.write_bytes(b"old")
+    path.chmod(0o600)
+    previous = os.umask(0o027)
+    try:
+        atomic_files.write_atomic(path, b"new")
+    finally:
+        os.umask(previous)
+    assert path.read_bytes() == b"new" and len(synced) == 1
+    assert path.stat().st_mode & 0o777 == 0o666 & ~0o027
+    atomic_files.write_atomic(path, "text")
+    assert path.stat().st_mode & 0o777 == 0o666 & ~previous and path.read_text() == "text"
+    assert os.listdir(tmp_path) == ["model.onnx"]
+
+
+#: Failures while the bytes are written (at ``os.fsync``, after ``write``), by name.
+WRITE_FAILURES = {
+    "disk full": OSError(28, "No space left on device"),
+    "interrupted": KeyboardInterrupt(),
+}
+
+
+@pytest.mark.parametrize("failure", ["serializer", *WRITE_FAILURES])
+def test_a_failed_write_leaves_the_previous_file_and_no_temporary(failure, tmp_path, monkeypatch):
+    path = tmp_path / "losses.json"
+    atomic_files.write_atomic(path, "[1.0]")
+    data = "[2.0]"
+    if failure == "serializer":
+        data = "[\ud800]"  # a lone surrogate: its UTF-8 encoding fails
+    else:
+
+        def failing(fd):
+            raise WRITE_FAILURES[failure]
+
+        monkeypatch.setattr(atomic_files.os, "fsync", failing)
+    with pytest.raises((UnicodeEncodeError, OSError, KeyboardInterrupt)):
+        atomic_files.write_atomic(path, data)
+    assert path.read_text() == "[1.0]" and os.listdir(tmp_path) == ["losses.json"]
+
+
+def test_a_failed_rename_leaves_no_temporary(tmp_path):
+    (tmp_path / "model.onnx").mkdir()  # a folder in the way: the rename fails
+    with pytest.raises(OSError):
+        atomic_files.write_atomic(tmp_path / "model.onnx", b"model")
+    assert os.listdir(tmp_path) == ["model.onnx"] and not os.listdir(tmp_path / "model.onnx")
+
+
 def test_two_trainers_in_two_threads_train_as_alone(data):
     X, y = data
     steps = [linear_step(momentum=0.9), linear_step(seed=3)]

@@ -61,11 +61,11 @@ from helpers.core.graphs.graph_nodes import (
     constant_node,
     copy_with_nodes,
     is_onnx_op,
-    node_attribute,
 )
 from helpers.core.graphs.graph_shapes import value_shapes
 from helpers.core.rewrites import gradient_rewrites
 from helpers.core.rewrites.pooling_rewrites import max_pools_before_activations
+from helpers.portable.node_attributes import node_attribute
 
 #: The timed models: name to (zoo name, None for the stem; steps per epoch; epochs of the long fit).
 PROBLEMS = {

@@ -9,14 +9,13 @@ file written atomically.
 """
 
 import numbers
-import os
-import tempfile
 from collections import namedtuple
 
 import numpy as np
 import onnx
 from onnx import helper
 
+from ...portable.atomic_files import write_atomic
 from ...portable.step_format import StepRecord, write_record
 from ..training.parameters import check_warm_start, training_settings
 from .gradient_model import gradient_model
@@ -137,30 +136,6 @@ def _inference_bytes(optimizer, state):
     return model.SerializeToString()
 
 
-def save_model_atomically(model, path):
-    """Write ``model`` to ``path`` through a temporary file beside it, then rename it.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from onnx import helper
-    >>> with tempfile.TemporaryDirectory() as folder:
-    ...     path = os.path.join(folder, "step.onnx")
-    ...     save_model_atomically(helper.make_model(helper.make_graph([], "g", [], [])), path)
-    ...     os.listdir(folder)
-    ['step.onnx']
-    """
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp_step_", suffix=".onnx")
-    os.close(fd)
-    try:
-        onnx.save(model, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def export_optimizer_step(
     optimizer, path, api, step_loss, trained_buffers=None, gradient_builder="onnxruntime-training"
 ):
@@ -260,5 +235,5 @@ def export_optimizer_step(
     write_record(model, record)
     if path is None:
         return model
-    save_model_atomically(model, path)
+    write_atomic(path, model.SerializeToString())
     return record

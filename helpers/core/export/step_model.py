@@ -17,13 +17,15 @@ one graph with :mod:`helpers.portable.step_format`'s layout:
    a cumulative average counts its batches in the state);
 
 then every node outside the standard domain rewritten by :func:`helpers.portable.lowering.
-lower_model`, which names any operator it cannot rewrite.
+lower_model`, which names any operator it cannot rewrite, and what does not depend on the batch
+folded (:func:`helpers.portable.lean_step.lean_step`).
 """
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ...portable.lean_step import lean_step
 from ...portable.lowering import lower_model
 from ...portable.lowering.registry import STANDARD_DOMAINS
 from ...portable.step_format import LOSS_OUTPUT, STEP_INPUT, StepRecord, write_initial_state
@@ -253,7 +255,7 @@ def build_step_model(
     graph.value_info.extend(v for v in source.graph.value_info if v.name in computed)
     model = helper.make_model(graph, opset_imports=list(source.opset_import))
     model.ir_version = min(source.ir_version, MAX_IR_VERSION)
-    model = lower_model(model)
+    model = lean_step(lower_model(model))
     write_initial_state(model, {name: np.asarray(values[name]) for name in state})
     check_step_model(model)
     return model, state

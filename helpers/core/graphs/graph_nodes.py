@@ -1,5 +1,5 @@
-"""The pieces the graph rewrites share: which node is which operator, its attributes, constants,
-copies.
+"""The pieces the graph rewrites share: which node is which operator, constants, copies (a
+node's attributes are read with :func:`helpers.portable.node_attributes.node_attribute`).
 
 The training graph (:mod:`helpers.core.model_graphs.training_graph`,
 :mod:`helpers.core.layers.batch_norm`, :mod:`helpers.core.rewrites.gradient_rewrites`) and the
@@ -32,22 +32,6 @@ def is_onnx_op(node, *op_types):
     False
     """
     return node.domain in ONNX_DOMAINS and (not op_types or node.op_type in op_types)
-
-
-def node_attribute(node, name, default=None):
-    """The value of the attribute ``name`` of ``node``, or ``default`` when the node does not set
-    it.
-
-    Examples
-    --------
-    >>> node = helper.make_node("Conv", ["x", "w"], ["y"], group=2)
-    >>> node_attribute(node, "group", 1), node_attribute(node, "pads", [])
-    (2, [])
-    """
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return helper.get_attribute_value(attribute)
-    return default
 
 
 def constant_node(name, values, elem_type=TensorProto.FLOAT):

@@ -53,7 +53,8 @@ import json
 import numpy as np
 from onnx import TensorProto, helper
 
-from ..graphs.graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
+from ...portable.node_attributes import node_attribute
+from ..graphs.graph_nodes import constant_node, copy_with_nodes, is_onnx_op
 from ..graphs.graph_shapes import value_types
 from ..graphs.graph_values import constant_value
 

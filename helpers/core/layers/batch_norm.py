@@ -43,11 +43,11 @@ stands above the spread of the shared machine: neither was kept.
 
 from onnx import TensorProto, helper, numpy_helper
 
+from ...portable.node_attributes import node_attribute
 from ..graphs.graph_nodes import (
     constant_node,
     copy_with_nodes,
     is_onnx_op,
-    node_attribute,
     reduce_mean,
 )
 from ..graphs.graph_values import shapes_with_a_run

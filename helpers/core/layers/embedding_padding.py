@@ -18,6 +18,7 @@ import json
 import numpy as np
 from onnx import helper, numpy_helper
 
+from ...portable.node_attributes import node_attributes
 from ..graphs.graph_nodes import constant_node, copy_with_nodes, is_onnx_op
 from ..machine.runtime import UntrainableModelError
 
@@ -103,7 +104,7 @@ def masked_padding_rows(model):
         nodes += [mask, multiply]
     for node in model.graph.node:
         if is_onnx_op(node, "Gather") and node.input[0] in masked:
-            attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            attributes = node_attributes(node)
             inputs = [masked[node.input[0]], *node.input[1:]]
             node = helper.make_node("Gather", inputs, node.output, name=node.name, **attributes)
         nodes.append(node)

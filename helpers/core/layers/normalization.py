@@ -32,11 +32,11 @@ import onnx
 import onnxruntime
 from onnx import TensorProto, helper
 
+from ...portable.node_attributes import node_attribute
 from ..graphs.graph_nodes import (
     constant_node,
     copy_with_nodes,
     is_onnx_op,
-    node_attribute,
     reduce_mean,
 )
 from ..graphs.graph_shapes import value_shapes

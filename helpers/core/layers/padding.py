@@ -28,13 +28,13 @@ import onnxruntime
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
+from ...portable.node_attributes import node_attribute
 from ..graphs.graph_nodes import (
     TRAINING_PREFIX,
     constant_node,
     copy_with_nodes,
     depends_on_weights,
     is_onnx_op,
-    node_attribute,
 )
 from ..graphs.graph_values import shapes_with_a_run
 from ..machine.runtime import UntrainableModelError, main_opset
@@ -50,10 +50,6 @@ _PAD_MODES = {
     "edge": ("edge", "replicate"),
     "wrap": ("wrap", "circular"),
 }
-
-
-def _text(value):
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def training_tag(kind, index, node):
@@ -209,8 +205,7 @@ def explicit_pads(model):
     padded = [
         n
         for n in model.graph.node
-        if is_onnx_op(n, *_AUTO_PADDED)
-        and _text(node_attribute(n, "auto_pad", "NOTSET")) != "NOTSET"
+        if is_onnx_op(n, *_AUTO_PADDED) and node_attribute(n, "auto_pad", "NOTSET") != "NOTSET"
     ]
     if not padded:
         return model
@@ -221,7 +216,7 @@ def explicit_pads(model):
         if node not in padded:
             nodes.append(node)
             continue
-        auto_pad = _text(node_attribute(node, "auto_pad"))
+        auto_pad = node_attribute(node, "auto_pad")
         weights = shapes.get(node.input[1]) if node.op_type == "Conv" else None
         sizes = spatial_sizes(shapes, node.input[0])
         rank = len(weights) - 2 if weights else len(sizes) if sizes else None
@@ -311,7 +306,7 @@ def _padded_axes(model, node, rank):
 
 def _pad_as_gathers(node, padded, shape, index):
     """``Pad`` ``node`` as one ``Gather`` per axis of ``padded`` (:func:`_padded_axes`)."""
-    mode, tag = _text(node_attribute(node, "mode")), training_tag("pad", index, node)
+    mode, tag = node_attribute(node, "mode"), training_tag("pad", index, node)
     if not padded:
         return [helper.make_node("Identity", node.input[:1], node.output[:1], name=tag)]
     nodes, data = [], node.input[0]
@@ -356,7 +351,7 @@ def non_constant_pads_as_gathers(model):
     'Gather'
     """
     modes = [
-        _text(node_attribute(n, "mode", "constant")) if is_onnx_op(n, "Pad") else "constant"
+        node_attribute(n, "mode", "constant") if is_onnx_op(n, "Pad") else "constant"
         for n in model.graph.node
     ]
     if not set(modes) - {"constant"}:

@@ -20,7 +20,8 @@ import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
 
-from ..graphs.graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
+from ...portable.node_attributes import node_attribute
+from ..graphs.graph_nodes import constant_node, copy_with_nodes, is_onnx_op
 from ..graphs.graph_shapes import value_types
 from ..graphs.graph_values import shapes_with_a_run
 from ..machine.runtime import UntrainableModelError

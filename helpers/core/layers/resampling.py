@@ -30,13 +30,13 @@ import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
 
+from ...portable.node_attributes import node_attribute
 from ..graphs.graph_nodes import (
     TRAINING_PREFIX,
     constant_node,
     copy_with_nodes,
     depends_on_weights,
     is_onnx_op,
-    node_attribute,
 )
 from ..graphs.graph_shapes import value_shapes
 from ..graphs.graph_values import constant_value, shapes_with_a_run
@@ -53,10 +53,6 @@ def _refusal(node, problem):
         f"{node.op_type}, and the training graph cannot rewrite {node.op_type} {node.name!r} "
         f"with {problem}. Replace it: {_REPLACEMENTS[node.op_type]}."
     )
-
-
-def _text(value):
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _node(op_type, inputs, output, **attributes):
@@ -130,8 +126,8 @@ def _transposed_convolution_problem(node, weight_shape, opset):
         return f"opset {opset} (export with opset_version={_FIRST_OPSET} or later)"
     if node_attribute(node, "output_shape", None):
         return "an output_shape attribute"
-    if _text(node_attribute(node, "auto_pad", "NOTSET")) != "NOTSET":
-        return f"auto_pad={_text(node_attribute(node, 'auto_pad'))}"
+    if node_attribute(node, "auto_pad", "NOTSET") != "NOTSET":
+        return f"auto_pad={node_attribute(node, 'auto_pad')}"
     if weight_shape is None or None in weight_shape:
         return "weights whose shape shape inference cannot tell"
     return None
@@ -294,9 +290,9 @@ _LINEAR_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners")
 
 def _resize_mode_problem(node, opset):
     """Why the mode or the attributes of ``Resize`` ``node`` are not the ones rewritten, or None."""
-    mode = _text(node_attribute(node, "mode", "nearest"))
-    coordinates = _text(node_attribute(node, "coordinate_transformation_mode", "half_pixel"))
-    rounding = _text(node_attribute(node, "nearest_mode", "round_prefer_floor"))
+    mode = node_attribute(node, "mode", "nearest")
+    coordinates = node_attribute(node, "coordinate_transformation_mode", "half_pixel")
+    rounding = node_attribute(node, "nearest_mode", "round_prefer_floor")
     if opset < _FIRST_OPSET:
         return f"opset {opset} (export with opset_version={_FIRST_OPSET} or later)"
     if mode == "cubic":
@@ -369,7 +365,7 @@ def resizes_as_repeats_and_products(model):
             nodes.append(node)
             continue
         in_shape = shapes.get(node.input[0])
-        linear = _text(node_attribute(node, "mode", "nearest")) == "linear"
+        linear = node_attribute(node, "mode", "nearest") == "linear"
         factors, problem = None, _resize_mode_problem(node, opset)
         if problem is None:
             factors, problem = _resize_factors(node, model, in_shape, shapes.get(node.output[0]))
@@ -382,7 +378,7 @@ def resizes_as_repeats_and_products(model):
         if problem is not None:
             nodes.append(node)
         elif linear:
-            align = _text(node_attribute(node, "coordinate_transformation_mode")) == "align_corners"
+            align = node_attribute(node, "coordinate_transformation_mode") == "align_corners"
             nodes.extend(_interpolation(x, y, in_shape[2:], factors, align, tag))
         else:
             nodes.extend(_spread(x, factors, y, tag, "repeat"))

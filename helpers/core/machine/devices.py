@@ -14,9 +14,9 @@ from importlib import metadata
 
 import numpy as np
 import onnxruntime
-from onnx import TensorProto, helper
 from onnxruntime.capi import _pybind_state as C
 
+from ...portable.runtime_support import probe_model
 from . import cuda_libraries
 from .sessions import make_session
 
@@ -82,18 +82,6 @@ class Device:
 
     def __str__(self):
         return "cpu" if self.type == "cpu" else f"cuda:{self.index}"
-
-
-def _probe_model():
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "x"], ["y"])],
-        "cuda_probe",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return model
 
 
 def gpu_setup_problem():
@@ -183,7 +171,7 @@ def cuda_problem(index=0):
     if index >= count:
         return f"there is no GPU cuda:{index}: the driver sees {count} (cuda:0 to cuda:{count - 1})"
     try:
-        sess = make_session(_probe_model(), Device("cuda", index), cpu_fallback=False)
+        sess = make_session(probe_model(), Device("cuda", index), cpu_fallback=False)
         if "CUDAExecutionProvider" not in sess.get_providers():
             reason = cuda_libraries.provider_load_error()
             return "onnxruntime's CUDA provider could not start" + (

@@ -10,12 +10,11 @@ import importlib.util
 import re
 from functools import lru_cache
 
-import numpy as np
 import onnx
 import onnxruntime
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
-from .sessions import ERROR_SEVERITY, make_session
+from ...portable.runtime_support import runtime_accepts
 
 
 class RuntimeCompatibilityError(RuntimeError):
@@ -139,39 +138,13 @@ _REPLACEMENTS = {
 }
 
 
-def _probe_model(ir_version, opset=13):
-    """A one-node model (Identity) stamped with ``ir_version`` and ``opset``."""
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])],
-        "ir_probe",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = ir_version
-    return model
-
-
-def _runtime_accepts(ir_version, opset=13, refusal="IR version"):
-    try:
-        # plain options: the probe is never profiled nor given the users' threads
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = ERROR_SEVERITY
-        sess = make_session(_probe_model(ir_version, opset), options=options)
-        sess.run(None, {"x": np.zeros(1, dtype=np.float32)})
-    except Exception as exc:  # the runtime raises its own Fail/InvalidGraph types
-        if refusal in str(exc):
-            return False
-        raise
-    return True
-
-
 @lru_cache(maxsize=None)
 def max_ir_version():
     """Return the highest ONNX IR version the installed runtime loads.
 
-    It is found by loading tiny models, not read from a table, so it stays
-    true for any runtime build.
+    It is found by loading tiny models
+    (:func:`helpers.portable.runtime_support.runtime_accepts`), not read from a table, so it
+    stays true for any runtime build.
 
     Examples
     --------
@@ -181,7 +154,7 @@ def max_ir_version():
     True
     """
     version = onnx.IR_VERSION
-    while version > 3 and not _runtime_accepts(version):
+    while version > 3 and not runtime_accepts(version, 13, refusal="IR version"):
         version -= 1
     return version
 
@@ -196,7 +169,7 @@ def max_opset():
     True
     """
     opset = onnx.defs.onnx_opset_version()
-    while opset > 7 and not _runtime_accepts(max_ir_version(), opset, "ValidateOpsetForDomain"):
+    while opset > 7 and not runtime_accepts(max_ir_version(), opset, "ValidateOpsetForDomain"):
         opset -= 1
     return opset
 

@@ -1,11 +1,13 @@
-"""The one place where the project makes onnxruntime sessions.
+"""The sessions of the training layers: their options and their devices' providers.
 
-Every ``InferenceSession`` of the helpers (models, losses, updates, batch
+Every ``InferenceSession`` of the training layers (models, losses, updates, batch
 gathers, predictions, probes) comes from :func:`make_session`, which gives
 it its providers (with the GPU's device id), its thread count and its
 options: errors-only logs, the threads of :func:`helpers.set_num_threads`, a
 profile when :func:`profiling_sessions` is active, and none of the graph
-fusions that change what a model computes (:data:`UNFAITHFUL_FUSIONS`).
+fusions that change what a model computes (:data:`UNFAITHFUL_FUSIONS`). The session
+itself is made by :func:`helpers.portable.runtime_support.make_session`, the one place
+the project makes one.
 The training sessions of onnxruntime's own classes (``Module``,
 ``TrainingAgent``) take their options from :func:`session_options`.
 """
@@ -16,6 +18,7 @@ import os
 
 import onnxruntime
 
+from ...portable import runtime_support
 from ...portable.module_names import moved_names
 from .threads import check_n_threads, resolved_threads
 
@@ -177,7 +180,10 @@ def providers(device=None, cpu_fallback=True):
 def make_session(
     model, device=None, n_threads=None, label="session", options=None, cpu_fallback=True, spin=True
 ):
-    """Make an ``onnxruntime.InferenceSession`` the way the whole project does.
+    """Make an ``onnxruntime.InferenceSession`` with the training layers' options, on ``device``.
+
+    The options (:func:`session_options`) and the providers (:func:`providers`) are this
+    layer's; :func:`helpers.portable.runtime_support.make_session` makes the session.
 
     Parameters
     ----------
@@ -208,14 +214,12 @@ def make_session(
     >>> make_session(model, n_threads=1).run(None, {"x": np.ones(2, dtype=np.float32)})[0]
     array([-1., -1.], dtype=float32)
     """
-    data = model if isinstance(model, bytes) else model.SerializeToString()
     if options is None:
         options = session_options(n_threads, label, spin)
-    options = without_unfaithful_fusions(options)
-    return onnxruntime.InferenceSession(
-        data,
-        options,
-        providers=providers(device, cpu_fallback),
+    return runtime_support.make_session(
+        model,
+        providers(device, cpu_fallback),
+        session_options=without_unfaithful_fusions(options),
     )
 
 

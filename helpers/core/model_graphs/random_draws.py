@@ -28,8 +28,9 @@ import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
 
+from ...portable.node_attributes import node_attribute
 from ...portable.random_draws import RandomDraw
-from ..graphs.graph_nodes import TRAINING_PREFIX, copy_with_nodes, is_onnx_op, node_attribute
+from ..graphs.graph_nodes import TRAINING_PREFIX, copy_with_nodes, is_onnx_op
 from ..graphs.graph_shapes import value_infos, value_types
 from ..graphs.graph_values import constant_value, model_computing, shapes_with_a_run
 from ..graphs.onnx_function import ortvalue_of

@@ -43,13 +43,13 @@ from collections import namedtuple
 import onnxruntime
 from onnx import TensorProto, helper
 
+from ...portable.node_attributes import node_attribute
 from ..graphs.graph_nodes import (
     TRAINING_PREFIX,
     constant_node,
     copy_with_nodes,
     depends_on_weights,
     is_onnx_op,
-    node_attribute,
 )
 from ..graphs.graph_shapes import value_shapes, with_inferred_shapes
 from ..layers.activations import activations_with_gradients

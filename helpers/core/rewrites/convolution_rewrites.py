@@ -66,7 +66,8 @@ import itertools
 
 from onnx import TensorProto, helper
 
-from ..graphs.graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
+from ...portable.node_attributes import node_attribute
+from ..graphs.graph_nodes import constant_node, copy_with_nodes, is_onnx_op
 from ..graphs.graph_shapes import value_shapes, value_types
 from ..layers.padding import window_attributes
 from ..machine.runtime import main_opset
@@ -258,7 +259,7 @@ def _replacement(node, shapes, types, index, layout, where):
         return None
     if types.get(node.input[0]) not in _TYPES or None in w_shape:
         return None
-    if node_attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+    if node_attribute(node, "auto_pad", "NOTSET") != "NOTSET":
         return None
     group, channels = node_attribute(node, "group", 1), x_shape[1]
     depthwise = group > 1 and group == channels == w_shape[0] and w_shape[1] == 1

@@ -96,7 +96,8 @@ the declaration is true by construction.
 
 from onnx import TensorProto, helper
 
-from ..graphs.graph_nodes import constant_node, copy_with_nodes, is_onnx_op, node_attribute
+from ...portable.node_attributes import node_attribute
+from ..graphs.graph_nodes import constant_node, copy_with_nodes, is_onnx_op
 from ..graphs.graph_shapes import value_types
 from ..machine.runtime import main_opset
 from .convolution_rewrites import convolutions_as_products

@@ -53,7 +53,8 @@ Exact, but the extra passes over the feature map cost more than
 
 from onnx import TensorProto, helper
 
-from ..graphs.graph_nodes import copy_with_nodes, is_onnx_op, node_attribute
+from ...portable.node_attributes import node_attribute
+from ..graphs.graph_nodes import copy_with_nodes, is_onnx_op
 from ..graphs.graph_shapes import value_types
 
 #: Prefix of the names of the nodes and values the rewrite adds.

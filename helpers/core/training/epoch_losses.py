@@ -7,24 +7,10 @@ device run ahead. A NaN or infinite loss still stops training within
 
 import math
 
+from ...portable.divergence import TrainingDivergedError
+
 #: Steps whose losses stay on the device before they are read together.
 LOSSES_READ_TOGETHER = 64
-
-
-class TrainingDivergedError(FloatingPointError):
-    """The loss became NaN or infinite during training.
-
-    Examples
-    --------
-    >>> losses = EpochLosses(float, epoch=3)
-    >>> losses.add(float("nan"), 20, 30)
-    >>> losses.total()  # doctest: +NORMALIZE_WHITESPACE
-    Traceback (most recent call last):
-    ...
-    helpers.core.training.epoch_losses.TrainingDivergedError: The loss is nan at epoch 3, rows
-    20:30 of the shuffled data: training diverged. Try a smaller learning rate, or scale the
-    features (sklearn.preprocessing.StandardScaler).
-    """
 
 
 class EpochLosses:
@@ -45,6 +31,14 @@ class EpochLosses:
     >>> losses.add(1.0, 10, 15)
     >>> losses.total()           # 2 * 10 + 1 * 5
     25.0
+    >>> losses = EpochLosses(float, epoch=3)
+    >>> losses.add(float("nan"), 20, 30)
+    >>> losses.total()  # doctest: +NORMALIZE_WHITESPACE
+    Traceback (most recent call last):
+    ...
+    helpers.portable.divergence.TrainingDivergedError: The loss is nan at epoch 3, rows
+    20:30 of the shuffled data: training diverged. Try a smaller learning rate, or scale the
+    features (sklearn.preprocessing.StandardScaler).
     """
 
     def __init__(self, read, epoch):

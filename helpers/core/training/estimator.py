@@ -14,6 +14,7 @@ from sklearn.exceptions import NotFittedError
 from tqdm.auto import tqdm
 
 from ...portable.batch_order import draws_generator, epoch_order, random_state
+from ...portable.divergence import TrainingDivergedError
 from ..inputs.feature_names import check_feature_names, check_validation_names, feature_names
 from ..inputs.validation import InputSpec, check_features, check_sample_weight, check_targets
 from ..machine.devices import resolve_device
@@ -28,7 +29,7 @@ from ..model_graphs.onnx_graph import get_train_initializer
 from ..updates.learning_rates import resolve_learning_rate
 from .batches import Batches
 from .display import ModelSummaryRepr
-from .epoch_losses import EpochLosses, TrainingDivergedError
+from .epoch_losses import EpochLosses
 from .parameters import (
     check_shared_parameters,
     check_warm_start,

@@ -17,7 +17,7 @@ from ..inputs.validation import check_finite_number, check_positive_int
 from ..machine.threads import check_n_threads
 
 #: What ``fit`` does when the loss becomes NaN or infinite: raise
-#: :class:`~helpers.core.training.epoch_losses.TrainingDivergedError`, or warn, put
+#: :class:`~helpers.portable.divergence.TrainingDivergedError`, or warn, put
 #: back the weights of the start of the epoch and stop.
 ON_DIVERGENCE = ("raise", "stop")
 

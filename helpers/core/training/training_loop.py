@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .epoch_losses import TrainingDivergedError
+from ...portable.divergence import TrainingDivergedError
 
 
 class deferred_interrupt:  # noqa: N801 - used as a context manager, named like one
@@ -186,7 +186,7 @@ def check_finite_state(weights, statistics, epoch):
     >>> check_finite_state(state, {}, epoch=1)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    helpers.core.training.epoch_losses.TrainingDivergedError: The updates of epoch 1 left
+    helpers.portable.divergence.TrainingDivergedError: The updates of epoch 1 left
     non-finite values in 'w': training diverged. Try a smaller learning rate, or scale the features
     (sklearn.preprocessing.StandardScaler).
     """

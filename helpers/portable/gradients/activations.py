@@ -25,7 +25,8 @@ come from those operators'.
 
 import math
 
-from .registry import attribute, gradient
+from ..node_attributes import node_attribute
+from .registry import gradient
 from .via_lowering import lowered
 
 
@@ -75,7 +76,7 @@ def leaky_relu_grad(node, dy, ctx):
     >>> written_operators(make_node("LeakyRelu", ["x"], ["y"], alpha=0.2), {"x": [1.0]})
     ['Greater', 'Mul', 'Where']
     """
-    x, alpha = node.input[0], attribute(node, "alpha", 0.01)
+    x, alpha = node.input[0], node_attribute(node, "alpha", 0.01)
     return [lowered(ctx, "LeakyReluGrad", [dy[0], x], like=x, alpha=alpha)]
 
 
@@ -121,7 +122,7 @@ def elu_grad(node, dy, ctx):
     ['Exp', 'Mul', 'Greater', 'Where', 'Mul']
     """
     x = node.input[0]
-    alpha = ctx.scalar_like(attribute(node, "alpha", 1.0), x)
+    alpha = ctx.scalar_like(node_attribute(node, "alpha", 1.0), x)
     return [_exponential_slope(ctx, x, dy[0], ctx.op("Mul", [ctx.op("Exp", [x]), alpha]))]
 
 
@@ -137,7 +138,7 @@ def celu_grad(node, dy, ctx):
     ['Div', 'Exp', 'Greater', 'Where', 'Mul']
     """
     x = node.input[0]
-    alpha = ctx.scalar_like(attribute(node, "alpha", 1.0), x)
+    alpha = ctx.scalar_like(node_attribute(node, "alpha", 1.0), x)
     return [_exponential_slope(ctx, x, dy[0], ctx.op("Exp", [ctx.op("Div", [x, alpha])]))]
 
 
@@ -153,8 +154,8 @@ def selu_grad(node, dy, ctx):
     ['Exp', 'Mul', 'Greater', 'Where', 'Mul']
     """
     x = node.input[0]
-    alpha = attribute(node, "alpha", 1.67326319217681884765625)
-    gamma = attribute(node, "gamma", 1.05070102214813232421875)
+    alpha = node_attribute(node, "alpha", 1.67326319217681884765625)
+    gamma = node_attribute(node, "gamma", 1.05070102214813232421875)
     below = ctx.op("Mul", [ctx.op("Exp", [x]), ctx.scalar_like(alpha * gamma, x)])
     return [_exponential_slope(ctx, x, dy[0], below, above=gamma)]
 
@@ -201,7 +202,7 @@ def hard_sigmoid_grad(node, dy, ctx):
     ['Greater', 'Less', 'And', 'Mul', 'Where']
     """
     y = node.output[0]
-    alpha = ctx.scalar_like(attribute(node, "alpha", 0.2), y)
+    alpha = ctx.scalar_like(node_attribute(node, "alpha", 0.2), y)
     ramp = ctx.op("And", [_positive(ctx, y), ctx.op("Less", [y, ctx.scalar_like(1, y)])])
     return [_where(ctx, ramp, _times(ctx, dy[0], alpha), 0, y)]
 
@@ -237,7 +238,7 @@ def thresholded_relu_grad(node, dy, ctx):
     ['Greater', 'Where']
     """
     x = node.input[0]
-    above = ctx.op("Greater", [x, ctx.scalar_like(attribute(node, "alpha", 1.0), x)])
+    above = ctx.op("Greater", [x, ctx.scalar_like(node_attribute(node, "alpha", 1.0), x)])
     return [_where(ctx, above, dy[0], 0, x)]
 
 
@@ -253,7 +254,7 @@ def shrink_grad(node, dy, ctx):
     ['Greater', 'Less', 'Or', 'Where']
     """
     x = node.input[0]
-    lambd = attribute(node, "lambd", 0.5)
+    lambd = node_attribute(node, "lambd", 0.5)
     outside = ctx.op(
         "Or",
         [
@@ -312,7 +313,7 @@ def gelu_grad(node, dy, ctx):
     True
     """
     x = node.input[0]
-    if attribute(node, "approximate", b"none") in (b"none", "none"):
+    if node_attribute(node, "approximate", "none") == "none":
         return [lowered(ctx, "GeluGrad", [dy[0], x], like=x)]
     k, c = math.sqrt(2 / math.pi), 0.044715
     square = ctx.op("Mul", [x, x])

@@ -16,7 +16,8 @@ already meets ``None`` for an output that does not reach the loss.
 
 import numpy as np
 
-from .registry import attribute, gradient
+from ..node_attributes import node_attribute
+from .registry import gradient
 
 
 def _binary(node, ctx, first, second):
@@ -356,7 +357,7 @@ def mod_grad(node, dy, ctx):
     ['Div', 'Abs', 'Floor', 'Sign', 'Mul', 'Mul', 'Neg']
     """
     a, b = node.input
-    if not attribute(node, "fmod", 0):
+    if not node_attribute(node, "fmod", 0):
         ctx.refuse("A Mod of floating-point values needs fmod=1.")
 
     def divisor():

@@ -14,13 +14,13 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ..node_attributes import node_attribute
 from .recurrent import unrolled_recurrences
 from .registry import (
     FLOAT_TYPES,
     GRADIENTS,
     GradientContext,
     NoGradientError,
-    attribute,
     value_shapes_and_types,
 )
 from .shapes import zeros_like
@@ -143,7 +143,7 @@ def build_gradients(model, wrt, loss=None, loss_gradient=None, named=(), prefix=
         t.name: numpy_helper.to_array(t) for t in graph.initializer if t.name not in inputs
     }
     for node in graph.node:
-        value = attribute(node, "value") if node.op_type == "Constant" else None
+        value = node_attribute(node, "value") if node.op_type == "Constant" else None
         if value is not None:
             constants[node.output[0]] = numpy_helper.to_array(value)
     ctx = GradientContext(shapes, types, on_path, opset, constants, prefix)

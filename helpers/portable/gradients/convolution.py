@@ -34,7 +34,8 @@ import onnx
 from onnx import helper
 
 from ..lowering.convolution import conv_grad_nodes
-from ..lowering.spatial import attribute, window_attributes
+from ..lowering.spatial import window_attributes
+from ..node_attributes import node_attribute
 from .registry import gradient
 from .via_lowering import LoweringView
 
@@ -85,7 +86,7 @@ def explicit_window(node, ctx, kernel=None):
     >>> explicit_window(node, ctx, kernel=[3])  # 4 outputs: 1 pad, at the end
     ([3], [2], [1], [0, 1])
     """
-    if kernel is not None and not attribute(node, "kernel_shape"):
+    if kernel is not None and not node_attribute(node, "kernel_shape"):
         copy = onnx.NodeProto()
         copy.CopyFrom(node)
         copy.attribute.append(helper.make_attribute("kernel_shape", list(kernel)))
@@ -120,7 +121,7 @@ def lowered_conv_grad(ctx, inputs, outputs, window, group):
 def _kernel(node, ctx, w):
     """The kernel's spatial shape: the attribute, or the weight's static shape, or None."""
     static = ctx.static_shape(w)
-    return attribute(node, "kernel_shape") or (static[2:] if static else None)
+    return node_attribute(node, "kernel_shape") or (static[2:] if static else None)
 
 
 def _wanted(ctx, names):
@@ -148,7 +149,7 @@ def conv_grad(node, dy, ctx):
     window = explicit_window(node, ctx, _kernel(node, ctx, w))
     grads = _wanted(ctx, node.input)
     outputs = (grads + ["", ""])[:3]
-    lowered_conv_grad(ctx, [dy[0], x, w], outputs, window, attribute(node, "group", 1))
+    lowered_conv_grad(ctx, [dy[0], x, w], outputs, window, node_attribute(node, "group", 1))
     return [g or None for g in grads]
 
 
@@ -156,8 +157,8 @@ def _transposed_pads(node, ctx, kernel, strides, dilations, extra):
     """The begin and end pads ``ConvTranspose`` ``node`` crops its full output by."""
     rank = len(kernel)
     reach = [d * (k - 1) + 1 for k, d in zip(kernel, dilations)]
-    target = attribute(node, "output_shape")
-    auto_pad = attribute(node, "auto_pad", "NOTSET")
+    target = node_attribute(node, "output_shape")
+    auto_pad = node_attribute(node, "auto_pad", "NOTSET")
     if target:
         sizes = spatial_sizes(ctx, node.input[0])
         if sizes is None:
@@ -170,7 +171,7 @@ def _transposed_pads(node, ctx, kernel, strides, dilations, extra):
     elif auto_pad == "VALID":
         return [0] * rank, [0] * rank
     else:
-        pads = attribute(node, "pads") or [0] * (2 * rank)
+        pads = node_attribute(node, "pads") or [0] * (2 * rank)
         return pads[:rank], pads[rank:]
     if min(totals) < 0:
         ctx.refuse(
@@ -201,13 +202,13 @@ def conv_transpose_grad(node, dy, ctx):
     if not kernel:
         ctx.refuse("Its kernel's shape is unknown: give it a kernel_shape or a fixed weight.")
     rank = len(kernel)
-    strides = attribute(node, "strides") or [1] * rank
-    dilations = attribute(node, "dilations") or [1] * rank
-    extra = attribute(node, "output_padding") or [0] * rank
+    strides = node_attribute(node, "strides") or [1] * rank
+    dilations = node_attribute(node, "dilations") or [1] * rank
+    extra = node_attribute(node, "output_padding") or [0] * rank
     begin, end = _transposed_pads(node, ctx, kernel, strides, dilations, extra)
     ends = [e - o for e, o in zip(end, extra)]  # the end pads of the adjoint convolution
     pads = begin + [max(0, e) for e in ends]
-    group = attribute(node, "group", 1)
+    group = node_attribute(node, "group", 1)
     grads = _wanted(ctx, node.input)
     if grads[0]:
         shared = dict(strides=strides, dilations=dilations, pads=pads, group=group)

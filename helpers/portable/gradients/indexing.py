@@ -17,7 +17,8 @@ indexed axes; ``GatherElements`` a ``ScatterElements`` add from opset 16, a one-
 import numpy as np
 from onnx import TensorProto
 
-from .registry import END, attribute, gradient
+from ..node_attributes import node_attribute
+from .registry import END, gradient
 from .shapes import zeros_like
 from .via_lowering import lowered
 
@@ -106,7 +107,7 @@ def gather_grad(node, dy, ctx):
     """
     x, ids = node.input
     rank = ctx.known_rank(x)
-    axis = attribute(node, "axis", 0) % rank
+    axis = node_attribute(node, "axis", 0) % rank
     return [_scatter_rows(ctx, ctx.shape_of(x), rank, ids, dy[0], axis, x), None]
 
 
@@ -128,7 +129,7 @@ def gather_elements_grad(node, dy, ctx):
     ['Cast', 'Unsqueeze', 'Mul', 'ReduceSum']
     """
     x, ids = node.input
-    axis = attribute(node, "axis", 0)
+    axis = node_attribute(node, "axis", 0)
     if ctx.opset >= 16:
         zeros = zeros_like(ctx, x)
         return [ctx.op("ScatterElements", [zeros, ids, dy[0]], axis=axis, reduction="add"), None]
@@ -174,7 +175,7 @@ def gather_nd_grad(node, dy, ctx):
     ['ConstantOfShape', 'ScatterND']
     """
     x, ids = node.input
-    batch = attribute(node, "batch_dims", 0)
+    batch = node_attribute(node, "batch_dims", 0)
     if batch == 0 and ctx.opset >= 16:
         return [lowered(ctx, "GatherNDGrad", [ctx.shape_of(x), ids, dy[0]], like=x), None]
     rank, ids_shape = ctx.known_rank(x), ctx.shape(ids)

@@ -8,7 +8,8 @@ no reduction).
 
 import numpy as np
 
-from .registry import attribute, gradient
+from ..node_attributes import node_attribute
+from .registry import gradient
 
 
 def _swap_last(ctx, name, rank):
@@ -102,8 +103,8 @@ def gemm_grad(node, dy, ctx):
     """
     a, b = node.input[:2]
     c = node.input[2] if len(node.input) > 2 else ""
-    alpha, beta = attribute(node, "alpha", 1.0), attribute(node, "beta", 1.0)
-    trans_a, trans_b = attribute(node, "transA", 0), attribute(node, "transB", 0)
+    alpha, beta = node_attribute(node, "alpha", 1.0), node_attribute(node, "beta", 1.0)
+    trans_a, trans_b = node_attribute(node, "transA", 0), node_attribute(node, "transB", 0)
     g = dy[0]
     grads = [None, None, None][: len(node.input)]
     if ctx.needs(a):

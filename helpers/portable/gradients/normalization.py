@@ -47,7 +47,8 @@ Examples
 import numpy as np
 
 from ..lowering.normalization import standardized_input_gradient
-from .registry import attribute, gradient
+from ..node_attributes import node_attribute
+from .registry import gradient
 
 
 def _reduce(ctx, op_type, value, axes, keepdims=1):
@@ -146,7 +147,7 @@ def layer_normalization_grad(node, dy, ctx):
         grads[2] = ctx.reduce_to(dy[0], bias, y)
     if not (ctx.needs(x) or scaled):
         return grads
-    axis, rank = attribute(node, "axis", -1), ctx.rank(x)
+    axis, rank = node_attribute(node, "axis", -1), ctx.rank(x)
     if axis >= 0 and rank is None:
         ctx.refuse("Its axis is positive and the rank of its input is unknown.")
     axes = list(range(axis, 0)) if rank is None else list(range(axis % rank, rank))
@@ -156,7 +157,7 @@ def layer_normalization_grad(node, dy, ctx):
         centred = ctx.op("Sub", [x, mean])
         xhat = ctx.op("Mul", [centred, inv_std])
     else:
-        xhat, inv_std, centred = _standardized(ctx, x, axes, attribute(node, "epsilon", 1e-5))
+        xhat, inv_std, centred = _standardized(ctx, x, axes, node_attribute(node, "epsilon", 1e-5))
     if scaled:
         grads[1] = ctx.reduce_to(ctx.op("Mul", [dy[0], xhat]), scale, y)
     if not ctx.needs(x):
@@ -220,7 +221,7 @@ def batch_normalization_grad(node, dy, ctx):
     grads = [None] * len(node.input)
     if g is not None and ctx.needs(bias):
         grads[2] = _channel_sum(ctx, g)
-    if ctx.opset >= 14 and attribute(node, "training_mode", 0):
+    if ctx.opset >= 14 and node_attribute(node, "training_mode", 0):
         _batch_norm_training_grads(node, dy, ctx, g, grads)
     elif g is not None:
         _batch_norm_inference_grads(node, ctx, g, grads)
@@ -230,7 +231,7 @@ def batch_normalization_grad(node, dy, ctx):
 def _batch_norm_training_grads(node, dy, ctx, g, grads):
     """Fill ``grads`` but the bias's: through the batch statistics and the running ones."""
     x, scale = node.input[:2]
-    momentum = attribute(node, "momentum", 0.9)
+    momentum = node_attribute(node, "momentum", 0.9)
     running = (list(dy[1:]) + [None, None])[:2]
     for index, d in zip((3, 4), running):
         if d is not None and ctx.needs(node.input[index]):
@@ -239,7 +240,7 @@ def _batch_norm_training_grads(node, dy, ctx, g, grads):
     if not (ctx.needs(x) or scaled):
         return
     view = _view(ctx, x, _CHANNEL_VIEW)
-    xhat, inv_std, centred = _standardized(ctx, view, [0, 2], attribute(node, "epsilon", 1e-5))
+    xhat, inv_std, centred = _standardized(ctx, view, [0, 2], node_attribute(node, "epsilon", 1e-5))
     if scaled:
         grads[1] = _channel_sum(ctx, ctx.op("Mul", [g, xhat]))
     if not ctx.needs(x):
@@ -260,7 +261,7 @@ def _batch_norm_inference_grads(node, ctx, g, grads):
     """Fill ``grads`` but the bias's: the statistics are inputs, ``dY / dx = scale * inv_std``
     per channel."""
     x, scale, _, mean, var = node.input[:5]
-    inv_std = _inverse_std(ctx, var, attribute(node, "epsilon", 1e-5), x)
+    inv_std = _inverse_std(ctx, var, node_attribute(node, "epsilon", 1e-5), x)
     slope = ctx.op("Mul", [scale, inv_std])
     if ctx.needs(x):
         grads[0] = ctx.op(
@@ -293,7 +294,7 @@ def _grouped_grad(node, dy, ctx, groups, scale_per_group):
         grads[2] = _channel_sum(ctx, g)
     if not (ctx.needs(x) or ctx.needs(scale)):
         return grads
-    epsilon = attribute(node, "epsilon", 1e-5)
+    epsilon = node_attribute(node, "epsilon", 1e-5)
     xhat, inv_std, _ = _standardized(ctx, _view(ctx, x, per_group), [2], epsilon)
     if ctx.needs(scale):
         xhat_scaled = xhat if scale_per_group else ctx.op("Reshape", [xhat, ctx.op("Shape", [g])])
@@ -338,7 +339,7 @@ def group_normalization_grad(node, dy, ctx):
     >>> [g is not None for g in group_normalization_grad(node, ["dy"], ctx)]
     [True, True, True]
     """
-    groups = attribute(node, "num_groups")
+    groups = node_attribute(node, "num_groups")
     return _grouped_grad(node, dy, ctx, groups, scale_per_group=ctx.opset < 21)
 
 
@@ -360,7 +361,7 @@ def lp_normalization_grad(node, dy, ctx):
     Its norm p=3 is neither 1 nor 2
     """
     x, y = node.input[0], node.output[0]
-    axis, p = attribute(node, "axis", -1), attribute(node, "p", 2)
+    axis, p = node_attribute(node, "axis", -1), node_attribute(node, "p", 2)
     if p not in (1, 2):
         ctx.refuse(f"Its norm p={p} is neither 1 nor 2.")
     norm = _reduce(ctx, "ReduceL2" if p == 2 else "ReduceL1", x, [axis])
@@ -388,7 +389,7 @@ def mean_variance_normalization_grad(node, dy, ctx):
     [0, 2, 3]
     """
     x = node.input[0]
-    mean = _mean_over(ctx, attribute(node, "axes", [0, 2, 3]))
+    mean = _mean_over(ctx, node_attribute(node, "axes", [0, 2, 3]))
     centred = ctx.op("Sub", [x, mean(x)])
     std = ctx.op("Sqrt", [mean(ctx.op("Mul", [centred, centred]))])
     inv = ctx.op("Reciprocal", [ctx.op("Add", [std, ctx.scalar_like(1e-9, x)])])

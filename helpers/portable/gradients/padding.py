@@ -11,7 +11,8 @@ position read more than once receives the sum of its gradients.
 
 import numpy as np
 
-from .registry import END, attribute, gradient
+from ..node_attributes import node_attribute
+from .registry import END, gradient
 
 
 def _plus(ctx, a, b, sign=1):
@@ -116,7 +117,7 @@ def pad_grad(node, dy, ctx):
     x, pads = node.input[:2]
     value = node.input[2] if len(node.input) > 2 and node.input[2] else ""
     axes = node.input[3] if len(node.input) > 3 and node.input[3] else ""
-    mode = attribute(node, "mode", b"constant").decode()
+    mode = node_attribute(node, "mode", "constant")
     grads = [None] * len(node.input)
     if mode == "constant":
         grads[0] = _crop(ctx, dy[0], pads, axes)

@@ -42,10 +42,10 @@ with other operators (:mod:`helpers.core.layers.resampling`) before the gradient
 """
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, numpy_helper
 
 from ..lowering.pooling import scattered_gradient
-from ..lowering.spatial import attribute
+from ..node_attributes import node_attribute, node_attributes
 from .convolution import (
     explicit_window,
     lowered_conv_grad,
@@ -66,6 +66,7 @@ def max_pool_grad(node, dy, ctx):
 
     Examples
     --------
+    >>> from onnx import helper
     >>> from helpers.portable.gradients.registry import GradientContext
     >>> node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
     >>> ctx = GradientContext({"x": ["N", 3, 8, 8]}, {}, {"x"}, 13)
@@ -78,15 +79,15 @@ def max_pool_grad(node, dy, ctx):
     """
     x = node.input[0]
     indices = node.output[1] if len(node.output) > 1 else ""
-    if not indices or attribute(node, "storage_order", 0):
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if not indices or node_attribute(node, "storage_order", 0):
+        attrs = node_attributes(node)
         attrs.pop("storage_order", None)
         indices = ctx.op("MaxPool", [x], outputs=2, **attrs)[1]
     add = ctx.opset >= SCATTER_ADD_OPSET
     if not add:
-        kernel = attribute(node, "kernel_shape")
-        strides = attribute(node, "strides") or [1] * len(kernel)
-        dilations = attribute(node, "dilations") or [1] * len(kernel)
+        kernel = node_attribute(node, "kernel_shape")
+        strides = node_attribute(node, "strides") or [1] * len(kernel)
+        dilations = node_attribute(node, "dilations") or [1] * len(kernel)
         if any(s < d * (k - 1) + 1 for k, s, d in zip(kernel, strides, dilations)):
             ctx.refuse(
                 f"Its windows overlap, and adding their gradients needs ScatterElements of "
@@ -117,9 +118,9 @@ def _reciprocal_divisors(node, ctx, window, dy):
     kernel, strides, dilations, pads = window
     rank = len(kernel)
     ones = _ones_like_spatial(ctx, x, rank)
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    attrs = node_attributes(node)
     averages = ctx.op("AveragePool", [ones], **attrs)
-    ceil = attribute(node, "ceil_mode", 0)
+    ceil = node_attribute(node, "ceil_mode", 0)
     # with ceil_mode, a last window more on each axis: the runtime keeps it or not
     ends = [p + (s - 1) * ceil for p, s in zip(pads[rank:], strides)]
     kernel_of_ones = ctx.constant(np.ones([1, 1, *kernel], ctx.numpy_type(x)))
@@ -148,6 +149,7 @@ def window_sum_adjoint(ctx, dy, x, values, window):
 
     Examples
     --------
+    >>> from onnx import helper
     >>> from helpers.portable.gradients.registry import GradientContext
     >>> ctx = GradientContext({"x": ["N", 3, 8]}, {}, set(), 17)
     >>> dx = window_sum_adjoint(ctx, "dy", "x", np.ones(2), ([2], [2], [1], [0, 0]))
@@ -176,6 +178,7 @@ def average_pool_grad(node, dy, ctx):
 
     Examples
     --------
+    >>> from onnx import helper
     >>> from helpers.portable.gradients.registry import GradientContext
     >>> node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3], pads=[1, 1])
     >>> ctx = GradientContext({"x": ["N", 3, 8]}, {}, {"x"}, 17)
@@ -189,8 +192,8 @@ def average_pool_grad(node, dy, ctx):
     kernel, pads = window[0], window[3]
     dtype = ctx.numpy_type(x)
     scaled = dy[0]
-    whole = attribute(node, "count_include_pad", 0) or not any(pads)
-    if whole and not attribute(node, "ceil_mode", 0):
+    whole = node_attribute(node, "count_include_pad", 0) or not any(pads)
+    if whole and not node_attribute(node, "ceil_mode", 0):
         # every window lies inside the padded input and divides by the kernel's size
         values = np.full(kernel, 1.0 / np.prod(kernel), dtype)
     else:
@@ -205,6 +208,7 @@ def global_average_pool_grad(node, dy, ctx):
 
     Examples
     --------
+    >>> from onnx import helper
     >>> from helpers.portable.gradients.registry import GradientContext
     >>> node = helper.make_node("GlobalAveragePool", ["x"], ["y"])
     >>> ctx = GradientContext({"x": ["N", 3, 8, 8]}, {}, {"x"}, 17)
@@ -227,6 +231,7 @@ def global_max_pool_grad(node, dy, ctx):
 
     Examples
     --------
+    >>> from onnx import helper
     >>> from helpers.portable.gradients.registry import GradientContext
     >>> node = helper.make_node("GlobalMaxPool", ["x"], ["y"])
     >>> ctx = GradientContext({"x": ["N", 3, 8, 8]}, {}, {"x"}, 17)

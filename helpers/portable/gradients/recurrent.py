@@ -43,7 +43,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .registry import attribute, gradient, value_shapes_and_types
+from ..node_attributes import node_attribute
+from .registry import gradient, value_shapes_and_types
 
 #: Operator to its number of gates and its default activations (one direction).
 RECURRENT = {
@@ -64,7 +65,7 @@ def _input(node, index):
 
 
 def _hidden_size(node, shapes):
-    size = attribute(node, "hidden_size")
+    size = node_attribute(node, "hidden_size")
     if size is None:
         size = (shapes.get(node.input[2]) or [None])[-1]
     return size if isinstance(size, int) else None
@@ -73,7 +74,7 @@ def _hidden_size(node, shapes):
 def _length(node, shapes):
     """The static sequence length of ``node``'s input, or None."""
     shape = shapes.get(node.input[0])
-    length = shape[attribute(node, "layout", 0)] if shape is not None else None
+    length = shape[node_attribute(node, "layout", 0)] if shape is not None else None
     return length if isinstance(length, int) else None
 
 
@@ -90,15 +91,15 @@ def unrolling_refused(node, shapes):
     'Its sequence length is not fixed by the model, s'
     """
     _, defaults = RECURRENT[node.op_type]
-    directions = 2 if attribute(node, "direction", b"forward") == b"bidirectional" else 1
-    activations = [a.decode() for a in attribute(node, "activations", [])]
+    directions = 2 if node_attribute(node, "direction", "forward") == "bidirectional" else 1
+    activations = node_attribute(node, "activations", [])
     if _input(node, 4):
         return "Its sequence_lens input is not supported: pad the sequences to one length."
     if node.op_type == "LSTM" and _input(node, 7):
         return "Its peepholes (input P) are not supported."
-    if attribute(node, "input_forget", 0):
+    if node_attribute(node, "input_forget", 0):
         return "Its input_forget=1 is not supported."
-    if attribute(node, "clip") is not None:
+    if node_attribute(node, "clip") is not None:
         return "Its clip attribute is not supported: export without clipping."
     if activations and (
         len(activations) != len(defaults) * directions or set(activations) - _ACTIVATIONS
@@ -222,7 +223,7 @@ def _is_zeros(name, producers):
     if node is None:
         return False
     if node.op_type == "ConstantOfShape":
-        value = attribute(node, "value")
+        value = node_attribute(node, "value")
         return value is None or not numpy_helper.to_array(value).any()
     return node.op_type in _KEEPS_ZEROS and _is_zeros(node.input[0], producers)
 
@@ -254,12 +255,12 @@ def _direction(w, node, d, inputs, length, size):
     """The states of direction ``d`` in time order, its last state and last cell state."""
     kind, (x, weight, recurrence, bias, h, c) = node.op_type, inputs
     gates, defaults = RECURRENT[kind]
-    act = [a.decode() for a in attribute(node, "activations", [])] or defaults * (d + 1)
+    act = node_attribute(node, "activations", []) or defaults * (d + 1)
     act = act[d * len(defaults) : (d + 1) * len(defaults)]
     wb, rb = w.split(bias, [gates * size] * 2, 0)
     projected = w.op("MatMul", [x, w.op("Transpose", [weight], perm=[1, 0])])  # N T G*H
     if kind == "GRU":
-        lbr = attribute(node, "linear_before_reset", 0)
+        lbr = node_attribute(node, "linear_before_reset", 0)
         cell_weights = (
             (recurrence, *(w.split(recurrence, [2 * size, size], 0) if not lbr else [None] * 2)),
             (rb, *(w.split(rb, [2 * size, size], 0) if not lbr else [None] * 2)),
@@ -273,7 +274,7 @@ def _direction(w, node, d, inputs, length, size):
     steps = w.split(flat, sizes, 1)
     if kind == "GRU":
         steps = list(zip(steps[::2], steps[1::2]))
-    reverse = attribute(node, "direction", b"forward") == b"reverse" or d == 1
+    reverse = node_attribute(node, "direction", "forward") == "reverse" or d == 1
     states = [None] * length
     for t in reversed(range(length)) if reverse else range(length):  # h is the last state
         if kind == "GRU":
@@ -292,8 +293,8 @@ def _unroll(w, node, length, size, producers, used):
     wanted = [(k, o) for k, o in enumerate(node.output) if o in used]
     if not wanted:
         return
-    layout = attribute(node, "layout", 0)
-    directions = 2 if attribute(node, "direction", b"forward") == b"bidirectional" else 1
+    layout = node_attribute(node, "layout", 0)
+    directions = 2 if node_attribute(node, "direction", "forward") == "bidirectional" else 1
     x, weight, recurrence, bias, h0, c0 = (_input(node, k) for k in (0, 1, 2, 3, 5, 6))
     if not layout:
         x = w.op("Transpose", [x], perm=[1, 0, 2])

@@ -17,7 +17,8 @@ axes are an empty constant.
 
 import numpy as np
 
-from .registry import attribute, gradient
+from ..node_attributes import node_attribute
+from .registry import gradient
 
 
 def _rest(node):
@@ -36,9 +37,9 @@ def _reduced_axes(node, ctx):
             ctx.refuse("Its axes are computed at run time; give them as a constant.")
         axes = [int(a) for a in np.ravel(value)]
     else:
-        axes = attribute(node, "axes", None)
+        axes = node_attribute(node, "axes", None)
     if not axes:
-        if attribute(node, "noop_with_empty_axes", 0):
+        if node_attribute(node, "noop_with_empty_axes", 0):
             return []
         return None if rank is None else list(range(rank))
     if rank is None:
@@ -52,7 +53,7 @@ def _kept(node, value, ctx, axes):
     """``value``, shaped as the reduction's output, reshaped to its keepdims form: it broadcasts
     against the input."""
     x = node.input[0]
-    if axes == [] or attribute(node, "keepdims", 1):
+    if axes == [] or node_attribute(node, "keepdims", 1):
         return value
     if axes is None:
         return ctx.op("Reshape", [value, ctx.constant(np.ones(ctx.rank(x) or 0, np.int64))])

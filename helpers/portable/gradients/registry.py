@@ -12,6 +12,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ..node_attributes import node_attribute
+
 #: ``(domain, op_type)`` to the function that writes the gradient of such a node.
 GRADIENTS = {}
 
@@ -70,20 +72,6 @@ def gradient(op_type, domain=""):
         return function
 
     return decorate
-
-
-def attribute(node, name, default=None):
-    """The value of ``node``'s attribute ``name``, or ``default``.
-
-    Examples
-    --------
-    >>> attribute(helper.make_node("Gemm", ["a", "b"], ["y"], transB=1), "transB", 0)
-    1
-    """
-    for attr in node.attribute:
-        if attr.name == name:
-            return helper.get_attribute_value(attr)
-    return default
 
 
 class GradientContext:
@@ -344,7 +332,7 @@ def value_shapes_and_types(model):
             ]
     for node in graph.node:
         if node.op_type == "Constant":
-            value = attribute(node, "value")
+            value = node_attribute(node, "value")
             if value is not None:
                 shapes[node.output[0]], types[node.output[0]] = list(value.dims), value.data_type
     return shapes, types

@@ -10,7 +10,8 @@ axes, repeats, lengths) are integers: they receive no gradient.
 import numpy as np
 from onnx import numpy_helper
 
-from .registry import attribute, gradient
+from ..node_attributes import node_attribute
+from .registry import gradient
 from .via_lowering import lowered
 
 
@@ -91,7 +92,7 @@ def transpose_grad(node, dy, ctx):
     >>> written_operators(make_node("Transpose", ["x"], ["y"], perm=[1, 0]), {"x": [[1.0, 2.0]]})
     ['Transpose']
     """
-    perm = attribute(node, "perm")
+    perm = node_attribute(node, "perm")
     if perm is None:
         return [ctx.op("Transpose", [dy[0]])]
     return [ctx.op("Transpose", [dy[0]], perm=[int(i) for i in np.argsort(perm)])]
@@ -159,7 +160,7 @@ def concat_grad(node, dy, ctx):
     >>> written_operators(node, {"a": [[1.0]], "b": [[1.0, 2.0]]})
     ['Split']
     """
-    axis = attribute(node, "axis")
+    axis = node_attribute(node, "axis")
     if len(node.input) == 1:
         return [dy[0]]
     lengths = [ctx.length(x, axis) for x in node.input]
@@ -191,7 +192,7 @@ def split_grad(node, dy, ctx):
     ['Concat']
     """
     parts = [g if g is not None else zeros_like(ctx, y) for g, y in zip(dy, node.output)]
-    return [ctx.op("Concat", parts, axis=attribute(node, "axis", 0))] + _rest(node)
+    return [ctx.op("Concat", parts, axis=node_attribute(node, "axis", 0))] + _rest(node)
 
 
 def _space_to_depth_channels(ctx, block, channels):
@@ -215,9 +216,9 @@ def depth_to_space_grad(node, dy, ctx):
     >>> written_operators(node, {"x": np.ones((1, 8, 2, 2))})
     ['SpaceToDepth', 'Gather']
     """
-    block = attribute(node, "blocksize")
+    block = node_attribute(node, "blocksize")
     grad = ctx.op("SpaceToDepth", [dy[0]], blocksize=block)
-    if attribute(node, "mode", b"DCR") in (b"DCR", "DCR"):
+    if node_attribute(node, "mode", "DCR") == "DCR":
         return [grad]
     channels = (ctx.shape(node.input[0]) or [None, None])[1]
     if not isinstance(channels, int):
@@ -237,7 +238,9 @@ def space_to_depth_grad(node, dy, ctx):
     >>> written_operators(node, {"x": np.ones((1, 2, 4, 4))})
     ['DepthToSpace']
     """
-    return [ctx.op("DepthToSpace", [dy[0]], blocksize=attribute(node, "blocksize"), mode="DCR")]
+    return [
+        ctx.op("DepthToSpace", [dy[0]], blocksize=node_attribute(node, "blocksize"), mode="DCR")
+    ]
 
 
 @gradient("Dropout")

@@ -15,8 +15,9 @@ gradient is ``c_i * (softmax(x)_i - onehot(t_i))`` (cross-entropy) or ``-c_i * o
 
 import numpy as np
 
+from ..node_attributes import node_attribute
 from .indexing import as_int64
-from .registry import attribute, gradient
+from .registry import gradient
 from .via_lowering import lowered
 
 
@@ -27,7 +28,7 @@ def _one_axis(node, ctx):
             "Below opset 13 it flattens its input to 2-D from the axis on; export the model at "
             "opset 13 or later."
         )
-    return attribute(node, "axis", -1)
+    return node_attribute(node, "axis", -1)
 
 
 @gradient("Softmax")
@@ -67,8 +68,8 @@ def _loss_terms(node, dy, ctx):
     if weights and ctx.needs(weights):
         ctx.refuse("Its class weights have no gradient here: freeze them.")
     rank = ctx.known_rank(scores, "its scores")
-    reduction = attribute(node, "reduction", b"mean").decode()
-    ignore = attribute(node, "ignore_index")
+    reduction = node_attribute(node, "reduction", "mean")
+    ignore = node_attribute(node, "ignore_index")
     labels64 = as_int64(ctx, labels)
     count = ctx.op("Gather", [ctx.op("Shape", [scores]), ctx.constant(np.array(1, np.int64))])
     classes = ctx.op(

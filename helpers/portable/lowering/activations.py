@@ -11,11 +11,8 @@ import math
 import numpy as np
 from onnx import helper
 
+from ..node_attributes import node_attribute
 from .registry import register
-
-
-def _attribute(node, name, default):
-    return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), default)
 
 
 def _float(ctx, value, tag):
@@ -53,7 +50,7 @@ def lower_leaky_relu_grad(node, ctx):
     ['Greater', 'Mul', 'Where']
     """
     d_y, y = node.input
-    alpha = _float(ctx, _attribute(node, "alpha", 0.01), "alpha")
+    alpha = _float(ctx, node_attribute(node, "alpha", 0.01), "alpha")
     positive, scaled = ctx.name("positive"), ctx.name("scaled")
     return [
         helper.make_node("Greater", [y, _float(ctx, 0.0, "zero")], [positive]),
@@ -114,7 +111,7 @@ def lower_quick_gelu(node, ctx):
     ['Mul', 'Sigmoid', 'Mul']
     """
     x = node.input[0]
-    alpha = _float(ctx, _attribute(node, "alpha", 1.702), "alpha")
+    alpha = _float(ctx, node_attribute(node, "alpha", 1.702), "alpha")
     scaled, gate = ctx.name("alpha_x"), ctx.name("sigmoid")
     return [
         helper.make_node("Mul", [x, alpha], [scaled]),
@@ -137,7 +134,7 @@ def lower_quick_gelu_grad(node, ctx):
     7
     """
     d_y, x = node.input
-    alpha = _float(ctx, _attribute(node, "alpha", 1.702), "alpha")
+    alpha = _float(ctx, node_attribute(node, "alpha", 1.702), "alpha")
     one = _float(ctx, 1.0, "one")
     names = [ctx.name(t) for t in ("alpha_x", "s", "one_minus_s", "slope", "factor", "dy_s")]
     scaled, gate, complement, slope, factor, d_y_gate = names

@@ -49,8 +49,9 @@ import itertools
 import numpy as np
 from onnx import helper
 
+from ..node_attributes import node_attribute
 from .registry import register
-from .spatial import attribute, dims_from, reduce, window_attributes
+from .spatial import dims_from, reduce, window_attributes
 
 _INT_MAX = np.iinfo(np.int64).max
 
@@ -61,7 +62,7 @@ def _transposed_input_gradient(node, ctx, attrs):
     d_y, _, w = node.input[:3]
     d_x = node.output[0]
     shared = dict(
-        strides=strides, dilations=dilations, pads=pads, group=attribute(node, "group", 1)
+        strides=strides, dilations=dilations, pads=pads, group=node_attribute(node, "group", 1)
     )
     if all(s == 1 for s in strides):
         return [helper.make_node("ConvTranspose", [d_y, w], [d_x], **shared)]
@@ -127,7 +128,7 @@ def _flipped_input_gradient(node, ctx, attrs):
     ``dilation * (kernel - 1) - pads``."""
     kernel, strides, dilations, pads = attrs
     d_y, _, w = node.input[:3]
-    group = attribute(node, "group", 1)
+    group = node_attribute(node, "group", 1)
     nodes, flipped = _flipped_kernel(w, group, len(strides) + 2, ctx)
     reach = [d * (k - 1) for k, d in zip(kernel, dilations)]
     return nodes + [
@@ -177,7 +178,7 @@ def _swapped_weight_gradient(node, ctx, attrs):
     """``dW`` (``node.output[1]``) as a ``Conv`` of the images as channels by ``dY``."""
     _, strides, dilations, pads = attrs
     d_y, x, w = node.input[:3]
-    group = attribute(node, "group", 1)
+    group = node_attribute(node, "group", 1)
     rank = len(strides) + 2
     nodes, x_images = _images_as_channels(x, group, rank, ctx)
     filters, full, sliced = ctx.name("dy_swapped"), ctx.name("dW_full"), ctx.name("dW_swapped")
@@ -322,7 +323,7 @@ def applicable_formulations(node):
     (['flipped_conv', 'conv_transpose'], ['swapped_conv'])
     """
     kernel, strides, dilations, pads = window_attributes(node)
-    group = attribute(node, "group", 1)
+    group = node_attribute(node, "group", 1)
     inputs, weights = ["conv_transpose"], ["swapped_conv"]
     reach = [d * (k - 1) for k, d in zip(kernel or [], dilations)]
     if kernel and all(s == 1 for s in strides) and all(p <= r for p, r in zip(pads, reach * 2)):

@@ -7,18 +7,8 @@ into the ``MatMul`` after it; the gradient of a ``MatMul`` is written with them.
 import numpy as np
 from onnx import helper
 
+from ..node_attributes import node_attribute
 from .registry import register
-
-
-def _attributes(node):
-    values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    return (
-        float(values.get("alpha", 1.0)),
-        bool(values.get("transA", 0)),
-        bool(values.get("transB", 0)),
-        bool(values.get("transBatchA", 0)),
-        bool(values.get("transBatchB", 0)),
-    )
 
 
 def _permutation(rank, transpose, batch):
@@ -62,7 +52,11 @@ def lower_fused_matmul(node, ctx):
     >>> [n.op_type for n in lower_fused_matmul(node, LoweringContext(17, ranks={"a": 3, "b": 3}))]
     ['Transpose', 'MatMul', 'Mul']
     """
-    alpha, trans_a, trans_b, batch_a, batch_b = _attributes(node)
+    alpha = float(node_attribute(node, "alpha", 1.0))
+    trans_a, trans_b, batch_a, batch_b = (
+        bool(node_attribute(node, name, 0))
+        for name in ("transA", "transB", "transBatchA", "transBatchB")
+    )
     a, b = node.input
     out = node.output[0]
     ranks = ctx.rank(a), ctx.rank(b)

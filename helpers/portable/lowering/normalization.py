@@ -23,8 +23,9 @@ is zero, as torch's). Float32 rounding apart, the kernel's values. The formula o
 import numpy as np
 from onnx import helper
 
+from ..node_attributes import node_attribute
 from .registry import register
-from .spatial import attribute, reduce
+from .spatial import reduce
 
 
 def standardized_input_gradient(op, mean, d_xhat, xhat, inv_std, centred=True):
@@ -83,7 +84,7 @@ def _rows(value, axis, ctx, tag):
 
 
 def _layer_norm_grad(node, ctx, simplified):
-    axis = attribute(node, "axis", -1)
+    axis = node_attribute(node, "axis", -1)
     if simplified:
         d_y, x, scale, inv_std = node.input[:4]
     else:

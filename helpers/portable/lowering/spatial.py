@@ -8,6 +8,8 @@ defaults filled in.
 import numpy as np
 from onnx import helper
 
+from ..node_attributes import node_attribute
+
 #: From this opset on, ``ReduceSum`` takes its axes as an input; ``ReduceMean`` from 18.
 AXES_AS_INPUT = {"ReduceSum": 13, "ReduceMean": 18}
 
@@ -50,23 +52,6 @@ def dims_from(value, axis, ctx, tag):
     ], name
 
 
-def attribute(node, name, default=None):
-    """The value of ``node``'s attribute ``name`` (strings decoded), or ``default``.
-
-    Examples
-    --------
-    >>> from onnx import helper
-    >>> node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[2, 2], auto_pad="VALID")
-    >>> attribute(node, "strides"), attribute(node, "auto_pad"), attribute(node, "group", 1)
-    ([2, 2], 'VALID', 1)
-    """
-    for attr in node.attribute:
-        if attr.name == name:
-            value = helper.get_attribute_value(attr)
-            return value.decode() if isinstance(value, bytes) else value
-    return default
-
-
 def window_attributes(node, sizes=None):
     """``(kernel_shape, strides, dilations, pads)`` of a convolution or pooling node, each a list
     with ONNX's default where the attribute is missing; ``kernel_shape`` may be None.
@@ -89,19 +74,19 @@ def window_attributes(node, sizes=None):
     ...     "Conv", [], [], kernel_shape=[3], strides=[2], auto_pad="SAME_LOWER"), sizes=[8])
     ([3], [2], [1], [1, 0])
     """
-    kernel = attribute(node, "kernel_shape")
-    given = [attribute(node, n) for n in ("kernel_shape", "strides", "dilations")]
-    pads = attribute(node, "pads")
+    kernel = node_attribute(node, "kernel_shape")
+    given = [node_attribute(node, n) for n in ("kernel_shape", "strides", "dilations")]
+    pads = node_attribute(node, "pads")
     rank = next((len(v) for v in given if v), len(pads) // 2 if pads else None)
     if rank is None:
         raise ValueError(
             f"{node.op_type} node {node.name!r} has no kernel_shape, strides, dilations nor "
             "pads: its number of spatial axes is unknown; give it a kernel_shape attribute."
         )
-    strides = attribute(node, "strides") or [1] * rank
-    dilations = attribute(node, "dilations") or [1] * rank
+    strides = node_attribute(node, "strides") or [1] * rank
+    dilations = node_attribute(node, "dilations") or [1] * rank
     pads = list(pads or [0] * (2 * rank))
-    auto_pad = attribute(node, "auto_pad", "NOTSET")
+    auto_pad = node_attribute(node, "auto_pad", "NOTSET")
     if auto_pad == "VALID":
         pads = [0] * (2 * rank)
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
