@@ -57,6 +57,40 @@ def dropout_mlp():
     return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 3))
 
 
+def mobile_cnn():
+    """3x16x16 images, 10 classes: a MobileNet-like block (1x1 expansion, depthwise 3x3,
+    1x1 projection), batch normalization after each convolution."""
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False),
+        nn.BatchNorm2d(8),
+        nn.ReLU6(),
+        nn.Conv2d(8, 16, 1, bias=False),
+        nn.BatchNorm2d(16),
+        nn.ReLU6(),
+        nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False),
+        nn.BatchNorm2d(16),
+        nn.ReLU6(),
+        nn.Conv2d(16, 8, 1, bias=False),
+        nn.BatchNorm2d(8),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 10),
+    )
+
+
+class DivergesInOnnx(nn.Module):
+    """16 features, 3 classes: torch trains it, but its ONNX export scales the scores by 1e30, so
+    that onnxruntime's trainings diverge (a TrainingDivergedError) within their first steps."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(16, 3)
+
+    def forward(self, x):
+        scores = self.layer(x)
+        return scores * 1e30 if torch.onnx.is_in_onnx_export() else scores
+
+
 class Rounded(nn.Module):
     """``torch.round`` between two layers: torch trains it (a zero gradient), onnxruntime has no
     gradient for Round."""
@@ -156,6 +190,23 @@ def test_an_untrainable_model_is_a_row_and_torch_still_runs(tmp_path, check_step
         check_step_time(rows[framework])
     # the memory chart holds only the frameworks that ran
     assert rows["torch eager"]["peak_mb"] > 0 and "peak_mb" not in rows["ort whole-training"]
+
+
+def test_a_framework_that_diverges_is_a_row_and_the_notebook_goes_on(tmp_path):
+    """Both onnxruntime trainings diverge; torch still trains, is timed and its memory measured,
+    and every row is written with the tolerance it is judged by."""
+    rows, notebook = _run(tmp_path, "DivergesInOnnx", try_compile=False)
+    assert set(rows) == EVERY_FRAMEWORK - {"torch.compile"}
+    for framework in ("ort whole-training", "ort forward-backward"):
+        row = rows[framework]
+        assert row["note"] == "diverged: see error", framework
+        assert row["error"].startswith("TrainingDivergedError: ") and "\n" not in row["error"]
+        assert f"{framework}: diverged: TrainingDivergedError" in notebook
+    torch_row = rows["torch eager"]
+    assert torch_row["error"] is None and torch_row["peak_mb"] >= torch_row["import_mb"] > 0
+    assert torch_row["comparable"] is True and torch_row["loss_gap"] == 0
+    assert torch_row["tolerance"] == max(1e-3, 2 * torch_row["torch_spread"])
+    assert "comparable: a loss within" in notebook
 
 
 def test_a_dropout_model_run_twice_writes_the_same_losses(tmp_path):

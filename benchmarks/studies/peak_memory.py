@@ -57,6 +57,7 @@ def measure(
     input_dtype="float32",
     vocabulary=None,
     repeats=3,
+    record_failures=False,
 ):
     """Peak memory and set-up of each framework, each in a fresh process.
 
@@ -67,6 +68,9 @@ def measure(
     ``vocabulary`` (see :class:`benchmarks.workloads.model_inputs.InputSpec`).
     ``frameworks`` names those to measure (those that can train the model).
     ``repeats``: one-step refits, the fastest of which gives the refit's set-up.
+    ``record_failures``: a process that fails (a training that diverges...) is a row whose
+    ``error`` says why in one line, and the next frameworks are still measured; without it,
+    the first failure raises ``RuntimeError``.
 
     Returns
     -------
@@ -77,7 +81,15 @@ def measure(
         (``first_fit_setup_s``, ``refit_setup_s``, ``step_s``:
         :func:`~benchmarks.studies.peak_memory_process.setup_costs`); for
         onnxruntime what its training caches did (``first_fit_builds``, ``refit_builds``,
-        ``refit_cache_hits``).
+        ``refit_cache_hits``); with ``record_failures``, ``error`` (None, or why the process
+        failed: its figures are then NaN).
+
+    Examples
+    --------
+    >>> df = measure(n_features=4, hidden=8, n_samples=32, batch_size=16, epochs=1,
+    ...              frameworks=["scikit-learn"], record_failures=True)
+    >>> list(df.framework), df.error.tolist(), bool(df.peak_mb[0] >= df.import_mb[0] > 0)
+    (['scikit-learn'], [None], True)
     """
     import pandas as pd
 
@@ -106,16 +118,44 @@ def measure(
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=False
         )
-        if out.returncode:
+        if not out.returncode:
+            rows.append({**json.loads(out.stdout.strip().splitlines()[-1]), "error": None})
+        elif record_failures:
+            rows.append({"framework": framework, "error": process_error(out.stderr)})
+        else:
             raise RuntimeError(f"The process measuring {framework} failed:\n{out.stderr[-2000:]}")
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    df = pd.DataFrame(rows).reindex(columns=_COLUMNS)
+    df = pd.DataFrame(rows).reindex(columns=_COLUMNS + (["error"] if record_failures else []))
+    if record_failures:  # None, not NaN, beside the errors
+        df["error"] = df.error.astype(object).where(df.error.notna(), None)
     df["training_mb"] = df.peak_mb - df.import_mb
     return df
 
 
+def process_error(stderr, limit=300):
+    r"""What a failed process raised, in one line: the last line of its traceback.
+
+    Examples
+    --------
+    >>> process_error("Traceback (most recent call last):\n  ...\nValueError: no\n")
+    'ValueError: no'
+    >>> process_error("helpers.core.errors.TrainingDivergedError: epoch 2\n")
+    'TrainingDivergedError: epoch 2'
+    >>> process_error("")
+    'the process failed without a message'
+    """
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    text = lines[-1] if lines else "the process failed without a message"
+    kind, colon, message = text.partition(": ")
+    if colon and all(part.isidentifier() for part in kind.split(".")):
+        text = f"{kind.rsplit('.', 1)[-1]}: {message}"  # the exception's name, not its module
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def plot(df, title):
-    """Stacked horizontal bars: memory after the imports, then what training adds; PNG bytes."""
+    """Stacked horizontal bars: memory after the imports, then what training adds; PNG bytes.
+
+    Rows without figures (a process that failed, see :func:`measure`) have no bar.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -123,6 +163,7 @@ def plot(df, title):
 
     from benchmarks.report import style
 
+    df = df[df.peak_mb.notna()]
     fig, ax = plt.subplots(figsize=(7, 0.6 * len(df) + 1.5))
     colors = [style.color(f) for f in df.framework]
     ax.barh(df.framework, df.import_mb, color=colors, alpha=0.45, label="imports and model")

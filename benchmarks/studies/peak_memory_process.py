@@ -157,12 +157,15 @@ def setup_costs(
     ``more(X, y, epochs)``, which trains the fitted model further without
     any set-up. On the first ``rows`` samples of ``X`` (one small step, so
     that the step subtracted stays small beside the set-up): a first fit,
-    ``repeats`` refits, ``repeats`` more steps of the last refit's model; a
-    set-up is such a fit minus the fastest such step (refits: the fastest
-    one; 0 when it is lost in the noise of a step). Then a refit trains
-    ``epochs`` epochs of ``X`` in batches of ``batch_size`` (what the peak
-    memory measures), which gives a step's time: that fit's time less the
-    refit's set-up, over its steps.
+    ``repeats`` refits, then one more step of each refit's model; a set-up
+    is such a fit minus the fastest such step (refits: the fastest one; 0
+    when it is lost in the noise of a step). No model trains more than
+    these two steps from the initial weights: a model kept training on the
+    same two rows may diverge (batch normalization over two samples), which
+    would say nothing of its memory. Then a new refit trains ``epochs``
+    epochs of ``X`` in batches of ``batch_size`` (what the peak memory
+    measures), which gives a step's time: that fit's time less the refit's
+    set-up, over its steps.
 
     Returns
     -------
@@ -174,7 +177,7 @@ def setup_costs(
     >>> import numpy as np
     >>> def fit(X, y, epochs):
     ...     return lambda X, y, epochs: None
-    >>> # first fit, 2 refits, 2 small steps, then 15 steps of 8 rows
+    >>> # first fit, 2 refits, a small step more of each, then 15 steps of 8 rows
     >>> ticks = iter([0, 0.5, 1, 1.04, 2, 2.03, 3, 3.01, 4, 4.02, 5, 5.17])
     >>> costs = setup_costs(fit, fit, np.zeros(40), np.zeros(40), 8, 3, repeats=2,
     ...                     clock=lambda: next(ticks))
@@ -190,7 +193,7 @@ def setup_costs(
     small = (X[:rows], y[:rows], 1)
     first_s, _ = timed(first_fit, *small)
     refits = [timed(refit, *small) for _ in range(repeats)]
-    step = min(timed(refits[-1][1], *small)[0] for _ in range(repeats))
+    step = min(timed(more, *small)[0] for _, more in refits)  # one step more of each
     refit_setup = max(min(seconds for seconds, _ in refits) - step, 0.0)
     trained, _ = timed(refit, X, y, epochs)
     steps = epochs * -(-len(X) // batch_size)

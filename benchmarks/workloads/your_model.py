@@ -9,19 +9,23 @@ onnxruntime optimizers do), with the same loss and update rule:
   :func:`helpers.add_loss_output`) and the forward/backward API;
 * :func:`first_fits`: one epoch of each, keeping the frameworks that ran and
   the reason of those that failed (any exception: an operator without a
-  gradient, a compiler that does not work...);
+  gradient, a compiler that does not work, a training that diverged...);
+* :func:`final_losses`: the loss of each after the timed epochs, or why it failed there
+  (a training that diverged later);
 * :func:`compile_seconds`: what ``torch.compile`` took, its first fit less a compiled one.
 
 What the notebook says of them and the rows of its record:
 :mod:`benchmarks.workloads.your_model_record`.
 """
 
+import math
 import time
 
 import numpy as np  # noqa: F401  (the examples use it)
 import torch  # noqa: F401  (the examples call it)
 
 from benchmarks.workloads import frameworks as fw
+from helpers import TrainingDivergedError
 from helpers.teaching.torch_reference import torch_fit as reference_fit
 
 
@@ -152,11 +156,95 @@ def failure_reason(exc, limit=300):
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def checked_loss(fit, epochs):
+    """``fit(epochs)``, a training that must end with a finite loss.
+
+    The onnxruntime optimizers raise :class:`helpers.TrainingDivergedError` themselves when
+    a training diverges; torch goes on with NaN, which this raises the same error for.
+
+    Examples
+    --------
+    >>> checked_loss(lambda epochs: 0.5, 2)
+    0.5
+    >>> try:
+    ...     checked_loss(lambda epochs: float("nan"), 2)
+    ... except TrainingDivergedError as error:
+    ...     print(error)
+    The mean loss of epoch 2 is nan: training diverged. Try a smaller learning rate.
+    """
+    loss = fit(epochs)
+    if not math.isfinite(loss):
+        raise TrainingDivergedError(
+            f"The mean loss of epoch {epochs} is {loss}: training diverged. "
+            "Try a smaller learning rate."
+        )
+    return loss
+
+
+def attempt_fit(fit, epochs):
+    """``(loss, None)``, or ``(None, reason)`` when ``fit(epochs)`` raised or lost finiteness.
+
+    Examples
+    --------
+    >>> attempt_fit(lambda epochs: 2.0, 1)
+    (2.0, None)
+    >>> attempt_fit(lambda epochs: 1 / 0, 1)
+    (None, 'ZeroDivisionError: division by zero')
+    """
+    try:
+        return checked_loss(fit, epochs), None
+    except Exception as exc:  # noqa: BLE001  (a framework that fails is a row, not the end)
+        return None, failure_reason(exc)
+
+
+def is_divergence(reason):
+    """Whether the reason a framework failed (:func:`failure_reason`) is a training that diverged.
+
+    Examples
+    --------
+    >>> is_divergence("TrainingDivergedError: The mean loss of epoch 2 is nan")
+    True
+    >>> is_divergence("UntrainableModelError: Round")
+    False
+    """
+    return reason.startswith(TrainingDivergedError.__name__)
+
+
+def final_losses(fits, epochs):
+    """The mean loss of the last epoch of each fit of ``epochs`` epochs, and why the others failed.
+
+    A fit that raises (a :class:`helpers.TrainingDivergedError`, any exception) or ends
+    with a non-finite loss is a failure of that framework alone: the others still run.
+
+    Returns
+    -------
+    final : dict
+        Name to the loss, for the fits that trained.
+    failed : dict
+        Name to the reason (:func:`failure_reason`; :func:`is_divergence` tells a divergence).
+
+    Examples
+    --------
+    >>> final_losses({"a": lambda epochs: 1.0 / epochs, "b": lambda epochs: float("inf")}, 4)
+    ({'a': 0.25}, {'b': 'TrainingDivergedError: The mean loss of epoch 4 is inf: training \
+diverged. Try a smaller learning rate.'})
+    """
+    final, failed = {}, {}
+    for name, fit in fits.items():
+        loss, reason = attempt_fit(fit, epochs)
+        if reason is None:
+            final[name] = loss
+        else:
+            failed[name] = reason
+    return final, failed
+
+
 def first_fits(fits, clock=time.perf_counter):
     """Fit each framework for one epoch: those that ran, why the others failed, how long each first
     fit took.
 
-    Any exception is a failure of that framework alone: the others still run.
+    Any exception, or a loss that is not finite, is a failure of that framework alone: the
+    others still run.
 
     Returns
     -------
@@ -178,10 +266,9 @@ def first_fits(fits, clock=time.perf_counter):
     ran, failed, first_s = {}, {}, {}
     for name, fit in fits.items():
         start = clock()
-        try:
-            fit(1)
-        except Exception as exc:  # noqa: BLE001  (a framework that fails is a row, not the end)
-            failed[name] = failure_reason(exc)
+        _, reason = attempt_fit(fit, 1)
+        if reason is not None:
+            failed[name] = reason
             continue
         first_s[name] = clock() - start
         ran[name] = fit

@@ -6,7 +6,9 @@ Once the fits of :mod:`benchmarks.workloads.your_model` have run:
 * :func:`step_sentence`: how a step compares with torch eager and ``torch.compile``, in words;
 * :func:`compile_note`: what ``torch.compile`` took, or why it is not known;
 * :func:`record_rows`: one row per framework for the record the aggregator reads
-  (:mod:`benchmarks.report.aggregate`), a failure included.
+  (:mod:`benchmarks.report.aggregate`), a failure or a divergence included, with the tolerance
+  of ``comparable`` and torch's own spread it comes from
+  (:mod:`benchmarks.workloads.your_model_spread`).
 """
 
 import math
@@ -16,6 +18,8 @@ from benchmarks.report.ratios import speed_phrase
 from benchmarks.workloads import frameworks as fw
 from benchmarks.workloads import models as bm
 from benchmarks.workloads.model_inputs import weighted_layers
+from benchmarks.workloads.your_model import is_divergence
+from benchmarks.workloads.your_model_spread import relative_gap
 
 
 def model_family(model_function, module):
@@ -106,7 +110,9 @@ def step_sentence(name, step_s, caveats=None):
     return f"{name}: a step is {', '.join(parts)}."
 
 
-def record_rows(common, costs, final, failed, curves, memory=None, compile_s=None, tolerance=1e-3):
+def record_rows(
+    common, costs, final, failed, curves, memory=None, compile_s=None, tolerance=1e-3, spread=None
+):
     """One row per framework: step time and ratio to torch eager, loss, time to loss, memory; or the
     failure.
 
@@ -120,20 +126,27 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
     final : dict
         Name to the loss after the timed epochs.
     failed : dict
-        Name to the reason it did not run.
+        Name to the reason it did not run, or stopped: a training that diverged
+        (:func:`benchmarks.workloads.your_model.is_divergence`) is noted ``'diverged'``.
     curves : pandas.DataFrame
         ``framework``, ``seconds``, ``loss``: the time-to-loss points.
     memory : pandas.DataFrame, optional
-        ``framework``, ``import_mb``, ``peak_mb`` (:func:`benchmarks.studies.peak_memory.measure`).
+        ``framework``, ``import_mb``, ``peak_mb`` (:func:`benchmarks.studies.peak_memory.measure`),
+        and ``error`` when a process failed (the row's ``memory_error``).
     compile_s : float, optional
         Compilation time of the ``torch.compile`` row.
     tolerance : float
-        Relative gap of the final loss to torch eager's under which a row is ``comparable``.
+        Relative gap of the final loss to torch eager's under which a row is ``comparable``
+        (:func:`benchmarks.workloads.your_model_spread.loss_tolerance`).
+    spread : float, optional
+        Torch eager's own spread the tolerance comes from
+        (:func:`benchmarks.workloads.your_model_spread.torch_spread`).
 
     Returns
     -------
     list of dict
-        Rows with every key of :data:`benchmarks.workloads.models.ROW_KEYS`.
+        Rows with every key of :data:`benchmarks.workloads.models.ROW_KEYS`, and ``loss_gap`` (the
+        relative gap to torch eager's loss), ``tolerance`` and ``torch_spread``.
 
     Examples
     --------
@@ -155,8 +168,21 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
     >>> [(r["framework"], r.get("ratio_to_torch_eager"), r["comparable"], r["error"]) for r in rows]
     [('torch eager', 1.0, True, None), ('ort whole-training', 0.5, True, None), \
 ('ort forward-backward', None, None, 'UntrainableModelError: Round')]
+    >>> rows = record_rows(
+    ...     {"benchmark": "your_model", "batch_size": 32},
+    ...     costs,
+    ...     {fw.TORCH: 1.0, fw.ORT_WHOLE: 1.004},
+    ...     {fw.ORT_FORWARD_BACKWARD: "TrainingDivergedError: epoch 2"},
+    ...     curves,
+    ...     tolerance=0.006,
+    ...     spread=0.003,
+    ... )
+    >>> [(r["framework"], r["comparable"], r["note"]) for r in rows]
+    [('torch eager', True, None), ('ort whole-training', True, None), \
+('ort forward-backward', None, 'diverged: see error')]
     """
     reference = costs.get(fw.TORCH, {}).get("step_s")
+    calibration = dict(tolerance=tolerance, torch_spread=spread)
     memory = memory.set_index("framework") if memory is not None else None
     rows = []
     for name, cost in costs.items():
@@ -172,6 +198,8 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
             train_loss=final[name],
             ratio_to_torch_eager=step / reference if reference else None,
             comparable=bm.is_comparable(final[name], final.get(fw.TORCH), tolerance),
+            loss_gap=relative_gap(final[name], final.get(fw.TORCH)),
+            **calibration,
             time_to_loss=curves.loc[curves.framework == name, ["seconds", "loss"]]
             .to_numpy()
             .tolist(),
@@ -180,12 +208,22 @@ def record_rows(common, costs, final, failed, curves, memory=None, compile_s=Non
             timing_note=cost.get("note") or None,
         )
         if memory is not None and name in memory.index:
-            row.update(memory.loc[name, ["import_mb", "peak_mb"]].astype(float).to_dict())
+            error = memory.loc[name].get("error")
+            if isinstance(error, str):  # its process failed: no figures
+                row["memory_error"] = error
+            else:
+                row.update(memory.loc[name, ["import_mb", "peak_mb"]].astype(float).to_dict())
         if name == fw.TORCH_COMPILE and compile_s is not None:
             row.update(compile_time_s=compile_s, note=compile_note(compile_s))
         rows.append(row)
     rows += [
-        bm.make_row(**common, framework=name, error=reason, note="not run: see error")
+        bm.make_row(
+            **common,
+            framework=name,
+            error=reason,
+            note="diverged: see error" if is_divergence(reason) else "not run: see error",
+            **calibration,
+        )
         for name, reason in failed.items()
     ]
     return rows
