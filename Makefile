@@ -52,6 +52,19 @@ MAINTAINED_STAMP := $(MAINTAINED_VENV)/.setup-maintained
 MAINTAINED_KERNEL_NAME := ort-maintained
 MAINTAINED_KERNEL_DISPLAY_NAME := Python (onnxruntime maintained)
 
+# OpenVINO's onnxruntime (`make setup-openvino`), to train step models with its execution provider
+# (benchmarks.studies.step_engines): onnxruntime-openvino 1.24.1, whose wheels are for Python 3.11,
+# provides the import name `onnxruntime` too, so it has an environment of its own; numpy, onnx and
+# protobuf at requirements/base.txt's pins; helpers importable by a .pth file, as in the maintained
+# environment.
+OPENVINO_VENV ?= .venv-openvino
+OPENVINO_PY = $(OPENVINO_VENV)/bin/python
+OPENVINO_PYTHON ?= $(firstword $(shell for p in $$(command -v python3.11) $$(command -v pyenv \
+  >/dev/null 2>&1 && ls -d "$$(pyenv root)"/versions/3.11*/bin/python3.11 2>/dev/null | sort -V -r); do \
+  $$p -c "" 2>/dev/null && { echo $$p; exit 0; }; done))
+OPENVINO_RUNTIME := onnxruntime-openvino==1.24.1
+OPENVINO_STAMP := $(OPENVINO_VENV)/.setup-openvino
+
 # Benchmark grid: quick (default) or full, or a TOML file; extra runner options
 GRID ?= quick
 BENCH_ARGS ?=
@@ -70,7 +83,7 @@ PYTEST_ARGS ?=
 # Jupyter refuses to run as root unless told to (containers, CI machines).
 LAB_ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup setup-maintained setup-web git-filter lab lint test fuzz bench docs docs-test doctor clean
+.PHONY: help setup setup-maintained setup-openvino setup-web git-filter lab lint test fuzz bench docs docs-test doctor clean
 
 help:
 	@echo "Targets:"
@@ -81,6 +94,8 @@ help:
 	@echo "          training module) on the newest Python it has wheels for, with torch,"
 	@echo "          scikit-learn and skl2onnx, helpers importable (build_training_step, the runner),"
 	@echo "          the Jupyter kernel '$(MAINTAINED_KERNEL_DISPLAY_NAME)' (in $(VENV) too)"
+	@echo "  setup-openvino  build $(OPENVINO_VENV): onnxruntime-openvino 1.24.1 (OpenVINO's execution"
+	@echo "          provider) on Python 3.11, numpy and onnx at the pins, helpers importable"
 	@echo "  setup-web  npm install onnxruntime-web into helpers/portable/web (the browser's"
 	@echo "          runtime, under Node): the tests then train a step model with it too"
 	@echo "  lab     start JupyterLab on notebooks/ (LAB_ARGS=... passes options)"
@@ -166,6 +181,19 @@ $(MAINTAINED_STAMP): requirements/maintained.txt | $(MAINTAINED_PY)
 	$(MAINTAINED_PY) -c 'import helpers.portable.trainer, onnxruntime; from helpers import build_training_step, export_for_training; print("helpers.portable on onnxruntime", onnxruntime.__version__)'
 	$(MAINTAINED_PY) -m ipykernel install --sys-prefix --name $(MAINTAINED_KERNEL_NAME) --display-name "$(MAINTAINED_KERNEL_DISPLAY_NAME)"
 	touch $@
+
+$(OPENVINO_PY):
+	@if [ -z "$(OPENVINO_PYTHON)" ]; then echo "error: no Python 3.11 found (onnxruntime-openvino 1.24.1 has wheels for it only); install one (for example: uv python install 3.11) or give OPENVINO_PYTHON=/path/to/python3.11" >&2; exit 1; fi
+	@$(OPENVINO_PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "error: onnxruntime-openvino 1.24.1 needs Python 3.11; $(OPENVINO_PYTHON) is %d.%d" % sys.version_info[:2])'
+	$(OPENVINO_PYTHON) -m venv $(OPENVINO_VENV)
+
+$(OPENVINO_STAMP): requirements/base.txt | $(OPENVINO_PY)
+	$(OPENVINO_PY) -m pip install $(OPENVINO_RUNTIME) $$(grep -E '^(numpy|onnx|protobuf)==' requirements/base.txt)
+	$(OPENVINO_PY) -c 'import os, sysconfig; open(os.path.join(sysconfig.get_paths()["purelib"], "ort_training_notebooks.pth"), "w").write(os.getcwd() + "\n")'
+	$(OPENVINO_PY) -c 'import helpers.portable.trainer, onnxruntime as ort; assert "OpenVINOExecutionProvider" in ort.get_available_providers(); print("helpers.portable on onnxruntime", ort.__version__, "with OpenVINO")'
+	touch $@
+
+setup-openvino: $(OPENVINO_STAMP)
 
 # onnxruntime-web (pinned in helpers/portable/web/package.json and its lock file), for the test
 # that trains a step model with the runtime a browser runs; needs node and npm.
