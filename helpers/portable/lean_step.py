@@ -190,7 +190,7 @@ def fold_constants(model, batch_size=None):
     del graph.node[:], graph.initializer[:]
     graph.node.extend(nodes)
     graph.initializer.extend(initializers)
-    return without_dead_nodes(without_copies(without_repeats(model)))
+    return without_dead_nodes(without_copies(without_repeats(_no_ops_as_copies(model))))
 
 
 def without_repeats(model):
@@ -230,6 +230,31 @@ def without_repeats(model):
         nodes.append(node)
     del graph.node[:]
     graph.node.extend(nodes)
+    return model
+
+
+#: Operators that change no value when their output has their input's shape.
+SHAPE_ONLY = {"Reshape", "Expand", "Squeeze", "Unsqueeze", "Flatten"}
+#: Reductions that change no value when they reduce axes of one element (their output then has
+#: their input's shape): the sum, mean, product, maximum or minimum of one number is that number.
+REDUCTIONS = {"ReduceSum", "ReduceMean", "ReduceProd", "ReduceMax", "ReduceMin"}
+
+
+def _no_ops_as_copies(model):
+    """``model`` with the nodes that return their input unchanged written as ``Identity``
+    (:func:`without_copies` then bypasses them): a reshape to the same shape, a reduction over
+    axes of one element."""
+    shapes = _static_shapes(model)
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in SHAPE_ONLY | REDUCTIONS:
+            continue
+        shape = shapes.get(node.input[0])
+        if shape is not None and shapes.get(node.output[0]) == shape and len(node.output) == 1:
+            source, target = node.input[0], node.output[0]
+            node.Clear()
+            node.op_type, node.name = "Identity", f"unchanged_{target}"
+            node.input.append(source)
+            node.output.append(target)
     return model
 
 
@@ -328,12 +353,15 @@ def lean_step(step, batch_size=None):
     >>> from onnx import TensorProto
     >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3])
     >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    >>> nodes = [helper.make_node("Shape", ["x"], ["shape"]),
-    ...          helper.make_node("Reshape", ["x", "shape"], ["y"])]  # a copy, as a gradient makes
+    >>> nodes = [helper.make_node("Shape", ["x"], ["shape"], end=1),  # x / its rows
+    ...          helper.make_node("Cast", ["shape"], ["rows"], to=TensorProto.FLOAT),
+    ...          helper.make_node("Div", ["x", "rows"], ["y"])]
     >>> model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
     ...                           opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    >>> [n.op_type for n in lean_step(model).graph.node]
+    ['Shape', 'Cast', 'Div']
     >>> [n.op_type for n in lean_step(model, batch_size=4).graph.node]
-    ['Reshape']
+    ['Div']
     """
     lean = fold_constants(step, batch_size)
     computed = {o for node in lean.graph.node for o in node.output}
@@ -341,30 +369,6 @@ def lean_step(step, batch_size=None):
     del lean.graph.value_info[:]
     lean.graph.value_info.extend(kept)
     return lean
-
-
-def node_counts(step, batch_size):
-    """The nodes of ``step``, of its lean form, and of its lean form for ``batch_size`` rows.
-
-    Examples
-    --------
-    >>> from onnx import TensorProto
-    >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3])
-    >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    >>> nodes = [helper.make_node("Size", ["x"], ["n"]),
-    ...          helper.make_node("Cast", ["n"], ["nf"], to=TensorProto.FLOAT),
-    ...          helper.make_node("Div", ["x", "nf"], ["d"]),
-    ...          helper.make_node("Identity", ["d"], ["y"])]
-    >>> model = helper.make_model(helper.make_graph(nodes, "mean", [x], [y]),
-    ...                           opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    >>> node_counts(model, 4)
-    (4, 3, 1)
-    """
-    return (
-        len(step.graph.node),
-        len(lean_step(step).graph.node),
-        len(lean_step(step, batch_size).graph.node),
-    )
 
 
 def _copy(model):
