@@ -119,6 +119,7 @@ API_ORDER = {
         "divergence",
         "__main__",
         "epoch_loop",
+        "lean_step",
         "batch_order",
         "step_format",
         "step_model",
