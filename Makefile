@@ -283,7 +283,7 @@ bench: setup
 	$(PY) -m benchmarks --grid $(GRID) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(MAINTAINED_VENV) $(WEB_DIR)/node_modules build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(MAINTAINED_VENV) $(OPENVINO_VENV) $(WEB_DIR)/node_modules build dist *.egg-info .pytest_cache
 	find . \( -name .git -o -name .venv -o -path './$(VENV)' \) -prune -o \
 	  -type d \( -name __pycache__ -o -name .ipynb_checkpoints -o -name .pytest_cache \) -prune \
 	  -exec rm -rf {} +
