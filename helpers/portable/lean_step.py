@@ -159,9 +159,11 @@ def fold_constants(model, batch_size=None):
     >>> len(fold_constants(model).graph.node), len(fold_constants(model, 2).graph.node)
     (3, 1)
     """
-    model = _with_batch_size(model, batch_size) if batch_size else _copy(model)
+    if batch_size and (int(batch_size) != batch_size or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}.")
+    rows = _batch_shapes(model, int(batch_size)) if batch_size else {}
+    model = _with_shapes(model, rows)
     graph = model.graph
-    rows = _batch_shapes(model, batch_size) if batch_size else {}
     folded, known, of_rows = _foldable(graph, _static_shapes(model), rows)
     values = {**known, **_run_once(model, folded, known)}
     kept = [n for n in folded if _grows(n, values)]
@@ -391,12 +393,10 @@ def _batch_shapes(model, rows):
     return shapes
 
 
-def _with_batch_size(model, batch_size):
-    """A copy of ``model`` whose batch inputs have ``batch_size`` rows."""
-    if int(batch_size) != batch_size or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}.")
+def _with_shapes(model, shapes):
+    """A copy of ``model`` whose inputs have the dimensions ``shapes`` gives (input name to axis
+    to size)."""
     model = _copy(model)
-    shapes = _batch_shapes(model, int(batch_size))
     for value in model.graph.input:
         dims = value.type.tensor_type.shape.dim
         for axis, size in shapes.get(value.name, {}).items():

@@ -34,8 +34,9 @@ class _StateBindings:
     """The state in two sets of OrtValues, and for each session two I/O bindings that alternate
     between them (the sessions of one training share its state)."""
 
-    def __init__(self, step, values, device, extra_outputs):
-        self.step, self.names, self.extra_outputs = step, list(step.record.state), extra_outputs
+    def __init__(self, step, values, device, extra_inputs, extra_outputs):
+        self.step, self.names = step, list(step.record.state)
+        self.extra_inputs, self.extra_outputs = extra_inputs, extra_outputs
         self.sets = [
             {
                 n: onnxruntime.OrtValue.ortvalue_from_numpy(np.array(values[n]), device)
@@ -51,7 +52,7 @@ class _StateBindings:
         self.bindings = {}
         self.current = 0
 
-    def binding(self, session, extra_inputs):
+    def binding(self, session):
         """The binding of ``session`` whose inputs are the current state."""
         if id(session) not in self.bindings:
             self.bindings[id(session)] = [session.io_binding(), session.io_binding()]
@@ -59,7 +60,7 @@ class _StateBindings:
                 for name, next_name in zip(self.names, self.step.next_names):
                     binding.bind_ortvalue_input(name, self.sets[k][name])
                     binding.bind_ortvalue_output(next_name, self.sets[1 - k][name])
-                for name, value in extra_inputs.items():
+                for name, value in self.extra_inputs.items():
                     binding.bind_ortvalue_input(name, value)
                 for name, value in self.extra_outputs(session).items():
                     if isinstance(value, onnxruntime.OrtValue):
@@ -279,10 +280,14 @@ class StepSession:
         --------
         See :class:`StepSession`.
         """
-        self._state = _StateBindings(self.step, values, self.device, self._outputs)
+        self._state = _StateBindings(
+            self.step, values, self.device, {STEP_INPUT: self._step_value}, self._outputs
+        )
 
     def _binding(self, rows, loop=False):
-        return self._state.binding(self.session(rows, loop), {STEP_INPUT: self._step_value})
+        """The session for ``rows`` and its binding whose inputs are the current state."""
+        session = self.session(rows, loop)
+        return session, self._state.binding(session)
 
     def values(self):
         """The current state: name to a copy of its value (numpy).
@@ -340,7 +345,7 @@ class StepSession:
         state, names = self._state, self.step.record.batch_inputs
         losses = []
         for values, (start, end) in batches:
-            binding = self._binding(end - start)
+            session, binding = self._binding(end - start)
             for name, value in zip(names, values):
                 binding.bind_ortvalue_input(name, value)
             drawn = [  # kept until the run: the runtime reads the arrays themselves
@@ -351,16 +356,13 @@ class StepSession:
             ]
             for (draw, _), value in zip(self.draws, drawn):
                 binding.bind_ortvalue_input(draw.name, value)
-            self._sessions_run(binding, end - start)
+            session.run_with_iobinding(binding, self._run_options)
             losses.append(float(self._loss))
             if not np.isfinite(losses[-1]):
                 return np.array(losses), len(losses) - 1
             state.advance()
             self._step_count[()] += 1
         return np.array(losses), len(losses)
-
-    def _sessions_run(self, binding, rows, loop=False):
-        self.session(rows, loop).run_with_iobinding(binding, self._run_options)
 
     def _loop_epoch(self, data, order):
         """The full batches in one call of the epoch model, then the last smaller one (a lean
@@ -369,13 +371,13 @@ class StepSession:
         full = len(order) - len(order) % size if self.settings.lean else len(order)
         losses = np.empty(0)
         if full:
-            binding = self._binding(size, loop=True)
+            session, binding = self._binding(size, loop=True)
             for name, value in zip(self.step.record.batch_inputs, data.whole):
                 binding.bind_ortvalue_input(name, value)
             order_value = onnxruntime.OrtValue.ortvalue_from_numpy(order[:full])
             binding.bind_ortvalue_input(self.loop.order, order_value)
             binding.bind_ortvalue_input(self.loop.batch_size, data.batch_size)
-            self._sessions_run(binding, size, loop=True)
+            session.run_with_iobinding(binding, self._run_options)
             losses = binding.get_outputs()[-1].numpy().astype(np.float64)
             if not np.isfinite(losses).all():
                 return losses, 0
