@@ -28,6 +28,7 @@ An error is one line on stderr, and the exit code says which kind (:data:`EXIT_C
 
 import argparse
 import json
+import logging
 import os
 import sys
 
@@ -202,6 +203,19 @@ def _check_out(out):
         raise PermissionError(f"Cannot write in {parent!r}: give another --out folder.")
 
 
+def _trainer_class():
+    """:class:`~helpers.portable.trainer.PortableTrainer`, imported without torch's warnings.
+
+    onnxruntime-training's import loads torch; torch's CUDA build, on a machine with a CUDA
+    toolkit and no GPU, logs "No CUDA runtime is found" as it loads: a line on stderr that has
+    nothing to do with a step trained on the CPU, and would break the one-line errors.
+    """
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    from .trainer import PortableTrainer  # noqa: PLC0415 (after the checks, see _fit)
+
+    return PortableTrainer
+
+
 def _fit(args):
     """Train as ``args`` say, then write the three files; return the trainer and the epochs the
     step had trained before.
@@ -212,7 +226,7 @@ def _fit(args):
     X, y, weights = _load_data(args.data)
     step = read_model(args.step)
     _check_out(args.out)
-    from .trainer import PortableTrainer  # noqa: PLC0415 (after the checks, see above)
+    PortableTrainer = _trainer_class()
 
     trainer = PortableTrainer(
         step,
