@@ -38,7 +38,7 @@ def _label(model):
 
 def _timed(df):
     """The rows with a step: status empty, a finite ``step_s``."""
-    status = df.status.fillna("").astype(str)
+    status = df.status.astype(object).fillna("").astype(str)
     return df[(status == "") & df.step_s.map(lambda s: math.isfinite(float(s)))]
 
 
@@ -86,7 +86,9 @@ def engines_table(df):
     {'model': 'm', 'CPU provider ms': '12.3', 'torch eager ms': '20',
      'fastest': 'the CPU provider'}
     """
-    df = df.assign(status=df.status.fillna("").astype(str), note=df.note.fillna("").astype(str))
+    df = df.assign(
+        status=df.status.astype(object).fillna("").astype(str), note=df.note.fillna("").astype(str)
+    )
     engines = [e for e in ENGINES if e in set(df.engine)]
     best = fastest(df)
     rows = []
@@ -134,7 +136,7 @@ def answer_sentence(df):
     sentence = "; ".join(parts) + "."
     if not sentence.startswith(ENGINES[TORCH]):
         sentence = sentence[0].upper() + sentence[1:]
-    openvino = df[df.engine == OPENVINO].status.fillna("").astype(str)
+    openvino = df[df.engine == OPENVINO].status.astype(object).fillna("").astype(str)
     refused = openvino.str.startswith(REFUSED).sum()
     if len(openvino) and not openvino.str.startswith(NOT_MEASURED).all():
         sentence += f" OpenVINO refused {refused} of {len(openvino)} step models."

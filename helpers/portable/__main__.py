@@ -114,7 +114,13 @@ def build_parser():
         "--random-state", type=int, help="seed of the row orders (default: the exporter's)"
     )
     fit.add_argument(
-        "--epoch-loop", action="store_true", help="run each epoch as one call (an ONNX Loop)"
+        "--epoch-loop", action="store_true", help="run each epoch as one call (an ONNX Scan)"
+    )
+    fit.add_argument(
+        "--no-lean",
+        dest="lean",
+        action="store_false",
+        help="run the step as it is, not specialised to the batch size (same results, slower)",
     )
     fit.add_argument(
         "--providers",
@@ -234,6 +240,7 @@ def _fit(args):
         batch_size=args.batch_size,
         random_state=args.random_state,
         epoch_loop=args.epoch_loop,
+        lean=args.lean,
         providers=args.providers,
         n_threads=args.threads,
     )

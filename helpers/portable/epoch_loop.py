@@ -1,26 +1,30 @@
-"""One epoch of training in one call: the step model inside an ONNX ``Loop`` over the batches.
+"""Whole batches of an epoch in one call: the step model inside an ONNX ``Scan`` over them.
 
 :func:`epoch_model` turns a step model (:mod:`helpers.portable.step_format`) into the model of
-a whole epoch. Its graph:
+the whole batches of an epoch. Its graph:
 
-* inputs: each batch input with every row of the data set (same names as the step's), the
-  epoch's order of the rows (int64 ``[N]``, a permutation drawn as
-  :mod:`helpers.portable.batch_order` draws it), the rows of a batch (int64 scalar), ``step``
-  (int64 scalar: the count of the epoch's first step), then the state, each value without a
-  default (the trainer feeds it);
-* outputs: ``NAME.next`` for each state value after the epoch's last step, then the loss of each
-  step (float ``[batches]``).
+* inputs: each batch input with every row of the data set (same names as the step's), the order
+  of the rows the batches take (int64 ``[N]``, the epoch's permutation drawn as
+  :mod:`helpers.portable.batch_order` draws it, cut to a multiple of the batch size), the rows
+  of a batch (int64 scalar), ``step`` (int64 scalar: the count of the first step), then the
+  state, each value without a default (the trainer feeds it);
+* outputs: ``NAME.next`` for each state value after the last step, then the loss of each step
+  (float ``[N / batch_size]``).
 
-The names the loop adds (the order, the batch size, the losses and every value of its own) begin
-with a prefix that no name of the step begins with, ``epoch_loop/`` unless the step uses it
-(:func:`loop_names`): a step whose inputs or state are named ``order``, ``batch_size`` or
-``losses`` becomes an epoch model too.
+The names the model adds (the order, the batch size, the losses and every value of its own)
+begin with a prefix that no name of the step begins with, ``epoch_loop/`` unless the step uses
+it (:func:`loop_names`): a step whose inputs or state are named ``order``, ``batch_size`` or
+``losses`` has an epoch model too.
 
-The loop body gathers the rows ``order[k * batch_size : (k + 1) * batch_size]`` of each batch
-input (the last batch is smaller: ``Slice`` stops at the end), runs the step's nodes
-unchanged with the step count ``step + k``, and carries the state to the next batch. The
-runtime runs the same kernels on the same values as one call per step: the losses and the
-state agree bit for bit (tests/portable check it on 1.19.2 and on the maintained runtime).
+The order is reshaped to one row of indices per batch, which ``Scan`` hands its body one at a
+time: the body gathers those rows of each batch input, runs the step's nodes unchanged, and
+carries the state (and the step count, when a node reads it) to the next batch. That is one
+node of bookkeeping per batch input a step, which matters on a small model: the runtime spends
+about half a microsecond on each node a step runs. The last batch of an epoch, smaller when the
+batch size does not divide the rows, is a step of its own
+(:class:`~helpers.portable.step_session.StepSession`). The runtime runs the same kernels on the
+same values as one call per step: the losses and the state agree bit for bit (tests/portable
+check it on 1.19.2 and on the maintained runtime).
 """
 
 import dataclasses
@@ -29,10 +33,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from .runtime_support import default_opset
 from .step_format import LOSS_OUTPUT, STEP_INPUT, read_record
 
 #: The prefix of the names the loop adds, unless the step has a name that begins with it.
 PREFIX = "epoch_loop/"
+#: The first opset of the default domain whose ``Scan`` takes scan inputs of any length.
+SCAN_OPSET = 9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,24 +144,26 @@ def _rename_references(graph, names):
             _rename_references(subgraph, names)
 
 
-def _body(step, record, loop):
-    """The loop body: gather the batch, run the step's nodes, carry the state."""
+def _reads(graph, name):
+    """Whether a node of ``graph`` or of its subgraphs reads ``name``."""
+    return any(
+        name in node.input or any(_reads(subgraph, name) for subgraph in _subgraphs(node))
+        for node in graph.node
+    )
+
+
+def _body(step, record, loop, counts_steps):
+    """The scan body: gather the batch, run the step's nodes, carry the state (and the step
+    count when ``counts_steps``)."""
     body_inputs = {i.name: i for i in step.graph.input}
     step_outputs = {o.name: o for o in step.graph.output}
     own, inner = loop.own, loop.step_value
     nodes = [
-        helper.make_node("Mul", [own("k"), loop.batch_size], [own("start")]),
-        helper.make_node("Add", [own("start"), loop.batch_size], [own("end")]),
-        helper.make_node("Reshape", [own("start"), own("one_dim")], [own("starts")]),
-        helper.make_node("Reshape", [own("end"), own("one_dim")], [own("ends")]),
-        helper.make_node("Slice", [loop.order, own("starts"), own("ends")], [own("rows")]),
-        *(
-            helper.make_node("Gather", [name, own("rows")], [inner(name)], axis=0)
-            for name in record.batch_inputs
-        ),
-        helper.make_node("Add", [STEP_INPUT, own("k")], [inner(STEP_INPUT)]),
-        helper.make_node("Identity", [own("cond")], [own("cond_out")]),
+        helper.make_node("Gather", [name, own("rows")], [inner(name)], axis=0)
+        for name in record.batch_inputs
     ]
+    if counts_steps:
+        nodes.append(helper.make_node("Add", [inner(STEP_INPUT), own("one")], [own("next_step")]))
     interface = [
         *record.batch_inputs,
         STEP_INPUT,
@@ -173,17 +182,19 @@ def _body(step, record, loop):
         copy.name = inner(value_info.name)
         return copy
 
+    count = [helper.make_tensor_value_info(inner(STEP_INPUT), TensorProto.INT64, [])]
+    next_count = [helper.make_tensor_value_info(own("next_step"), TensorProto.INT64, [])]
     return helper.make_graph(
         nodes,
         "epoch_body",
         [
-            helper.make_tensor_value_info(own("k"), TensorProto.INT64, []),
-            helper.make_tensor_value_info(own("cond"), TensorProto.BOOL, []),
             *(renamed(body_inputs[name]) for name in record.state),
+            *count * counts_steps,
+            helper.make_tensor_value_info(own("rows"), TensorProto.INT64, [own("batch_rows")]),
         ],
         [
-            helper.make_tensor_value_info(own("cond_out"), TensorProto.BOOL, []),
             *(renamed(step_outputs[record.next_name(name)]) for name in record.state),
+            *next_count * counts_steps,
             renamed(step_outputs[LOSS_OUTPUT]),
         ],
     )
@@ -201,7 +212,7 @@ def _every_row(value, rows):
 
 
 def epoch_model(step):
-    """The model of one epoch of ``step``: a ``Loop`` over its batches.
+    """The model of the whole batches of an epoch of ``step``: a ``Scan`` over them.
 
     Parameters
     ----------
@@ -231,32 +242,45 @@ def epoch_model(step):
     >>> session = onnxruntime.InferenceSession(epoch_model(step).SerializeToString(),
     ...                                        providers=["CPUExecutionProvider"])
     >>> loop = loop_names(step)
-    >>> total, losses = session.run(None, {
-    ...     "X": np.arange(5, dtype=np.float32), loop.order: np.array([4, 3, 2, 1, 0]),
+    >>> total, losses = session.run(None, {  # rows 4 and 3, then 2 and 1
+    ...     "X": np.arange(5, dtype=np.float32), loop.order: np.array([4, 3, 2, 1]),
     ...     loop.batch_size: np.array(2), "step": np.array(1), "total": np.array(0, np.float32)})
     >>> losses.tolist(), float(total)
-    ([7.0, 3.0, 0.0], 10.0)
+    ([7.0, 3.0], 10.0)
     """
     record = read_record(step)
     loop = loop_names(step)
     own = loop.own
+    opset = default_opset(step)
+    if opset < SCAN_OPSET:
+        raise ValueError(
+            f"The step model imports opset {opset} of the ONNX domain; its epoch model runs the "
+            f"batches in a Scan, which needs opset {SCAN_OPSET}: export the step with opset "
+            f"{SCAN_OPSET} or later, or train it with epoch_loop=False."
+        )
+    counts_steps = _reads(step.graph, STEP_INPUT)
     nodes = [
-        helper.make_node("Shape", [loop.order], [own("n_rows")]),
-        helper.make_node("Sub", [loop.batch_size, own("one")], [own("last_row")]),
-        helper.make_node("Add", [own("n_rows"), own("last_row")], [own("padded_rows")]),
-        helper.make_node("Div", [own("padded_rows"), loop.batch_size], [own("batches")]),
-        helper.make_node("Reshape", [own("batches"), own("scalar_shape")], [own("trip_count")]),
+        helper.make_node("Reshape", [loop.batch_size, own("one_dim")], [own("batch_dim")]),
         helper.make_node(
-            "Loop",
-            [own("trip_count"), "", *record.state],
-            [*(record.next_name(name) for name in record.state), loop.losses],
-            body=_body(step, record, loop),
+            "Concat", [own("any_dim"), own("batch_dim")], [own("batch_shape")], axis=0
+        ),
+        helper.make_node("Reshape", [loop.order, own("batch_shape")], [own("batches")]),
+        helper.make_node(
+            "Scan",
+            [*record.state, *[STEP_INPUT] * counts_steps, own("batches")],
+            [
+                *(record.next_name(name) for name in record.state),
+                *[own("last_step")] * counts_steps,
+                loop.losses,
+            ],
+            body=_body(step, record, loop, counts_steps),
+            num_scan_inputs=1,
         ),
     ]
     constants = [
-        numpy_helper.from_array(np.array(1, np.int64), own("one")),
         numpy_helper.from_array(np.array([1], np.int64), own("one_dim")),
-        numpy_helper.from_array(np.zeros(0, np.int64), own("scalar_shape")),
+        numpy_helper.from_array(np.array([-1], np.int64), own("any_dim")),
+        *[numpy_helper.from_array(np.array(1, np.int64), own("one"))] * counts_steps,
     ]
     step_inputs = {i.name: i for i in step.graph.input}
     defaults = [i.name for i in step.graph.initializer if i.name in step_inputs]
@@ -274,7 +298,7 @@ def epoch_model(step):
         ],
         [
             *(step_outputs[record.next_name(name)] for name in record.state),
-            helper.make_tensor_value_info(loop.losses, TensorProto.FLOAT, [own("batches")]),
+            helper.make_tensor_value_info(loop.losses, TensorProto.FLOAT, [own("steps")]),
         ],
         initializer=[*step.graph.initializer, *constants],
     )

@@ -20,6 +20,8 @@ The result trains bit for bit as the step it comes from, on batches of ``batch_s
 one for its last, smaller batch.
 """
 
+import itertools
+
 import numpy as np
 import onnx
 import onnxruntime
@@ -59,7 +61,20 @@ def _subgraph_inputs(node):
 
 
 def _static_shapes(model):
-    """Value name to shape (a tuple of ints) where onnx's shape inference knows every dimension."""
+    """Value name to shape (a tuple of ints) where onnx's shape inference knows every dimension.
+
+    Declarations of a symbolic shape or of a folded value are left out: shape inference keeps a
+    declared ``batch`` dimension where the rows are now known."""
+    model = _copy(model)
+    constants = {i.name for i in model.graph.initializer}
+    known = [
+        v
+        for v in model.graph.value_info
+        if v.name not in constants
+        and all(d.HasField("dim_value") for d in v.type.tensor_type.shape.dim)
+    ]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(known)
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     shapes = {}
     graph = inferred.graph
@@ -192,7 +207,8 @@ def fold_constants(model, batch_size=None):
     del graph.node[:], graph.initializer[:]
     graph.node.extend(nodes)
     graph.initializer.extend(initializers)
-    return without_dead_nodes(without_copies(without_repeats(_no_ops_as_copies(model))))
+    model = without_copies(without_repeats(model))
+    return without_dead_nodes(without_copies(_no_ops_as_copies(model)))
 
 
 def without_repeats(model):
@@ -235,28 +251,54 @@ def without_repeats(model):
     return model
 
 
-#: Operators that change no value when their output has their input's shape.
+#: Operators that change no value, only the shape, when their output has as many elements as
+#: their input.
 SHAPE_ONLY = {"Reshape", "Expand", "Squeeze", "Unsqueeze", "Flatten"}
 #: Reductions that change no value when they reduce axes of one element (their output then has
-#: their input's shape): the sum, mean, product, maximum or minimum of one number is that number.
+#: as many elements as their input): the sum, mean, product, maximum or minimum of one number is
+#: that number.
 REDUCTIONS = {"ReduceSum", "ReduceMean", "ReduceProd", "ReduceMax", "ReduceMin"}
 
 
 def _no_ops_as_copies(model):
-    """``model`` with the nodes that return their input unchanged written as ``Identity``
-    (:func:`without_copies` then bypasses them): a reshape to the same shape, a reduction over
-    axes of one element."""
+    """``model`` with the nodes that return their input's values unchanged written as
+    ``Identity`` (:func:`without_copies` then bypasses them) or, where only the shape changes,
+    as one ``Reshape`` of the value they start from: a reshape, squeeze, expand... that keeps
+    every element, a reduction over axes of one element, and chains of them."""
+    model = _copy(model)
+    graph = model.graph
     shapes = _static_shapes(model)
-    for node in model.graph.node:
+    origin = {}  # a value to the value whose elements it holds, unchanged and in order
+    shape_constants = {}
+    used = {name for n in graph.node for name in n.output} | {i.name for i in graph.initializer}
+    used |= {i.name for i in graph.input}
+    fresh = (f"lean_shape_{k}" for k in itertools.count() if f"lean_shape_{k}" not in used)
+    for node in graph.node:
         if node.domain not in ("", "ai.onnx") or node.op_type not in SHAPE_ONLY | REDUCTIONS:
             continue
-        shape = shapes.get(node.input[0])
-        if shape is not None and shapes.get(node.output[0]) == shape and len(node.output) == 1:
-            source, target = node.input[0], node.output[0]
-            node.Clear()
+        source, target = node.input[0], node.output[0]
+        before, after = shapes.get(source), shapes.get(target)
+        if len(node.output) != 1 or before is None or after is None or 0 in after:
+            continue
+        if np.prod(before, dtype=np.int64) != np.prod(after, dtype=np.int64):
+            continue
+        source = origin.get(source, source)
+        origin[target] = source
+        node.Clear()
+        node.output.append(target)
+        if shapes.get(source) == after:
             node.op_type, node.name = "Identity", f"unchanged_{target}"
             node.input.append(source)
-            node.output.append(target)
+            continue
+        if after not in shape_constants:
+            shape_constants[after] = next(fresh)
+        shape_name = shape_constants[after]
+        node.op_type, node.name = "Reshape", f"reshaped_{target}"
+        node.input.extend([source, shape_name])
+    graph.initializer.extend(
+        numpy_helper.from_array(np.array(shape, np.int64), name)
+        for shape, name in shape_constants.items()
+    )
     return model
 
 

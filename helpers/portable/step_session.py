@@ -365,10 +365,10 @@ class StepSession:
         return np.array(losses), len(losses)
 
     def _loop_epoch(self, data, order):
-        """The full batches in one call of the epoch model, then the last smaller one (a lean
-        epoch model has the rows of a full batch fixed)."""
+        """The whole batches in one call of the epoch model, then the last smaller one, a step
+        of its own."""
         size = int(data.batch_size.numpy())
-        full = len(order) - len(order) % size if self.settings.lean else len(order)
+        full = len(order) - len(order) % size
         losses = np.empty(0)
         if full:
             session, binding = self._binding(size, loop=True)

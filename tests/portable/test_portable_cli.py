@@ -69,13 +69,15 @@ def snapshot(folder):
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
-@pytest.mark.parametrize("epoch_loop", [False, True])
-def test_fit_writes_the_losses_the_trained_model_and_the_step(files, epoch_loop):
+@pytest.mark.parametrize(
+    "flags", [[], ["--epoch-loop"], ["--no-lean"], ["--epoch-loop", "--no-lean"]]
+)
+def test_fit_writes_the_losses_the_trained_model_and_the_step(files, flags):
+    """Each way of running the step trains the same numbers as the trainer's default."""
     folder, X, y = files
-    out = folder / f"out-{epoch_loop}"
+    out = folder / ("out" + "".join(flags))
     result = run_cli(
-        "fit", folder / "step.onnx", "--data", folder / "data.npz", "--out", out, *OPTIONS,
-        *(["--epoch-loop"] if epoch_loop else []),
+        "fit", folder / "step.onnx", "--data", folder / "data.npz", "--out", out, *OPTIONS, *flags
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert sorted(os.listdir(out)) == ["losses.json", "model.onnx", "step.onnx"]

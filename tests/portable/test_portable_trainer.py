@@ -97,18 +97,19 @@ def test_epoch_loop_equals_one_call_per_step_bit_for_bit(data, momentum):
 
 
 def test_epoch_model_equals_session_calls_per_step(data):
-    """The epoch model alone, against plain session.run calls of the step, one per batch."""
+    """The epoch model alone, against plain session.run calls of the step, one per batch: the
+    whole batches of 5 rows (35 of the 37)."""
     X, y = data
     step = linear_step(momentum=0.9)
     state = initial_state(step)
     initial = dict(state)
-    order = epoch_order(random_state(3), len(X))
+    order = epoch_order(random_state(3), len(X))[:35]
     session = onnxruntime.InferenceSession(
         step.SerializeToString(), providers=["CPUExecutionProvider"]
     )
     names = [o.name for o in step.graph.output]
     losses = []
-    for k, (a, b) in enumerate(batch_bounds(len(X), 5), start=4):
+    for k, (a, b) in enumerate(batch_bounds(len(order), 5), start=4):
         rows = order[a:b]
         feeds = {"X": X[rows], "label": y[rows, None], "step": np.array(k), **state}
         outputs = dict(zip(names, session.run(None, feeds)))
