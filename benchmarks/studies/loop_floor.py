@@ -7,7 +7,8 @@ runtime with nothing but ``k`` scalar ``Add`` nodes in its body, for ``k`` from 
 once onnxruntime optimized it (its ``MatMul`` and ``Add`` fused). The floor of that step is the
 fit at its node count; the step itself is timed beside it, in the same run, with the same
 harness: the marginal cost of an iteration, the time of 5,000 iterations minus that of 200 (the
-best of 15 runs each, in CPU time of the calling thread, on one thread).
+best of 15 runs each, the cases taking turns, in CPU time of the calling thread, on one
+thread).
 
 Run with the maintained environment (numpy, onnx and onnxruntime only)::
 
@@ -20,8 +21,8 @@ writes ``loop_floor.csv`` (one row per body: its nodes and its time per iteratio
 import argparse
 import csv
 import io
+import math
 import os
-import platform
 import tempfile
 import time
 
@@ -30,6 +31,7 @@ import onnx
 import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
+from benchmarks.sweep.records import machine_info
 from helpers import build_training_step
 from helpers.portable.atomic_files import write_atomic
 from helpers.portable.epoch_loop import epoch_model, loop_names
@@ -90,19 +92,26 @@ def scan_of_adds(nodes):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def per_iteration(session, feeds_for):
-    """The marginal seconds of an iteration: ``feeds_for(iterations)`` gives a run's inputs."""
+def per_iteration(cases):
+    """The marginal seconds of an iteration of each case, ``(session, feeds_for)``, where
+    ``feeds_for(iterations)`` gives a run's inputs: the cases take turns, round after round
+    (:data:`REPEATS`), so that a slow moment of the machine touches them all alike."""
 
-    def run(iterations):
+    def run(case, iterations):
+        session, feeds_for = case
         feeds = feeds_for(iterations)
         start = time.thread_time()
         session.run(None, feeds)
         return time.thread_time() - start
 
-    run(SHORT)  # warm-up
-    short = min(run(SHORT) for _ in range(REPEATS))
-    long = min(run(LONG) for _ in range(REPEATS))
-    return (long - short) / (LONG - SHORT)
+    short, long = [math.inf] * len(cases), [math.inf] * len(cases)
+    for case in cases:
+        run(case, SHORT)  # warm-up
+    for _ in range(REPEATS):
+        for k, case in enumerate(cases):
+            short[k] = min(short[k], run(case, SHORT))
+            long[k] = min(long[k], run(case, LONG))
+    return [(b - a) / (LONG - SHORT) for a, b in zip(short, long)]
 
 
 def linear_step():
@@ -149,35 +158,31 @@ def optimized_body_nodes(model):
         )
         optimized = onnx.load(options.optimized_model_filepath)
     scan = next(n for n in optimized.graph.node if n.op_type == "Scan")
-    return len(helper.get_attribute_value(scan.attribute[0]).node)
+    return len(next(a.g.node for a in scan.attribute if a.name == "body"))
 
 
 def measure():
     """The rows of the study: one per body of scalar ``Add`` nodes, then the linear step."""
-    rows = []
+    start = np.zeros(1, np.float32)
+
+    def adds_feeds(iterations):
+        return {"order": np.zeros((iterations, 1), np.int64), "start": start}
+
+    cases, rows = [], []
     for nodes in NODES:
-        session = onnxruntime.InferenceSession(
-            scan_of_adds(nodes).SerializeToString(), _options(), ["CPUExecutionProvider"]
-        )
-        start = np.zeros(1, np.float32)
-        seconds = per_iteration(
-            session, lambda n: {"order": np.zeros((n, 1), np.int64), "start": start}
-        )
-        rows.append({"body": "scalar Add nodes", "nodes": nodes, "iteration_s": seconds})
+        model = scan_of_adds(nodes).SerializeToString()
+        session = onnxruntime.InferenceSession(model, _options(), ["CPUExecutionProvider"])
+        cases.append((session, adds_feeds))
+        rows.append({"body": "scalar Add nodes", "nodes": nodes})
     epoch, feeds_for = linear_step()
     session = onnxruntime.InferenceSession(
         epoch.SerializeToString(), _options(), ["CPUExecutionProvider"]
     )
-    rows.append(
-        {
-            "body": "linear regression step (batch 1)",
-            "nodes": optimized_body_nodes(epoch),
-            "iteration_s": per_iteration(session, feeds_for),
-        }
-    )
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-    for row in rows:
-        row.update(onnxruntime=onnxruntime.__version__, machine=machine)
+    cases.append((session, feeds_for))
+    rows.append({"body": "linear regression step (batch 1)", "nodes": optimized_body_nodes(epoch)})
+    machine = f"{machine_info()['cpu']}, {os.cpu_count()} cores"
+    for row, seconds in zip(rows, per_iteration(cases)):
+        row.update(iteration_s=seconds, onnxruntime=onnxruntime.__version__, machine=machine)
     return rows
 
 
@@ -209,8 +214,9 @@ def markdown(rows):
     ...              "iteration_s": 9.5e-6, "onnxruntime": "1.31.1", "machine": "x86_64, 2 cores"})
     >>> print(markdown(rows).splitlines()[0])  # doctest: +ELLIPSIS
     A step of the linear regression fitted one row at a time runs 16 nodes in the epoch loop's \
-Scan and takes 9.5 us; an iteration of scalar nodes costs 1.0 us plus 0.50 us a node, so its \
-floor is 9.0 us: the 5 us goal needs at most 8 nodes.
+Scan and takes 9.5 us. An iteration of scalar nodes costs onnxruntime 1.0 us plus 0.50 us a \
+node, so even 16 nodes as cheap as a scalar Add would take 9.0 us: the 5 us goal needs at most 8 \
+nodes, fewer than the step's arithmetic.
     """
     fixed, per_node = fit_floor(rows)
     step = next(r for r in rows if r["body"] != "scalar Add nodes")
@@ -218,10 +224,11 @@ floor is 9.0 us: the 5 us goal needs at most 8 nodes.
     most = int((GOAL_S - fixed) // per_node)
     lines = [
         f"A step of the linear regression fitted one row at a time runs {step['nodes']} nodes "
-        f"in the epoch loop's Scan and takes {step['iteration_s'] * 1e6:.1f} us; an iteration "
-        f"of scalar nodes costs {fixed * 1e6:.1f} us plus {per_node * 1e6:.2f} us a node, so its "
-        f"floor is {floor * 1e6:.1f} us: the {GOAL_S * 1e6:.0f} us goal needs at most {most} "
-        "nodes.",
+        f"in the epoch loop's Scan and takes {step['iteration_s'] * 1e6:.1f} us. An iteration "
+        f"of scalar nodes costs onnxruntime {fixed * 1e6:.1f} us plus {per_node * 1e6:.2f} us a "
+        f"node, so even {step['nodes']} nodes as cheap as a scalar Add would take "
+        f"{floor * 1e6:.1f} us: the {GOAL_S * 1e6:.0f} us goal needs at most {most} nodes, "
+        "fewer than the step's arithmetic.",
         "",
         "| body of an iteration | nodes | us per iteration |",
         "| --- | --- | --- |",

@@ -26,7 +26,7 @@ from helpers.teaching import MAINTAINED_PYTHON
 
 #: The project's root: the maintained process imports :mod:`helpers.portable` from there.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-#: The portable frameworks: a session call per step, or an epoch per call (an ONNX ``Loop``).
+#: The portable frameworks: a session call per step, or an epoch per call (an ONNX ``Scan``).
 PORTABLE_MODES = {fw.PORTABLE_STEP: False, fw.PORTABLE_EPOCH_LOOP: True}
 
 

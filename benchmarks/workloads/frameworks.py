@@ -15,7 +15,7 @@ ORT_WHOLE = "ort whole-training"
 ORT_FORWARD_BACKWARD = "ort forward-backward"
 ORT_TORCH_MODULE = "ort torch module"
 #: A step model (``export_training_step``) trained on the maintained onnxruntime: a call per step,
-#: or an epoch per call (an ONNX ``Loop``).
+#: or an epoch per call (an ONNX ``Scan``).
 PORTABLE_STEP = "portable step"
 PORTABLE_EPOCH_LOOP = "portable epoch loop"
 NUMPY_MATMUL = "numpy matmul"

@@ -13,7 +13,7 @@ This package imports numpy, onnx and onnxruntime only: no torch, no scikit-learn
 * :mod:`~helpers.portable.trainer`: :class:`PortableTrainer`, which trains a step model (and
   saves the step that resumes the training);
 * :mod:`~helpers.portable.step_session`: a step model's session, its state kept in the runtime;
-* :mod:`~helpers.portable.epoch_loop`: the step inside an ONNX ``Loop``, one call per epoch;
+* :mod:`~helpers.portable.epoch_loop`: the step inside an ONNX ``Scan``, one call per epoch;
 * :mod:`~helpers.portable.batch_order`: the rows of each epoch and its batches, as the
   optimizers draw them too (the same seed gives the same batches);
 * ``python -m helpers.portable fit``: the same from the command line.

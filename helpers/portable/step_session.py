@@ -232,6 +232,9 @@ class StepSession:
         if settings.session_options is None:
             self._run_options = onnxruntime.RunOptions()
             self._run_options.log_severity_level = 4
+            # onnxruntime 1.31's Python run looks this entry up at every call; a missing one
+            # costs a C++ exception, about 50 us a step. 0 is the value it stands for then.
+            self._run_options.add_run_config_entry("gpu_graph_id", "0")
         self.draws = [RandomDraw.from_record(fields) for fields in step.record.draws]
         self._step_count, self._step_value = _scalar(1)
         self._loss, self._loss_value = _scalar(0.0, np.float32)

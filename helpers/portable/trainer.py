@@ -37,8 +37,8 @@ class PortableTrainer:
         drawn as the optimizers draw them; None: the record's (numpy's global generator when
         the record has none either), and a fitted optimizer's step continues its draws.
     epoch_loop : bool
-        Run each epoch as one call of an ONNX ``Loop`` over its batches instead of one call per
-        step (same losses, same state).
+        Run the whole batches of each epoch as one call of an ONNX ``Scan`` instead of one call
+        per step (same losses, same state; the last, smaller batch is a step of its own).
     providers : None, str or list
         onnxruntime execution providers (``"CUDAExecutionProvider"``...); None: the CPU.
     n_threads : int or None
