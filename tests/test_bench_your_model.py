@@ -127,6 +127,7 @@ def _run(tmp_path, model, **parameters):
     return rows, out.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "model, parameters, shape, dtype, loss",
     [
@@ -176,6 +177,7 @@ def test_every_framework_trains_the_model_alike(
         )
 
 
+@pytest.mark.slow
 def test_an_untrainable_model_is_a_row_and_torch_still_runs(tmp_path, check_step_time):
     rows, _ = _run(tmp_path, "Rounded", task="regression")
     assert set(rows) == EVERY_FRAMEWORK
@@ -192,6 +194,7 @@ def test_an_untrainable_model_is_a_row_and_torch_still_runs(tmp_path, check_step
     assert rows["torch eager"]["peak_mb"] > 0 and "peak_mb" not in rows["ort whole-training"]
 
 
+@pytest.mark.slow
 def test_a_framework_that_diverges_is_a_row_and_the_notebook_goes_on(tmp_path):
     """Both onnxruntime trainings diverge; torch still trains, is timed and its memory measured,
     and every row is written with the tolerance it is judged by."""
@@ -209,6 +212,7 @@ def test_a_framework_that_diverges_is_a_row_and_the_notebook_goes_on(tmp_path):
     assert "comparable: a loss within" in notebook
 
 
+@pytest.mark.slow
 def test_a_dropout_model_run_twice_writes_the_same_losses(tmp_path):
     """Every framework's dropout masks come from random_state: a second run repeats the first."""
     common = dict(n_samples=256, try_compile=False, measure_memory=False)

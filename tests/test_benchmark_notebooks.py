@@ -16,6 +16,7 @@ ROOT = os.path.dirname(HERE)
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "notebook, benchmark, expected, extra",
     [

@@ -31,6 +31,7 @@ def failure_of(name, tmp_path, **parameters):
     return caught.value
 
 
+@pytest.mark.slow
 def test_deeper_networks_given_as_strings(tmp_path):
     # Two hidden layers in both sections: the penalty section once reused the
     # first network's weight names; '(16, 8)' is what `-p` passes for a tuple.
@@ -43,6 +44,7 @@ def test_deeper_networks_given_as_strings(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_short_full_batch_check_and_deeper_classifiers(tmp_path):
     # The tables of the full-batch check once picked rows 1, 2, 5 and 20 by position;
     # the raw scores were once cut at 'add_result1', the output of one hidden layer only.
@@ -65,6 +67,7 @@ def test_parameters_that_cannot_work_together(tmp_path):
     assert error.cell_index == 6
 
 
+@pytest.mark.slow
 def test_claim_needing_more_training_names_the_parameter(tmp_path):
     error = failure_of("02_whole_training_in_detail.ipynb", tmp_path, n_samples=60, batch_size=50)
     assert error.ename == "AssertionError"

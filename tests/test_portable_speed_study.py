@@ -211,6 +211,7 @@ def test_every_zoo_model_has_its_steps_per_epoch():
     assert all(portable_speed.zoo_steps(name) >= 1 for name in ZOO)
 
 
+@pytest.mark.slow
 def test_the_study_writes_its_rows_and_its_text(tmp_path):
     """A quick run of the MLP case (the maintained process on this interpreter): every framework a
     row with the columns the summary reads, both builders' steps with their node counts, and the

@@ -138,6 +138,7 @@ def test_a_cluster_without_workers_is_said_and_stops_when_asked(
     assert seconds < 60
 
 
+@pytest.mark.slow
 def test_collected_results_are_released_so_a_lost_worker_does_not_run_them_again(
     tmp_path, sleep_grid
 ):
@@ -161,6 +162,7 @@ def test_folders_of_killed_runs_are_removed_by_the_next_run(tmp_path, sleep_grid
     assert not os.path.exists(stale)
 
 
+@pytest.mark.slow
 def test_runs_on_shared_cores_are_said_first_in_the_summary(tmp_path, sleep_grid):
     """--jobs 2 with runs of 2 threads on this machine: the summary's first lines say so; one at a
     time, not."""

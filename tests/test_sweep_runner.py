@@ -68,6 +68,7 @@ def _subprocess_env():
     return {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": ROOT}
 
 
+@pytest.mark.slow
 def test_runner_on_a_two_run_grid(tmp_path, capsys):
     grid = _sklearn_grid(tmp_path / "grid.toml", 300)
     results = str(tmp_path / "results")
@@ -114,6 +115,7 @@ def test_runner_on_a_two_run_grid(tmp_path, capsys):
     assert set(pd.read_csv(os.path.join(results, "summary.csv")).run) == set(runs)
 
 
+@pytest.mark.slow
 def test_runner_on_a_local_cluster(tmp_path, monkeypatch, capsys):
     """--jobs 2: a LocalCluster of two one-thread workers; results in results/local by default."""
     reference = os.path.join(ROOT, "results", "reference")
@@ -140,6 +142,7 @@ def test_runner_on_a_local_cluster(tmp_path, monkeypatch, capsys):
     assert "2 already complete, 0 to run" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_runner_on_a_dask_cluster(tmp_path):
     """--scheduler: the runs travel to workers that cannot import this checkout, records come
     back."""
@@ -239,6 +242,7 @@ def _kernels_of(pid):
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", [[], ["--jobs", "2"]], ids=["sequential", "local-cluster"])
 def test_ctrl_c_stops_a_sweep(tmp_path, engine, sleep_grid):
     """One Ctrl-C (SIGINT to the whole process group, as a terminal sends it) stops the sweep at

@@ -13,6 +13,7 @@ from benchmarks.studies import thread_scaling, thread_scaling_fits
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_thread_scaling_quick(tmp_path):
     """The thread-scaling script, as a user runs it, on a tiny size and one thread."""
     out = tmp_path / "out"

@@ -9,6 +9,7 @@ from conftest import APIS, make_optimizer
 from benchmarks.studies import peak_memory
 
 
+@pytest.mark.slow
 def test_peak_memory_measures_each_framework_in_its_own_process(tmp_path):
     assert peak_memory.main(["--quick", "--out", str(tmp_path)]) == 0
     import pandas as pd
@@ -39,6 +40,7 @@ def test_an_operator_without_gradient_is_named_by_both_apis():
             optimizer.fit(X, y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "parameters, expected",
     [

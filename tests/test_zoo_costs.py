@@ -150,6 +150,7 @@ def test_the_table_compares_the_faster_api_with_torch():
     assert "| ResNet-style CNN (small) | 900 / 400 (2.2x) |" in text
 
 
+@pytest.mark.slow
 def test_the_command_writes_one_row_per_model_and_framework(tmp_path):
     argv = ["--quick", "--models", "layernorm_mlp_small", "--out", str(tmp_path)]
     assert zoo_costs.main(argv) == 0

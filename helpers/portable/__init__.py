@@ -42,6 +42,7 @@ _PUBLIC = {
     "StepModel": ".step_model",
     "load_step": ".step_model",
     "epoch_model": ".epoch_loop",
+    "lean_step": ".lean_step",
     "loop_names": ".epoch_loop",
     "epoch_order": ".batch_order",
     "batch_bounds": ".batch_order",
