@@ -107,6 +107,10 @@ def test_the_section_says_why_and_which_engine_where_those_studies_ran(tmp_path)
     engines.to_csv(tmp_path / "step_engines.csv", index=False)
     lines = ps.portable_section(str(tmp_path))
     assert "Why: A step runs 16 nodes. ([loop_floor.md](loop_floor.md)" in lines[-4]
+    (tmp_path / "step_profiles.md").write_text("ConvGrad runs as Slice.\n")
+    assert "ConvGrad runs as Slice. ([step_profiles.md](step_profiles.md))" in ps.portable_section(
+        str(tmp_path)
+    )
     assert lines[-2].startswith("Engines, the zoo's large models: torch eager trains CNN on")
     assert lines[-2].endswith("([step_engines.md](step_engines.md))")
 

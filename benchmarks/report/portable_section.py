@@ -515,9 +515,9 @@ def portable_section(results):
 
 
 def _floor_and_engines(results):
-    """Why the linear step stays above its goal (``loop_floor.md``'s answer) and which engine
-    trains each zoo model fastest (``step_engines.md``'s): a paragraph each, linked, where the
-    study ran.
+    """Why the linear step stays above its goal (``loop_floor.md``'s answer), where the zoo's
+    slower steps spend their time (``step_profiles.md``'s) and which engine trains each zoo model
+    fastest (``step_engines.md``'s): a paragraph each, linked, where the study ran.
 
     Examples
     --------
@@ -525,12 +525,13 @@ def _floor_and_engines(results):
     []
     """
     lines = []
-    floor = results_file(results, "loop_floor.md")
-    if floor is not None:
-        with open(floor) as file:
-            answer = file.readline().strip()
-        link = os.path.relpath(floor, results)
-        lines += [f"Why: {answer} ([loop_floor.md]({link}), `{FLOOR_COMMAND}`)", ""]
+    for name, said in (("loop_floor.md", "Why: {} ([{}]({}), `" + FLOOR_COMMAND + "`)"),
+                       ("step_profiles.md", "{} ([{}]({}))")):  # fmt: skip
+        path = results_file(results, name)
+        if path is not None:
+            with open(path) as file:
+                answer = file.readline().strip()
+            lines += [said.format(answer, name, os.path.relpath(path, results)), ""]
     engines = results_file(results, "step_engines.csv")
     if engines is not None:
         from benchmarks.report.step_engines import answer_sentence as engines_answer  # noqa: PLC0415

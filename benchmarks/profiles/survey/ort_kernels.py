@@ -31,6 +31,22 @@ def _shape(value):
     return next(iter(value.values())) if value else []
 
 
+def run_starts(events):
+    """The start times of the session runs of an onnxruntime trace's ``events``, in order.
+
+    Examples
+    --------
+    >>> run_starts([{"cat": "Session", "name": "SequentialExecutor::Execute", "ts": 9},
+    ...             {"cat": "Node", "name": "n_kernel_time", "ts": 10}])
+    [9]
+    """
+    return sorted(
+        e["ts"]
+        for e in events
+        if e.get("cat") == "Session" and e["name"] == "SequentialExecutor::Execute"
+    )
+
+
 def _trace_rows(path, n_steps):
     """One row per kernel call of one onnxruntime trace, with the step it belongs to."""
     if SESSION_ROLES.get(session_label(path)) in (
@@ -40,11 +56,7 @@ def _trace_rows(path, n_steps):
         return []
     with open(path, encoding="utf-8") as stream:
         events = json.load(stream)
-    starts = sorted(
-        e["ts"]
-        for e in events
-        if e.get("cat") == "Session" and e["name"] == "SequentialExecutor::Execute"
-    )
+    starts = run_starts(events)
     rows = []
     for event in events:
         if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time") or not starts:
