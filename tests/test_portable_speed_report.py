@@ -111,7 +111,7 @@ def test_the_section_says_why_and_which_engine_where_those_studies_ran(tmp_path)
     assert "ConvGrad runs as Slice. ([step_profiles.md](step_profiles.md))" in ps.portable_section(
         str(tmp_path)
     )
-    assert lines[-2].startswith("Engines, the zoo's large models: torch eager trains CNN on")
+    assert lines[-2].startswith("Engines: torch eager trains CNN on images (large) fastest")
     assert lines[-2].endswith("([step_engines.md](step_engines.md))")
 
 

@@ -538,7 +538,7 @@ def _floor_and_engines(results):
 
         link = os.path.relpath(engines, results).removesuffix(".csv") + ".md"
         answer = engines_answer(pd.read_csv(engines))
-        lines += [f"Engines, the zoo's large models: {answer} ([step_engines.md]({link}))", ""]
+        lines += [f"Engines: {answer} ([step_engines.md]({link}))", ""]
     return lines
 
 

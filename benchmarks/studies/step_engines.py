@@ -1,6 +1,6 @@
 """Which engine trains each zoo model's step fastest: onnxruntime's CPU provider, OpenVINO's, torch.
 
-Each large model of the zoo (:data:`benchmarks.studies.zoo_targets.STEPS_PER_EPOCH`) is trained
+Each model of the zoo (:data:`benchmarks.example_models.ZOO`, small and large) is trained
 from the same weights on the same batches (batches of 64, plain SGD, the task's loss) by three
 engines, each on ``--threads`` threads (2 by default):
 
@@ -312,14 +312,13 @@ def main(argv=None):
     import pandas as pd  # noqa: PLC0415
 
     from benchmarks.example_models import ZOO  # noqa: PLC0415
-    from benchmarks.studies.zoo_targets import STEPS_PER_EPOCH  # noqa: PLC0415
     from benchmarks.sweep.records import atomic_write_text, machine_info  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.studies.step_engines", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--threads", type=int, default=2, help="threads of every engine")
-    parser.add_argument("--models", nargs="+", choices=list(ZOO), help="default: the large ones")
+    parser.add_argument("--models", nargs="+", choices=list(ZOO), help="default: every one")
     parser.add_argument("--quick", action="store_true", help="short fits, one repeat")
     parser.add_argument("--maintained-python", help="default: .venv-maintained/bin/python")
     parser.add_argument(
@@ -337,7 +336,7 @@ def main(argv=None):
     machine = machine_info()
     start, rows = time.perf_counter(), []
     with tempfile.TemporaryDirectory() as folder:
-        for name in args.models or list(STEPS_PER_EPOCH):
+        for name in args.models or list(ZOO):
             rows += measure_model(name, folder, epochs, repeats, args.threads, pythons)
             print(f"{name}: {time.perf_counter() - start:.0f} s", flush=True)
     frame = pd.DataFrame(rows).assign(
