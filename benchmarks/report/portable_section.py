@@ -30,7 +30,6 @@ from helpers.measure.conditions import NOISY_SPREAD
 PORTABLE_SPEED_CSV = "portable_speed.csv"
 PORTABLE_ZOO_CSV = "portable_zoo.csv"
 PORTABLE_COMMAND = "python -m benchmarks.studies.portable_speed"
-FLOOR_COMMAND = ".venv-maintained/bin/python -m benchmarks.studies.loop_floor --out results"
 #: The columns of each file (``builder``: who made a portable fit's step model, :data:`LOWERED` or
 #: :data:`BUILT`; ``runtime``: the onnxruntime that trained it; ``nodes``: its node count;
 #: ``machine``: the processor; ``maintained``: the runtime and Python of the maintained
@@ -368,17 +367,45 @@ model), missed; the runner peaks at 120 MB, torch eager at 360 MB (no higher for
         steps, noisy = _clean_span(trained)
         loops, loop_noisy = _clean_span(loop)
         omitted = f"; {noisy + loop_noisy} noisy omitted" if noisy + loop_noisy else ""
-        no_slower = int(sum(verdict(r) != "slower" for r in trained.ratio))
-        goal = "met" if no_slower == table.model.nunique() else "missed"
+        no_slower, models = _no_slower(table)
+        goal = "met" if no_slower == models else "missed"
         said += (
             f", a step {steps} {'as' if steps.endswith('same') else 'than'} whole-training's "
             f"(epoch loop: {loops}{omitted}); no slower for {no_slower} of "
-            f"{table.model.nunique()} (goal: every model), {goal}; the runner "
+            f"{models} (goal: every model), {goal}; the runner "
             f"peaks at {value_range(trained.peak_mb, '{:.0f}')} "
             f"MB, torch eager at {value_range(torch_peak[pd.notna(torch_peak)], '{:.0f}')} MB "
             f"(no higher for {lower} of {len(trained)})"
         )
     return said + "."
+
+
+def _no_slower(table):
+    """``(models whose portable step is no slower than whole-training's, models)`` of a
+    :func:`ratios` table of the zoo (a refused step counts as slower)."""
+    trained = table[(table.framework == fw.PORTABLE_STEP) & table.step_s.notna()]
+    return int(sum(verdict(r) != "slower" for r in trained.ratio)), table.model.nunique()
+
+
+def zoo_goal_sentence(zoo):
+    """The third goal in a sentence: the zoo models whose portable step is no slower.
+
+    Examples
+    --------
+    >>> zoo = pd.DataFrame({"model": ["a", "a", "b", "b"], "batch_size": 64, "threads": 2,
+    ...                     "framework": ["ort whole-training", "portable step"] * 2,
+    ...                     "step_s": [0.02, 0.019, 0.01, 0.02], "spread": 1.1})
+    >>> print(zoo_goal_sentence(zoo))
+    In the zoo (batch 64, 2 threads), a portable step is no slower than whole-training's for 1 \
+of 2 models (goal: every model), missed.
+    """
+    table = ratios(zoo, group="model", reference=fw.ORT_WHOLE)
+    no_slower, models = _no_slower(table)
+    return (
+        f"In the zoo (batch {table.batch_size.iloc[0]}, {table.threads.iloc[0]} threads), a "
+        f"portable step is no slower than whole-training's for {no_slower} of {models} models "
+        f"(goal: every model), {'met' if no_slower == models else 'missed'}."
+    )
 
 
 def _why_not(note):
@@ -488,14 +515,16 @@ def read_portable(results):
 def portable_section(results):
     """The summary's lines on the step model on the maintained runtime; none before the study ran.
 
-    The zoo's table is in ``details.md`` (:func:`portable_details`).
+    The three goals in short, links to why the missed ones are missed, the fastest engine per
+    zoo model; the tables and the figures behind them are in ``details.md``
+    (:func:`portable_details`).
 
     Examples
     --------
     >>> portable_section("no such folder")
     []
     """
-    speed, zoo = read_portable(results)
+    speed, zoo = (_rows(frame) for frame in read_portable(results))
     if speed is None and zoo is None:
         return []
     links = [
@@ -503,61 +532,93 @@ def portable_section(results):
         for name in (PORTABLE_SPEED_CSV, PORTABLE_ZOO_CSV)
         if (path := results_file(results, name)) is not None
     ]
-    each = "Per model: [details](details.md); rows" if zoo is not None else "Rows"
-    return [
-        "## Training on the maintained onnxruntime",
+    lines = ["## Training on the maintained onnxruntime", ""]
+    if speed is not None:
+        lines += [answer_sentence(speed), ""]
+    if zoo is not None:
+        lines += [zoo_goal_sentence(zoo), ""]
+    lines += _why_and_engines(results)
+    lines += [
+        *_conditions([f for f in (speed, zoo) if f is not None], [], noisy=""),
+        f"Tables: [details](details.md); rows: {', '.join(links)} (`{PORTABLE_COMMAND}`).",
         "",
-        portable_markdown(speed, zoo, zoo_table_too=False, noisy="[noisy](#glossary)"),
-        f"{each}: {', '.join(links)} (`{PORTABLE_COMMAND}`).",
-        "",
-        *_floor_and_engines(results),
     ]
+    return lines
 
 
-def _floor_and_engines(results):
-    """Why the linear step stays above its goal (``loop_floor.md``'s answer), where the zoo's
-    slower steps spend their time (``step_profiles.md``'s) and which engine trains each zoo model
-    fastest (``step_engines.md``'s): a paragraph each, linked, where the study ran.
+def _rows(frame):
+    """:func:`section_rows` of ``frame``, None for a missing or empty one."""
+    frame = section_rows(frame)
+    return None if frame is None or frame.empty else frame
 
-    Examples
-    --------
-    >>> _floor_and_engines("no such folder")
-    []
-    """
-    lines = []
-    for name, said in (("loop_floor.md", "Why: {} ([{}]({}), `" + FLOOR_COMMAND + "`)"),
-                       ("step_profiles.md", "{} ([{}]({}))")):  # fmt: skip
+
+def _studies(results):
+    """Each study beside ``results`` that explains a goal: ``(file name, its first line, its
+    link from results)``."""
+    found = []
+    for name in ("loop_floor.md", "step_profiles.md"):
         path = results_file(results, name)
         if path is not None:
             with open(path) as file:
-                answer = file.readline().strip()
-            lines += [said.format(answer, name, os.path.relpath(path, results)), ""]
-    engines = results_file(results, "step_engines.csv")
-    if engines is not None:
-        from benchmarks.report.step_engines import answer_sentence as engines_answer  # noqa: PLC0415
+                found.append((name, file.readline().strip(), os.path.relpath(path, results)))
+    return found
 
-        link = os.path.relpath(engines, results).removesuffix(".csv") + ".md"
-        answer = engines_answer(pd.read_csv(engines))
-        lines += [f"Engines: {answer} ([step_engines.md]({link}))", ""]
+
+def _engines(results):
+    """The rows of ``step_engines.csv`` and the link to its page, or None."""
+    path = results_file(results, "step_engines.csv")
+    if path is None:
+        return None
+    return pd.read_csv(path), os.path.relpath(path, results).removesuffix(".csv") + ".md"
+
+
+def _why_and_engines(results):
+    """The summary's links to why the missed goals are missed and its fastest engine per zoo
+    model (:func:`benchmarks.report.step_engines.short_answer`), where those studies ran.
+
+    Examples
+    --------
+    >>> _why_and_engines("no such folder")
+    []
+    """
+    lines = []
+    studies = _studies(results)
+    if studies:
+        what = {"loop_floor.md": "what a node costs", "step_profiles.md": "the slower steps"}
+        said = ", ".join(f"[{name}]({link}) ({what[name]})" for name, _, link in studies)
+        lines += [f"Why the missed goals are missed: {said}.", ""]
+    engines = _engines(results)
+    if engines is not None:
+        from benchmarks.report.step_engines import short_answer  # noqa: PLC0415
+
+        lines += [
+            f"{short_answer(engines[0])} ([{os.path.basename(engines[1])}]({engines[1]}))",
+            "",
+        ]
     return lines
 
 
 def portable_details(results):
-    """The lines of ``details.md`` on the step model: the zoo's table; none without its file.
+    """The lines of ``details.md`` on the step model: the goals, the tables, the studies'
+    answers; none before the study ran.
 
     Examples
     --------
     >>> portable_details("no such folder")
     []
     """
-    zoo = section_rows(read_portable(results)[1])
-    if zoo is None or zoo.empty:
+    speed, zoo = (_rows(frame) for frame in read_portable(results))
+    if speed is None and zoo is None:
         return []
-    return [
-        "### Training on the maintained onnxruntime, per model of the zoo",
-        "",
-        *markdown_table(zoo_table(zoo)),
-        "",
-        *_conditions([zoo], [zoo]),
-        "",
-    ]
+    lines = ["### Training on the maintained onnxruntime", "", portable_markdown(speed, zoo), ""]
+    for name, answer, link in _studies(results):
+        lines += [f"{answer} ([{name}]({link}))", ""]
+    engines = _engines(results)
+    if engines is not None:
+        from benchmarks.report.step_engines import answer_sentence as engines_answer  # noqa: PLC0415
+
+        lines += [
+            f"{engines_answer(engines[0])} ([{os.path.basename(engines[1])}]({engines[1]}))",
+            "",
+        ]
+    return lines

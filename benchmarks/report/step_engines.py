@@ -143,6 +143,38 @@ def answer_sentence(df):
     return sentence
 
 
+def short_answer(df):
+    """The fastest engine per model in a short sentence: the models of every engine but the
+    one that wins most, named; that one's counted.
+
+    Examples
+    --------
+    >>> rows = pd.DataFrame({"model": ["image_cnn_large"] * 2 + ["resnet_large"] * 2
+    ...                      + ["mobilenet_large"] * 2, "engine": [CPU, OPENVINO] * 3,
+    ...                      "step_s": [0.02, 0.03, 0.5, 0.3, 0.4, 0.6], "spread": 1.1,
+    ...                      "note": "", "status": ""})
+    >>> short_answer(rows)
+    'Fastest engine per zoo model: OpenVINO for ResNet-style CNN (large); the CPU provider for \
+the other 2.'
+    """
+    best = fastest(df)
+    if best.empty:
+        return "No engine was timed."
+    counts = best.value_counts()
+    order = list(ENGINES)  # a tie goes to the first engine of the table
+    most = max(counts.index, key=lambda engine: (counts[engine], -order.index(engine)))
+    noisy = {(r.model, r.engine) for r in _timed(df).itertuples() if _noisy(r)}
+    parts = [
+        f"{ENGINES[engine]} for "
+        + _listed([_label(m) + (NOISY_MARK if (m, engine) in noisy else "")
+                   for m, e in best.items() if e == engine])
+        for engine in ENGINES
+        if engine != most and engine in counts.index
+    ]  # fmt: skip
+    parts.append(f"{ENGINES[most]} for the other {counts[most]}")
+    return "Fastest engine per zoo model: " + "; ".join(parts) + "."
+
+
 def engines_markdown(df):
     """The page: the answer, the table, the conditions and the marks' meaning (markdown).
 
