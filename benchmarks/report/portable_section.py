@@ -564,12 +564,20 @@ def _studies(results):
     return found
 
 
-def _engines(results):
-    """The rows of ``step_engines.csv`` and the link to its page, or None."""
+def _engines_lines(results, short):
+    """The answer of ``step_engines.csv`` beside ``results``, linked to its page: the short
+    one of the summary or the whole one (:mod:`benchmarks.report.step_engines`); none without
+    the file."""
+    from benchmarks.report import step_engines  # noqa: PLC0415
+
     path = results_file(results, "step_engines.csv")
     if path is None:
-        return None
-    return pd.read_csv(path), os.path.relpath(path, results).removesuffix(".csv") + ".md"
+        return []
+    link = os.path.relpath(path, results).removesuffix(".csv") + ".md"
+    answer = (step_engines.short_answer if short else step_engines.answer_sentence)(
+        pd.read_csv(path)
+    )
+    return [f"{answer} ([{os.path.basename(link)}]({link}))", ""]
 
 
 def _why_and_engines(results):
@@ -587,15 +595,7 @@ def _why_and_engines(results):
         what = {"loop_floor.md": "what a node costs", "step_profiles.md": "the slower steps"}
         said = ", ".join(f"[{name}]({link}) ({what[name]})" for name, _, link in studies)
         lines += [f"Why the missed goals are missed: {said}.", ""]
-    engines = _engines(results)
-    if engines is not None:
-        from benchmarks.report.step_engines import short_answer  # noqa: PLC0415
-
-        lines += [
-            f"{short_answer(engines[0])} ([{os.path.basename(engines[1])}]({engines[1]}))",
-            "",
-        ]
-    return lines
+    return lines + _engines_lines(results, short=True)
 
 
 def portable_details(results):
@@ -613,12 +613,4 @@ def portable_details(results):
     lines = ["### Training on the maintained onnxruntime", "", portable_markdown(speed, zoo), ""]
     for name, answer, link in _studies(results):
         lines += [f"{answer} ([{name}]({link}))", ""]
-    engines = _engines(results)
-    if engines is not None:
-        from benchmarks.report.step_engines import answer_sentence as engines_answer  # noqa: PLC0415
-
-        lines += [
-            f"{engines_answer(engines[0])} ([{os.path.basename(engines[1])}]({engines[1]}))",
-            "",
-        ]
-    return lines
+    return lines + _engines_lines(results, short=False)
