@@ -33,6 +33,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from .node_attributes import names_read, subgraphs
 from .runtime_support import default_opset
 from .step_format import LOSS_OUTPUT, STEP_INPUT, read_record
 
@@ -86,13 +87,6 @@ class LoopNames:
         return self.prefix + "value/" + name
 
 
-def _subgraphs(node):
-    """The graphs of ``node``'s attributes (a ``Loop``'s body, an ``If``'s branches)."""
-    for attribute in node.attribute:
-        yield from [attribute.g] if attribute.HasField("g") else []
-        yield from attribute.graphs
-
-
 def _graph_names(graph):
     """Every name ``graph`` and its subgraphs use: values, initializers, nodes."""
     names = {value.name for value in [*graph.input, *graph.output, *graph.value_info]}
@@ -100,7 +94,7 @@ def _graph_names(graph):
     names.update(tensor.values.name for tensor in graph.sparse_initializer)
     for node in graph.node:
         names.update([*node.input, *node.output, node.name])
-        for subgraph in _subgraphs(node):
+        for subgraph in subgraphs(node):
             names.update(_graph_names(subgraph))
     return names
 
@@ -140,16 +134,8 @@ def _rename_references(graph, names):
     for node in graph.node:
         node.input[:] = [names.get(name, name) for name in node.input]
         node.output[:] = [names.get(name, name) for name in node.output]
-        for subgraph in _subgraphs(node):
+        for subgraph in subgraphs(node):
             _rename_references(subgraph, names)
-
-
-def _reads(graph, name):
-    """Whether a node of ``graph`` or of its subgraphs reads ``name``."""
-    return any(
-        name in node.input or any(_reads(subgraph, name) for subgraph in _subgraphs(node))
-        for node in graph.node
-    )
 
 
 def _body(step, record, loop, counts_steps):
@@ -258,7 +244,7 @@ def epoch_model(step):
             f"batches in a Scan, which needs opset {SCAN_OPSET}: export the step with opset "
             f"{SCAN_OPSET} or later, or train it with epoch_loop=False."
         )
-    counts_steps = _reads(step.graph, STEP_INPUT)
+    counts_steps = STEP_INPUT in names_read(step.graph)
     nodes = [
         helper.make_node("Reshape", [loop.batch_size, own("one_dim")], [own("batch_dim")]),
         helper.make_node(

@@ -27,7 +27,7 @@ import onnx
 import onnxruntime
 from onnx import helper, numpy_helper
 
-from .node_attributes import node_attributes
+from .node_attributes import names_read, node_attributes, subgraphs
 from .random_draws import shape_for_rows
 from .runtime_support import make_session
 from .step_format import read_record
@@ -51,13 +51,7 @@ SMALL_VALUE = 1024
 
 def _subgraph_inputs(node):
     """The names the subgraphs of ``node`` read (an outer value they use must stay a value)."""
-    names = set()
-    for attribute in node.attribute:
-        for graph in [attribute.g, *attribute.graphs] if attribute.type in (5, 10) else []:
-            for inner in graph.node:
-                names.update(inner.input)
-                names.update(_subgraph_inputs(inner))
-    return names
+    return set().union(*(names_read(graph) for graph in subgraphs(node)))
 
 
 def _static_shapes(model):

@@ -2,10 +2,12 @@
 
 ``onnx.helper.get_attribute_value`` gives a string attribute (``auto_pad``, ``mode``,
 ``direction``...) as ``bytes``; every reader of the project compares it with text, so both
-readers here decode it, and the strings of a list (an RNN's ``activations``) too.
+readers here decode it, and the strings of a list (an RNN's ``activations``) too. The graphs a
+node holds as attributes (a ``Loop``'s body, an ``If``'s branches) are :func:`subgraphs`, and
+:func:`names_read` walks them.
 """
 
-from onnx import helper
+from onnx import AttributeProto, helper
 
 
 def _value(attribute):
@@ -57,3 +59,37 @@ def node_attributes(node):
     True
     """
     return {attribute.name: _value(attribute) for attribute in node.attribute}
+
+
+def subgraphs(node):
+    """The graphs ``node`` holds as attributes: a ``Loop``'s or a ``Scan``'s body, an ``If``'s
+    branches.
+
+    Examples
+    --------
+    >>> body = helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "body", [], [])
+    >>> [g.name for g in subgraphs(helper.make_node("Loop", ["n", ""], ["z"], body=body))]
+    ['body']
+    >>> list(subgraphs(helper.make_node("Neg", ["x"], ["y"])))
+    []
+    """
+    for attribute in node.attribute:
+        yield from [attribute.g] if attribute.type == AttributeProto.GRAPH else attribute.graphs
+
+
+def names_read(graph):
+    """The names the nodes of ``graph`` read, those of its subgraphs included.
+
+    Examples
+    --------
+    >>> body = helper.make_graph([helper.make_node("Add", ["x", "outer"], ["y"])], "b", [], [])
+    >>> loop = helper.make_node("Loop", ["n", ""], ["z"], body=body)
+    >>> sorted(names_read(helper.make_graph([loop], "g", [], [])))
+    ['', 'n', 'outer', 'x']
+    """
+    names = set()
+    for node in graph.node:
+        names.update(node.input)
+        for subgraph in subgraphs(node):
+            names |= names_read(subgraph)
+    return names

@@ -3,6 +3,7 @@
 import onnx
 from onnx import TensorProto, numpy_helper
 
+from ...portable.node_attributes import subgraphs
 from ..graphs.graph_nodes import nodes_reaching
 from ..graphs.graph_shapes import tensor_dims
 from ..layers.batch_norm import running_statistic_names
@@ -171,9 +172,8 @@ def onnx_rename_weights(onx):
 def _rename_in_graph(graph, mapping):
     for node in graph.node:
         node.input[:] = [mapping.get(name, name) for name in node.input]
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else attr.graphs:
-                _rename_in_graph(sub, mapping)
+        for sub in subgraphs(node):
+            _rename_in_graph(sub, mapping)
     for value in list(graph.input) + list(graph.value_info):
         value.name = mapping.get(value.name, value.name)
 

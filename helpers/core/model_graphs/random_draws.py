@@ -28,7 +28,7 @@ import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper
 
-from ...portable.node_attributes import node_attribute
+from ...portable.node_attributes import node_attribute, subgraphs
 from ...portable.random_draws import RandomDraw
 from ..graphs.graph_nodes import TRAINING_PREFIX, copy_with_nodes, is_onnx_op
 from ..graphs.graph_shapes import value_infos, value_types
@@ -175,9 +175,8 @@ def _check_subgraphs(graph, top=True):
             _refuse(node, "draws categories (no input can hold them)")
         if not top and is_onnx_op(node, *DRAWN_OPERATORS):
             _refuse(node, "is inside a Loop, If or Scan")
-        for attribute in node.attribute:
-            for subgraph in [attribute.g, *attribute.graphs]:
-                _check_subgraphs(subgraph, top=False)
+        for subgraph in subgraphs(node):
+            _check_subgraphs(subgraph, top=False)
 
 
 def _dropout_ratio(model, node):

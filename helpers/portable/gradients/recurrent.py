@@ -43,7 +43,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..node_attributes import node_attribute
+from ..node_attributes import names_read, node_attribute
 from .registry import gradient, value_shapes_and_types
 
 #: Operator to its number of gates and its default activations (one direction).
@@ -205,17 +205,6 @@ class _Writer:
         self.nodes[-1].output[0] = output
 
 
-def _read(graph):
-    """The names the nodes of ``graph`` read, in its subgraphs too."""
-    names = set()
-    for node in graph.node:
-        names.update(node.input)
-        for attr in node.attribute:
-            for subgraph in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                names |= _read(subgraph)
-    return names
-
-
 def _is_zeros(name, producers):
     """Whether ``name`` is a zero ``ConstantOfShape``, possibly sliced or reshaped (an
     initializer never is: it may be a trained weight)."""
@@ -353,7 +342,7 @@ def unrolled_recurrences(model):
     shapes, _ = value_shapes_and_types(model)
     inputs = {i.name for i in graph.input} | {t.name for t in graph.initializer}
     producers = {o: n for n in graph.node for o in n.output}
-    used = _read(graph) | {o.name for o in graph.output}
+    used = names_read(graph) | {o.name for o in graph.output}
     writer = _Writer({v for n in graph.node for v in [n.name, *n.input, *n.output]} | inputs)
     nodes = []
     for node in graph.node:
