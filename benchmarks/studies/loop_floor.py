@@ -20,8 +20,8 @@ writes ``loop_floor.csv`` (one row per body: its nodes and its time per iteratio
 
 import argparse
 import csv
+import functools
 import io
-import math
 import os
 import tempfile
 import time
@@ -33,10 +33,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from benchmarks.sweep.records import machine_info
 from helpers import build_training_step
+from helpers.measure.timing import marginal_step_cost
 from helpers.portable.atomic_files import write_atomic
 from helpers.portable.epoch_loop import epoch_model, loop_names
 from helpers.portable.lean_step import lean_step
 from helpers.portable.step_model import load_step
+from helpers.teaching.model_factories import mlp_onnx
 
 #: The body sizes timed, the iterations of the short and the long run, the runs of each.
 NODES = (1, 2, 5, 10, 20, 40)
@@ -94,24 +96,20 @@ def scan_of_adds(nodes):
 
 def per_iteration(cases):
     """The marginal seconds of an iteration of each case, ``(session, feeds_for)``, where
-    ``feeds_for(iterations)`` gives a run's inputs: the cases take turns, round after round
-    (:data:`REPEATS`), so that a slow moment of the machine touches them all alike."""
+    ``feeds_for(iterations)`` gives a run's inputs: :func:`helpers.measure.timing.
+    marginal_step_cost` with runs of :data:`SHORT` and :data:`LONG` iterations for epochs, the
+    cases in turns round after round (:data:`REPEATS`), timed in CPU time of the calling
+    thread."""
 
-    def run(case, iterations):
+    def fit(epochs, case):
         session, feeds_for = case
-        feeds = feeds_for(iterations)
-        start = time.thread_time()
-        session.run(None, feeds)
-        return time.thread_time() - start
+        session.run(None, feeds_for(epochs * SHORT))
 
-    short, long = [math.inf] * len(cases), [math.inf] * len(cases)
-    for case in cases:
-        run(case, SHORT)  # warm-up
-    for _ in range(REPEATS):
-        for k, case in enumerate(cases):
-            short[k] = min(short[k], run(case, SHORT))
-            long[k] = min(long[k], run(case, LONG))
-    return [(b - a) / (LONG - SHORT) for a, b in zip(short, long)]
+    fits = {k: functools.partial(fit, case=case) for k, case in enumerate(cases)}
+    costs = marginal_step_cost(
+        fits, SHORT, e2=LONG // SHORT, repeats=REPEATS, clock=time.thread_time, pause_s=0
+    )
+    return [costs[k]["step_s"] for k in range(len(cases))]
 
 
 def linear_step():
@@ -120,22 +118,7 @@ def linear_step():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(1000, FEATURES)).astype(np.float32)
     y = (X @ rng.normal(size=FEATURES)).astype(np.float32)[:, None]
-    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", FEATURES])
-    out = helper.make_tensor_value_info("variable", TensorProto.FLOAT, ["N", 1])
-    graph = helper.make_graph(
-        [
-            helper.make_node("MatMul", ["X", "coefficient"], ["product"]),
-            helper.make_node("Add", ["product", "intercept"], ["variable"]),
-        ],
-        "linear",
-        [x],
-        [out],
-        initializer=[
-            numpy_helper.from_array(np.zeros((FEATURES, 1), np.float32), "coefficient"),
-            numpy_helper.from_array(np.zeros(1, np.float32), "intercept"),
-        ],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    model = mlp_onnx(FEATURES, hidden=())  # the linear case of benchmarks.studies.portable_speed
     step = build_training_step(model, "squared_error", "sgd", LEARNING_RATE)
     epoch = epoch_model(lean_step(step, 1))
     names, state = loop_names(step), load_step(step).initial
