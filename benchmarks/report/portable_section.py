@@ -380,11 +380,27 @@ model), missed; the runner peaks at 120 MB, torch eager at 360 MB (no higher for
     return said + "."
 
 
+def slower_models(table):
+    """The models of a :func:`ratios` table of the zoo whose portable step trained slower than
+    whole-training's.
+
+    Examples
+    --------
+    >>> zoo = pd.DataFrame({"model": ["a", "a", "b", "b"], "step_s": [0.02, 0.03, 0.01, 0.01],
+    ...                     "framework": ["ort whole-training", "portable step"] * 2,
+    ...                     "spread": 1.1})
+    >>> slower_models(ratios(zoo, group="model", reference="ort whole-training"))
+    ['a']
+    """
+    trained = table[(table.framework == fw.PORTABLE_STEP) & table.step_s.notna()]
+    return [row.model for row in trained.itertuples() if verdict(row.ratio) == "slower"]
+
+
 def _no_slower(table):
     """``(models whose portable step is no slower than whole-training's, models)`` of a
     :func:`ratios` table of the zoo (a refused step counts as slower)."""
     trained = table[(table.framework == fw.PORTABLE_STEP) & table.step_s.notna()]
-    return int(sum(verdict(r) != "slower" for r in trained.ratio)), table.model.nunique()
+    return len(trained) - len(slower_models(table)), table.model.nunique()
 
 
 def zoo_goal_sentence(zoo):
@@ -483,9 +499,7 @@ def portable_markdown(speed, zoo, zoo_table_too=True, noisy=None):
     Portable fits: onnxruntime 1.31.1, Python 3.13.0; AMD EPYC.
     *: noisy (a timing's repeats spread over 2x).
     """
-    speed, zoo = section_rows(speed), section_rows(zoo)
-    speed = speed if speed is not None and not speed.empty else None
-    zoo = zoo if zoo is not None and not zoo.empty else None
+    speed, zoo = _rows(speed), _rows(zoo)
     lines, tabled = [], []
     if speed is not None:
         lines += [answer_sentence(speed), "", *markdown_table(speed_table(speed)), ""]

@@ -108,6 +108,23 @@ def _listed(items):
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def _winners(df):
+    """Engine to the models it trains fastest (:func:`fastest`), labelled and marked noisy
+    where its timing is; engines in the table's order, those that win none left out."""
+    best = fastest(df)
+    noisy = {(r.model, r.engine) for r in _timed(df).itertuples() if _noisy(r)}
+    winners = {}
+    for engine in ENGINES:
+        models = [
+            _label(m) + (NOISY_MARK if (m, engine) in noisy else "")
+            for m, e in best.items()
+            if e == engine
+        ]
+        if models:
+            winners[engine] = models
+    return winners
+
+
 def answer_sentence(df):
     """Which engine trains each model fastest, in one sentence; then how many steps OpenVINO read.
 
@@ -119,17 +136,9 @@ def answer_sentence(df):
     >>> answer_sentence(rows)
     'torch eager trains CNN on images (large) fastest. OpenVINO refused 1 of 1 step models.'
     """
-    best, timed = fastest(df), _timed(df)
-    noisy = {(r.model, r.engine) for r in timed.itertuples() if _noisy(r)}
-    parts = []
-    for engine, title in ENGINES.items():
-        models = [
-            _label(m) + (NOISY_MARK if (m, engine) in noisy else "")
-            for m, e in best.items()
-            if e == engine
-        ]
-        if models:
-            parts.append(f"{title} trains {_listed(models)} fastest")
+    winners = _winners(df)
+    parts = [f"{ENGINES[e]} trains {_listed(models)} fastest" for e, models in winners.items()]
+    best = fastest(df)
     untimed = [_label(m) for m in df.model.unique() if m not in best.index]
     if untimed:
         parts.append(f"no engine was timed for {_listed(untimed)}")
@@ -157,21 +166,12 @@ def short_answer(df):
     'Fastest engine per zoo model: OpenVINO for ResNet-style CNN (large); the CPU provider for \
 the other 2.'
     """
-    best = fastest(df)
-    if best.empty:
+    winners = _winners(df)
+    if not winners:
         return "No engine was timed."
-    counts = best.value_counts()
-    order = list(ENGINES)  # a tie goes to the first engine of the table
-    most = max(counts.index, key=lambda engine: (counts[engine], -order.index(engine)))
-    noisy = {(r.model, r.engine) for r in _timed(df).itertuples() if _noisy(r)}
-    parts = [
-        f"{ENGINES[engine]} for "
-        + _listed([_label(m) + (NOISY_MARK if (m, engine) in noisy else "")
-                   for m, e in best.items() if e == engine])
-        for engine in ENGINES
-        if engine != most and engine in counts.index
-    ]  # fmt: skip
-    parts.append(f"{ENGINES[most]} for the other {counts[most]}")
+    most = max(winners, key=lambda e: len(winners[e]))  # a tie: the first in the table's order
+    parts = [f"{ENGINES[e]} for {_listed(m)}" for e, m in winners.items() if e != most]
+    parts.append(f"{ENGINES[most]} for the other {len(winners[most])}")
     return "Fastest engine per zoo model: " + "; ".join(parts) + "."
 
 

@@ -211,16 +211,15 @@ ConvGrad -0.9 ms, Slice +0.3 ms.
 
 
 def slower_models(path):
-    """The zoo models whose portable step was slower than whole-training's in ``path``."""
+    """The zoo models whose portable step was slower than whole-training's in ``path``
+    (:func:`benchmarks.report.portable_section.slower_models`)."""
     import pandas as pd  # noqa: PLC0415
 
-    from benchmarks.report.portable_section import ratios, section_rows  # noqa: PLC0415
-    from benchmarks.report.ratios import verdict  # noqa: PLC0415
+    from benchmarks.report import portable_section as ps  # noqa: PLC0415
     from benchmarks.workloads import frameworks as fw  # noqa: PLC0415
 
-    table = ratios(section_rows(pd.read_csv(path)), group="model", reference=fw.ORT_WHOLE)
-    step = table[table.framework == fw.PORTABLE_STEP]
-    return [row.model for row in step.itertuples() if verdict(row.ratio) == "slower"]
+    zoo = ps.section_rows(pd.read_csv(path))
+    return ps.slower_models(ps.ratios(zoo, group="model", reference=fw.ORT_WHOLE))
 
 
 def main(argv=None):
