@@ -60,17 +60,19 @@ def _assert_gradients(got, expected):
 
 
 class _PausingAgent:
-    """onnxruntime's training agent; marks the running thread after each forward run."""
+    """The runner of the forward and backward passes (either backend's); marks the running
+    thread after each forward run."""
 
     def __init__(self, agent, ran):
         self._agent, self._ran = agent, ran
 
-    def run_forward(self, *args):
-        self._agent.run_forward(*args)
+    def forward(self, values):
+        result = self._agent.forward(values)
         self._ran.forward = True
+        return result
 
-    def run_backward(self, *args):
-        self._agent.run_backward(*args)
+    def backward(self, output_gradients, state):
+        return self._agent.backward(output_gradients, state)
 
 
 def _run_interleaved(ort, batches, monkeypatch):

@@ -10,16 +10,10 @@ loss gradient, the weight update and any regularization come from outside
 
 import onnx
 import onnxruntime
-from onnxruntime.capi import _pybind_state as C
-from onnxruntime.capi._pybind_state import (
-    OrtModuleGraphBuilder,
-    OrtModuleGraphBuilderConfiguration,
-    TrainingGraphTransformerConfiguration,
-)
 
+from ..core.machine.backends import resolve_backend
 from ..core.machine.devices import resolve_device
 from ..core.machine.runtime import check_model_ir_version, explain_untrainable
-from ..core.machine.runtime_output import quiet_runtime_logs
 from ..core.machine.sessions import is_profiling, make_session
 from ..core.machine.threads import check_n_threads, resolved_threads
 from ..core.machine.training_cache import GRADIENT_GRAPHS, content_key
@@ -31,6 +25,7 @@ from ..core.model_graphs.onnx_graph import (
 )
 from ..core.model_graphs.training_graph import training_graph
 from .passes import OrtGradientForwardBackwardFunction
+from .split_graphs import build_split
 
 
 class OrtGradientForwardBackward:
@@ -70,6 +65,12 @@ class OrtGradientForwardBackward:
         drawn by each training forward from the generator it is given
         (:mod:`helpers.core.model_graphs.random_draws`): a seeded generator makes the run
         repeatable. False leaves them to onnxruntime's own generator, which nothing seeds.
+    backend : {"auto", "onnxruntime-training", "onnx"}
+        Who builds and runs the gradient graph (:mod:`helpers.core.machine.backends`):
+        onnxruntime-training's ``OrtModuleGraphBuilder`` and ``TrainingAgent``
+        (:mod:`helpers.forward_backward.training_agent`), or this package's gradients in
+        standard ONNX cut into a forward and a backward graph
+        (:mod:`helpers.forward_backward.split_graphs`), which any onnxruntime runs.
     spin : bool
         Whether the sessions' idle threads spin
         (:func:`helpers.core.machine.sessions.session_options`): False inside
@@ -77,8 +78,11 @@ class OrtGradientForwardBackward:
 
     Attributes
     ----------
+    backend : str
+        The backend that trains: ``'onnxruntime-training'`` or ``'onnx'``.
     gradient_model_ : onnx.ModelProto
-        Forward and backward graph, as ``OrtModuleGraphBuilder`` built it.
+        Forward and backward graph: as ``OrtModuleGraphBuilder`` built it, or this package's
+        gradient graph before it is cut in two.
     feed_names_ : list of str
         The inputs of the gradient graph, in the order the agent binds them
         (by position, never by name): user inputs, then weights.
@@ -129,6 +133,7 @@ class OrtGradientForwardBackward:
         input_names_require_grad=None,
         spin=True,
         random_draws=False,
+        backend="auto",
     ):
         if not isinstance(onnx_model, onnx.ModelProto):
             raise TypeError(
@@ -161,6 +166,7 @@ class OrtGradientForwardBackward:
         self.fast_gradients = fast_gradients
         self.spin = spin
         self.random_draws = random_draws
+        self.backend = resolve_backend(backend)
         key = content_key(
             onnx_model,
             self.weights_to_train,
@@ -172,6 +178,7 @@ class OrtGradientForwardBackward:
             self.input_names_require_grad,
             spin,
             random_draws,
+            self.backend,
             onnxruntime.__version__,
         )
         # sessions that write profiles are never shared through the cache
@@ -189,77 +196,23 @@ class OrtGradientForwardBackward:
             raise clear from None
 
     def _build_sessions(self):
-        config = OrtModuleGraphBuilderConfiguration()
-        config.initializer_names = self.weights_to_train
-        config.initializer_names_to_train = self.weights_to_train
-        config.input_names_require_grad = self.input_names_require_grad
-        config.build_gradient_graph = True
-        config.loglevel = (
-            C.Severity.ERROR
-        )  # the builder logs with its own level, not the default logger's
         # one user input holds one row per sample: its first dimension is the batch
         batch_inputs = self.input_names if len(self.input_names) == 1 else ()
         graph = training_graph(
             self.onnx_model, batch_inputs, self.fast_gradients, self.random_draws
         )
         model = with_outputs(graph.model, graph.statistics.output_names)
-        quiet_runtime_logs()
-        builder = OrtModuleGraphBuilder()
-        builder.initialize(model.SerializeToString(), config)
-        builder.build(TrainingGraphTransformerConfiguration())
-        gradient_model = onnx.load_from_string(builder.get_gradient_model())
-        info = builder.get_graph_info()
-        feed_names = [i.name for i in gradient_model.graph.input]
-        grad_names = [o.name for o in gradient_model.graph.output]
-        expected = list(info.user_input_names) + list(info.initializer_names_to_train)
-        if sorted(expected) != sorted(feed_names):
-            raise RuntimeError(
-                f"Unexpected inputs of the gradient graph {feed_names}, expected {expected}."
-            )
-        # position of each weight (in weights_to_train order) among the gradient outputs
-        grad_of = dict(zip(info.initializer_names_to_train, info.initializer_grad_names_to_train))
-        user = list(info.user_input_names)
-        fed = self.input_names + graph.draws.names
-        if user != [n for n in fed if n in user]:
-            raise RuntimeError(f"Unexpected user inputs {user} for {fed}.")
-        # feed position -> position in (inputs + random draws + weights_to_train)
-        given = fed + self.weights_to_train
-        ort_device = self.device.ort_device()
-        train_sess = make_session(
-            gradient_model, self.device, self.n_threads, "model", spin=self.spin
-        )
-        n_fw = len(info.user_output_names) + len(info.frontier_node_arg_map)
-        agent = C.TrainingAgent(
-            train_sess._sess,
-            feed_names,
-            [ort_device] * n_fw,
-            grad_names,
-            [ort_device] * len(grad_names),
-            0,
-        )
+        if self.backend == "onnx":
+            built = build_split(self, model, graph)
+        else:
+            from .training_agent import build_agent  # noqa: PLC0415 - the training package
+
+            built = build_agent(self, model, graph)
         eval_model = initializers_to_inputs(
             inference_graph(self.onnx_model), self.weights_to_train + graph.statistics.names
         )
         return {
-            "gradient_model_": gradient_model,
-            "graph_info_": info,
-            "feed_names_": feed_names,
-            "grad_names_": grad_names,
-            "_grad_positions": [grad_names.index(grad_of[w]) for w in self.weights_to_train]
-            + [
-                grad_names.index(info.user_input_grad_names[name])
-                for name in self.input_names_require_grad
-            ],
-            "_feed_order": [given.index(name) for name in feed_names],
-            # the YieldOp takes no gradient for outputs that depend on no weight (batch statistics
-            # of a batch normalization applied to the inputs): the backward feeds the others only
-            "_differentiable_outputs": [
-                i
-                for i in range(len(info.user_output_names))
-                if i not in set(info.output_grad_indices_non_differentiable)
-            ],
-            "_train_sess": train_sess,
-            "_agent": agent,
+            **built,
             "eval_model_": eval_model,
             "_eval_sess": make_session(
                 eval_model, self.device, self.n_threads, "predict", spin=self.spin

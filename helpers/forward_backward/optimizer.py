@@ -89,6 +89,7 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         n_threads=None,
         fast_gradients=True,
         on_divergence="raise",
+        backend="auto",
         learning_loss="squared_error",
         learning_penalty=None,
     ):
@@ -114,6 +115,7 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
             n_threads,
             fast_gradients,
             on_divergence,
+            backend,
         )
         self.learning_loss = learning_loss
         self.learning_penalty = learning_penalty
@@ -155,6 +157,7 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
             self.n_threads,
             self.fast_gradients,
             random_draws=self.random_state is not None,
+            backend=self.backend_,
         )
 
     def _train_step(self, batch, t):

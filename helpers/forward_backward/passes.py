@@ -12,7 +12,6 @@ backward with its own forward.
 
 import numpy as np
 import onnxruntime
-from onnxruntime.capi import _pybind_state as C
 
 from ..core.graphs.onnx_function import ortvalue_of, to_ortvalue
 
@@ -65,7 +64,6 @@ class OrtGradientForwardBackwardFunction:
     def __init__(self, parent):
         self.parent = parent
         self.states_ = []
-        self._cache = C.OrtValueCache()
         self._zero_gradients = {}
 
     def _zeros(self, shape):
@@ -190,15 +188,8 @@ class OrtGradientForwardBackwardFunction:
                 *(ortvalue_of(a, parent.device) for a in drawn),
                 *values[n_inputs:],
             ]
-        feeds = C.OrtValueVector()
-        feeds.reserve(len(values))
-        for position in parent._feed_order:
-            feeds.push_back(values[position]._ortvalue)
-        outputs = C.OrtValueVector()
-        state = C.PartialGraphExecutionState()
-        # values inserted in the cache would replace graph values; nothing inserts any, so
-        # the threads sharing this function share no value through it
-        parent._agent.run_forward(feeds, outputs, state, self._cache)
+        feeds = [values[position]._ortvalue for position in parent._feed_order]
+        outputs, state = parent._agent.forward(feeds)
         # The runtime reads the inputs again during backward: they stay alive
         # (arrays and OrtValues) until then, and so do the outputs, whose
         # shapes the output gradients are checked against.
@@ -257,15 +248,13 @@ class OrtGradientForwardBackwardFunction:
                     f"shape {shape}: they must be equal."
                 )
             gradients[i] = value
-        feeds = C.OrtValueVector()
-        for i in (
-            parent._differentiable_outputs
-        ):  # batch statistics: no gradient flows back through them
-            zeros = self._zeros(outputs[i].shape())._ortvalue if i >= n_outputs else None
-            feeds.push_back(gradients[i] if i < n_outputs else zeros)
+        feeds = [
+            # batch statistics: no gradient flows back through them
+            gradients[i] if i < n_outputs else self._zeros(outputs[i].shape())._ortvalue
+            for i in parent._differentiable_outputs
+        ]
         # the forward's inputs (a drawn mask has no other owner) live until the backward ran
         forward = None if taken else self.states_.pop()
-        gradients = C.OrtValueVector()
-        parent._agent.run_backward(feeds, gradients, state)
+        gradients = parent._agent.backward(feeds, state)
         del forward
         return [onnxruntime.OrtValue(gradients[p]) for p in parent._grad_positions]

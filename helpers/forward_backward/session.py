@@ -30,6 +30,10 @@ class ForwardBackwardSession:
         Threads of the model's sessions.
     fast_gradients : bool
         See :class:`helpers.OrtGradientForwardBackward`.
+    random_draws : bool
+        See :class:`helpers.OrtGradientForwardBackward`.
+    backend : {"auto", "onnxruntime-training", "onnx"}
+        See :class:`helpers.OrtGradientForwardBackward`.
 
     Examples
     --------
@@ -49,7 +53,15 @@ class ForwardBackwardSession:
     """
 
     def __init__(
-        self, model, weights, rule, device, n_threads=None, fast_gradients=True, random_draws=False
+        self,
+        model,
+        weights,
+        rule,
+        device,
+        n_threads=None,
+        fast_gradients=True,
+        random_draws=False,
+        backend="auto",
     ):
         self.names = list(weights)
         self.fb = OrtGradientForwardBackward(
@@ -59,6 +71,7 @@ class ForwardBackwardSession:
             n_threads=n_threads,
             fast_gradients=fast_gradients,
             random_draws=random_draws,
+            backend=backend,
         )
         self.function = self.fb.new_instance()
         self.device = self.fb.device

@@ -16,6 +16,7 @@ import torch
 from onnx import numpy_helper
 
 from ..core.layers.batch_norm import running_statistic_names
+from ..core.machine.backends import resolve_backend
 from ..core.machine.devices import resolve_device
 from ..core.model_graphs.from_torch import buffers_kept, export_for_training
 from ..core.model_graphs.inference_mode import inference_graph
@@ -52,9 +53,16 @@ class OrtTorchModule(torch.nn.Module):
         Threads of onnxruntime's sessions; None lets onnxruntime choose.
     fast_gradients : bool
         The faster, exact ``Relu`` gradient (:mod:`helpers.core.rewrites.gradient_rewrites`).
+    backend : {"auto", "onnxruntime-training", "onnx"}
+        Who builds and runs the gradients (:mod:`helpers.core.machine.backends`): the training
+        package 1.19.2, or this package's in standard ONNX on the installed onnxruntime;
+        ``'auto'`` picks the former where it is installed.
 
     Attributes
     ----------
+    backend : str
+        The backend that trains: ``'onnxruntime-training'`` or ``'onnx'`` (``'auto'`` resolved
+        again where a pickle is loaded).
     onnx_model : onnx.ModelProto
         The forward graph onnxruntime runs.
     weight_names : list of str
@@ -110,8 +118,12 @@ class OrtTorchModule(torch.nn.Module):
     ['0.weight', '0.bias', '2.weight', '2.bias']
     """
 
-    def __init__(self, module, example_input=None, n_threads=None, fast_gradients=True):
+    def __init__(
+        self, module, example_input=None, n_threads=None, fast_gradients=True, backend="auto"
+    ):
         super().__init__()
+        self._backend_asked = backend
+        self.backend = resolve_backend(backend)
         if isinstance(module, onnx.ModelProto):
             onx = module
             self.module = None
@@ -191,6 +203,8 @@ class OrtTorchModule(torch.nn.Module):
     def __setstate__(self, state):
         super().__setstate__(state)
         self._lock = threading.Lock()
+        # a module pickled where the training package was may be loaded where it is not
+        self.backend = resolve_backend(self._backend_asked)
 
     def _parameters_in_order(self):
         """The parameters that feed ``weight_names``, looked up at each call
@@ -256,6 +270,7 @@ class OrtTorchModule(torch.nn.Module):
                 # torch's threads work between two calls: spinning threads would take their cores
                 spin=False,
                 random_draws=True,  # from torch's generator: torch.manual_seed decides them
+                backend=self.backend,
             ).new_instance()
             self._functions[key] = (function, versions)
         return self._functions[key][0]

@@ -3,22 +3,16 @@
 onnxruntime-training 1.19.2 offers no way to read an ``Optimizer``'s state in Python; its
 checkpoint holds it (``include_optimizer_state=True``): one optimizer group whose state gives,
 for each trained weight, ``momentum0`` (torch's ``exp_avg``) and ``momentum1``
-(``exp_avg_sq``). :func:`adamw_moments` reads them with the flatbuffers schema onnxruntime
-ships, so that a fitted :class:`helpers.OrtGradientOptimizer` exports its step with its moments.
+(``exp_avg_sq``). :func:`adamw_moments` reads them with
+:func:`helpers.whole_training.checkpoint_file.read_checkpoint_file` (the flatbuffers schema
+onnxruntime ships), so that a fitted :class:`helpers.OrtGradientOptimizer` exports its step with
+its moments.
 """
 
-import numpy as np
-from onnx import helper
-from onnxruntime.tools.ort_format_model.ort_flatbuffers_py.fbs import Checkpoint
+from .checkpoint_file import read_checkpoint_file
 
 #: onnxruntime's names of AdamW's moments, in the order of torch's (``exp_avg``, ``exp_avg_sq``).
-MOMENT_NAMES = (b"momentum0", b"momentum1")
-
-
-def _array(tensor):
-    dtype = helper.tensor_dtype_to_np_dtype(tensor.DataType())
-    shape = [tensor.Dims(i) for i in range(tensor.DimsLength())]
-    return np.frombuffer(tensor.RawDataAsNumpy().tobytes(), dtype=dtype).reshape(shape)
+MOMENT_NAMES = ("momentum0", "momentum1")
 
 
 def adamw_moments(checkpoint, names):
@@ -39,7 +33,7 @@ def adamw_moments(checkpoint, names):
     Raises
     ------
     ValueError
-        When the checkpoint holds no AdamW state for one of ``names``.
+        When the checkpoint holds no AdamW state for one of ``names``, or is no checkpoint.
 
     Examples
     --------
@@ -59,18 +53,11 @@ def adamw_moments(checkpoint, names):
     >>> [m.shape for m in moments]
     [(1,), (1,)]
     """
-    root = Checkpoint.Checkpoint.GetRootAs(checkpoint, 0)
-    states = {}
-    for g in range(root.OptimizerGroupsLength()):
-        group = root.OptimizerGroups(g)
-        for s in range(group.OptimizerStatesLength()):
-            state = group.OptimizerStates(s)
-            tensors = [state.Momentums(i) for i in range(state.MomentumsLength())]
-            states[state.ParamName().decode()] = {t.Name(): _array(t) for t in tensors}
+    states = read_checkpoint_file(checkpoint).moments
     moments = []
     for name in names:
         found = states.get(name, {})
         if not set(MOMENT_NAMES) <= set(found):
             raise ValueError(f"The checkpoint holds no AdamW moments for {name!r}.")
-        moments += [found[moment].copy() for moment in MOMENT_NAMES]
+        moments += [found[moment] for moment in MOMENT_NAMES]
     return moments

@@ -10,6 +10,8 @@ run them.
 
 import warnings
 
+import numpy as np
+
 from ..core.export.optimizer_step import StepLoss, export_optimizer_step
 from ..core.layers.running_statistics import statistic_initializers
 from ..core.machine.disk_space import temporary_file
@@ -20,6 +22,7 @@ from ..core.model_graphs.onnx_graph import check_weights_to_train, initializers_
 from ..core.training.estimator import BaseOrtOptimizer
 from ..core.training.parameters import document_parameters, training_settings
 from ..core.training.training_loop import TrainingState
+from .checkpoint_file import checkpoint_bytes
 from .checkpoints import (
     CHECKPOINT_KEY,
     check_training_state,
@@ -28,6 +31,7 @@ from .checkpoints import (
     training_state,
 )
 from .loss_output import add_loss_output, loss_metadata, remove_loss_output
+from .standard_session import ADAMW_MOMENTS, StandardTrainingSession
 
 if has_training_package():  # generate_artifacts' info lines kept out of the notebooks' output
     quiet_runtime_logs()
@@ -114,6 +118,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         n_threads=None,
         fast_gradients=True,
         on_divergence="raise",
+        backend="auto",
         artifact_dir=None,
         checkpoint_path=None,
         checkpoint_every=1,
@@ -140,6 +145,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
             n_threads,
             fast_gradients,
             on_divergence,
+            backend,
         )
         self.artifact_dir = artifact_dir
         self.checkpoint_path = checkpoint_path
@@ -201,18 +207,23 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
 
     # -- training -----------------------------------------------------------------
     def _start_training(self, weights, checkpoint=None):
-        from .session import WholeTrainingSession  # noqa: PLC0415 - the training package
-
-        self._runtime = WholeTrainingSession(
+        settings = dict(
+            n_threads=self.n_threads,
+            fast_gradients=self.fast_gradients,
+            checkpoint=checkpoint,
+            random_draws=self.random_state is not None,
+        )
+        if self.backend_ == "onnx":
+            session = StandardTrainingSession
+        else:
+            from .session import WholeTrainingSession as session  # noqa: PLC0415 - the package
+        self._runtime = session(
             self.model_onnx,
             weights,
             self.update_rule_,
             self.device_,
-            n_threads=self.n_threads,
-            fast_gradients=self.fast_gradients,
             artifact_dir=self.artifact_dir,
-            checkpoint=checkpoint,
-            random_draws=self.random_state is not None,
+            **settings,
         )
 
     def _end_epoch(self):
@@ -238,6 +249,21 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
 
     def _rebuild_runtime(self):
         checkpoint = getattr(self, "_saved_checkpoint", None)
+        moments = self._saved_state.update_state
+        if checkpoint is None and self.update_rule_.name == "adamw" and moments:
+            if self.backend_ == "onnxruntime-training":  # AdamW's moments of the backend "onnx"
+                statistics = {k: np.asarray(v) for k, v in self._saved_state.statistics.items()}
+                checkpoint = checkpoint_bytes(
+                    self._saved_state.weights,
+                    # the training package loads every parameter its model has; the restore below
+                    # sets them (and the batch counters) again
+                    {k: v for k, v in statistics.items() if v.dtype.kind == "f"},
+                    moments={
+                        name: dict(zip(ADAMW_MOMENTS, moments[2 * i : 2 * i + 2]))
+                        for i, name in enumerate(self.weights_to_train_)
+                    },
+                    step=self.t_,
+                )
         if checkpoint is None:
             super()._rebuild_runtime()
             return

@@ -17,6 +17,7 @@ from ...portable.batch_order import draws_generator, epoch_order, random_state
 from ...portable.divergence import TrainingDivergedError
 from ..inputs.feature_names import check_feature_names, check_validation_names, feature_names
 from ..inputs.validation import InputSpec, check_features, check_sample_weight, check_targets
+from ..machine.backends import resolve_backend
 from ..machine.devices import resolve_device
 from ..machine.runtime import (
     check_model_inputs,
@@ -89,6 +90,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         n_threads,
         fast_gradients,
         on_divergence,
+        backend,
     ):
         self.model_onnx = model_onnx
         self.weights_to_train = weights_to_train
@@ -111,6 +113,7 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
         self.n_threads = n_threads
         self.fast_gradients = fast_gradients
         self.on_divergence = on_divergence
+        self.backend = backend
 
     # -- hooks for subclasses -------------------------------------------------
     def _check_model(self):
@@ -370,7 +373,8 @@ class BaseOrtOptimizer(TrainedModelMixin, ModelSummaryRepr, BaseEstimator):
                 delattr(self, attribute)
 
     def _prepare(self):
-        """Check the parameters and the model, choose the device."""
+        """Check the parameters and the model, choose the device and the backend."""
+        self.backend_ = resolve_backend(self.backend)
         check_onnx_compatible()
         self._check_params()
         check_model_ir_version(self.model_onnx)

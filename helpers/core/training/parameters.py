@@ -88,7 +88,15 @@ SHARED_PARAMETERS = """\
     on_divergence : {'raise', 'stop'}
         When the loss becomes NaN or infinite: ``'raise'`` raises
         :class:`helpers.TrainingDivergedError`; ``'stop'`` warns, puts back
-        the weights of the start of the epoch and stops."""
+        the weights of the start of the epoch and stops.
+    backend : {'auto', 'onnxruntime-training', 'onnx'}
+        Who writes the gradients and runs the training
+        (:mod:`helpers.core.machine.backends`): ``'onnxruntime-training'``,
+        the training package 1.19.2 (Python 3.11 and 3.12); ``'onnx'``, this
+        package's gradients in standard ONNX, run by the installed
+        onnxruntime (the maintained 1.31.1 on Python 3.13); ``'auto'``, the
+        former where it is installed. Both give the same losses up to
+        float32 rounding, and read each other's checkpoints and pickles."""
 
 SHARED_ATTRIBUTES = """\
     train_losses_ : list of float
@@ -110,6 +118,8 @@ SHARED_ATTRIBUTES = """\
         ``warm_start=True`` finishes that epoch first, on the same rows.
     weights_to_train_ : list of str
         The trained weights.
+    backend_ : str
+        The backend of the last ``fit``: ``'onnxruntime-training'`` or ``'onnx'``.
     learning_rate_ : LearningRateSchedule
         The schedule of the last ``fit`` (a copy of the object given, if any).
     update_rule_ : BaseUpdateRule

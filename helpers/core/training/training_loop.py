@@ -125,7 +125,7 @@ class TrainingState(NamedTuple):
         """Put the weights, running statistics and update buffers back into ``runtime``."""
         runtime.set_weights(self.weights)
         runtime.statistics.set(self.statistics)
-        if self.update_state is not None:
+        if self.update_state is not None and runtime.updater is not None:
             runtime.updater.set_state(self.update_state)
 
 

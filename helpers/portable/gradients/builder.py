@@ -49,8 +49,8 @@ def _float_values(types, names):
     return {n for n in names if n not in types or types[n] in FLOAT_TYPES}
 
 
-def _nodes_between(graph, sources, loss, types):
-    """The nodes that read (through others) one of ``sources`` and reach ``loss``, in graph
+def _nodes_between(graph, sources, losses, types):
+    """The nodes that read (through others) one of ``sources`` and reach one of ``losses``, in graph
     order, and the set of values on such paths: a value that depends on the sources through
     integers only (``Shape(x)``, the zeros ``ConstantOfShape`` makes of it) is on none."""
     nodes = list(graph.node)
@@ -60,7 +60,7 @@ def _nodes_between(graph, sources, loss, types):
         if any(i in reached for i in node.input if i):
             forward.append(node)
             reached.update(_float_values(types, [o for o in node.output if o]))
-    useful, between = {loss}, []
+    useful, between = set(losses), []
     for node in reversed(forward):
         if any(o in useful for o in node.output):
             between.append(node)
@@ -80,11 +80,13 @@ def build_gradients(model, wrt, loss=None, loss_gradient=None, named=(), prefix=
     wrt : list of str
         The values to differentiate: initializers or graph inputs (weights, and inputs for the
         forward/backward API).
-    loss : str, optional
-        The output to differentiate.
-    loss_gradient : str, optional
-        The name of a graph input holding the loss's gradient (the seed of the backward pass);
-        a constant one when not given.
+    loss : str or list of str, optional
+        The output to differentiate, or several: the gradient is then that of the sum of their
+        products with their ``loss_gradient`` (the forward/backward API's vector-Jacobian
+        product).
+    loss_gradient : str or list of str, optional
+        The name of a graph input holding the loss's gradient (the seed of the backward pass),
+        one per output of ``loss``; a constant one when not given.
     named : sequence of str
         Values whose gradient the graph holds under the name ``NAME_grad`` (an output of the
         model, say, whose gradient a caller replaces by its own: the backward part then reads
@@ -122,7 +124,11 @@ def build_gradients(model, wrt, loss=None, loss_gradient=None, named=(), prefix=
     """
     model = unrolled_recurrences(model)  # GRU, LSTM, RNN: their cell equations over time
     graph = model.graph
-    loss = loss or graph.output[0].name
+    losses = [loss or graph.output[0].name] if not isinstance(loss, (list, tuple)) else loss
+    if loss_gradient is None or isinstance(loss_gradient, str):
+        loss_gradient = [loss_gradient]
+    if len(loss_gradient) != len(losses):
+        raise ValueError(f"{len(losses)} losses {losses} but {len(loss_gradient)} seeds.")
     shapes, types = value_shapes_and_types(model)
     missing = [name for name in wrt if name not in shapes and name not in types]
     known = {i.name for i in graph.input} | {t.name for t in graph.initializer}
@@ -136,7 +142,7 @@ def build_gradients(model, wrt, loss=None, loss_gradient=None, named=(), prefix=
             "Leave them out of the values to train."
         )
     opset = next(o.version for o in model.opset_import if o.domain in _STANDARD)
-    nodes, on_path = _nodes_between(graph, wrt, loss, types)
+    nodes, on_path = _nodes_between(graph, wrt, losses, types)
     on_path = _float_values(types, on_path) | set(wrt)
     inputs = {i.name for i in graph.input}
     constants = {
@@ -152,8 +158,10 @@ def build_gradients(model, wrt, loss=None, loss_gradient=None, named=(), prefix=
     if clashes:
         raise ValueError(f"The model already holds values named {clashes}.")
     contributions = {}
-    seed = loss_gradient or ctx.constant(np.ones(shapes.get(loss) or [], ctx.numpy_type(loss)))
-    contributions[loss] = [seed]
+    for loss, seed in zip(losses, loss_gradient):
+        if seed is None:
+            seed = ctx.constant(np.ones(shapes.get(loss) or [], ctx.numpy_type(loss)))
+        contributions.setdefault(loss, []).append(seed)
     final = {}
 
     def total(value):
