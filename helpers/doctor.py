@@ -2,11 +2,11 @@
 doctor``).
 
 It prints Python, the onnxruntime package (and any other one beside it), the
-providers, whether a small training step really runs on the CPU and on each
-GPU the driver sees (and why not), the NVIDIA driver, the CUDA 11.8 libraries
-of the GPU package, the threads, and torch. The exit status is 0 when the
-variant asked for (--variant cpu or gpu; by default the one installed)
-trains.
+backend the optimizers train with and why, the providers, whether a small
+training step really runs on the CPU and on each GPU the driver sees (and why
+not), the NVIDIA driver, the CUDA 11.8 libraries of the GPU package, the
+threads, and torch. The exit status is 0 when the variant asked for
+(--variant cpu, gpu or maintained; by default the one installed) trains.
 
 Examples
 --------
@@ -26,6 +26,8 @@ import numpy as np
 import onnxruntime
 
 from .core.machine import cuda_libraries, devices
+from .core.machine.backends import default_backend
+from .core.machine.runtime import has_training_package
 from .core.machine.threads import resolved_threads
 from .measure.conditions import usable_cores
 
@@ -48,16 +50,16 @@ def training_step_problem(device):
     >>> training_step_problem("cpu") is None
     True
     """
-    from .forward_backward.optimizer import OrtGradientForwardBackwardOptimizer  # noqa: PLC0415
-    from .teaching.model_factories import mlp_onnx  # noqa: PLC0415
-    from .whole_training.loss_output import add_loss_output  # noqa: PLC0415
-    from .whole_training.optimizer import OrtGradientOptimizer  # noqa: PLC0415
-
     rng = np.random.default_rng(0)
     X = rng.standard_normal((32, 4)).astype(np.float32)
     y = X.sum(axis=1).astype(np.float32)
-    onx = mlp_onnx(4, hidden=(8,))
-    try:
+    try:  # an optimizer that does not import here is a failure to report too
+        from .forward_backward.optimizer import OrtGradientForwardBackwardOptimizer  # noqa: PLC0415
+        from .teaching.model_factories import mlp_onnx  # noqa: PLC0415
+        from .whole_training.loss_output import add_loss_output  # noqa: PLC0415
+        from .whole_training.optimizer import OrtGradientOptimizer  # noqa: PLC0415
+
+        onx = mlp_onnx(4, hidden=(8,))
         for optimizer in (
             OrtGradientOptimizer(add_loss_output(onx), max_iter=2, batch_size=8, device=device),
             OrtGradientForwardBackwardOptimizer(onx, max_iter=2, batch_size=8, device=device),
@@ -68,6 +70,62 @@ def training_step_problem(device):
     except Exception as error:  # the doctor reports any failure
         return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
     return None
+
+
+#: The variants of ``make setup`` (``make setup VARIANT=...``).
+VARIANTS = ("cpu", "gpu", "maintained")
+
+
+def installed_variant():
+    """The variant of ``make setup`` this environment holds, told by its onnxruntime package.
+
+    ``'gpu'`` for the training package with a CUDA provider, ``'cpu'`` for the training package
+    without one, ``'maintained'`` for an onnxruntime without training module (``onnxruntime``, or
+    ``onnxruntime-gpu`` in its place).
+
+    Examples
+    --------
+    >>> installed_variant() in VARIANTS
+    True
+    """
+    if not has_training_package():
+        return "maintained"
+    return "gpu" if "CUDAExecutionProvider" in onnxruntime.get_available_providers() else "cpu"
+
+
+def _variant_name(variant):
+    return "maintained" if variant == "maintained" else variant.upper()
+
+
+def backend_summary():
+    """The backend the optimizers train with here (``backend="auto"``), and on what.
+
+    ``make setup`` ends with it.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> backend_summary().startswith(default_backend() + " (")
+    True
+    """
+    backend = default_backend()
+    packages = ", ".join(devices.installed_runtime_packages()) or "onnxruntime"
+    how = (
+        "gradients in standard ONNX" if backend == "onnx" else "gradients from its gradient builder"
+    )
+    return f"{backend} ({packages} {onnxruntime.__version__}, {how})"
+
+
+def _backend_line(variant):
+    why = (
+        "the training package is installed"
+        if has_training_package()
+        else "no training package (onnxruntime.training) is installed"
+    )
+    return f"{backend_summary()}, as {why} (the {_variant_name(variant)} variant)"
 
 
 def _environment():
@@ -147,9 +205,9 @@ def diagnose(variant=None):
 
     Parameters
     ----------
-    variant : {'cpu', 'gpu'} or None
-        The variant that must work; the installed one when None (``'gpu'``
-        when the GPU package is installed).
+    variant : {'cpu', 'gpu', 'maintained'} or None
+        The variant that must work; the installed one when None
+        (:func:`installed_variant`).
 
     Returns
     -------
@@ -164,14 +222,16 @@ def diagnose(variant=None):
     ('yes: both APIs ran two epochs', True)
     """
     packages = devices.installed_runtime_packages()
-    gpu_package = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
-    variant = variant or ("gpu" if gpu_package else "cpu")
+    training = has_training_package()
+    gpu_package = training and "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+    variant = variant or installed_variant()
     lines = [
         (
             "Python",
             f"{platform.python_version()}, {sys.platform} {platform.machine()}, {_environment()}",
         ),
         ("onnxruntime", _runtime_line()),
+        ("Backend", _backend_line(variant)),
         ("providers", ", ".join(onnxruntime.get_available_providers())),
     ]
     cpu_problem = training_step_problem("cpu")
@@ -182,8 +242,9 @@ def diagnose(variant=None):
     if gpu_package:
         lines.append(("CUDA libraries", _cuda_libraries_line()))
     gpu_works = []
-    setup_problem = devices.gpu_setup_problem()
-    if setup_problem:
+    if not training and variant != "gpu":
+        lines.append(("GPU training", _maintained_gpu_line()))
+    elif setup_problem := devices.gpu_setup_problem():
         lines.append(("GPU training", f"no: {setup_problem}"))
     else:
         for index in range(cuda_libraries.visible_gpus()[0]):
@@ -197,11 +258,31 @@ def diagnose(variant=None):
             )
     lines.append(("threads", _threads_line()))
     lines.append(("torch", _torch_line()))
-    works = cpu_problem is None and len(packages) == 1 and (variant == "cpu" or any(gpu_works))
+    works = cpu_problem is None and len(packages) == 1 and (variant != "gpu" or any(gpu_works))
     lines.append(
-        ("verdict", f"the {variant.upper()} variant {'trains' if works else 'does not train'}")
+        (
+            "verdict",
+            f"the {_variant_name(variant)} variant {'trains' if works else 'does not train'}",
+        )
     )
     return lines, works
+
+
+def _maintained_gpu_line():
+    """The GPU line for an onnxruntime without training module (the maintained variant)."""
+    version = onnxruntime.__version__
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        return (
+            f"no: onnxruntime {version} has no CUDA provider; onnxruntime-gpu=={version} in its "
+            "place has one (docs/guide/install.md: this path is documented but not tested on a "
+            "GPU)"
+        )
+    if cuda_libraries.driver_cuda_version() is None:
+        return "no: no NVIDIA driver is installed (libcuda.so.1 cannot be loaded)"
+    return (
+        f"not checked: this report's GPU checks are those of onnxruntime-training 1.19.2 (CUDA "
+        f"11.8); onnxruntime-gpu {version} is documented but not tested on a GPU"
+    )
 
 
 def print_report(variant=None):
@@ -209,7 +290,7 @@ def print_report(variant=None):
 
     Parameters
     ----------
-    variant : {'cpu', 'gpu'} or None
+    variant : {'cpu', 'gpu', 'maintained'} or None
         As in :func:`diagnose`.
 
     Returns
@@ -243,13 +324,13 @@ def main(argv=None):
     """
     parser = argparse.ArgumentParser(
         prog="python -m helpers.doctor",
-        description="What this machine can train on: the onnxruntime package, a training step on "
-        "the CPU and on each GPU (or why not), the NVIDIA driver, the CUDA libraries, the threads "
-        "and torch.",
+        description="What this machine can train on: the onnxruntime package, the backend, a "
+        "training step on the CPU and on each GPU (or why not), the NVIDIA driver, the CUDA "
+        "libraries, the threads and torch.",
     )
     parser.add_argument(
         "--variant",
-        choices=["cpu", "gpu"],
+        choices=list(VARIANTS),
         help="the variant that must work (default: the installed one)",
     )
     args = parser.parse_args(argv)

@@ -12,6 +12,8 @@ from skl2onnx import to_onnx
 from sklearn.linear_model import LinearRegression
 
 from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
+from helpers.core.machine.backends import BACKEND_VARIABLE
+from helpers.core.machine.runtime import has_training_package
 
 #: The two onnxruntime training APIs a test runs on (whole training, forward/backward).
 APIS = ["whole", "forward_backward"]
@@ -48,6 +50,44 @@ def make_seeded_optimizer(
         learning_rate=learning_rate,
         **settings,
     )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the tests marked ``training_package`` where onnxruntime-training is not installed
+    (Python 3.13: the backend ``'onnx'`` trains there), saying why."""
+    if has_training_package():
+        return
+    skip = pytest.mark.skip(
+        reason="tests the backend 'onnxruntime-training', whose package (onnxruntime-training "
+        "1.19.2, Python 3.11 and 3.12) is not installed here"
+    )
+    for item in items:
+        if item.get_closest_marker("training_package"):
+            item.add_marker(skip)
+
+
+#: The value of the backend variable before a ``training_package`` test set it, to put back.
+_BACKEND_BEFORE = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A test marked ``training_package`` trains on that backend (``'auto'`` picks it), whatever
+    the environment variable of the run says: set before its fixtures (a module's too) are made,
+    inherited by its child processes, put back after its teardown."""
+    if item.get_closest_marker("training_package"):
+        _BACKEND_BEFORE.append(os.environ.get(BACKEND_VARIABLE))
+        os.environ[BACKEND_VARIABLE] = "onnxruntime-training"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    if item.get_closest_marker("training_package") and _BACKEND_BEFORE:
+        before = _BACKEND_BEFORE.pop()
+        if before is None:
+            os.environ.pop(BACKEND_VARIABLE, None)
+        else:
+            os.environ[BACKEND_VARIABLE] = before
 
 
 @pytest.fixture(scope="session")

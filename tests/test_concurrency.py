@@ -89,6 +89,7 @@ def test_threaded_grid_search_equals_the_sequential_one(fresh_caches):
     )
 
 
+@pytest.mark.training_package
 def test_fits_leave_the_process_stderr_alone(fresh_caches, monkeypatch):
     """No file descriptor swap: fd 2 and sys.stderr are the same after threaded fits and after a fit
     that raises."""
@@ -146,6 +147,7 @@ def _fit_other_models(_):
     return training_cache.artifact_root()
 
 
+@pytest.mark.training_package
 @pytest.mark.skipif(sys.platform != "linux", reason="fork is the Linux default this test is about")
 def test_forked_children_leave_the_parent_cache_alone(fresh_caches):
     expected = _fit("whole", 3)

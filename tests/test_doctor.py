@@ -1,5 +1,6 @@
 """python -m helpers.doctor on this machine, and its exit status."""
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -7,8 +8,11 @@ import sys
 import onnxruntime
 
 from helpers import doctor
+from helpers.core.machine import devices
 
-GPU_PACKAGE = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+#: Whether the training package is installed: the CPU or GPU variant, else the maintained one.
+TRAINING = importlib.util.find_spec("onnxruntime.training") is not None
+GPU_PACKAGE = TRAINING and "CUDAExecutionProvider" in onnxruntime.get_available_providers()
 
 
 def report(out):
@@ -21,12 +25,70 @@ def test_report_on_this_machine(capsys):
     out = capsys.readouterr().out
     lines = report(out)
     names = list(lines)
-    assert names == ["Python", "onnxruntime", "providers", "CPU training", "NVIDIA driver"] + (
-        ["CUDA libraries"] if GPU_PACKAGE else []
-    ) + [name for name in names if name.startswith("GPU")] + ["threads", "torch", "verdict"]
+    assert names == [
+        "Python",
+        "onnxruntime",
+        "Backend",
+        "providers",
+        "CPU training",
+        "NVIDIA driver",
+    ] + (["CUDA libraries"] if GPU_PACKAGE else []) + [
+        name for name in names if name.startswith("GPU")
+    ] + ["threads", "torch", "verdict"]
     assert any(name.startswith("GPU") for name in names)
     assert lines["CPU training"] == "yes: both APIs ran two epochs"
     assert status == 0 and lines["verdict"] == "the CPU variant trains"
+
+
+def test_backend_line_says_what_trains_and_why(capsys):
+    """The backend "auto" picks, the package it runs on and why; here, the variant asked for."""
+    doctor.main(["--variant", "cpu"])
+    line = report(capsys.readouterr().out)["Backend"]
+    (package,) = devices.installed_runtime_packages()
+    if TRAINING:
+        expected = (
+            f"onnxruntime-training ({package} {onnxruntime.__version__}, gradients from its "
+            "gradient builder), as the training package is installed (the CPU variant)"
+        )
+    else:
+        expected = (
+            f"onnx ({package} {onnxruntime.__version__}, gradients in standard ONNX), as no "
+            "training package (onnxruntime.training) is installed (the CPU variant)"
+        )
+    assert line == expected
+
+
+def test_without_the_training_package_it_is_the_maintained_variant(capsys, monkeypatch):
+    """An onnxruntime without training module: backend onnx, the maintained variant by default,
+    which trains when the CPU step does; its GPU line names onnxruntime-gpu."""
+    from helpers.core.machine import backends
+
+    for module in (doctor, backends):
+        monkeypatch.setattr(module, "has_training_package", lambda: False)
+    monkeypatch.setattr(doctor, "training_step_problem", lambda device: None)
+    monkeypatch.setattr(
+        doctor.onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"]
+    )
+    assert doctor.installed_variant() == "maintained"
+    assert doctor.backend_summary().startswith("onnx (")
+    assert doctor.main([]) == 0
+    lines = report(capsys.readouterr().out)
+    assert lines["Backend"].endswith(
+        "gradients in standard ONNX), as no training package (onnxruntime.training) is "
+        "installed (the maintained variant)"
+    )
+    assert lines["GPU training"].startswith(
+        f"no: onnxruntime {onnxruntime.__version__} has no CUDA provider; "
+        f"onnxruntime-gpu=={onnxruntime.__version__} in its place has one"
+    )
+    assert "CUDA libraries" not in lines
+    assert lines["verdict"] == "the maintained variant trains"
+
+
+def test_the_maintained_variant_fails_when_its_cpu_step_fails(capsys, monkeypatch):
+    monkeypatch.setattr(doctor, "training_step_problem", lambda device: "RuntimeError: boom")
+    assert doctor.main(["--variant", "maintained"]) == 1
+    assert report(capsys.readouterr().out)["verdict"] == "the maintained variant does not train"
 
 
 def test_gpu_variant_fails_with_the_reason_where_no_gpu_trains(capsys, monkeypatch):

@@ -1,8 +1,9 @@
 """The pins in requirements/*.txt and environment.yml must agree.
 
-requirements/cpu.txt and requirements/gpu.txt each include base.txt and add
-exactly one onnxruntime-training package; environment.yml repeats the CPU pins
-for conda users. Changing a version in one place and not the other fails here.
+requirements/cpu.txt, gpu.txt and maintained.txt each include base.txt and add onnx and
+exactly one onnxruntime package (onnxruntime-training-cpu, onnxruntime-training, onnxruntime);
+environment.yml repeats the CPU pins for conda users. Changing a version in one place and not
+the other fails here.
 """
 
 import re
@@ -24,6 +25,11 @@ CUDA_PREFIX = "nvidia-"
 RUNTIME_PREFIX = "onnxruntime"
 CPU_RUNTIME = "onnxruntime-training-cpu"
 GPU_RUNTIME = "onnxruntime-training"
+#: The maintained onnxruntime's package (requirements/maintained.txt): inference only.
+MAINTAINED_RUNTIME = "onnxruntime"
+#: Pinned per variant: onnx 1.17.0 (no wheel for Python 3.13) for onnxruntime 1.19.2, which
+#: refuses the IR versions newer onnx writes; a newer onnx beside the maintained onnxruntime.
+PER_VARIANT = "onnx"
 
 
 def normalize(name):
@@ -107,6 +113,11 @@ def gpu():
 
 
 @pytest.fixture(scope="module")
+def maintained():
+    return read_requirements(REQUIREMENTS / "maintained.txt")
+
+
+@pytest.fixture(scope="module")
 def environment():
     return read_environment()
 
@@ -136,42 +147,37 @@ def test_docs_pins_add_to_base_without_runtime(base):
     assert not clashes, f"docs.txt and base.txt pin different versions: {clashes}"
 
 
-def test_base_has_no_runtime(base):
-    assert runtimes(base) == [], "the onnxruntime package belongs in cpu.txt / gpu.txt only"
+def test_base_has_no_runtime_and_no_onnx(base):
+    assert runtimes(base) == [], "the onnxruntime package belongs in the variants' files only"
+    assert PER_VARIANT not in base, "onnx is pinned per variant, beside its runtime"
 
 
-def test_each_variant_lists_exactly_one_runtime(cpu, gpu):
+def test_each_variant_lists_exactly_one_runtime(cpu, gpu, maintained):
     assert runtimes(cpu) == [CPU_RUNTIME]
     assert runtimes(gpu) == [GPU_RUNTIME]
-    assert not set(runtimes(cpu)) & set(runtimes(gpu)), "cpu.txt and gpu.txt share a runtime"
+    assert runtimes(maintained) == [MAINTAINED_RUNTIME]
 
 
-def test_variants_share_base_pins_and_runtime_version(base, cpu, gpu):
-    for variant in (cpu, gpu):
+def test_variants_share_base_pins_and_runtime_version(base, cpu, gpu, maintained):
+    """Each variant is base.txt plus onnx, its runtime (and the GPU variant's CUDA libraries): no
+    pin of base.txt is repeated or changed there."""
+    for variant in (cpu, gpu, maintained):
         assert {
-            k: v for k, v in variant.items() if not k.startswith((RUNTIME_PREFIX, CUDA_PREFIX))
+            k: v
+            for k, v in variant.items()
+            if k != PER_VARIANT and not k.startswith((RUNTIME_PREFIX, CUDA_PREFIX))
         } == base
     assert cpu[CPU_RUNTIME] == gpu[GPU_RUNTIME]
+    assert cpu[PER_VARIANT] == gpu[PER_VARIANT] == "1.17.0"
 
 
-#: The maintained onnxruntime's package (requirements/maintained.txt): inference only.
-MAINTAINED_RUNTIME = "onnxruntime"
-
-
-def test_maintained_environment_has_the_maintained_runtime_and_what_makes_a_step(base):
-    """The maintained environment: onnxruntime (no training module), what a user needs to get a
-    model and build its step (torch, scikit-learn, skl2onnx), onnx newer than base's (1.17 has no
-    wheel for Python 3.13), the other shared pins as in base.txt."""
-    maintained = read_requirements(REQUIREMENTS / "maintained.txt")
+def test_maintained_variant_has_the_maintained_runtime_and_a_newer_onnx(base, cpu, maintained):
+    """The maintained variant: onnxruntime (no training module), onnx 1.18 or later (1.17 has no
+    wheel for Python 3.13), and everything the notebooks and tests need, at base.txt's pins."""
     assert runtimes(maintained) == [MAINTAINED_RUNTIME]
-    assert {"torch", "scikit-learn", "skl2onnx"} <= set(maintained)
-    assert maintained["onnx"] != base["onnx"]
-    differ = {
-        name: (version, base[name])
-        for name, version in maintained.items()
-        if name in base and name != "onnx" and base[name] != version
-    }
-    assert not differ, f"maintained.txt and base.txt pin different versions: {differ}"
+    assert {"torch", "scikit-learn", "skl2onnx", "jupyterlab", "nbval", "dask"} <= set(maintained)
+    assert tuple(map(int, maintained[PER_VARIANT].split(".")[:2])) >= (1, 18)
+    assert maintained[PER_VARIANT] != cpu[PER_VARIANT]
 
 
 def test_environment_yml_matches_cpu_requirements(environment, cpu):
@@ -199,26 +205,32 @@ def installed_version(name):
         return None
 
 
-def test_installed_packages_match_pins(base, cpu, gpu):
-    """The environment running the tests holds the pinned releases and one runtime."""
-    wrong = {}
-    for name, pinned in base.items():
-        found = installed_version(name)
-        # A local version label (torch 2.13.0+cpu) still satisfies ==2.13.0.
-        if found is None or found.split("+", 1)[0] != pinned:
-            wrong[name] = (pinned, found)
-    assert not wrong, f"installed versions differ from the pins (pin, installed): {wrong}"
-
-    others = ["onnxruntime", "onnxruntime-gpu"]
-    present = [name for name in [CPU_RUNTIME, GPU_RUNTIME, *others] if installed_version(name)]
+def test_installed_packages_match_pins(cpu, gpu, maintained):
+    """The environment running the tests holds one runtime and the pinned releases of its variant
+    (onnxruntime-gpu stands for the maintained variant's onnxruntime, at the same version)."""
+    present = [
+        name
+        for name in [CPU_RUNTIME, GPU_RUNTIME, MAINTAINED_RUNTIME, "onnxruntime-gpu"]
+        if installed_version(name)
+    ]
     assert len(present) == 1, (
         f"exactly one onnxruntime package may be installed, found {present}; "
         "uninstall all of them and reinstall one (make setup)"
     )
     runtime = present[0]
-    assert runtime in (CPU_RUNTIME, GPU_RUNTIME), f"{runtime} is not a training package"
-    pinned = (cpu | gpu)[runtime]
-    assert installed_version(runtime) == pinned
+    variant = {CPU_RUNTIME: cpu, GPU_RUNTIME: gpu}.get(runtime, maintained)
+    pins = {
+        (runtime if name == MAINTAINED_RUNTIME else name): version
+        for name, version in variant.items()
+        if not name.startswith(CUDA_PREFIX)
+    }
+    wrong = {}
+    for name, pinned in pins.items():
+        found = installed_version(name)
+        # A local version label (torch 2.13.0+cpu) still satisfies ==2.13.0.
+        if found is None or found.split("+", 1)[0] != pinned:
+            wrong[name] = (pinned, found)
+    assert not wrong, f"installed versions differ from the pins (pin, installed): {wrong}"
 
 
 def test_make_setup_refuses_a_python_without_wheels_and_says_how_to_get_one(tmp_path):
@@ -253,7 +265,98 @@ def test_make_picks_an_accepted_python():
         ["make", "help", "GPU=0"], cwd=ROOT, capture_output=True, text=True, check=True
     )
     line = next(x for x in result.stdout.splitlines() if x.startswith("Variables:"))
-    assert "(Python 3.12 3.11 accepted)" in line
+    assert "VARIANT=cpu" in line and "(Python 3.12 3.11 accepted)" in line
+
+
+def _make_variables(tmp_path, pythons, *args):
+    """`make help`'s last line for a new environment, with a PATH whose only Pythons are
+    ``pythons`` (scripts that run this interpreter under those names)."""
+    import shutil
+    import subprocess
+    import sys
+
+    folder = tmp_path / "bin"
+    folder.mkdir(parents=True)
+    for name in pythons:
+        script = folder / name
+        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+        script.chmod(0o755)
+    result = subprocess.run(
+        [shutil.which("make"), "help", f"VENV={tmp_path / 'venv'}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": str(folder), "HOME": str(tmp_path)},
+    )
+    return result.stdout.splitlines()[-1]
+
+
+def test_a_new_environment_takes_the_cpu_variant_where_python_3_12_or_3_11_works(tmp_path):
+    line = _make_variables(tmp_path, ["python3.11", "python3.12", "python3.13"])
+    assert "VARIANT=cpu" in line and f"PYTHON={tmp_path / 'bin' / 'python3.12'} " in line
+
+
+def test_a_new_environment_takes_the_maintained_variant_where_only_python_3_13_works(tmp_path):
+    """No Python 3.11 or 3.12 on PATH, a 3.13: the maintained variant, on it."""
+    line = _make_variables(tmp_path, ["python3.13"])
+    assert f"VARIANT=maintained PYTHON={tmp_path / 'bin' / 'python3.13'} " in line
+    assert "(Python 3.13 3.12 3.11 accepted)" in line
+
+
+def test_variant_and_gpu_choose_the_variant_over_what_python_finds(tmp_path):
+    assert "VARIANT=cpu" in _make_variables(tmp_path, ["python3.13"], "GPU=0")
+    assert "VARIANT=gpu" in _make_variables(tmp_path / "1", ["python3.11"], "VARIANT=gpu")
+
+
+def test_make_refuses_an_unknown_variant():
+    import subprocess
+
+    result = subprocess.run(
+        ["make", "help", "VARIANT=tpu"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode != 0 and "the variants are cpu gpu maintained" in result.stderr
+
+
+def _dry_run(*args):
+    import subprocess
+
+    result = subprocess.run(
+        ["make", "-n", *args], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    return result.returncode, result.stdout + result.stderr
+
+
+def test_the_maintained_variant_is_the_maintained_environment(tmp_path):
+    """In the maintained variant, make setup-maintained (and so make test and make fuzz) use $(VENV)
+    itself: nothing builds or runs .venv-maintained."""
+    venv = tmp_path / "venv"
+    status, out = _dry_run("setup-maintained", "test", "fuzz", "VARIANT=maintained", f"VENV={venv}")
+    assert status == 0, out
+    assert f"{venv}/bin/python -m pip install -r requirements/maintained.txt" in out
+    assert '--display-name "Python (ort-training, maintained onnxruntime)"' in out
+    assert f"PORTABLE_PYTHON=${{PORTABLE_PYTHON:-{venv}/bin/python}}" in out
+    assert ".venv-maintained" not in out and "--confcutdir=tests/portable" not in out
+    status, out = _dry_run("setup-maintained", "GPU=0", f"VENV={venv}")
+    assert status == 0 and ".venv-maintained/bin/python -m pip install -r" in out
+    status, out = _dry_run("setup", "GPU=0", f"VENV={venv}", f"MAINTAINED_VENV={venv}")
+    assert status != 0 and "in the maintained variant only" in out
+
+
+def test_make_setup_says_the_backend_and_switches_runtimes(tmp_path):
+    """Every variant's set-up ends with the backend, and uninstalls another variant's runtime
+    first."""
+    venv = tmp_path / "venv"
+    for variant, runtime in (
+        ("cpu", "onnxruntime-training-cpu"),
+        ("gpu", "onnxruntime-training"),
+        ("maintained", "onnxruntime"),
+    ):
+        status, out = _dry_run("setup", f"VARIANT={variant}", f"VENV={venv}")
+        assert status == 0, out
+        assert f'[ "$installed" != "{runtime}" ]' in out
+        assert f"-m pip install -r requirements/{variant}.txt" in out
+        assert 'print("backend:", backend_summary())' in out
 
 
 #: The Python CI runs the maintained environment's tests on (.ci/run: make setup-maintained).
@@ -267,7 +370,7 @@ def test_pyproject_accepts_the_pythons_make_accepts():
 
     makefile = (ROOT / "Makefile").read_text()
     versions = set()
-    for variant in ("cpu", "gpu"):
+    for variant in ("cpu", "gpu", "maintained"):
         versions |= set(
             _re.search(rf"^PYTHON_VERSIONS_{variant} := (.+)$", makefile, _re.M).group(1).split()
         )

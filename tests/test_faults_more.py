@@ -118,6 +118,7 @@ def _mount_small_tmpfs(folder):
         )
 
 
+@pytest.mark.training_package
 def test_a_full_temporary_folder_is_said_plainly_and_leaves_nothing_half_written(tmp_path):
     small = tmp_path / "small"
     _mount_small_tmpfs(small)
@@ -136,6 +137,7 @@ def test_a_full_temporary_folder_is_said_plainly_and_leaves_nothing_half_written
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
+@pytest.mark.training_package
 def test_a_full_disk_simulated(monkeypatch, tmp_path):
     """onnxruntime's own message, as a full disk gives it, whatever the file system."""
     from helpers.core.machine import training_cache
@@ -202,6 +204,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.training_package
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_no_artifact_folder_outlives_its_process(method, tmp_path):
     """Pool workers ended by terminate() remove their folders; a killed child's goes at the parent's

@@ -163,6 +163,7 @@ def test_forward_backward_weights_equal_with_and_without_rewrite(data):
     assert _ops(fits[True].get_trained_onnx()).count("Relu") == 2
 
 
+@pytest.mark.training_package
 def test_named_batch_dimension_removes_runtime_shape_nodes():
     """One named batch symbol: no BroadcastGradientArgs nor shape arithmetic in the gradient
     graph."""
@@ -288,6 +289,7 @@ def test_other_gathers_are_left_alone(data_type, indices_type, axis, opset):
     assert _ops(rewrite_for_training(model)) == ["Gather"]
 
 
+@pytest.mark.training_package
 def test_embedding_gradients_equal_the_plain_graph_bit_for_bit_and_torch(embedder):
     """GatherNDGrad adds the rows in the order of the ids, as GatherGrad does on one thread."""
     module, model, ids, _ = embedder

@@ -208,6 +208,7 @@ def tiny_cnn():
     return side_by_side(tables["ORT"], tables["torch"], 100.0), timing, tables
 
 
+@pytest.mark.training_package
 def test_side_by_side_table_of_a_tiny_cnn(tiny_cnn):
     rows, timing, tables = tiny_cnn
     assert timing == []

@@ -258,6 +258,7 @@ class _Rounding(nn.Module):
         return self.last(torch.round(self.first(x)))
 
 
+@pytest.mark.training_package
 def test_an_operator_without_gradient_is_named_everywhere():
     X = np.random.default_rng(0).standard_normal((12, 6)).astype(np.float32)
     y = X[:, :1]
@@ -268,6 +269,31 @@ def test_an_operator_without_gradient_is_named_everywhere():
             _optimizer(api, onx, None, 4, 1).fit(X, y)
     ort_module = OrtTorchModule(module, torch.from_numpy(X[:2]))
     with pytest.raises(UntrainableModelError, match="no gradient for Round"):
+        ort_module(torch.from_numpy(X)).sum().backward()
+
+
+class _CumulativeSum(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first, self.last = nn.Linear(6, 4), nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.last(torch.cumsum(self.first(x), dim=1))
+
+
+def test_an_operator_without_gradient_in_standard_onnx_is_named_by_every_api():
+    """The backend 'onnx' refuses an operator its gradient builder lacks with the error type of
+    the training package's, naming the operator, its layer and the fix."""
+    X = np.random.default_rng(0).standard_normal((12, 6)).astype(np.float32)
+    module = _CumulativeSum()
+    onx = export_for_training(module, torch.from_numpy(X[:2]))
+    expected = r"backend='onnx' cannot train this model: CumSum \(from the layer .*weights_to_train"
+    for api in ("whole", "forward_backward"):
+        optimizer = _optimizer(api, onx, None, 4, 1).set_params(backend="onnx")
+        with pytest.raises(UntrainableModelError, match=expected):
+            optimizer.fit(X, X[:, :1])
+    ort_module = OrtTorchModule(module, torch.from_numpy(X[:2]), backend="onnx")
+    with pytest.raises(UntrainableModelError, match=expected):
         ort_module(torch.from_numpy(X)).sum().backward()
 
 

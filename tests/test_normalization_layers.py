@@ -187,6 +187,7 @@ def test_ort_torch_module_trains_as_torch(case):
     np.testing.assert_allclose(outputs, _eval_outputs(trained, X), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.training_package
 def test_whole_training_eval_model_runs_as_torch(tmp_path):
     """The artifacts' evaluation model, run by onnxruntime's ``Module``, gives torch's loss."""
     module, shape = _module("residual_layernorm")

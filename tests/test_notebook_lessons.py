@@ -84,6 +84,7 @@ def test_training_model_parts(onx_zero, tmp_path):
     assert summary["nodes"].sum() == len(training.graph.node) + len(optimizer.graph.node)
 
 
+@pytest.mark.training_package
 def test_gradient_graph_parts(onx_zero):
     fb = OrtGradientForwardBackward(onx_zero, ["coef", "intercept"])
     table = operators_by_part(fb.gradient_model_, onx_zero)

@@ -116,6 +116,7 @@ def _training_model(name, folder):
     return model, feeds
 
 
+@pytest.mark.training_package
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_a_lowered_training_model_computes_the_same_loss_and_gradients(name, tmp_path):
     model, feeds = _training_model(name, str(tmp_path))

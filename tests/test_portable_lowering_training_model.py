@@ -87,6 +87,7 @@ def training_model(request, tmp_path_factory):
     return model, feeds
 
 
+@pytest.mark.training_package
 def test_lowered_training_model_gives_the_same_loss_and_gradients(training_model):
     model, feeds = training_model
     present = {n.op_type for n in model.graph.node if not is_standard(n)}

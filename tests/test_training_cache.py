@@ -82,6 +82,7 @@ def _artifact_folders():
     return sorted(os.listdir(training_cache.artifact_root()))
 
 
+@pytest.mark.training_package
 def test_whole_training_refit_reuses_artifacts_without_temporary_folders(data, monkeypatch):
     X, y = data
     opt = OrtGradientOptimizer(
@@ -105,6 +106,7 @@ def test_whole_training_refit_reuses_artifacts_without_temporary_folders(data, m
     assert ARTIFACTS.misses == 3 and len(_artifact_folders()) == 3
 
 
+@pytest.mark.training_package
 def test_failed_artifact_generation_leaves_nothing(data, monkeypatch):
     X, y = data
 

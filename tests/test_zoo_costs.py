@@ -10,6 +10,7 @@ from benchmarks.studies import peak_memory, peak_memory_process, zoo_costs
 ORT = ("ort whole-training", "ort forward-backward")
 
 
+@pytest.mark.training_package
 def test_a_child_process_measures_memory_and_the_caches_of_its_fits():
     repeats = 2
     df = peak_memory.measure(
@@ -31,6 +32,7 @@ def test_a_child_process_measures_memory_and_the_caches_of_its_fits():
     assert (df.refit_cache_hits == repeats + 1).all()
 
 
+@pytest.mark.training_package
 @pytest.mark.parametrize("framework", ORT)
 def test_the_first_fit_empties_the_caches_and_refits_hit_them(framework):
     from helpers.core.machine.training_cache import clear_training_caches

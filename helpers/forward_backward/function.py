@@ -81,8 +81,16 @@ class OrtGradientForwardBackward:
     backend : str
         The backend that trains: ``'onnxruntime-training'`` or ``'onnx'``.
     gradient_model_ : onnx.ModelProto
-        Forward and backward graph: as ``OrtModuleGraphBuilder`` built it, or this package's
-        gradient graph before it is cut in two.
+        Forward and backward graph: as ``OrtModuleGraphBuilder`` built it (a ``YieldOp`` between
+        the two passes), or this package's gradient graph before it is cut in two.
+    graph_info_ : object
+        Backend ``"onnxruntime-training"`` only: what ``OrtModuleGraphBuilder`` reports about the
+        graph it built (``user_input_names``, ``initializer_names_to_train``,
+        ``module_output_gradient_name``, ``frontier_node_arg_map``...).
+    split_graphs_ : helpers.forward_backward.split_graphs.SplitGraphs
+        Backend ``"onnx"`` only: the forward graph and the backward graph the sessions run, the
+        values the first hands to the second (``frontier``), the output gradients the second
+        takes (``seeds``).
     feed_names_ : list of str
         The inputs of the gradient graph, in the order the agent binds them
         (by position, never by name): user inputs, then weights.

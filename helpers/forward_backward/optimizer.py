@@ -173,7 +173,7 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
             self._draws,
         )
 
-    def export_training_step(self, path=None, gradient_builder="onnxruntime-training"):
+    def export_training_step(self, path=None, gradient_builder=None):
         """Write one training step of this optimizer as a standard ONNX model.
 
         The step model (:mod:`helpers.portable.step_format`) computes the loss of a batch and
@@ -191,10 +191,11 @@ class OrtGradientForwardBackwardOptimizer(BaseOrtOptimizer):
         path : str, optional
             The file, written atomically; without it the model is returned instead of its
             record (the model carries the record: :func:`helpers.portable.step_format.read_record`).
-        gradient_builder : {"onnxruntime-training", "onnx"}
-            Who writes the gradients: onnxruntime-training 1.19.2's gradient builder (the
-            gradients ``fit`` runs), or this project's, in standard ONNX
-            (:mod:`helpers.portable.gradients`), which needs no training package.
+        gradient_builder : {"onnxruntime-training", "onnx"}, optional
+            Who writes the gradients: onnxruntime-training 1.19.2's gradient builder, or this
+            project's, in standard ONNX (:mod:`helpers.portable.gradients`), which needs no
+            training package. By default, the optimizer's backend (``backend_``): the gradients
+            ``fit`` runs.
 
         Returns
         -------

@@ -16,9 +16,10 @@ import onnx
 from onnx import helper
 
 from ..core.export.gradient_model import with_shapes_of_a_run
+from ..core.machine.runtime import explain_no_gradient
 from ..core.machine.sessions import make_session
 from ..core.model_graphs.onnx_graph import initializers_to_inputs
-from ..portable.gradients import build_gradients
+from ..portable.gradients import NoGradientError, build_gradients
 from ..portable.lowering import lower_model
 
 #: Suffix of the backward graph's inputs holding the output gradients.
@@ -221,9 +222,12 @@ def build_split(fb, model, graph):
     :func:`helpers.forward_backward.training_agent.build_agent` gives."""
     weights = initializers_to_inputs(model, fb.weights_to_train)
     wrt = fb.weights_to_train + fb.input_names_require_grad
-    split = split_graphs(
-        with_shapes_of_a_run(weights), wrt, fb.output_names, graph.statistics.output_names
-    )
+    try:
+        split = split_graphs(
+            with_shapes_of_a_run(weights), wrt, fb.output_names, graph.statistics.output_names
+        )
+    except NoGradientError as error:
+        raise explain_no_gradient(error) from None
     feed_names = [i.name for i in split.forward.graph.input]
     given = fb.input_names + graph.draws.names + fb.weights_to_train
     runner = SplitGraphRunner(
@@ -233,6 +237,7 @@ def build_split(fb, model, graph):
     )
     return {
         "gradient_model_": split.full,
+        "split_graphs_": split,
         "feed_names_": feed_names,
         "grad_names_": list(split.gradients),
         "_grad_positions": list(range(len(wrt))),

@@ -102,6 +102,7 @@ def build_agent(fb, model, graph):
     )
     return {
         "gradient_model_": gradient_model,
+        "graph_info_": info,
         "feed_names_": feed_names,
         "grad_names_": grad_names,
         "_grad_positions": [grad_names.index(grad_of[w]) for w in fb.weights_to_train]

@@ -37,21 +37,15 @@ def adamw_moments(checkpoint, names):
 
     Examples
     --------
-    >>> import os, tempfile
     >>> import numpy as np
-    >>> from onnxruntime.training.api import CheckpointState
-    >>> from helpers import OrtGradientOptimizer, add_loss_output
-    >>> from helpers.teaching.model_factories import mlp_onnx
-    >>> X = np.ones((8, 3), np.float32)
-    >>> opt = OrtGradientOptimizer(add_loss_output(mlp_onnx(3, hidden=(4,))), max_iter=1,
-    ...                            solver="adamw", batch_size=8).fit(X, X[:, :1])
-    >>> with tempfile.TemporaryDirectory() as folder:
-    ...     path = os.path.join(folder, "checkpoint")
-    ...     CheckpointState.save_checkpoint(opt._runtime.state, path, True)
-    ...     with open(path, "rb") as f:
-    ...         moments = adamw_moments(f.read(), ["intercept1"])
-    >>> [m.shape for m in moments]
-    [(1,), (1,)]
+    >>> from helpers.whole_training.checkpoint_file import checkpoint_bytes
+    >>> two = np.ones(2, np.float32)
+    >>> saved = checkpoint_bytes(
+    ...     {"w": 0 * two}, moments={"w": {"momentum0": two, "momentum1": 4 * two}}, step=3
+    ... )
+    >>> moments = adamw_moments(saved, ["w"])
+    >>> [m.tolist() for m in moments]
+    [[1.0, 1.0], [4.0, 4.0]]
     """
     states = read_checkpoint_file(checkpoint).moments
     moments = []

@@ -353,7 +353,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
             batch.ortvalues(), self.learning_rate_.value(t), t, self._draws
         )
 
-    def export_training_step(self, path=None, gradient_builder="onnxruntime-training"):
+    def export_training_step(self, path=None, gradient_builder=None):
         """Write one training step of this optimizer as a standard ONNX model.
 
         The step model (:mod:`helpers.portable.step_format`) computes the loss of a batch, the
@@ -362,18 +362,20 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
         running statistics of batch normalization, with standard operators only
         (:mod:`helpers.portable.lowering`): onnxruntime 1.19.2 to 1.31.1 run it with a plain
         ``InferenceSession``, and :class:`helpers.portable.trainer.PortableTrainer` trains with
-        it. Its graph is the training model of ``generate_artifacts`` for ``model_onnx``, with
-        every rewrite ``fit`` applies.
+        it. Its graph is the gradient graph ``fit`` runs for ``model_onnx``, with every rewrite
+        ``fit`` applies: the training model of ``generate_artifacts`` with the backend
+        ``"onnxruntime-training"``, this project's gradients with ``"onnx"``.
 
         Parameters
         ----------
         path : str, optional
             The file, written atomically; without it the model is returned instead of its
             record (the model carries the record: :func:`helpers.portable.step_format.read_record`).
-        gradient_builder : {"onnxruntime-training", "onnx"}
-            Who writes the gradients: onnxruntime-training 1.19.2's gradient builder (the
-            gradients ``fit`` runs), or this project's, in standard ONNX
-            (:mod:`helpers.portable.gradients`), which needs no training package.
+        gradient_builder : {"onnxruntime-training", "onnx"}, optional
+            Who writes the gradients: onnxruntime-training 1.19.2's gradient builder, or this
+            project's, in standard ONNX (:mod:`helpers.portable.gradients`), which needs no
+            training package. By default, the optimizer's backend (``backend_``): the gradients
+            ``fit`` runs.
 
         Returns
         -------

@@ -21,11 +21,15 @@ from onnx import helper
 from ..core.export.gradient_model import gradient_model
 from ..core.graphs.onnx_function import ortvalue_of, to_ortvalue
 from ..core.machine.disk_space import full_disk_explained
-from ..core.machine.sessions import make_session
+from ..core.machine.runtime import explain_no_gradient
+from ..core.machine.sessions import is_profiling, make_session
+from ..core.machine.threads import resolved_threads
+from ..core.machine.training_cache import GRADIENT_GRAPHS, content_key
 from ..core.model_graphs.inference_mode import inference_graph
 from ..core.model_graphs.onnx_graph import initializers_to_inputs
 from ..core.updates.weight_updater import WeightUpdater, build_update_graph
 from ..portable.atomic_files import write_atomic
+from ..portable.gradients import NoGradientError
 from ..portable.lowering import lower_model
 from .checkpoint_file import checkpoint_bytes, read_checkpoint_file
 from .checkpoints import CHECKSUM_MARK
@@ -40,7 +44,10 @@ ADAMW_MOMENTS = ("momentum0", "momentum1")
 
 def _training_model(onx_loss, names, fast_gradients, random_draws):
     """The graph computing the loss, the batch statistics and the gradients, weights as inputs."""
-    built = gradient_model(onx_loss, names, fast_gradients, random_draws, builder="onnx")
+    try:
+        built = gradient_model(onx_loss, names, fast_gradients, random_draws, builder="onnx")
+    except NoGradientError as error:
+        raise explain_no_gradient(error) from None
     model = built.model
     outputs = [o.name for o in model.graph.output]
     model.graph.output.extend(
@@ -122,8 +129,27 @@ class StandardTrainingSession:
         self.names = list(weights)
         self.rule = rule
         self.adamw = rule.name == "adamw"
-        model, built = _training_model(onx_loss, self.names, fast_gradients, random_draws)
-        self.statistics = built.statistics
+        key = content_key(
+            "standard whole-training",
+            onx_loss,
+            self.names,
+            fast_gradients,
+            random_draws,
+            str(device),
+            resolved_threads(n_threads),
+            onnxruntime.__version__,
+        )
+
+        def build():
+            model, built = _training_model(onx_loss, self.names, fast_gradients, random_draws)
+            return model, built, make_session(model, device, n_threads, "model")
+
+        # a refit (a grid search) reuses the graph and its session: the weights are inputs
+        build_now = is_profiling() or artifact_dir is not None
+        model, built, self._session = (
+            build() if build_now else GRADIENT_GRAPHS.get_or_build(key, build)
+        )
+        self.statistics = built.statistics.copy()  # the graph's may be shared by other fits
         self.draws = built.draws
         self.device = device
         initializers = {i.name for i in onx_loss.graph.initializer}
@@ -134,7 +160,6 @@ class StandardTrainingSession:
             *self.statistics.output_names,
             *(built.gradients[name] for name in self.names),
         ]
-        self._session = make_session(model, device, n_threads, "model")
         self.weights = [
             to_ortvalue(np.array(weights[name], dtype=np.float32), device) for name in self.names
         ]

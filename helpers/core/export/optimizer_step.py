@@ -137,7 +137,7 @@ def _inference_bytes(optimizer, state):
 
 
 def export_optimizer_step(
-    optimizer, path, api, step_loss, trained_buffers=None, gradient_builder="onnxruntime-training"
+    optimizer, path, api, step_loss, trained_buffers=None, gradient_builder=None
 ):
     """Write the step model of ``optimizer``, new or fitted, to ``path``; return its record
     (or, without a path, return the model, which carries the record).
@@ -157,9 +157,10 @@ def export_optimizer_step(
         Returns the buffers of a fitted optimizer whose update rule runs in onnxruntime's
         optimizer model (whole-training AdamW), in :func:`~helpers.core.export.step_model.
         state_names` order.
-    gradient_builder : {"onnxruntime-training", "onnx"}
+    gradient_builder : {"onnxruntime-training", "onnx"}, optional
         Who writes the step's gradients: onnxruntime-training 1.19.2's builder, or this
-        project's, in standard ONNX (:mod:`helpers.portable.gradients`).
+        project's, in standard ONNX (:mod:`helpers.portable.gradients`). By default, the
+        optimizer's backend (``backend_``): the gradients its ``fit`` runs.
 
     Returns
     -------
@@ -178,6 +179,8 @@ def export_optimizer_step(
     ('nesterov', 0, 'intercept1.momentum_buffer')
     """
     optimizer._prepare()
+    if gradient_builder is None:  # the gradients fit runs: the backends' names are the builders'
+        gradient_builder = optimizer.backend_
     fitted = optimizer._is_fitted()
     if fitted:
         try:

@@ -117,6 +117,25 @@ def explain_untrainable(model, error):
     )
 
 
+def explain_no_gradient(error):
+    """The :class:`UntrainableModelError` of the backend ``'onnx'`` for a
+    :class:`~helpers.portable.gradients.registry.NoGradientError` of its gradient builder.
+
+    Examples
+    --------
+    >>> from helpers.portable.gradients import NoGradientError
+    >>> str(explain_no_gradient(NoGradientError("TopK", "", "/head/TopK"))).split(": ")[0]
+    "backend='onnx' cannot train this model"
+    """
+    hint = _REPLACEMENTS.get(error.op_type)
+    return UntrainableModelError(
+        f"backend='onnx' cannot train this model: {error.args[0].split(' Freeze')[0]} Replace the "
+        f"layer{' (' + hint + ')' if hint else ''}, or train only the weights after it "
+        "(weights_to_train); where onnxruntime-training is installed, backend="
+        "'onnxruntime-training' may have its gradient."
+    )
+
+
 #: What to use instead of operators without a gradient.
 _REPLACEMENTS = {
     "Resize": (
