@@ -222,3 +222,33 @@ def test_the_environment_variable_chooses_what_auto_picks(monkeypatch):
     monkeypatch.setenv(backends.BACKEND_VARIABLE, "tvm")
     with pytest.raises(ValueError, match="HELPERS_BACKEND='tvm' names no backend"):
         resolve_backend("auto")
+
+
+class _AfterUnflattens(torch.nn.Module):
+    """A batch normalization, a MatMul and a reduction over a negative axis after reshapes to
+    computed shapes: their gradients need ranks that only a run on zeros finds (the fuzzer's
+    seeds 116 and 165)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.BatchNorm2d(5)
+        self.hidden = torch.nn.Linear(5, 6)
+        self.head = torch.nn.Linear(6, 1)
+
+    def forward(self, x):
+        x = self.norm(x.unflatten(1, (5, 1, 1))).sum(dim=(2, 3))
+        x = self.hidden(x).unflatten(1, (3, 2))
+        return self.head((x - x.sum(dim=-1, keepdim=True)).flatten(1))
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_values_whose_rank_only_a_run_finds_train_on_both_backends(api):
+    """The forward/backward API's graphs take the weights as inputs: the run that finds the
+    missing ranks gave them the batch's sizes, failed, and ``"onnx"`` refused the model."""
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((24, 5)).astype(np.float32)
+    y = rng.standard_normal((24, 1)).astype(np.float32)
+    onx = export_for_training(_AfterUnflattens(), torch.from_numpy(X[:2]))
+    first, second = _fits(api, onx, X, y, epochs=3, batch_size=len(X), learning_rate=0.05)
+    _assert_same(first, second)

@@ -89,9 +89,10 @@ def model_computing(model, names, types=None):
 def shapes_of_a_run(model, names):
     """The shapes of the float values ``names`` when the nodes that compute them run on zeros.
 
-    The run is made with batches of 1 and 2 rows: a dimension that changes
-    with the batch is None. Empty when an input the values need has another
-    free dimension than the first, or when the run fails.
+    The run is made with batches of 1 and 2 rows (the inputs whose first
+    dimension is free; the others, weights made inputs, keep their shape): a
+    dimension that changes with the batch is None. Empty when an input the
+    values need has another free dimension than the first, or when the run fails.
 
     Examples
     --------
@@ -117,7 +118,11 @@ def shapes_of_a_run(model, names):
         session = make_session(run, options=options)
         runs = [
             session.run(
-                names, {i.name: np.zeros([rows, *d[1:]], t) for i, d, t in zip(inputs, dims, types)}
+                names,
+                {
+                    i.name: np.zeros([rows, *d[1:]] if d and d[0] is None else d, t)
+                    for i, d, t in zip(inputs, dims, types)
+                },
             )
             for rows in (1, 2)
         ]
