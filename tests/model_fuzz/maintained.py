@@ -1,15 +1,22 @@
-"""The fuzzer's ``built`` path, run in the maintained environment (no training package): build
-the step of an exported model with :func:`helpers.build_training_step` and train it with
-:class:`helpers.PortableTrainer`.
+"""The fuzzer's process in the maintained environment (onnxruntime 1.31.1, no training package).
 
-``python -m model_fuzz.built_step`` reads one JSON job a line on its standard input
-(``model``, ``data``, ``out``, ``loss``, ``learning_rate``, ``epochs``) and answers each with a
-line ``done`` once it wrote ``OUT/result.json``: the loss of each step, or the error (its type,
-whether it is a refusal: a ``ValueError``, and its message), and ``OUT/model.onnx``, the trained
-inference model. One process serves a fuzzer child's models: its imports (scikit-learn, torch)
-take seconds.
+It serves two kinds of job, so that one process (its imports, torch and scikit-learn, take
+seconds) serves a fuzzer child's models:
+
+- ``built``: build the step of an exported model with :func:`helpers.build_training_step` and
+  train it with :class:`helpers.PortableTrainer` (the ``built`` path). The answer holds the loss
+  of each step, or the error (its type, whether it is a refusal: a ``ValueError``, and its
+  message); ``OUT/model.onnx`` holds the trained inference model.
+- ``check``: run a whole path of :mod:`model_fuzz.paths` here, the torch reference included (the
+  ``*_onnx`` paths: the optimizers and :class:`helpers.OrtTorchModule` with ``backend="onnx"``).
+  The answer is the path's :class:`~model_fuzz.paths.Outcome`.
+
+``python -m model_fuzz.maintained`` reads one JSON job a line on its standard input (``kind``,
+then the job's fields) and answers each with one JSON line on its standard output; what the
+exporter or onnxruntime print goes to its standard error.
 """
 
+import dataclasses
 import json
 import os
 import sys
@@ -18,8 +25,8 @@ import numpy as np
 import onnx
 
 
-def train(model_path, data_path, out, loss, learning_rate, epochs):
-    """Build and train one step; write ``OUT/result.json`` (and the trained model)."""
+def train_built(model_path, data_path, out, loss, learning_rate, epochs):
+    """Build and train one step, write ``OUT/model.onnx``; the losses, or the error."""
     from helpers import PortableTrainer, build_training_step
 
     with np.load(data_path) as data:
@@ -37,23 +44,35 @@ def train(model_path, data_path, out, loss, learning_rate, epochs):
         )
         trainer = PortableTrainer(step).fit(X, y)
         trainer.save_inference_model(os.path.join(out, "model.onnx"))
-        result = {"losses": trainer.losses_}
+        return {"losses": trainer.losses_}
     except Exception as error:  # reported to the fuzzer, which classifies it
-        result = {
+        return {
             "error": type(error).__name__,
             "refused": isinstance(error, ValueError),
             "message": str(error),
         }
-    with open(os.path.join(out, "result.json"), "w") as f:
-        json.dump(result, f)
+
+
+def check(model, path):
+    """The outcome of ``path`` (one of :data:`~model_fuzz.paths.ONNX_PATHS`) for ``model``, the
+    fields of a :class:`~model_fuzz.grammar.GeneratedModel`, as a dict."""
+    from .grammar import GeneratedModel
+    from .paths import run_here
+
+    generated = GeneratedModel(**{**model, "names": tuple(model["names"])})
+    return dataclasses.asdict(run_here(generated, path))
 
 
 def main():
     """Serve the jobs of the standard input, one a line, until it closes."""
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # what the exporter or onnxruntime print goes to stderr, not among the answers
+    jobs = {"built": train_built, "check": check}
     for line in sys.stdin:
         if line.strip():
-            train(**json.loads(line))
-            print("done", flush=True)
+            job = json.loads(line)
+            answer = jobs[job.pop("kind")](**job)
+            print(json.dumps(answer), file=answers, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,20 @@
 """One generated model in one training path, compared with torch: the outcome is one word.
 
 The paths: the whole-training optimizer (``whole``), the forward/backward optimizer
-(``forward_backward``), :class:`helpers.OrtTorchModule` (``torch_module``), and the
-whole-training optimizer's step model (``export_training_step``) trained by the maintained
-onnxruntime in its own environment with ``python -m helpers.portable fit`` (``portable``;
-``make setup-maintained`` builds it, ``PORTABLE_PYTHON`` names another interpreter), and the step
-made in that environment, with no training package, by :func:`helpers.build_training_step` (its
-gradients written by :mod:`helpers.portable.gradients`) and trained there (``built``).
+(``forward_backward``), :class:`helpers.OrtTorchModule` (``torch_module``), all three with
+``backend="onnxruntime-training"`` (onnxruntime-training 1.19.2's gradients and training
+objects); the whole-training optimizer's step model (``export_training_step``) trained by the
+maintained onnxruntime in its own environment with ``python -m helpers.portable fit``
+(``portable``; ``make setup-maintained`` builds it, ``PORTABLE_PYTHON`` names another
+interpreter); the step made in that environment, with no training package, by
+:func:`helpers.build_training_step` (its gradients written by :mod:`helpers.portable.gradients`)
+and trained there (``built``); and the first three again with ``backend="onnx"`` (the gradients
+of :mod:`helpers.portable.gradients` in a gradient session, or a forward and a backward graph)
+run by the maintained onnxruntime: ``whole_onnx``, ``forward_backward_onnx`` and
+``torch_module_onnx``. A process of that environment (:mod:`model_fuzz.maintained`) runs these
+whole, torch's reference and the comparison included, with the same checks and tolerances.
+Where the fuzzer's own environment has no onnxruntime-training (the maintained variant of
+``.venv``), the paths that need it are not run (:func:`runnable_paths`).
 
 ``trains``: the path agrees with torch's plain SGD from the same weights on
 the same batches (losses of every step, trained weights, running statistics,
@@ -21,7 +29,7 @@ ONNX operators of its export. Every other outcome is a failure:
   AssertionError);
 - ``reference``: torch itself could not train the model (a fault of the grammar);
 - ``crash`` and ``hang`` are found by :mod:`model_fuzz.runner`, which runs each model in a child
-  process.
+  process (a ``crash`` also where the maintained environment's process ends during a job).
 
 Tolerances: float32 rounding on a few steps of small models. A value agrees
 when ``|actual - expected| <= RTOL * (|expected| + scale / 10)``, where
@@ -67,6 +75,7 @@ from helpers import (
     add_loss_output,
     export_for_training,
 )
+from helpers.core.machine.runtime import has_training_package
 from helpers.teaching import MAINTAINED_PYTHON as SETUP_MAINTAINED_PYTHON
 from helpers.teaching import torch_fit
 
@@ -74,8 +83,19 @@ from .grammar import MODULE_EPOCHS, OPTIMIZER_STEPS, one_thread
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-PATHS = ("whole", "forward_backward", "torch_module", "portable", "built")
+#: The paths run with ``backend="onnx"`` in the maintained environment, and the path each repeats.
+ONNX_PATHS = {
+    "whole_onnx": "whole",
+    "forward_backward_onnx": "forward_backward",
+    "torch_module_onnx": "torch_module",
+}
+PATHS = ("whole", "forward_backward", "torch_module", "portable", "built", *ONNX_PATHS)
+#: The paths that need onnxruntime-training 1.19.2 in the fuzzer's own environment (its backend,
+#: or the step model its gradient builder writes): the maintained variant of ``.venv`` has none.
+TRAINING_PACKAGE_PATHS = ("whole", "forward_backward", "torch_module", "portable")
 PASSING = ("trains", "refused")
+#: The backend of the paths ``whole``, ``forward_backward`` and ``torch_module``.
+TRAINING_PACKAGE = "onnxruntime-training"
 RTOL = 1e-4
 CONDITIONING = 10
 PREDICTION_RTOL = 1e-3
@@ -97,6 +117,20 @@ class Outcome:
 
 class Disagreement(Exception):
     """A path trained, and a number differs from torch's."""
+
+
+def runnable_paths():
+    """The paths this environment runs: every path where onnxruntime-training is installed, else
+    those that need none of it (:data:`TRAINING_PACKAGE_PATHS`).
+
+    Examples
+    --------
+    >>> set(runnable_paths()) >= {"built", *ONNX_PATHS}
+    True
+    """
+    if has_training_package():
+        return PATHS
+    return tuple(p for p in PATHS if p not in TRAINING_PACKAGE_PATHS)
 
 
 def close(actual, expected, what, expected64=None, rtol=RTOL):
@@ -134,6 +168,12 @@ def close(actual, expected, what, expected64=None, rtol=RTOL):
             f"{what}: {int(bad.sum())} of {bad.size} values differ, "
             f"the worst {actual[worst]:.7g} against {expected[worst]:.7g}"
         )
+
+
+def _trained_with(backend, expected):
+    """Raise :class:`Disagreement` unless the path trained with the ``expected`` backend."""
+    if backend != expected:
+        raise Disagreement(f"trained with the backend {backend!r}, not {expected!r}")
 
 
 def _finite(losses, what):
@@ -184,7 +224,7 @@ def _names_a_layer(message, model, module, X):
     return any(re.search(rf"(?<!\w){re.escape(w)}(?!\w)", message) for w in words)
 
 
-def _optimizer(path, module, X, model):
+def _optimizer(path, module, X, model, backend=TRAINING_PACKAGE):
     onx = export_for_training(module, torch.from_numpy(X[:2]))
     common = dict(
         max_iter=OPTIMIZER_STEPS,
@@ -194,6 +234,7 @@ def _optimizer(path, module, X, model):
         random_state=0,
         validation_every=0,
         n_threads=1,
+        backend=backend,
     )
     if path == "whole":
         return OrtGradientOptimizer(add_loss_output(onx, score_name=model.loss), **common)
@@ -212,12 +253,13 @@ def _compare(actual, torch_values):
         close(value, torch_values[what][0], what, torch_values[what][1], rtol)
 
 
-def _check_optimizer(path, model, module, X, y):
-    opt = _optimizer(path, copy.deepcopy(module), X, model).fit(X, y)
+def _check_optimizer(path, model, module, X, y, backend):
+    opt = _optimizer(path, copy.deepcopy(module), X, model, backend).fit(X, y)
+    _trained_with(opt.backend_, backend)
     trained = {**opt.get_state(), **opt.get_running_statistics()}
     if model.dropout:
         _finite(opt.train_losses_, "training")
-        again = _optimizer(path, copy.deepcopy(module), X, model).fit(X, y)
+        again = _optimizer(path, copy.deepcopy(module), X, model, backend).fit(X, y)
         if again.train_losses_ != opt.train_losses_:
             raise Disagreement(
                 f"two fits with random_state=0 differ: {opt.train_losses_} then "
@@ -288,19 +330,21 @@ def _check_portable(model, module, X, y):
         step = os.path.join(folder, "step.onnx")
         opt.export_training_step(step)
         losses, weights, session = _train_portable(step, X, y, OPTIMIZER_STEPS, folder)
-    _check_trained_step(model, module, X, y, losses, weights, session)
+    _check_trained_step(model, module, X, y, (losses, weights, session), TRAINING_PACKAGE)
 
 
-def _check_trained_step(model, module, X, y, losses, weights, session):
-    """A step model's training (its losses, trained weights and inference session) against
-    torch; with dropout, against the whole-training fit, whose masks come from the same seed."""
+def _check_trained_step(model, module, X, y, trained_step, backend):
+    """A step model's training (``trained_step``: its losses, trained weights and inference
+    session) against torch; with dropout, against the whole-training fit on ``backend``, whose
+    masks come from the same seed."""
+    losses, weights, session = trained_step
 
     def predict(rows):
         return session.run(None, {session.get_inputs()[0].name: rows})[0]
 
     if model.dropout:
         _finite(losses, "training")
-        opt = _optimizer("whole", copy.deepcopy(module), X, model)
+        opt = _optimizer("whole", copy.deepcopy(module), X, model, backend)
         fitted = opt.fit(X, y).train_losses_  # one step an epoch, the masks of the same seed
         close(losses, fitted, "losses of each step against the whole-training fit's", rtol=RTOL)
         state = {n: torch.from_numpy(v) for n, v in weights.items() if n in module.state_dict()}
@@ -319,34 +363,69 @@ def _check_trained_step(model, module, X, y, losses, weights, session):
     _compare(actual, torch_values)
 
 
-_BUILT_SERVER = []  # the maintained process of model_fuzz.built_step, once started
+_MAINTAINED = []  # the process of model_fuzz.maintained and its stderr file, while it runs
 
 
-def _built_server():
-    """The maintained process that builds and trains the steps (started once per process)."""
-    if not _BUILT_SERVER or _BUILT_SERVER[0].poll() is not None:
+class MaintainedProcessEnded(RuntimeError):
+    """The maintained environment's process ended during a job (an abort, a kill)."""
+
+
+def _maintained_process():
+    """The process of :mod:`model_fuzz.maintained` (started at the first job, and again after one
+    ended) and the file that holds its standard error."""
+    if not _MAINTAINED:
         path = os.pathsep.join([_ROOT, os.path.join(_ROOT, "tests")])
+        errors = tempfile.TemporaryFile("w+")
         server = subprocess.Popen(
-            [MAINTAINED_PYTHON, "-m", "model_fuzz.built_step"],
+            [MAINTAINED_PYTHON, "-m", "model_fuzz.maintained"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=errors,
             text=True,
             env={**os.environ, "PYTHONPATH": path},
         )
-        _BUILT_SERVER[:] = [server]
-    return _BUILT_SERVER[0]
+        _MAINTAINED[:] = [server, errors]
+    return _MAINTAINED
+
+
+def _ask_maintained(kind, **job):
+    """Run a job of ``kind`` in the maintained environment's process; its answer (a dict).
+
+    Raises
+    ------
+    MaintainedProcessEnded
+        When the process ends before it answers, with its exit code and its last lines of
+        standard error.
+    """
+    server, errors = _maintained_process()
+    try:
+        server.stdin.write(json.dumps({"kind": kind, **job}) + "\n")
+        server.stdin.flush()
+        answer = server.stdout.readline()
+    except BrokenPipeError:  # it ended before it read the job
+        answer = ""
+    if not answer:
+        server.communicate()  # its pipes closed, the job it did not read dropped
+        errors.seek(0)
+        tail = re.sub(r"\x1b\[[0-9;]*m", "", errors.read()).strip().splitlines()[-3:]
+        errors.close()
+        _MAINTAINED.clear()
+        ended = f"the maintained process ended with code {server.returncode}"
+        raise MaintainedProcessEnded("\n".join([ended, *tail]))
+    return json.loads(answer)
 
 
 def _train_built(model, module, X, y, folder):
     """Build and train the step of ``module``'s export in the maintained environment
-    (:mod:`model_fuzz.built_step`); its losses, trained weights and inference session."""
+    (:func:`model_fuzz.maintained.train_built`); its losses, trained weights and inference
+    session."""
     paths = {n: os.path.join(folder, n) for n in ("model.onnx", "data.npz", "out")}
     onnx.save(
         export_for_training(copy.deepcopy(module), torch.from_numpy(X[:2])), paths["model.onnx"]
     )
     np.savez(paths["data.npz"], X=X, y=y)
-    job = dict(
+    result = _ask_maintained(
+        "built",
         model_path=paths["model.onnx"],
         data_path=paths["data.npz"],
         out=paths["out"],
@@ -354,14 +433,6 @@ def _train_built(model, module, X, y, folder):
         learning_rate=model.learning_rate,
         epochs=OPTIMIZER_STEPS,
     )
-    server = _built_server()
-    server.stdin.write(json.dumps(job) + "\n")
-    server.stdin.flush()
-    if server.stdout.readline().strip() != "done":
-        error = server.stderr.read()[-600:] if server.poll() is not None else ""
-        raise RuntimeError(f"built_step ended ({server.poll()}): {error}")
-    with open(os.path.join(paths["out"], "result.json")) as f:
-        result = json.load(f)
     if "error" in result:
         kind = ValueError if result["refused"] else RuntimeError
         raise kind(f"{result['error']}: {result['message']}")
@@ -376,12 +447,15 @@ def _train_built(model, module, X, y, folder):
 def _check_built(model, module, X, y):
     """The step built without the training package, trained by the maintained onnxruntime."""
     with tempfile.TemporaryDirectory() as folder:
-        losses, weights, session = _train_built(model, module, X, y, folder)
-    _check_trained_step(model, module, X, y, losses, weights, session)
+        trained_step = _train_built(model, module, X, y, folder)
+    _check_trained_step(model, module, X, y, trained_step, "onnx")
 
 
-def _check_torch_module(model, module, X, y):
-    ort_module = OrtTorchModule(copy.deepcopy(module), torch.from_numpy(X[:2]), n_threads=1)
+def _check_torch_module(model, module, X, y, backend):
+    ort_module = OrtTorchModule(
+        copy.deepcopy(module), torch.from_numpy(X[:2]), n_threads=1, backend=backend
+    )
+    _trained_with(ort_module.backend, backend)
     _, ort_steps = torch_fit(
         ort_module, X, y, model.loss, model.batch_size, MODULE_EPOCHS, model.learning_rate
     )
@@ -408,12 +482,25 @@ def _message(error):
 def run_path(model, path):
     """Train ``model`` (a :class:`~model_fuzz.grammar.GeneratedModel`) in ``path``; its outcome.
 
+    The paths of :data:`ONNX_PATHS` run in the maintained environment's process, the others here.
+
     Examples
     --------
     >>> from model_fuzz.grammar import generate_model
     >>> run_path(generate_model(6), "torch_module").kind
     'trains'
     """
+    if path not in ONNX_PATHS:
+        return run_here(model, path)
+    try:
+        answer = _ask_maintained("check", model=dataclasses.asdict(model), path=path)
+    except MaintainedProcessEnded as error:
+        return Outcome(model.seed, path, "crash", str(error))
+    return Outcome(**answer)
+
+
+def run_here(model, path):
+    """:func:`run_path` in this process, whatever the path."""
     with one_thread():
         return _outcome(model, path)
 
@@ -424,17 +511,21 @@ def _outcome(model, path):
         torch_fit(copy.deepcopy(module), X, y, model.loss, model.batch_size, 1, model.learning_rate)
     except Exception as error:
         return Outcome(model.seed, path, "reference", _message(error))
+    backend = "onnx" if path in ONNX_PATHS else TRAINING_PACKAGE
+    repeated = ONNX_PATHS.get(path, path)
     try:
-        if path == "torch_module":
-            _check_torch_module(model, module, X, y)
-        elif path == "portable":
+        if repeated == "torch_module":
+            _check_torch_module(model, module, X, y, backend)
+        elif repeated == "portable":
             _check_portable(model, module, X, y)
-        elif path == "built":
+        elif repeated == "built":
             _check_built(model, module, X, y)
         else:
-            _check_optimizer(path, model, module, X, y)
+            _check_optimizer(repeated, model, module, X, y, backend)
     except Disagreement as error:
         return Outcome(model.seed, path, "disagrees", str(error))
+    except MaintainedProcessEnded as error:
+        return Outcome(model.seed, path, "crash", str(error))
     except ValueError as error:
         named = _names_a_layer(str(error), model, *model.build()[:2])
         kind = "refused" if named else "unnamed refusal"

@@ -1,12 +1,14 @@
 """The long fuzzer run: each model in a child process with a time limit, a table, a report.
 
-A child process trains a few models, each in the three paths, and prints
-one JSON line per model and path as soon as it is done, so that when it dies
+A child process trains a few models, each in the paths of :mod:`model_fuzz.paths`, and
+prints one JSON line per model and path as soon as it is done, so that when it dies
 (a C++ abort) or runs past its time limit, the path it was in is a ``crash``
 or a ``hang``, the ones before keep their outcomes, and the ones after it run
-in a new child. ``python -m model_fuzz --seeds 0-499`` (``make fuzz``)
-runs the seeds on two workers, prints a table of outcomes per path and the
-failures, writes the report and exits 1 on any failure.
+in a new child. Each child leads a process group of its own, which holds the process
+of the maintained environment it starts (:mod:`model_fuzz.maintained`): a hang ends both.
+``python -m model_fuzz --seeds 0-499`` (``make fuzz``) runs the seeds on two workers,
+prints a table of outcomes per path and the failures, writes the report and exits 1 on
+any failure.
 """
 
 import collections
@@ -16,12 +18,13 @@ import json
 import os
 import queue
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 
-from .paths import PASSING, PATHS, Outcome
+from .paths import PASSING, PATHS, TRAINING_PACKAGE_PATHS, Outcome, runnable_paths
 
 #: Seconds a path may run in a child process before it counts as a hang.
 PATH_TIME_LIMIT = 60
@@ -85,7 +88,8 @@ def run_tasks(tasks, time_limit=PATH_TIME_LIMIT, command=child_command):
 
     One child process runs the tasks in order; when it dies or a task runs past
     ``time_limit`` seconds, that task is a ``crash`` or a ``hang`` and a new
-    child takes the tasks after it.
+    child takes the tasks after it. A hang kills the child's process group: the
+    processes it started too.
 
     Parameters
     ----------
@@ -112,6 +116,7 @@ def run_tasks(tasks, time_limit=PATH_TIME_LIMIT, command=child_command):
                 stderr=errors,
                 text=True,
                 env=_child_environment(),
+                start_new_session=True,
             )
             lines = queue.Queue()
             threading.Thread(target=_read_lines, args=(child.stdout, lines), daemon=True).start()
@@ -120,7 +125,7 @@ def run_tasks(tasks, time_limit=PATH_TIME_LIMIT, command=child_command):
                 try:
                     line = lines.get(timeout=time_limit)
                 except queue.Empty:
-                    child.kill()
+                    os.killpg(child.pid, signal.SIGKILL)
                     kind, detail = "hang", f"no outcome in {time_limit:g} s"
                     break
                 if line is None:
@@ -157,22 +162,25 @@ def failure_signature(outcome):
 
 
 def summary_table(outcomes):
-    """Counts of each outcome (rows) in each path (columns), as fixed-width text.
+    """Counts of each outcome (rows) in each path run (columns), as fixed-width text.
 
     Examples
     --------
-    >>> print(summary_table([Outcome(0, "whole", "trains"), Outcome(0, "torch_module", "crash")]))
-    outcome  whole  forward_backward  torch_module  portable  built
-    trains       1                 0             0         0      0
-    crash        0                 0             1         0      0
+    >>> print(summary_table([Outcome(0, "whole", "trains"), Outcome(0, "torch_module", "crash"),
+    ...                      Outcome(1, "whole_onnx", "refused")]))
+    outcome  whole  torch_module  whole_onnx
+    trains       1             0           0
+    refused      0             0           1
+    crash        0             1           0
     """
     counts = collections.Counter((o.kind, o.path) for o in outcomes)
+    paths = [p for p in PATHS if any(o.path == p for o in outcomes)]
     kinds = [k for k in PASSING if any(o.kind == k for o in outcomes)]
     kinds += sorted({o.kind for o in outcomes} - set(PASSING))
     width = max([len("outcome")] + [len(k) for k in kinds]) + 2
-    lines = ["outcome".ljust(width) + "  ".join(PATHS)]
+    lines = ["outcome".ljust(width) + "  ".join(paths)]
     for kind in kinds:
-        cells = (str(counts[kind, path]).rjust(len(path)) for path in PATHS)
+        cells = (str(counts[kind, path]).rjust(len(path)) for path in paths)
         lines.append(kind.ljust(width) + "  ".join(cells))
     return "\n".join(lines)
 
@@ -236,8 +244,9 @@ def _arguments(argv):
     )
     parser.add_argument(
         "--paths",
-        default=",".join(PATHS),
-        help=f"the paths to run, comma-separated (default: all of {','.join(PATHS)})",
+        default=",".join(runnable_paths()),
+        help=f"the paths to run, comma-separated (default: all of {','.join(PATHS)}; without "
+        f"onnxruntime-training, all but {','.join(TRAINING_PACKAGE_PATHS)})",
     )
     parser.add_argument("--report", help="the report's path (results/local/fuzz/seeds-SEEDS.md)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -256,6 +265,13 @@ def main(argv=None):
     unknown = sorted(set(paths) - set(PATHS))
     if unknown:
         raise SystemExit(f"error: unknown paths {unknown}: choose among {list(PATHS)}")
+    unrunnable = [p for p in paths if p not in runnable_paths()]
+    if unrunnable:
+        raise SystemExit(
+            f"error: the paths {unrunnable} need onnxruntime-training 1.19.2, which this "
+            f"environment lacks: choose among {list(runnable_paths())}, or run the fuzzer in "
+            "the training package's environment (make setup VARIANT=cpu)"
+        )
     chunks = [seeds[i : i + SEEDS_PER_CHILD] for i in range(0, len(seeds), SEEDS_PER_CHILD)]
     outcomes = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
@@ -282,7 +298,7 @@ def main(argv=None):
         "local",
         "fuzz",
         f"seeds-{args.seeds.replace(',', '_')}"
-        + ("" if len(paths) == len(PATHS) else f"-{'_'.join(paths)}")
+        + ("" if set(paths) == set(runnable_paths()) else f"-{'_'.join(paths)}")
         + ".md",
     )
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
