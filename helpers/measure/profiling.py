@@ -94,7 +94,8 @@ def session_label(path):
     :data:`SESSION_ROLES`.
 
     Profiles are named ``{label}-{number}_{date}_{time}.json``
-    (:func:`helpers.core.machine.sessions.profiling_sessions` numbers them).
+    (:func:`helpers.core.machine.sessions.profiling_sessions` numbers them); onnxruntime 1.31.1
+    adds the milliseconds, ``{label}-{number}_{date}_{time}_{ms}.json``.
 
     Examples
     --------
@@ -102,8 +103,13 @@ def session_label(path):
     'loss'
     >>> SESSION_ROLES[session_label("model-3_2026-11-28_02-15-01.json")]
     'model (forward + backward)'
+    >>> session_label("gather_batch-7_2026-11-29_04-29-26_429.json")
+    'gather_batch'
     """
     name = os.path.basename(path)
+    dated = re.match(r"(.+?)(?:-\d+)?_\d{4}-\d{2}-\d{2}_", name)
+    if dated:
+        return dated.group(1)
     name = name.rsplit("_", 2)[0] if name.count("_") >= 2 else name
     return re.sub(r"-\d+$", "", name)
 
@@ -194,9 +200,10 @@ def profile_training(optimizer, X, y, max_iter=1, **fit_params):
     Returns
     -------
     pandas.DataFrame
-        :func:`kernel_table` of the fit, with the attributes ``n_steps`` and
-        ``wall_us_per_step`` (the fit's wall time per step, profiler included)
-        in ``DataFrame.attrs``.
+        :func:`kernel_table` of the fit, with the attributes ``n_steps``,
+        ``wall_us_per_step`` (the fit's wall time per step, profiler included) and
+        ``backend`` (the one that trained: ``"onnxruntime-training"`` or ``"onnx"``) in
+        ``DataFrame.attrs``.
 
     Examples
     --------
@@ -208,6 +215,8 @@ def profile_training(optimizer, X, y, max_iter=1, **fit_params):
     >>> table = profile_training(opt, X, X[:, :1])
     >>> table.attrs["n_steps"], sorted(set(table["session"]))[:2]
     (4, ['loss and its gradient', 'model (forward + backward)'])
+    >>> table.attrs["backend"] in ("onnxruntime-training", "onnx")
+    True
     """
     estimator = clone(optimizer).set_params(
         max_iter=max_iter, warm_start=False, verbose=0, validation_every=0
@@ -217,12 +226,13 @@ def profile_training(optimizer, X, y, max_iter=1, **fit_params):
             start = time.perf_counter()
             estimator.fit(X, y, **fit_params)
             elapsed = time.perf_counter() - start
-            n_steps = estimator.t_
+            n_steps, backend = estimator.t_, estimator.backend_
             # a session writes its trace when it ends: end them all
             del estimator
         table = kernel_table(folder, n_steps)
     table.attrs["n_steps"] = n_steps
     table.attrs["wall_us_per_step"] = elapsed * 1e6 / n_steps
+    table.attrs["backend"] = backend
     return table
 
 

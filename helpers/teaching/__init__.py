@@ -44,6 +44,7 @@ _PUBLIC = {
     "random_regression": ".datasets",
     "PARTS": ".graph_parts",
     "operators_by_part": ".graph_parts",
+    "gradient_graph_parts": ".graph_parts",
     "summarize_parts": ".graph_parts",
     "plot_kernel_times": ".kernel_plots",
     "plot_kernel_comparison": ".kernel_plots",

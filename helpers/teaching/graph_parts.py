@@ -4,7 +4,8 @@ A training graph, whichever API built it, is the model's forward pass with
 more nodes around it: the loss, the gradients, the buffers that accumulate
 them, the update. :func:`operators_by_part` labels every node with its part,
 so that a notebook shows the graph instead of telling it;
-:func:`summarize_parts` counts them, one row per part.
+:func:`summarize_parts` counts them, one row per part; :func:`gradient_graph_parts` labels
+the graphs of the forward/backward API, whichever backend built them.
 """
 
 import pandas as pd
@@ -85,6 +86,51 @@ def operators_by_part(training_model, forward_model, loss_model=None, optimizer_
         rows.append((_part(node, forward, loss, after_yield), node))
     if optimizer_model is not None:
         rows += [("optimizer", node) for node in optimizer_model.graph.node]
+    return _table(rows)
+
+
+def gradient_graph_parts(gradient, forward_model):
+    """:func:`operators_by_part` for the graphs of the forward/backward API, whichever backend
+    built them.
+
+    With the backend ``"onnxruntime-training"``, ``gradient.gradient_model_`` is one graph, cut
+    by its ``YieldOp``: its nodes are ``forward``, ``YieldOp`` or ``backward``. With the backend
+    ``"onnx"``, two sessions run two graphs (``gradient.split_graphs_``): the nodes of the
+    forward graph are ``forward``, those of the backward graph ``backward``, and there is no
+    ``YieldOp``: the forward graph returns, besides the outputs, the values the backward graph
+    reads (``split_graphs_.frontier``).
+
+    Parameters
+    ----------
+    gradient : helpers.OrtGradientForwardBackward
+    forward_model : onnx.ModelProto
+        The model that only predicts (``gradient.onnx_model``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        As :func:`operators_by_part`.
+
+    Examples
+    --------
+    >>> from helpers import OrtGradientForwardBackward
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> model = mlp_onnx(3, hidden=(4,))
+    >>> table = gradient_graph_parts(OrtGradientForwardBackward(model, backend="onnx"), model)
+    >>> table["part"].unique().tolist()
+    ['forward', 'backward']
+    """
+    if gradient.backend != "onnx":
+        return operators_by_part(gradient.gradient_model_, forward_model)
+    split = gradient.split_graphs_
+    return _table(
+        [("forward", node) for node in split.forward.graph.node]
+        + [("backward", node) for node in split.backward.graph.node]
+    )
+
+
+def _table(rows):
+    """The table of :func:`operators_by_part` from (part, node) pairs."""
     return pd.DataFrame(
         [
             {

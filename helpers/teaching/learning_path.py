@@ -11,6 +11,15 @@ three lines a reader sees too::
 ``Requires`` lists the notebooks to read first, by number (``none`` for the first
 ones); each must come earlier in the reading order; ``Teaches`` holds at most
 :data:`MAX_TEACHES_WORDS` words (the notebook's own introduction says the rest).
+A notebook that teaches onnxruntime-training 1.19.2's own API, and so runs only where that
+package is installed, says so in a fourth line, which starts with :data:`NEEDS_TRAINING`::
+
+    - **Needs:** onnxruntime-training 1.19.2 (...), and where to learn the same without it.
+
+The others run on the maintained onnxruntime too (kernel ``ort-maintained``, the optimizers'
+backend ``"onnx"``): :func:`maintained_notebooks` lists them, and
+``python -m helpers.teaching.learning_path --maintained`` prints them for ``make test``'s nbval
+run on that kernel.
 :func:`learning_path_table`
 turns these cards into the README's table, which stands between the lines
 ``<!-- learning-path: start -->`` and ``<!-- learning-path: end -->``.
@@ -35,22 +44,28 @@ START, END = "<!-- learning-path: start -->", "<!-- learning-path: end -->"
 FIELDS = ("Requires", "Teaches", "API")
 #: The longest ``Teaches`` line, in words: the README's table stays one a reader scans.
 MAX_TEACHES_WORDS = 16
+#: How the ``Needs`` line of a notebook that runs only with the training package starts.
+NEEDS_TRAINING = "onnxruntime-training 1.19.2"
 
-_FIELD = re.compile(r"^\s*[-*]?\s*\*\*(Requires|Teaches|API):\*\*\s*(.*?)\s*$", re.M)
+_FIELD = re.compile(r"^\s*[-*]?\s*\*\*(Requires|Teaches|API|Needs):\*\*\s*(.*?)\s*$", re.M)
 _TITLE = re.compile(r"^#\s+(\d+)\.\s+(.+?)\s*$", re.M)
 
 #: What the learning path says of one notebook.
-NotebookCard = namedtuple("NotebookCard", ["number", "path", "title", "requires", "teaches", "api"])
+NotebookCard = namedtuple(
+    "NotebookCard",
+    ["number", "path", "title", "requires", "teaches", "api", "needs"],
+    defaults=("",),
+)
 NotebookCard.__doc__ = """What the learning path says of one notebook: its number (from its file
-name), its path, its title, the numbers of the notebooks it requires, what it teaches and the API
-it uses.
+name), its path, its title, the numbers of the notebooks it requires, what it teaches, the API
+it uses, and its ``Needs`` line (empty when it runs on any onnxruntime).
 
 Examples
 --------
 >>> NotebookCard(2, "notebooks/02_x.ipynb", "Step by step", (1,), "The loss.", "whole-training")
 ... # doctest: +NORMALIZE_WHITESPACE
 NotebookCard(number=2, path='notebooks/02_x.ipynb', title='Step by step', requires=(1,),
-             teaches='The loss.', api='whole-training')
+             teaches='The loss.', api='whole-training', needs='')
 """
 
 
@@ -68,7 +83,8 @@ def read_card(path, root="."):
     ------
     ValueError
         When the first cell is not markdown, lacks the title or one of the lines
-        of :data:`FIELDS`, or its title's number is not its file's; the message
+        of :data:`FIELDS`, has a ``Needs`` line that does not start with
+        :data:`NEEDS_TRAINING`, or its title's number is not its file's; the message
         says what to write.
 
     Examples
@@ -114,9 +130,18 @@ def read_card(path, root="."):
             f"{path}: its 'Teaches:' line has {words} words, more than {MAX_TEACHES_WORDS}: say "
             "what the notebook shows in one short sentence, the rest in its introduction."
         )
+    needs = fields.get("Needs", "")
+    if "Needs" in fields and not needs.startswith(NEEDS_TRAINING):
+        raise ValueError(
+            f"{path}: its 'Needs:' line must start with '{NEEDS_TRAINING}', the one package a "
+            "notebook may need beyond the maintained onnxruntime; a notebook that runs on any "
+            "onnxruntime has no 'Needs:' line."
+        )
     requires = fields["Requires"]
     numbers = () if requires.lower() == "none" else tuple(map(int, re.findall(r"\d+", requires)))
-    return NotebookCard(number, path, title.group(2), numbers, fields["Teaches"], fields["API"])
+    return NotebookCard(
+        number, path, title.group(2), numbers, fields["Teaches"], fields["API"], needs
+    )
 
 
 def read_cards(root="."):
@@ -151,8 +176,22 @@ def read_cards(root="."):
     return cards
 
 
+def maintained_notebooks(root="."):
+    """The notebooks that run on the maintained onnxruntime: those without a ``Needs`` line.
+
+    Examples
+    --------
+    >>> import os
+    >>> root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    >>> "notebooks/01_linear_regression_whole_training.ipynb" in maintained_notebooks(root)
+    True
+    """
+    return [card.path for card in read_cards(root) if not card.needs]
+
+
 def learning_path_table(cards):
-    """The README's table of the learning path, one row per notebook.
+    """The README's table of the learning path, one row per notebook; a notebook with a
+    ``Needs`` line says it needs the training package.
 
     Examples
     --------
@@ -161,11 +200,14 @@ def learning_path_table(cards):
     | Notebook | Requires | What it teaches |
     | --- | --- | --- |
     | [1. First](notebooks/01_a.ipynb) | none | The basics. |
+    >>> print(learning_path_table([card._replace(needs=NEEDS_TRAINING)]).splitlines()[-1])
+    | [1. First](notebooks/01_a.ipynb) | none | The basics. *Needs onnxruntime-training 1.19.2.* |
     """
     rows = ["| Notebook | Requires | What it teaches |", "| --- | --- | --- |"]
     for card in cards:
         requires = ", ".join(f"{n:02d}" for n in card.requires) or "none"
-        rows.append(f"| [{card.number}. {card.title}]({card.path}) | {requires} | {card.teaches} |")
+        teaches = f"{card.teaches} *Needs {NEEDS_TRAINING}.*" if card.needs else card.teaches
+        rows.append(f"| [{card.number}. {card.title}]({card.path}) | {requires} | {teaches} |")
     return "\n".join(rows)
 
 
@@ -216,11 +258,13 @@ def refresh(root=".", check=False):
 
 
 def main(argv=None):
-    """``python -m helpers.teaching.learning_path [--check] [--root ROOT]``; the exit status.
+    """``python -m helpers.teaching.learning_path [--check | --maintained] [--root ROOT]``; the
+    exit status.
 
     0 when the table is up to date (or was rewritten), 1 when ``--check`` finds it
     stale, 2 when a notebook's first cell breaks the convention (the message says
-    what to write).
+    what to write). ``--maintained`` writes nothing: it prints the paths of
+    :func:`maintained_notebooks`, one a line.
 
     Examples
     --------
@@ -234,9 +278,17 @@ def main(argv=None):
     """
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--check", action="store_true", help="only say whether it is stale")
+    parser.add_argument(
+        "--maintained",
+        action="store_true",
+        help="print the notebooks that run on the maintained onnxruntime, one a line",
+    )
     parser.add_argument("--root", default=".", help="the repository (default: .)")
     options = parser.parse_args(argv)
     try:
+        if options.maintained:
+            print("\n".join(maintained_notebooks(options.root)))
+            return 0
         changed = refresh(options.root, check=options.check)
     except ValueError as exc:
         print(exc, file=sys.stderr)
