@@ -34,6 +34,13 @@ BENCHMARKS = os.path.join(ROOT, "benchmarks")
             {"torch eager", "ort whole-training", "ort forward-backward", "ort torch module"},
             {"optimizer": "adamw"},
         ),
+        # the backend "onnx": this project's gradients on 1.19.2's inference session, every API
+        (
+            "bench_torch.ipynb",
+            "torch",
+            {"torch eager", "ort whole-training", "ort forward-backward", "ort torch module"},
+            {"backend": "onnx"},
+        ),
         (
             "bench_scaling.ipynb",
             "scaling",
@@ -59,6 +66,10 @@ def test_notebook_with_tiny_parameters(tmp_path, notebook, benchmark, expected, 
         progress_bar=False,
     )
     record = check_record(record_path, benchmark)
+    # the backend that trained, resolved, in the parameters and in every row
+    backend = extra.get("backend", "onnxruntime-training")
+    assert record["parameters"]["backend"] == backend
+    assert all(row["backend"] == backend for row in record["rows"])
     frameworks = {row["framework"] for row in record["rows"]}
     assert expected <= frameworks
     if extra:

@@ -25,7 +25,8 @@ configuration and framework, with these keys (absent when they do not apply):
 targets, the plots: at most a page), ``details.md`` (every table),
 ``summary.csv`` (every row) and the plots (:mod:`benchmarks.report.plots`).
 Figures of different machines are never mixed: the answer
-(:mod:`benchmarks.report.answer`) has one table per machine.
+(:mod:`benchmarks.report.answer`) has one table per machine; nor are those of two backends
+(``python -m benchmarks --backend``): a record of the backend ``onnx`` names its machine with it.
 """
 
 import glob
@@ -47,6 +48,7 @@ from benchmarks.report.suite_ratios import suite_lines
 from benchmarks.report.summary_terms import glossary_lines, targets_in_words
 from benchmarks.report.zoo_summary import zoo_details, zoo_section
 from benchmarks.sweep.records import atomic_write_text, machine_lines, results_file
+from benchmarks.sweep.sweep_grid import DEFAULT_BACKEND
 
 #: Why ORTModule has no row: the one sentence the summary says about it.
 ORTMODULE_SENTENCE = (
@@ -73,13 +75,37 @@ def record_paths(results, run_ids=None):
     return paths
 
 
+def record_backend(record):
+    """The backend that trained a record's onnxruntime rows, and the onnxruntime it ran on.
+
+    Records written before the sweeps chose a backend were the training package's.
+
+    Examples
+    --------
+    >>> record_backend({"versions": {"onnxruntime-training-cpu": "1.19.2"}})
+    ('onnxruntime-training', '1.19.2')
+    >>> record_backend({"parameters": {"backend": "onnx"}, "versions": {"onnxruntime": "1.31.1"}})
+    ('onnx', '1.31.1')
+    """
+    versions = record.get("versions", {})
+    names = ("onnxruntime-training-cpu", "onnxruntime-training", "onnxruntime")
+    runtime = next((versions[n] for n in names if versions.get(n)), None)
+    backend = (record.get("parameters") or {}).get("backend") or DEFAULT_BACKEND
+    return backend, runtime
+
+
 def _machine(record):
-    """A short name of the machine that ran a record: processor and cores."""
+    """A short name of the machine that ran a record: processor and cores; and the backend when it
+    is not the training package's, so that no table mixes the figures of two backends."""
     worker = record.get("worker") or {}
     machine = worker.get("machine") or record.get("machine", {})
     cores = machine.get("usable_cores") or machine.get("logical_cores")
     name = machine.get("cpu") or "unknown processor"
-    return f"{name}, {cores} cores" if cores else name
+    name = f"{name}, {cores} cores" if cores else name
+    backend, runtime = record_backend(record)
+    if backend != DEFAULT_BACKEND:
+        name += f", backend {backend}" + (f" on onnxruntime {runtime}" if runtime else "")
+    return name
 
 
 def _machine_blocks(df, results):
@@ -115,11 +141,9 @@ def load_rows(results, run_ids=None):
         rows["worker"] = (record.get("worker") or {}).get("address", "local")
         rows["shared"] = record.get("shared") or ""
         rows["busy"] = (record.get("conditions") or {}).get("busy") or ""
-        versions = record.get("versions", {})
-        rows["onnxruntime"] = versions.get(
-            "onnxruntime-training-cpu", versions.get("onnxruntime-training")
-        )
-        rows["torch_version"] = versions.get("torch")
+        backend, rows["onnxruntime"] = record_backend(record)
+        rows["backend"] = rows["backend"].fillna(backend) if "backend" in rows else backend
+        rows["torch_version"] = record.get("versions", {}).get("torch")
         frames.append(rows)
     return add_caveats(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
 

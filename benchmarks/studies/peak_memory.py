@@ -58,6 +58,7 @@ def measure(
     vocabulary=None,
     repeats=3,
     record_failures=False,
+    backend="auto",
 ):
     """Peak memory and set-up of each framework, each in a fresh process.
 
@@ -71,6 +72,7 @@ def measure(
     ``record_failures``: a process that fails (a training that diverges...) is a row whose
     ``error`` says why in one line, and the next frameworks are still measured; without it,
     the first failure raises ``RuntimeError``.
+    ``backend``: the onnxruntime optimizers' (:mod:`helpers.core.machine.backends`).
 
     Returns
     -------
@@ -110,6 +112,7 @@ def measure(
             "input_dtype": input_dtype,
             "vocabulary": vocabulary,
             "repeats": repeats,
+            "backend": backend,
         }
         code = (
             "from benchmarks.studies.peak_memory_process import measure_in_this_process; "

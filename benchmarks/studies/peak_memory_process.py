@@ -105,11 +105,11 @@ def _cache_counts():
     return {"hits": sum(c.hits for c in caches), "builds": sum(c.misses for c in caches)}
 
 
-def _ort_fits(framework, onx, batch_size, counts):
+def _ort_fits(framework, onx, batch_size, counts, backend="auto"):
     """``first_fit`` and ``refit``, ``(X, y, epochs)``, of an onnxruntime optimizer of ``onx``.
 
     The optimizer is every study's (:func:`benchmarks.workloads.frameworks.ort_makers`: plain
-    SGD, squared error, seeded batches).
+    SGD, squared error, seeded batches), trained by ``backend``.
 
     A first fit empties the training caches (:mod:`helpers.core.machine.training_cache`)
     and builds what it trains with; a refit fits a clone of the same
@@ -129,6 +129,7 @@ def _ort_fits(framework, onx, batch_size, counts):
         learning_rate=LEARNING_RATE,
         batch_size=batch_size,
         validation_every=0,
+        backend=backend,
     )[framework]()
 
     def fit(X, y, epochs, first):
@@ -217,6 +218,7 @@ def measure_in_this_process(
     input_dtype="float32",
     vocabulary=None,
     repeats=3,
+    backend="auto",
 ):
     """Import, measure, fit, measure: what one process prints (JSON).
 
@@ -229,6 +231,7 @@ def measure_in_this_process(
     (:func:`setup_costs`): torch builds a module and its optimizer at each
     fit; onnxruntime's first fit adds the export of the module (done before
     the imports' peak is read, as preparing the model is not training).
+    ``backend`` is the onnxruntime optimizers' (:mod:`helpers.core.machine.backends`).
 
     Examples
     --------
@@ -266,7 +269,7 @@ def measure_in_this_process(
             counts = dict.fromkeys(("first_fit_builds", "refit_builds", "refit_cache_hits"), 0)
             start = time.perf_counter()
             onx = _onnx(model_function, n_features, hidden, X[:2])
-            first_fit, refit = _ort_fits(framework, onx, batch_size, counts)
+            first_fit, refit = _ort_fits(framework, onx, batch_size, counts, backend)
             prepared_s = time.perf_counter() - start
         imported = _peak_mb()
         result.update(setup_costs(first_fit, refit, X, y, batch_size, epochs, repeats), **counts)

@@ -16,6 +16,7 @@ from importlib import metadata
 PACKAGES = (
     "onnxruntime-training-cpu",
     "onnxruntime-training",
+    "onnxruntime",
     "onnx",
     "skl2onnx",
     "scikit-learn",
@@ -160,6 +161,11 @@ def machine_lines(info, versions, threads=None):
     - **System**: Linux-6.1-x86_64, Python 3.11.7
     - **Versions**: onnxruntime-training 1.19.2, onnx not recorded in these runs, torch 2.13.0, \
 scikit-learn not recorded in these runs, numpy not recorded in these runs
+
+    The maintained onnxruntime, without the training package, is named as such:
+
+    >>> machine_lines(info, {"onnxruntime": "1.31.1", "onnx": "1.23.2"})[-1]  # doctest: +ELLIPSIS
+    '- **Versions**: onnxruntime 1.31.1, onnx 1.23.2, torch not recorded in these runs, ...'
     """
     cores = info.get("logical_cores")
     processor = info.get("cpu") or NOT_RECORDED
@@ -178,6 +184,10 @@ scikit-learn not recorded in these runs, numpy not recorded in these runs
     found["onnxruntime-training"] = found["onnxruntime-training"] or versions.get(
         "onnxruntime-training-cpu"
     )
+    if not found["onnxruntime-training"] and versions.get("onnxruntime"):
+        # the maintained runtime, without the training package: it trains with backend "onnx"
+        found = {"onnxruntime": versions["onnxruntime"], **found}
+        del found["onnxruntime-training"]
     named = [f"{p} {v or NOT_RECORDED}" for p, v in found.items()]
     if not any(found.values()):
         named = [NOT_RECORDED]
@@ -251,7 +261,8 @@ def write_record(path, notebook, parameters, rows, started=None):
     parameters : dict
         Every parameter of the run.
     rows : list of dict
-        One dict per measured configuration.
+        One dict per measured configuration; each gets the parameters' ``backend`` (the one that
+        trained, :mod:`helpers.core.machine.backends`) when they name one and it has none.
     started : float, optional
         ``time.time()`` at the start of the run, to record its duration and
         the conditions it ran under (:func:`helpers.measure.conditions.machine_conditions`:
@@ -267,6 +278,8 @@ def write_record(path, notebook, parameters, rows, started=None):
 
     now = time.time()
     threads = parameters.get("threads", parameters.get("n_threads", 1))
+    if parameters.get("backend"):
+        rows = [{"backend": parameters["backend"], **row} for row in rows]
     record = {
         "notebook": notebook,
         "parameters": parameters,

@@ -22,7 +22,8 @@ record and writes, each atomically, into the results folder:
   ``notebook.ipynb`` and a copy of the record, ``record.json``; or
   ``notebook.failed.ipynb`` when the run failed.
 
-A run whose record exists is complete and skipped on the next sweep; a run
+Every run trains with the backend ``--backend`` names (:mod:`benchmarks.sweep.backend_choice`),
+a parameter of the run. A run whose record exists is complete and skipped on the next sweep; a run
 interrupted or lost with its worker leaves no record, so it runs again.
 One Ctrl-C stops a sweep: the runs under way stop (their kernels are
 killed), the runs not started are cancelled, the complete records stay, and
@@ -44,6 +45,7 @@ import warnings
 from tqdm.auto import tqdm
 
 from benchmarks.report.aggregate import summarize
+from benchmarks.sweep.backend_choice import BACKENDS, KERNELS, default_kernel, sweep_backend
 from benchmarks.sweep.dask_engine import NoWorkerLeft, check_workers, dask_client, run_on_dask
 from benchmarks.sweep.notebook_runs import is_complete, run_notebook, store
 from benchmarks.sweep.scheduler_address import (
@@ -183,7 +185,18 @@ def parse_arguments(argv=None):
         "--only", action="append", help="run only this benchmark of the grid (repeatable)"
     )
     parser.add_argument(
-        "--kernel", default="ort-training", help="Jupyter kernel (default ort-training)"
+        "--kernel",
+        default=None,
+        help=f"Jupyter kernel (default: {KERNELS[0]}, or where there is none {KERNELS[1]})",
+    )
+    parser.add_argument(
+        "--backend",
+        default="auto",
+        choices=BACKENDS,
+        help="who trains the onnxruntime APIs of every run: the training package 1.19.2, or "
+        "gradients in standard ONNX on any onnxruntime; auto (default): the training package "
+        "where this interpreter has it. Each record and row names it; runs of another backend "
+        "than the training package's are other runs",
     )
     parser.add_argument(
         "--summary-only",
@@ -198,6 +211,8 @@ def parse_arguments(argv=None):
         parser.error("--jobs must be 1 or more")
     if args.scheduler and args.jobs > 1:
         parser.error("--jobs and --scheduler exclude each other: the cluster's workers decide")
+    if args.kernel is None:
+        args.kernel = default_kernel()
     return args
 
 
@@ -296,14 +311,19 @@ def main(argv=None):
     """Run a sweep; see ``python -m benchmarks --help``. Returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_arguments(argv)
-    runs = select_runs(expand(load_grid(args.grid)), args.only, args.grid)
+    backend, unavailable = sweep_backend(args.backend)
+    if unavailable:
+        print(f"error: --backend {args.backend}: {unavailable}", file=sys.stderr)
+        return USAGE_ERROR
+    runs = select_runs(expand(load_grid(args.grid), backend), args.only, args.grid)
     sweep = None
     try:
         if not args.summary_only:
             done = [r for r in runs if is_complete(args.results, r)]
             todo = runs if args.force else [r for r in runs if r not in done]
             print(
-                f"{len(runs)} runs in the grid, {len(done)} already complete, {len(todo)} to run."
+                f"{len(runs)} runs in the grid, {len(done)} already complete, {len(todo)} to run "
+                f"(backend {backend})."
             )
             if args.jobs > 1:
                 warnings.warn(

@@ -17,6 +17,8 @@ import tomllib
 BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The grids that come with the project (``quick``, ``full``...).
 GRIDS = os.path.join(BENCHMARKS, "grids")
+#: The backend of the runs made before a sweep chose one: its runs keep the ids they had.
+DEFAULT_BACKEND = "onnxruntime-training"
 
 
 def load_grid(name_or_path):
@@ -93,17 +95,32 @@ def applicable(parameters, ignored_when):
 
 
 def run_id(benchmark, parameters):
-    """A folder name for one run: the benchmark and a hash of its parameters."""
+    """A folder name for one run: the benchmark and a hash of its parameters.
+
+    A ``backend`` of :data:`DEFAULT_BACKEND` is no part of the hash, so that the runs of the
+    training package keep their ids; another backend gives other runs.
+
+    Examples
+    --------
+    >>> run_id("torch", {"hidden": 50}) == run_id(
+    ...     "torch", {"hidden": 50, "backend": "onnxruntime-training"})
+    True
+    >>> run_id("torch", {"hidden": 50}) == run_id("torch", {"hidden": 50, "backend": "onnx"})
+    False
+    """
+    if parameters.get("backend") == DEFAULT_BACKEND:
+        parameters = {k: v for k, v in parameters.items() if k != "backend"}
     digest = hashlib.sha1(json.dumps(parameters, sort_keys=True).encode()).hexdigest()[:10]
     return f"{benchmark}-{digest}"
 
 
-def expand(grid):
+def expand(grid, backend=None):
     """List the runs of a grid: one per combination of its ``grid`` values.
 
     The parameters that do not apply to a combination (``ignored_when``) are
     dropped before its id is computed, so combinations that differ only by
-    them are one run, listed once.
+    them are one run, listed once. ``backend`` (``python -m benchmarks --backend``) is the
+    ``backend`` parameter of each run whose grid names none.
 
     Returns
     -------
@@ -117,6 +134,8 @@ def expand(grid):
         for values in itertools.product(*(axes[k] for k in keys)) if keys else [()]:
             parameters = {**spec.get("fixed", {}), **dict(zip(keys, values))}
             parameters = applicable(parameters, spec.get("ignored_when", {}))
+            if backend is not None:
+                parameters.setdefault("backend", backend)
             identifier = run_id(benchmark, parameters)
             if identifier in seen:
                 continue

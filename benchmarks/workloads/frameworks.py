@@ -39,6 +39,7 @@ def ort_makers(
     batch_size=64,
     n_threads=None,
     random_state=0,
+    backend="auto",
     **params,
 ):
     """``make()``: a new optimizer of each onnxruntime API for the forward-only model ``onx``, by
@@ -58,6 +59,9 @@ def ort_makers(
         The optimizers' ``solver``.
     learning_rate, batch_size, n_threads, random_state
         Passed to both optimizers.
+    backend : {'auto', 'onnxruntime-training', 'onnx'}
+        Who trains (:mod:`helpers.core.machine.backends`): the training package 1.19.2, or this
+        project's gradients in standard ONNX on the installed onnxruntime.
     **params
         Any other parameter of both optimizers, passed to both (``validation_every=0``: no
         validation loss, ``max_iter``...).
@@ -70,6 +74,8 @@ def ort_makers(
     ['OrtGradientForwardBackwardOptimizer', 'OrtGradientOptimizer']
     >>> makers[ORT_WHOLE]().max_iter
     2
+    >>> ort_makers(mlp_onnx(2, hidden=(3,)), "squared_error", backend="onnx")[ORT_WHOLE]().backend
+    'onnx'
     """
     from helpers import (  # noqa: PLC0415
         OrtGradientForwardBackwardOptimizer,
@@ -83,6 +89,7 @@ def ort_makers(
         batch_size=batch_size,
         n_threads=n_threads,
         random_state=random_state,
+        backend=backend,
         **params,
     )
     return {

@@ -37,6 +37,8 @@ class TorchTrainer:
         the loss, autograd and the optimizer stay torch's).
     n_threads : int, optional
         Threads of onnxruntime's sessions, with ``wrap='ort'``.
+    backend : {'auto', 'onnxruntime-training', 'onnx'}
+        Who computes the gradients with ``wrap='ort'`` (:mod:`helpers.core.machine.backends`).
 
     Attributes
     ----------
@@ -55,6 +57,7 @@ class TorchTrainer:
         weight_decay=0.0,
         wrap=None,
         n_threads=None,
+        backend="auto",
     ):
         import torch  # noqa: PLC0415
 
@@ -69,7 +72,7 @@ class TorchTrainer:
 
             n_features = self.model[0].in_features
             self.forward = OrtTorchModule(
-                self.model, torch.zeros(2, n_features), n_threads=n_threads
+                self.model, torch.zeros(2, n_features), n_threads=n_threads, backend=backend
             )
         elif wrap is not None:
             raise ValueError(f"Unknown wrap {wrap!r}.")
@@ -149,11 +152,17 @@ class OrtWholeTrainer:
     n_threads : int, optional
         Intra-op threads of the training session (the optimizer's ``n_threads``);
         None takes :func:`helpers.set_num_threads` or onnxruntime's default.
+    backend : {'auto', 'onnxruntime-training', 'onnx'}
+        The optimizer's (:mod:`helpers.core.machine.backends`): ``'onnx'`` runs the gradients
+        written in standard ONNX and the update graphs in an ``InferenceSession``
+        (:class:`helpers.whole_training.standard_session.StandardTrainingSession`).
 
     Attributes
     ----------
     setup_time_s : float
         Seconds spent generating the artifacts and building the sessions.
+    backend : str
+        The backend that trains: ``'onnxruntime-training'`` or ``'onnx'``.
     """
 
     def __init__(
@@ -165,21 +174,31 @@ class OrtWholeTrainer:
         eps=1e-8,
         weight_decay=0.0,
         n_threads=None,
+        backend="auto",
     ):
+        from helpers.core.machine.backends import resolve_backend  # noqa: PLC0415
         from helpers.core.machine.devices import resolve_device  # noqa: PLC0415
         from helpers.core.model_graphs.onnx_graph import get_train_initializer  # noqa: PLC0415
         from helpers.core.updates.update_rules import make_update_rule  # noqa: PLC0415
         from helpers.whole_training.loss_output import add_loss_output  # noqa: PLC0415
-        from helpers.whole_training.session import WholeTrainingSession  # noqa: PLC0415
 
         if optimizer not in ("sgd", "adamw"):
             raise ValueError(f"Unknown optimizer {optimizer!r}: 'sgd' or 'adamw'.")
         start = time.perf_counter()
+        self.backend = resolve_backend(backend)
+        if self.backend == "onnx":
+            from helpers.whole_training.standard_session import (  # noqa: PLC0415
+                StandardTrainingSession as session,
+            )
+        else:
+            from helpers.whole_training.session import (  # noqa: PLC0415
+                WholeTrainingSession as session,
+            )
         self.onx = onx
         self.lr = lr
         weights = get_train_initializer(onx)
         rule = make_update_rule(optimizer, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
-        self.runtime = WholeTrainingSession(
+        self.runtime = session(
             add_loss_output(onx), weights, rule, resolve_device("cpu"), n_threads=n_threads
         )
         self.t = 0
@@ -227,11 +246,16 @@ class OrtForwardBackwardTrainer:
         The update rule, torch's formulas.
     betas, eps, weight_decay
         AdamW's settings.
+    backend : {'auto', 'onnxruntime-training', 'onnx'}
+        :class:`helpers.OrtGradientForwardBackward`'s: ``TrainingAgent``, or a forward and a
+        backward graph in standard ONNX.
 
     Attributes
     ----------
     setup_time_s : float
         Seconds spent building the gradient graph and the sessions.
+    backend : str
+        The backend that trains: ``'onnxruntime-training'`` or ``'onnx'``.
     """
 
     def __init__(
@@ -243,6 +267,7 @@ class OrtForwardBackwardTrainer:
         betas=(0.9, 0.999),
         eps=1e-8,
         weight_decay=0.0,
+        backend="auto",
     ):
         import onnxruntime  # noqa: PLC0415
 
@@ -253,7 +278,8 @@ class OrtForwardBackwardTrainer:
 
         start = time.perf_counter()
         self.onx = onx
-        self.gradient = OrtGradientForwardBackward(onx, n_threads=n_threads)
+        self.gradient = OrtGradientForwardBackward(onx, n_threads=n_threads, backend=backend)
+        self.backend = self.gradient.backend
         self.function = self.gradient.new_instance()
         self.device = self.gradient.device
         initial = get_train_initializer(onx)

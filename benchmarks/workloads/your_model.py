@@ -117,13 +117,14 @@ def ort_fits(
     n_threads=None,
     random_state=0,
     fresh=False,
+    backend="auto",
 ):
     """``fit(epochs)`` of both onnxruntime APIs on the forward-only model ``onx``, by framework
     name.
 
-    The optimizers of :func:`benchmarks.workloads.frameworks.ort_makers`: a model the
-    runtime cannot train fails at its first fit, in :func:`first_fits`. ``fresh``: see
-    :func:`ort_fit`.
+    The optimizers of :func:`benchmarks.workloads.frameworks.ort_makers`, trained by ``backend``
+    (:mod:`helpers.core.machine.backends`): a model the runtime cannot train fails at its first
+    fit, in :func:`first_fits`. ``fresh``: see :func:`ort_fit`.
 
     Examples
     --------
@@ -139,7 +140,14 @@ def ort_fits(
     ['ort forward-backward', 'ort whole-training']
     """
     makers = fw.ort_makers(
-        onx, fw.LOSSES[task][0], optimizer, learning_rate, batch_size, n_threads, random_state
+        onx,
+        fw.LOSSES[task][0],
+        optimizer,
+        learning_rate,
+        batch_size,
+        n_threads,
+        random_state,
+        backend=backend,
     )
     return {name: ort_fit(make, X, y, fresh) for name, make in makers.items()}
 
