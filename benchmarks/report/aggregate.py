@@ -36,6 +36,7 @@ import os
 import pandas as pd
 
 from benchmarks.report.answer import answer_details, answer_ratios, answer_sentences
+from benchmarks.report.backend_section import backend_details, backend_section
 from benchmarks.report.caveats import add_caveats
 from benchmarks.report.details import markdown_table, write_details
 from benchmarks.report.portable_section import portable_details, portable_section
@@ -272,6 +273,7 @@ def summary_text(df, results, plots):
         table, zoo = targets_in_words(targets)
         lines += markdown_table(table) + [""] + ([zoo, ""] if zoo else [])
     lines += _time_to_accuracy(results) + zoo_costs_section(results) + portable_section(results)
+    lines += backend_section(results)
     if plots:
         lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plots] + [""]
     lines += [
@@ -308,6 +310,6 @@ def summarize(results, run_ids=None):
         paths["summary.md"], summary_text(df, results, [os.path.basename(p) for p in plots])
     )
     extra = answer_details(df) + zoo_details(df) if not df.empty else []
-    extra += zoo_costs_details(results) + portable_details(results)
+    extra += zoo_costs_details(results) + portable_details(results) + backend_details(results)
     header = _machine_blocks(df, results) if not df.empty else []
     return [*paths.values(), *write_details(df, results, atomic_write_text, header, extra), *plots]

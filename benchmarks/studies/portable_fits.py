@@ -9,7 +9,9 @@ maintained environment.
   (``export_training_step``, :func:`export_step`);
 * :class:`MaintainedFits`: those step models trained by
   :class:`helpers.portable.trainer.PortableTrainer` in a process of the maintained environment
-  (:mod:`benchmarks.studies.portable_process`), whose fits are called like the others.
+  (:mod:`benchmarks.studies.portable_process`), whose fits are called like the others; its
+  process handling (:class:`ProcessServer`: a JSON line per request) serves the other studies'
+  processes too.
 
 Every fit starts from the same weights and draws its batches from ``random_state`` as the
 optimizers draw them, with plain SGD, a constant learning rate and the task's loss.
@@ -223,7 +225,62 @@ def write_data(path, X, y):
     return path
 
 
-class MaintainedFits:
+class ProcessServer:
+    """A process of ``python`` that answers each JSON line it reads by a JSON line.
+
+    Its first line says it is ready; an answer ``{"error": ...}`` raises ``RuntimeError`` here
+    (:meth:`request`), naming the process by :attr:`name`. Subclasses set ``python`` and say the
+    module and arguments it runs (:meth:`command`).
+    """
+
+    #: What the messages call the process.
+    name = "maintained"
+
+    def command(self):
+        """The module the process runs (``-m``), and its arguments."""
+        raise NotImplementedError
+
+    def _start(self):
+        self.process = subprocess.Popen(
+            [self.python, "-m", *self.command()],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": ROOT},
+        )
+
+    def __enter__(self):
+        self._start()
+        self._answer()  # ready: imported, models read
+        return self
+
+    def __exit__(self, *exc):
+        self.process.stdin.close()
+        self.process.wait(timeout=120)
+        self.process.stderr.close()
+        self.process.stdout.close()
+
+    def _answer(self):
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(
+                f"The {self.name} process stopped:\n" + self.process.stderr.read()[-2000:]
+            )
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"The {self.name} process failed: {answer['error']}")
+        return answer
+
+    def request(self, request):
+        """Send one request (a dict); its answer, or ``RuntimeError``."""
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return self._answer()
+
+
+class MaintainedFits(ProcessServer):
     """Portable fits of step models, run by a server in the maintained environment.
 
     Parameters
@@ -262,42 +319,13 @@ builds it (or pass --maintained-python).
         }
         self.process = None
 
-    def __enter__(self):
-        self.process = subprocess.Popen(
-            [self.python, "-m", "benchmarks.studies.portable_process", "serve"]
-            + [json.dumps(self.spec)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": ROOT},
-        )
-        self._answer()  # ready: imported, step models read
-        return self
-
-    def __exit__(self, *exc):
-        self.process.stdin.close()
-        self.process.wait(timeout=60)
-        self.process.stderr.close()
-        self.process.stdout.close()
-
-    def _answer(self):
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(
-                "The maintained process stopped:\n" + self.process.stderr.read()[-2000:]
-            )
-        answer = json.loads(line)
-        if "error" in answer:
-            raise RuntimeError(f"The maintained process failed: {answer['error']}")
-        return answer
+    def command(self):
+        """The fit server of :mod:`benchmarks.studies.portable_process`, given the spec."""
+        return ["benchmarks.studies.portable_process", "serve", json.dumps(self.spec)]
 
     def fit(self, name, epochs):
         """Train the portable fit ``name`` for ``epochs`` epochs in the server; its last loss."""
-        self.process.stdin.write(json.dumps({"fit": name, "epochs": epochs}) + "\n")
-        self.process.stdin.flush()
-        return self._answer()["loss"]
+        return self.request({"fit": name, "epochs": epochs})["loss"]
 
     def fits(self):
         """``fit(epochs)`` of each portable fit, by its name (a framework's, by default)."""

@@ -31,7 +31,6 @@ writes ``step_engines.csv`` (:data:`COLUMNS`) and ``step_engines.md``
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -119,17 +118,12 @@ builds it (or pass --maintained-python).
         self.spec[PROVIDERS] = providers
         self.lean = None
 
+    def command(self):
+        """The fit server of :mod:`benchmarks.studies.step_engines_process`, given the spec."""
+        return ["benchmarks.studies.step_engines_process", "serve", json.dumps(self.spec)]
+
     def __enter__(self):
-        command = "benchmarks.studies.step_engines_process"
-        self.process = subprocess.Popen(
-            [self.python, "-m", command, "serve", json.dumps(self.spec)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=pf.ROOT,
-            env={**os.environ, "PYTHONPATH": pf.ROOT},
-        )
+        self._start()
         self.lean = self._answer()["lean"]
         self._answer()  # ready: imported, step models read
         return self
