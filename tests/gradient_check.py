@@ -13,12 +13,44 @@ outputs, so that every output gradient is a different, non-trivial tensor.
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
+from scipy.special import erf
 
 from helpers.portable.gradients import build_gradients
 
 FLOAT, DOUBLE = TensorProto.FLOAT, TensorProto.DOUBLE
+
+
+class Erf(OpRun):
+    """``Erf`` to double precision (onnx 1.23's reference evaluator rounds it to about 1e-3); the
+    reference evaluator takes an operator's type from its class name."""
+
+    op_domain = ""
+
+    def _run(self, x):
+        return (erf(x).astype(x.dtype),)
+
+
+class Gelu(OpRun):
+    """``Gelu`` (opset 20) to double precision, both forms, for the same reason."""
+
+    op_domain = ""
+
+    def _run(self, x, approximate="none"):
+        if approximate == "tanh":
+            inner = np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)
+            return ((0.5 * x * (1 + np.tanh(inner))).astype(x.dtype),)
+        return ((0.5 * x * (1 + erf(x / np.sqrt(2)))).astype(x.dtype),)
+
+
+def _evaluator(model, new_ops=()):
+    """onnx's reference evaluator with the double-precision operators above."""
+    given = {op.__name__ for op in new_ops}
+    precise = [op for op in (Erf, Gelu) if op.__name__ not in given]
+    return ReferenceEvaluator(model, new_ops=[*precise, *new_ops])
 
 
 def single_node_loss(node, inputs, weights, output_shapes, seed=0, opset=17, extra_nodes=()):
@@ -124,7 +156,7 @@ def gradients_float64(model, wrt, feeds, new_ops=()):
     """The gradients :func:`build_gradients` writes for ``model``, copied to float64 and run by
     onnx's reference evaluator (``new_ops``: operators it lacks), by name of ``wrt``."""
     built = build_gradients(model, list(wrt))
-    evaluator = ReferenceEvaluator(to_float64(built.model), new_ops=list(new_ops))
+    evaluator = _evaluator(to_float64(built.model), new_ops)
     names = [built.gradients[n] for n in wrt]
     return dict(zip(wrt, evaluator.run(names, _feeds64(feeds))))
 
@@ -164,9 +196,9 @@ def check_finite_differences(model, wrt, feeds, eps=1e-6, rtol=1e-6, atol=1e-9, 
 
     def loss_at(name, value):
         if name in initial:
-            run = ReferenceEvaluator(_with_inputs(forward, {name: value}))
+            run = _evaluator(_with_inputs(forward, {name: value}))
             return float(run.run([loss_name], feeds64)[0])
-        run = ReferenceEvaluator(forward)
+        run = _evaluator(forward)
         return float(run.run([loss_name], {**feeds64, name: value})[0])
 
     for name in wrt:
@@ -211,13 +243,23 @@ def check_against_training_package(model, wrt, feeds, rtol=2e-5):
     same inputs (both run on onnxruntime 1.19.2), relative to each gradient's magnitude.
 
     ``wrt`` lists initializers of ``model`` (its weights); the rest of its inputs are ``feeds``.
-    Returns ``(ours, theirs)``.
+    Returns ``(ours, theirs)``. Where the training package is missing (Python 3.13), the test
+    ends here as skipped, saying so: the checks before it (finite differences, torch) held.
     """
     from helpers.core.export.gradient_model import gradient_model
+    from helpers.core.machine.runtime import has_training_package
+
+    if not has_training_package():
+        pytest.skip(
+            "the checks against float64 finite differences and torch held; the comparison with "
+            "onnxruntime-training 1.19.2's gradient builder needs that package"
+        )
 
     built = build_gradients(model, list(wrt))
     ours = run_on_runtime(built.model, feeds, [built.gradients[n] for n in wrt])
-    theirs_model = gradient_model(model, list(wrt), fast_gradients=False)
+    theirs_model = gradient_model(
+        model, list(wrt), fast_gradients=False, builder="onnxruntime-training"
+    )
     weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     inputs = {i.name for i in theirs_model.model.graph.input}
     their_feeds = {**{k: v for k, v in weights.items() if k in inputs}, **feeds}

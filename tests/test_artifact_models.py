@@ -21,6 +21,10 @@ from helpers.whole_training.artifacts import (
     train_step,
 )
 
+#: On the training package's backend, whatever HELPERS_BACKEND says (tests/conftest.py leaves
+#: the module out where the package is missing).
+pytestmark = pytest.mark.training_package
+
 
 class _TransposedLinear(torch.nn.Module):
     """``x @ w.T + b``: the transpose of a weight is what constant folding would fold."""

@@ -14,6 +14,7 @@ from benchmarks.workloads import frameworks as fw
 from benchmarks.workloads import matmul_references as mr
 from benchmarks.workloads import models as bm
 from benchmarks.workloads import trainers as bt
+from helpers.core.machine.runtime import has_training_package
 from helpers.measure.conditions import timing_caveat
 
 
@@ -216,20 +217,25 @@ def test_ort_step_products(mlp_and_onnx, batches):
 
 def test_ort_trainers_take_n_threads(mlp_and_onnx, monkeypatch):
     """n_threads reaches the sessions that run the model, in both trainers."""
-    from helpers.whole_training import session
+    from helpers.core.machine import sessions, training_cache
 
+    training_cache.clear_training_caches()  # the whole-training sessions are made anew
     _, onx = mlp_and_onnx
     fb = bt.OrtForwardBackwardTrainer(onx, 0.01, n_threads=1)
     assert fb.gradient.n_threads == 1
     assert fb.gradient._train_sess.get_session_options().intra_op_num_threads == 1
     calls = []
-    real = session.session_options
+    real = sessions.session_options
 
-    def spy(n_threads=None, label="session"):
+    def spy(n_threads=None, label="session", spin=True):
         calls.append((n_threads, label))
-        return real(n_threads, label)
+        return real(n_threads, label, spin)
 
-    monkeypatch.setattr(session, "session_options", spy)
+    monkeypatch.setattr(sessions, "session_options", spy)
+    if has_training_package():  # its Module takes the options from the session layer's module
+        from helpers.whole_training import session
+
+        monkeypatch.setattr(session, "session_options", spy)
     whole = bt.OrtWholeTrainer(onx, "sgd", 0.01, n_threads=1)
     assert (1, "model") in calls
     assert np.isfinite(

@@ -34,6 +34,10 @@ from helpers.whole_training.checkpoints import (
     read_checkpoint,
 )
 
+#: On the training package's backend, whatever HELPERS_BACKEND says (tests/conftest.py leaves
+#: the module out where the package is missing).
+pytestmark = pytest.mark.training_package
+
 PROPERTIES = {"epoch": 3, "big": 2**62, "negative": -7, "rate": 0.25, "text": 'héllo {"a": 1}'}
 
 

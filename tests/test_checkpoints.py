@@ -90,6 +90,7 @@ def _learning_rates(module, optimizer, scheduler, X, y, steps):
     return rates
 
 
+@pytest.mark.training_package
 def test_linear_lr_scheduler_workaround(onx_loss, linear_data, tmp_path):
     from onnxruntime.training.api import LinearLRScheduler  # noqa: PLC0415
 

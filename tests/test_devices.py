@@ -7,6 +7,7 @@ from conftest import APIS, make_optimizer
 
 from helpers import OrtGradientForwardBackwardOptimizer, OrtGradientOptimizer, add_loss_output
 from helpers.core.machine.devices import Device, DeviceError, cuda_problem, resolve_device
+from helpers.core.machine.runtime import has_training_package
 from helpers.core.training.batches import Batches
 
 HAS_GPU = cuda_problem(0) is None
@@ -40,8 +41,12 @@ def test_cuda_without_gpu_names_the_cause_and_fix(name):
     with pytest.raises(DeviceError, match=f"device='{name}' cannot be used: ") as caught:
         resolve_device(name)
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
-        assert "onnxruntime-training-cpu 1.19.2, which has no CUDA provider" in str(caught.value)
-        assert "make setup GPU=1" in str(caught.value)
+        package = "onnxruntime-training-cpu" if has_training_package() else "onnxruntime"
+        fix = "make setup GPU=1" if has_training_package() else "onnxruntime-gpu==1.31.1"
+        assert f"{package} {onnxruntime.__version__}, which has no CUDA provider" in str(
+            caught.value
+        )
+        assert fix in str(caught.value)
 
 
 def test_cuda_problem_does_not_trust_the_provider_list():

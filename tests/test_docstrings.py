@@ -11,10 +11,16 @@ import pkgutil
 import pytest
 
 import helpers
+from helpers.core.machine.backends import TRAINING_PACKAGE_MODULES
+from helpers.core.machine.runtime import has_training_package
 
 
 def _public_objects():
     for info in pkgutil.walk_packages(helpers.__path__, prefix="helpers."):
+        if info.name in TRAINING_PACKAGE_MODULES and not has_training_package():
+            continue  # every other module imports without the training package
+        if info.name == "helpers.conftest":
+            continue  # pytest's hooks, not an API
         module = importlib.import_module(info.name)
         for name, obj in vars(module).items():
             if name.startswith("_") or not (inspect.isclass(obj) or inspect.isfunction(obj)):

@@ -17,6 +17,7 @@ from helpers import (
     add_loss_output,
     get_train_initializer,
 )
+from helpers.core.machine.runtime import max_ir_version
 from helpers.core.rewrites.gradient_rewrites import count_rewrites, rewrite_for_training
 from helpers.teaching.model_factories import mlp_onnx
 
@@ -250,7 +251,10 @@ def _gather_model(data_type, indices_type, axis=0, opset=15):
         [data, helper.make_tensor_value_info("ids", indices_type, [None, 2])],
         [helper.make_tensor_value_info("y", data_type, None)],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    # the IR version the installed onnxruntime reads (onnx 1.23 writes 14, 1.31.1 reads 13)
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=max_ir_version()
+    )
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,7 @@ def _assert_same(results):
         assert float(np.abs(state_b[name] - value).max()) <= bound, name
 
 
+@pytest.mark.training_package
 @pytest.mark.parametrize("name", SMALL)
 def test_the_zoo_steps_of_both_builders_agree(name):
     torch.manual_seed(0)
@@ -107,6 +108,7 @@ def _sklearn_model(kind, X, y):
     return select_outputs(onx, [raw])
 
 
+@pytest.mark.training_package
 @pytest.mark.parametrize("kind", ["linear", "mlp_regressor", "mlp_classifier"])
 @pytest.mark.parametrize("api", ["whole", "forward_backward"])
 def test_converted_scikit_learn_models_agree(kind, api):

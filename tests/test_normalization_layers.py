@@ -25,7 +25,6 @@ from helpers import OrtTorchModule, export_for_training
 from helpers.core.layers.normalization import layer_norms_of_one_value_written_out
 from helpers.core.machine.sessions import make_session
 from helpers.teaching.torch_reference import torch_fit
-from helpers.whole_training.artifacts import load_training_artifacts
 
 N_SAMPLES = 24
 LEARNING_RATE = 0.05
@@ -190,6 +189,8 @@ def test_ort_torch_module_trains_as_torch(case):
 @pytest.mark.training_package
 def test_whole_training_eval_model_runs_as_torch(tmp_path):
     """The artifacts' evaluation model, run by onnxruntime's ``Module``, gives torch's loss."""
+    from helpers.whole_training.artifacts import load_training_artifacts  # noqa: PLC0415
+
     module, shape = _module("residual_layernorm")
     X, y = _data(shape)
     onx = export_for_training(module, torch.from_numpy(X[:2]))

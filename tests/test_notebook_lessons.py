@@ -9,8 +9,6 @@ weights and checkpoints that resume exactly.
 import numpy as np
 import onnx
 import pytest
-from onnxruntime.training import artifacts
-from onnxruntime.training.api import CheckpointState
 from skl2onnx import to_onnx
 from sklearn.linear_model import LinearRegression, SGDRegressor
 
@@ -25,7 +23,6 @@ from helpers import (
 from helpers.core.model_graphs.onnx_graph import replace_initializers
 from helpers.teaching.datasets import make_synthetic_regression
 from helpers.teaching.graph_parts import operators_by_part, summarize_parts
-from helpers.whole_training.artifacts import load_training_artifacts, train_step
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +41,19 @@ def onx_zero(data):
     return replace_initializers(onx, zeros)
 
 
+def _artifacts_api():
+    """onnxruntime-training's artifacts API, and this package's wrappers of it (notebooks 3 and 4
+    teach them): ``(artifacts, CheckpointState, load_training_artifacts, train_step)``."""
+    from onnxruntime.training import artifacts  # noqa: PLC0415 - the training package
+    from onnxruntime.training.api import CheckpointState  # noqa: PLC0415
+
+    from helpers.whole_training.artifacts import load_training_artifacts, train_step  # noqa: PLC0415
+
+    return artifacts, CheckpointState, load_training_artifacts, train_step
+
+
 def _generate(onx_loss, folder, requires_grad, frozen):
+    artifacts = _artifacts_api()[0]
     artifacts.generate_artifacts(
         onx_loss,
         requires_grad=requires_grad,
@@ -66,6 +75,7 @@ def _sgd_regressor_on_permutations(X, y, epochs, random_state=0, **params):
     return sgd
 
 
+@pytest.mark.training_package
 def test_training_model_parts(onx_zero, tmp_path):
     onx_loss = add_loss_output(onx_zero)
     folder = _generate(onx_loss, tmp_path, ["coef", "intercept"], ["shape_tensor"])
@@ -97,9 +107,11 @@ def test_gradient_graph_parts(onx_zero):
     assert fb.grad_names_ == ["coef_grad", "intercept_grad"]
 
 
+@pytest.mark.training_package
 def test_hand_loop_reproduces_fit(onx_zero, data, tmp_path):
     """fit's shuffling is numpy's RandomState: the same loop by hand gives the same losses."""
     X, y = data
+    _, _, load_training_artifacts, train_step = _artifacts_api()
     onx_loss = add_loss_output(onx_zero)
     state, module, optimizer = load_training_artifacts(
         _generate(onx_loss, tmp_path, ["coef", "intercept"], ["shape_tensor"])
@@ -211,8 +223,10 @@ def test_both_apis_end_on_the_same_weights(onx_zero, data):
     )
 
 
+@pytest.mark.training_package
 def test_frozen_weights_do_not_move(onx_zero, data, tmp_path):
     X, y = data
+    _, _, load_training_artifacts, train_step = _artifacts_api()
     folder = _generate(add_loss_output(onx_zero), tmp_path, ["intercept"], ["coef", "shape_tensor"])
     state, module, optimizer = load_training_artifacts(folder)
     state.parameters["coef"] = np.ones((X.shape[1], 1), dtype=np.float32)
@@ -223,11 +237,13 @@ def test_frozen_weights_do_not_move(onx_zero, data, tmp_path):
     assert state.parameters["intercept"].data[0] != 0
 
 
+@pytest.mark.training_package
 @pytest.mark.parametrize("with_optimizer_state", [True, False])
 def test_checkpoint_resumes_exactly_only_with_the_optimizer_state(
     onx_zero, data, tmp_path, with_optimizer_state
 ):
     X, y = data
+    artifacts, CheckpointState, load_training_artifacts, train_step = _artifacts_api()
     y_col = y.reshape(-1, 1)
     artifacts.generate_artifacts(
         add_loss_output(onx_zero),

@@ -20,6 +20,7 @@ from helpers import (
     add_loss_output,
     export_for_training,
 )
+from helpers.core.machine.runtime import max_ir_version
 from helpers.core.model_graphs.training_graph import training_graph
 from helpers.core.rewrites.gradient_rewrites import rewrite_for_training
 from helpers.core.rewrites.pooling_rewrites import max_pools_before_activations
@@ -155,7 +156,10 @@ def _pool_model(activation="Relu", elem_type=TensorProto.FLOAT, indices=False, *
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", elem_type, [None, 1, 4, 4])], declared
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    # the IR version the installed onnxruntime reads (onnx 1.23 writes 14, 1.31.1 reads 13)
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=max_ir_version()
+    )
 
 
 @pytest.mark.parametrize(

@@ -328,6 +328,7 @@ def test_changed_parameters_are_refused(tmp_path):
         opt.export_training_step(str(tmp_path / "step.onnx"))
 
 
+@pytest.mark.training_package
 @pytest.mark.parametrize(
     "api, activation, operator",
     [("whole", "relu", "Scale"), ("forward_backward", "logistic", "SigmoidGrad")],

@@ -22,6 +22,10 @@ from benchmarks.studies import portable_fits as pf
 from benchmarks.studies import portable_process, portable_speed
 from benchmarks.workloads import frameworks as fw
 
+#: The study exports steps with both gradient builders, one of them the training package's:
+#: it runs where that package is installed (``python -m benchmarks.studies.portable_speed``).
+pytestmark = pytest.mark.training_package
+
 
 @pytest.fixture(scope="module")
 def step_and_data(tmp_path_factory):

@@ -7,6 +7,7 @@ and its user-facing packages, never from ``helpers.core``; the benchmarks use no
 import ast
 import glob
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -19,6 +20,8 @@ import pytest
 
 import helpers
 import helpers.whole_training
+from helpers.core.machine.backends import TRAINING_PACKAGE_MODULES
+from helpers.core.machine.runtime import has_training_package
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -275,10 +278,19 @@ def test_benchmarks_use_no_private_name_of_helpers():
     assert found == [], "make the name public where it lives:\n" + "\n".join(found)
 
 
+def _importable_here(module, package="helpers"):
+    """Whether ``module`` (relative to ``package``) imports here: the training package's own
+    modules need it (:data:`helpers.core.machine.backends.TRAINING_PACKAGE_MODULES`)."""
+    name = importlib.util.resolve_name(module, package)
+    return has_training_package() or name not in TRAINING_PACKAGE_MODULES
+
+
 def test_public_names_come_from_the_modules_that_define_them():
     for package in (helpers, helpers.whole_training):
         assert sorted(package._PUBLIC) == package.__all__
         for name, module in package._PUBLIC.items():
+            if not _importable_here(module, package.__name__):
+                continue
             defining = importlib.import_module(module, package.__name__)
             assert getattr(package, name) is getattr(defining, name)
             assert getattr(package, name).__module__ == defining.__name__, name
@@ -288,10 +300,13 @@ def test_what_the_notebooks_call_is_public_without_warning():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for name in NOTEBOOK_NAMES:
+            if not _importable_here(helpers._PUBLIC[name]):
+                continue
             module = importlib.import_module(helpers._PUBLIC[name], "helpers")
             assert getattr(helpers, name) is getattr(module, name)
         for name in helpers.whole_training.__all__:
-            getattr(helpers.whole_training, name)
+            if _importable_here(helpers.whole_training._PUBLIC[name], "helpers.whole_training"):
+                getattr(helpers.whole_training, name)
     ours = [str(w.message) for w in caught if str(w.message).startswith("helpers.")]
     assert ours == []
 
@@ -330,6 +345,7 @@ def test_the_project_never_uses_an_old_path():
     assert found == [], "\n".join(found)
 
 
+@pytest.mark.training_package
 def test_generate_artifacts_is_quiet_once_the_training_api_is_imported():
     # the runtime's default first (a control: the check can fail), then after the import
     script = textwrap.dedent(

@@ -34,6 +34,7 @@ def test_a_probe_failure_that_is_not_the_refusal_is_raised(monkeypatch):
     assert not runtime_accepts(10, 13)  # without a refusal text, any failure means no
 
 
+@pytest.mark.training_package
 def test_check_onnx_compatible_passes_with_pinned_onnx():
     assert onnx.IR_VERSION <= runtime.max_ir_version()
     runtime.check_onnx_compatible()

@@ -137,6 +137,7 @@ def test_the_trainers_take_the_providers_given_and_only_those():
     )
 
 
+@pytest.mark.training_package  # the study exports its steps where the training package is
 def test_a_run_measures_the_cpu_provider_and_torch_and_says_openvino_is_missing(
     tmp_path, monkeypatch
 ):

@@ -15,6 +15,7 @@ from helpers import (
     add_loss_output,
 )
 from helpers.core.machine import sessions, training_cache
+from helpers.core.machine.runtime import has_training_package
 from helpers.core.machine.training_cache import (
     ARTIFACTS,
     GRADIENT_GRAPHS,
@@ -22,7 +23,6 @@ from helpers.core.machine.training_cache import (
     content_key,
 )
 from helpers.teaching.model_factories import mlp_onnx
-from helpers.whole_training import fit_artifacts
 
 pytestmark = pytest.mark.usefixtures("fresh_caches")
 
@@ -108,6 +108,8 @@ def test_whole_training_refit_reuses_artifacts_without_temporary_folders(data, m
 
 @pytest.mark.training_package
 def test_failed_artifact_generation_leaves_nothing(data, monkeypatch):
+    from helpers.whole_training import fit_artifacts  # noqa: PLC0415 - the training package
+
     X, y = data
 
     def broken(*args, **kwargs):
@@ -153,8 +155,11 @@ def test_n_threads_reaches_the_model_sessions(data, monkeypatch, api):
         seen.append((label, n_threads))
         return original(n_threads, label, spin)
 
-    # every session is made by the session layer; onnxruntime's Module takes its options
-    for module in ("core.machine.sessions", "whole_training.session"):
+    # every session is made by the session layer; the training package's Module takes its options
+    modules = ["core.machine.sessions"] + (
+        ["whole_training.session"] if has_training_package() else []
+    )
+    for module in modules:
         monkeypatch.setattr(f"helpers.{module}.session_options", recording)
     opt = make_optimizer(api, mlp_onnx(5, hidden=(6,)), max_iter=1, n_threads=1)
     opt.fit(X, y, X_val=X, y_val=y)

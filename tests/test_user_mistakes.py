@@ -148,7 +148,7 @@ def test_models_the_runtime_cannot_train_are_named(api, data):
     assert opt.predict(np.ones((2, 3), dtype=np.int64)).shape == (2,)
     from helpers import RuntimeCompatibilityError
 
-    with pytest.raises(RuntimeCompatibilityError, match="opset 99 .* runs opset 21 at most"):
+    with pytest.raises(RuntimeCompatibilityError, match=r"opset 99 .* runs opset \d+ at most"):
         make(api, mlp_onnx(3, opset=99)).fit(X, y)
 
 

@@ -80,6 +80,7 @@ def test_not_fitted(onx_loss, linear_data):
         OrtGradientOptimizer(onx_loss).predict(X)
 
 
+@pytest.mark.training_package
 def test_onnx_newer_than_runtime(onx_loss, linear_data, monkeypatch):
     """onnx 1.18+ stamps IR version 11, which onnxruntime 1.19.2 refuses."""
     X, y = linear_data

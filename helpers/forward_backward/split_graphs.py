@@ -177,6 +177,25 @@ class SplitGraphRunner:
     ----------
     split : SplitGraphs
     forward_session, backward_session : onnxruntime.InferenceSession
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onnxruntime import InferenceSession, OrtValue
+    >>> from helpers.core.model_graphs.onnx_graph import initializers_to_inputs
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> model = mlp_onnx(2, hidden=())  # a linear regression: coefficient0, intercept0
+    >>> split = split_graphs(initializers_to_inputs(model, ["coefficient0", "intercept0"]),
+    ...                      ["coefficient0", "intercept0"], ["variable"])
+    >>> runner = SplitGraphRunner(*(split, *(InferenceSession(m.SerializeToString())
+    ...                                      for m in (split.forward, split.backward))))
+    >>> def value(array):
+    ...     return OrtValue.ortvalue_from_numpy(np.asarray(array, np.float32))._ortvalue
+    >>> feeds = [value([[1, 2], [3, 4]]), value([[1], [1]]), value([0])]
+    >>> outputs, state = runner.forward(feeds)
+    >>> _, intercept = runner.backward([value([[1], [1]])], state)  # two rows of gradient 1
+    >>> outputs[0].numpy().ravel().tolist(), intercept.numpy().tolist()
+    ([3.0, 7.0], [2.0])
     """
 
     def __init__(self, split, forward_session, backward_session):
@@ -219,7 +238,16 @@ class SplitGraphRunner:
 def build_split(fb, model, graph):
     """The forward and backward graphs of ``model`` (the training graph of ``fb`` with its batch
     statistics as outputs) and their sessions; as attributes of ``fb``, the same as
-    :func:`helpers.forward_backward.training_agent.build_agent` gives."""
+    :func:`helpers.forward_backward.training_agent.build_agent` gives.
+
+    Examples
+    --------
+    >>> from helpers import OrtGradientForwardBackward
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> fb = OrtGradientForwardBackward(mlp_onnx(3, hidden=(4,)), backend="onnx")
+    >>> type(fb._agent).__name__, fb.feed_names_[:2], fb.grad_names_[-1]
+    ('SplitGraphRunner', ['X', 'coefficient0'], 'intercept1_grad')
+    """
     weights = initializers_to_inputs(model, fb.weights_to_train)
     wrt = fb.weights_to_train + fb.input_names_require_grad
     try:

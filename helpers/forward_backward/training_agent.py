@@ -24,7 +24,15 @@ class AgentRunner:
 
     ``forward(values)`` returns ``(outputs, state)``; ``backward(output_gradients, state)`` the
     gradients, in the gradient graph's output order. ``run_forward`` and ``run_backward`` are the
-    agent's own calls (a test pauses them).
+    agent's own calls.
+
+    Examples
+    --------
+    >>> from helpers import OrtGradientForwardBackward
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> fb = OrtGradientForwardBackward(mlp_onnx(3, hidden=(4,)), backend="onnxruntime-training")
+    >>> type(fb._agent).__name__, fb.grad_names_[-1]
+    ('AgentRunner', 'intercept1_grad')
     """
 
     def __init__(self, agent):
@@ -60,7 +68,16 @@ class AgentRunner:
 
 def build_agent(fb, model, graph):
     """The gradient graph of ``model`` (the training graph of ``fb`` with its batch statistics
-    as outputs) by ``OrtModuleGraphBuilder``, and its agent; as attributes of ``fb``."""
+    as outputs) by ``OrtModuleGraphBuilder``, and its agent; as attributes of ``fb``.
+
+    Examples
+    --------
+    >>> from helpers import OrtGradientForwardBackward
+    >>> from helpers.teaching.model_factories import mlp_onnx
+    >>> fb = OrtGradientForwardBackward(mlp_onnx(3, hidden=(4,)), backend="onnxruntime-training")
+    >>> [n.op_type for n in fb.gradient_model_.graph.node if n.op_type == "YieldOp"]
+    ['YieldOp']
+    """
     config = OrtModuleGraphBuilderConfiguration()
     config.initializer_names = fb.weights_to_train
     config.initializer_names_to_train = fb.weights_to_train

@@ -93,8 +93,6 @@ class StandardTrainingSession:
 
     Examples
     --------
-    A linear regression trained with momentum, two steps on one batch:
-
     >>> import numpy as np
     >>> from helpers import add_loss_output, get_train_initializer
     >>> from helpers.core.graphs.onnx_function import to_ortvalue
@@ -106,6 +104,7 @@ class StandardTrainingSession:
     >>> session = StandardTrainingSession(add_loss_output(linear), weights, MomentumRule(), cpu)
     >>> batch = [to_ortvalue(np.eye(2, dtype=np.float32), cpu),
     ...          to_ortvalue(np.ones((2, 1), dtype=np.float32), cpu)]
+    >>> # a linear regression trained with momentum, two steps on one batch
     >>> first, second = (float(session.train_step(batch, 0.1, t).numpy()) for t in (1, 2))
     >>> second < first
     True

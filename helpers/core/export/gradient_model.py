@@ -19,6 +19,7 @@ import onnxruntime
 from ...portable.gradients import build_gradients
 from ..graphs.graph_shapes import value_shapes, value_types
 from ..graphs.graph_values import shapes_of_a_run
+from ..machine.backends import default_backend
 from ..machine.runtime import explain_untrainable
 from ..machine.runtime_output import ForkSafeLock, quiet_runtime_logs
 from ..machine.training_cache import cached_artifact_folder, content_key
@@ -128,7 +129,7 @@ def gradient_model(
     weights,
     fast_gradients=True,
     random_draws=False,
-    builder="onnxruntime-training",
+    builder=None,
     named=(),
 ):
     """The training model of ``loss_model``, its gradients and its running statistics.
@@ -150,8 +151,10 @@ def gradient_model(
     random_draws : bool
         Make the random operators (``Dropout``...) inputs drawn by the runner
         (:mod:`helpers.core.model_graphs.random_draws`).
-    builder : {"onnxruntime-training", "onnx"}
-        Who writes the gradients (:data:`GRADIENT_BUILDERS`).
+    builder : {"onnxruntime-training", "onnx"}, optional
+        Who writes the gradients (:data:`GRADIENT_BUILDERS`); by default, the backend ``"auto"``
+        picks (:func:`helpers.core.machine.backends.default_backend`): the training package's
+        builder where it is installed.
     named : sequence of str
         Values of the loss model whose gradient must be a value ``NAME_grad`` of the result
         (onnxruntime-training's builder names every gradient so; this project's only these).
@@ -168,6 +171,7 @@ def gradient_model(
     >>> built.gradients, [o.name for o in built.model.graph.output]
     ({'intercept1': 'intercept1_grad'}, ['loss'])
     """
+    builder = builder or default_backend()
     if builder not in GRADIENT_BUILDERS:
         raise ValueError(f"builder must be one of {GRADIENT_BUILDERS}, not {builder!r}.")
     initializers = {i.name for i in loss_model.graph.initializer}

@@ -19,6 +19,16 @@ import os
 
 from .runtime import has_training_package
 
+#: The modules of ``helpers`` that import onnxruntime-training's own API: the backend
+#: ``"onnxruntime-training"``'s, which only that package can import.
+TRAINING_PACKAGE_MODULES = (
+    "helpers.forward_backward.training_agent",
+    "helpers.whole_training.artifacts",
+    "helpers.whole_training.fit_artifacts",
+    "helpers.whole_training.schedulers",
+    "helpers.whole_training.session",
+)
+
 #: The environment variable that sets the backend ``"auto"`` picks.
 BACKEND_VARIABLE = "HELPERS_BACKEND"
 

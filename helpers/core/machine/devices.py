@@ -18,6 +18,7 @@ from onnxruntime.capi import _pybind_state as C
 
 from ...portable.runtime_support import probe_model
 from . import cuda_libraries
+from .runtime import has_training_package
 from .sessions import make_session
 
 #: Every package that provides the import name ``onnxruntime``; only one may be installed.
@@ -99,9 +100,15 @@ def gpu_setup_problem():
     """
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
         packages = ", ".join(installed_runtime_packages()) or "an onnxruntime package"
+        fix = (
+            f"the GPU variant installs {GPU_PACKAGE} instead: make setup GPU=1"
+            if has_training_package()
+            # the maintained variant: onnxruntime-gpu of the same release (docs/guide/install.md)
+            else f"onnxruntime-gpu=={onnxruntime.__version__} in its place has one (CUDA 13)"
+        )
         return (
             f"the installed onnxruntime is {packages} {onnxruntime.__version__}, which has no CUDA "
-            f"provider; the GPU variant installs {GPU_PACKAGE} instead: make setup GPU=1"
+            f"provider; {fix}"
         )
     if sys.platform != "linux" or platform.machine() != "x86_64":
         return (
