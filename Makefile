@@ -149,7 +149,7 @@ PYTEST_ARGS ?=
 # Jupyter refuses to run as root unless told to (containers, CI machines).
 LAB_ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup setup-maintained setup-openvino setup-web git-filter lab lint test fuzz bench docs docs-test doctor clean
+.PHONY: help setup setup-maintained setup-openvino setup-web git-filter lab lint test test-unit test-notebooks fuzz bench docs docs-test doctor clean
 
 help:
 	@echo "Targets:"
@@ -180,7 +180,8 @@ endif
 	@echo "          tests again in $(MAINTAINED_VENV), then every notebook with nbval --nbval-lax"
 	@echo "          and with papermill from the repository's root, the notebooks that run on the"
 	@echo "          maintained onnxruntime again on its kernel, then make docs-test"
-	@echo "          (PYTEST_ARGS=... passes options to the pytest runs)"
+	@echo "          (PYTEST_ARGS=... passes options to the pytest runs); its parts alone:"
+	@echo "          make test-unit, make test-notebooks, make docs-test"
 	@echo "  fuzz    random small torch models (seeds FUZZ_SEEDS=$(FUZZ_SEEDS)), each trained in both"
 	@echo "          optimizers and OrtTorchModule on both backends (backend onnx in $(MAINTAINED_VENV))"
 	@echo "          and the step models (FUZZ_PATHS=built: one path) in a child process, compared"
@@ -321,9 +322,13 @@ lint: setup
 	$(VENV)/bin/ruff check --line-length 88 $(NOTEBOOKS_CODE)
 	$(VENV)/bin/ruff format --line-length 88 --check $(NOTEBOOKS_CODE)
 
-# The portable tests run a second time in the maintained environment (not when $(VENV) is that
-# environment); --confcutdir keeps tests/conftest.py (scikit-learn, the optimizers) out of that run.
-test: setup setup-maintained
+# make test is three targets, which CI can also run apart: the unit tests and docstring examples,
+# the notebooks, the site. The portable tests run a second time in the maintained environment
+# (not when $(VENV) is that environment); --confcutdir keeps tests/conftest.py (scikit-learn, the
+# optimizers) out of that run.
+test: test-unit test-notebooks docs-test
+
+test-unit: setup setup-maintained
 	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --doctest-modules helpers tests
 ifneq ($(MAINTAINED_IS_VENV),1)
 	@echo "$(MAINTAINED_PY) -m pytest $(PYTEST_ARGS) -p no:cacheprovider --confcutdir=tests/portable --doctest-modules helpers/portable tests/portable"; \
@@ -332,20 +337,24 @@ ifneq ($(MAINTAINED_IS_VENV),1)
 	if [ $$status -eq 5 ]; then echo "error: the maintained run collected no test under tests/portable" >&2; fi; \
 	exit $$status
 endif
-	@echo "MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) notebooks tests/notebooks_from_root.py"; \
-	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) notebooks tests/notebooks_from_root.py; \
-	status=$$?; \
-	if [ $$status -eq 5 ]; then echo "error: nbval collected no notebook under notebooks/" >&2; fi; \
-	exit $$status
-# Then, on the maintained onnxruntime's kernel, every notebook whose first cell does not say it
-# needs onnxruntime-training 1.19.2 (helpers.teaching.learning_path lists them).
-ifneq ($(MAINTAINED_IS_VENV),1)
+
+# Every notebook on the kernel of $(VENV), with nbval and with papermill from the repository's
+# root; in the maintained variant, only those whose first cell does not say they need
+# onnxruntime-training 1.19.2 (helpers.teaching.learning_path lists them). In the training
+# variants, those notebooks then run again on the maintained onnxruntime's kernel.
+test-notebooks: setup setup-maintained
 	@notebooks=$$($(PY) -m helpers.teaching.learning_path --maintained) && [ -n "$$notebooks" ] \
 	  || { echo "error: no notebook listed for the maintained kernel" >&2; exit 1; }; \
-	echo "MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(MAINTAINED_KERNEL_NAME)" $$notebooks; \
-	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(MAINTAINED_KERNEL_NAME) $$notebooks
-endif
-	$(MAKE) docs-test
+	here=$$(if [ "$(MAINTAINED_IS_VENV)" = 1 ]; then echo $$notebooks; else echo notebooks; fi); \
+	echo "MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME)" $$here tests/notebooks_from_root.py; \
+	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) $$here tests/notebooks_from_root.py; \
+	status=$$?; \
+	if [ $$status -eq 5 ]; then echo "error: nbval collected no notebook under notebooks/" >&2; fi; \
+	[ $$status -eq 0 ] || exit $$status; \
+	if [ "$(MAINTAINED_IS_VENV)" != 1 ]; then \
+	  echo "MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(MAINTAINED_KERNEL_NAME)" $$notebooks; \
+	  MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(MAINTAINED_KERNEL_NAME) $$notebooks; \
+	fi
 
 DOCS_STAMP := $(VENV)/.setup-docs
 SPHINX := $(VENV)/bin/sphinx-build -W --keep-going -b html docs

@@ -81,9 +81,12 @@ def test_a_notebook_that_needs_the_training_package_names_its_kernel_and_the_way
 def test_make_test_runs_the_listed_notebooks_on_the_maintained_kernel():
     with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as f:
         makefile = f.read()
-    recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "\ntest: test-unit test-notebooks docs-test\n" in makefile
+    recipe = makefile.split("\ntest-notebooks:", 1)[1].split("\n\n", 1)[0]
     assert "-m helpers.teaching.learning_path --maintained" in recipe
     assert "--nbval-kernel-name $(MAINTAINED_KERNEL_NAME) $$notebooks" in recipe
+    # the maintained variant runs the listed notebooks only, on its own kernel
+    assert "--nbval-kernel-name $(KERNEL_NAME) $$here tests/notebooks_from_root.py" in recipe
 
 
 def test_the_listing_command_prints_one_notebook_a_line(capsys):
