@@ -81,14 +81,17 @@ def test_every_file_the_pages_mention_is_a_link_to_a_file_that_exists(tmp_path):
     reason="the committed reference sweep is not in this checkout",
 )
 def test_committed_reference_summary_reads_in_five_minutes():
-    """At most 1,500 words, short paragraphs, the machine and the peers first, one convention."""
+    """At most 1,700 words, short paragraphs, the machine and the peers first, one convention.
+
+    1,500 words before the section on the backend onnx beside the training package, which takes
+    about 170."""
     from benchmarks.report.summary_terms import GLOSSARY
 
     with open(os.path.join(ROOT, "results", "reference", "summary.md"), encoding="utf-8") as f:
         text = f.read()
     lines = text.splitlines()
     words = [token for token in text.split() if re.search(r"\w", token)]  # not a table's pipes
-    assert len(words) <= 1500
+    assert len(words) <= 1700
     prose = [line for line in lines if not line.startswith("|")]
     assert max(len(line) for line in prose) <= 400, "a paragraph is over about 400 characters"
     assert sum(line.startswith("|") for line in lines) <= 60

@@ -170,9 +170,35 @@ def _conditions(table):
         "epochs minus a fit of fewer, best of the repeats, the runs taking turns), the three "
         "runs in one run of the study; the ratios compare them, the times move from run to run."
     ]
+    busy = _busy(table)
+    if busy:
+        lines.append(busy)
     if table.noisy.any():
         lines.append(f"{NOISY_MARK}: noisy (a timing's repeats spread over {NOISY_SPREAD:.0f}x).")
     return lines
+
+
+def _busy(table):
+    """How many timings other programs' work on the machine went with, and the highest load.
+
+    Examples
+    --------
+    >>> notes = ["busy machine: load average 6.6 on 2 cores, this run used 1 thread(s)", ""]
+    >>> print(_busy(pd.DataFrame({"note": notes, "step_s": [1.0, 1.0]})))
+    Other programs loaded the machine during 1 of 2 timings (load average up to 6.6): the CPU \
+time of the calling thread leaves their share out, the repeats' spread shows what remains.
+    """
+    if "note" not in table:
+        return ""
+    notes = table.note[table.step_s.notna()].map(lambda note: note if isinstance(note, str) else "")
+    loads = notes.str.extract(r"busy machine: load average ([\d.]+)")[0].dropna().astype(float)
+    if loads.empty:
+        return ""
+    return (
+        f"Other programs loaded the machine during {len(loads)} of {len(notes)} timings (load "
+        f"average up to {loads.max():.1f}): the CPU time of the calling thread leaves their share "
+        "out, the repeats' spread shows what remains."
+    )
 
 
 def backend_markdown(df):
