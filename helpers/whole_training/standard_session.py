@@ -163,6 +163,20 @@ class StandardTrainingSession:
             to_ortvalue(np.array(weights[name], dtype=np.float32), device) for name in self.names
         ]
         self.updater = WeightUpdater(rule, [w.shape() for w in self.weights], device)
+        # the weights and the gradients stay bound to their buffers: a step binds its batch only
+        self.gradients = [
+            to_ortvalue(np.zeros(w.shape(), np.float32), device) for w in self.weights
+        ]
+        self._binding = self._session.io_binding()._iobinding
+        for name, value in zip(self.names, self.weights):
+            self._binding.bind_ortvalue_input(name, value._ortvalue)
+        # the loss first (each step binds a buffer of its own: get_outputs keeps this order),
+        # then the batch statistics, read as soon as a step ends, in buffers onnxruntime keeps
+        n_fresh = 1 + len(self.statistics.output_names)
+        for name in self._output_names[:n_fresh]:
+            self._binding.bind_output(name, device.ort_device())
+        for name, value in zip(self._output_names[n_fresh:], self.gradients):
+            self._binding.bind_ortvalue_output(name, value._ortvalue)
         self._t = 0  # updates done: AdamW's step count in a checkpoint
         if artifact_dir is not None:
             self._write_artifacts(artifact_dir, model, onx_loss)
@@ -212,18 +226,22 @@ class StandardTrainingSession:
         if self.draws:
             drawn = self.draws.values(generator, dict(zip(self.batch_names, inputs)), self.device)
             inputs = [*inputs, *(ortvalue_of(value, self.device) for value in drawn)]
-        values = [*inputs, *self.weights]
-        feeds = {name: value._ortvalue for name, value in zip(self._feed_names, values)}
-        fetched = self._session._sess.run_with_ort_values(feeds, self._output_names, None)
+        binding = self._binding
+        for name, value in zip(self._feed_names, inputs):
+            binding.bind_ortvalue_input(name, value._ortvalue)
+        # each step's loss in a buffer of its own: the training loop reads the losses later
+        loss = onnxruntime.OrtValue.ortvalue_from_shape_and_type(
+            [], np.float32, self.device.type, self.device.index
+        )
+        binding.bind_ortvalue_output(self._output_names[0], loss._ortvalue)
+        self._session._sess.run_with_iobinding(binding, None)
+        fetched = binding.get_outputs()
         n_statistics = len(self.statistics.output_names)
         if n_statistics:
             self.statistics.update([fetched[i].numpy() for i in range(1, 1 + n_statistics)])
-        gradients = [
-            onnxruntime.OrtValue(fetched[i]) for i in range(1 + n_statistics, len(fetched))
-        ]
-        self.updater.update(self.weights, gradients, learning_rate, t)
+        self.updater.update(self.weights, self.gradients, learning_rate, t)
         self._t = t
-        return onnxruntime.OrtValue(fetched[0])
+        return loss
 
     def get_weights(self):
         """The trained weights, name to a float32 array (a copy)."""
