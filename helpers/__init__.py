@@ -29,6 +29,9 @@ from .portable.module_names import lazy_names
 
 #: Each public name and the module that defines it.
 _PUBLIC = {
+    "BackendUnavailableError": ".core.machine.backends",
+    "default_backend": ".core.machine.backends",
+    "resolve_backend": ".core.machine.backends",
     "Device": ".core.machine.devices",
     "DeviceError": ".core.machine.devices",
     "DiskFullError": ".core.machine.disk_space",
