@@ -486,8 +486,10 @@ def run_path(model, path):
 
     Examples
     --------
+    >>> from helpers.core.machine.runtime import has_training_package
     >>> from model_fuzz.grammar import generate_model
-    >>> run_path(generate_model(6), "torch_module").kind
+    >>> path = "torch_module" if has_training_package() else "torch_module_onnx"
+    >>> run_path(generate_model(6), path).kind
     'trains'
     """
     if path not in ONNX_PATHS:

@@ -18,7 +18,6 @@ from onnxruntime.capi import _pybind_state as C
 
 from ...portable.runtime_support import probe_model
 from . import cuda_libraries
-from .runtime import has_training_package
 from .sessions import make_session
 
 #: Every package that provides the import name ``onnxruntime``; only one may be installed.
@@ -99,10 +98,11 @@ def gpu_setup_problem():
     True
     """
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
-        packages = ", ".join(installed_runtime_packages()) or "an onnxruntime package"
+        installed = installed_runtime_packages()
+        packages = ", ".join(installed) or "an onnxruntime package"
         fix = (
             f"the GPU variant installs {GPU_PACKAGE} instead: make setup GPU=1"
-            if has_training_package()
+            if any(p.startswith("onnxruntime-training") for p in installed)
             # the maintained variant: onnxruntime-gpu of the same release (docs/guide/install.md)
             else f"onnxruntime-gpu=={onnxruntime.__version__} in its place has one (CUDA 13)"
         )
