@@ -15,6 +15,23 @@ from .checkpoint_file import read_checkpoint_file
 MOMENT_NAMES = ("momentum0", "momentum1")
 
 
+def moments_by_weight(names, buffers):
+    """The AdamW buffers of an update graph (``exp_avg`` then ``exp_avg_sq`` of each weight of
+    ``names``, :meth:`~helpers.core.updates.weight_updater.WeightUpdater.get_state`'s order) as
+    a checkpoint holds them: weight name to moment name to array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> moments = moments_by_weight(["w"], [np.zeros(2), np.ones(2)])
+    >>> sorted(moments["w"]), moments["w"]["momentum1"].tolist()
+    (['momentum0', 'momentum1'], [1.0, 1.0])
+    """
+    return {
+        name: dict(zip(MOMENT_NAMES, buffers[2 * i : 2 * i + 2])) for i, name in enumerate(names)
+    }
+
+
 def adamw_moments(checkpoint, names):
     """The AdamW moments of the weights ``names`` in the checkpoint ``checkpoint`` (bytes).
 

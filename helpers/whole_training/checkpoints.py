@@ -31,6 +31,10 @@ import numpy as np
 #: The checkpoint property holding the training state.
 CHECKPOINT_KEY = "helpers.training_state"
 
+#: Prefix of the checkpoint properties holding the batch counters of cumulative averages (both
+#: backends write them).
+BATCH_COUNT_PROPERTY = "helpers.batch_count."
+
 #: What precedes the checksum at the end of a checkpoint file (64 hexadecimal digits follow).
 CHECKSUM_MARK = b"\nhelpers-sha256:"
 

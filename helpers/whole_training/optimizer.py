@@ -22,6 +22,7 @@ from ..core.model_graphs.onnx_graph import check_weights_to_train, initializers_
 from ..core.training.estimator import BaseOrtOptimizer
 from ..core.training.parameters import document_parameters, training_settings
 from ..core.training.training_loop import TrainingState
+from .adamw_state import adamw_moments, moments_by_weight
 from .checkpoint_file import checkpoint_bytes
 from .checkpoints import (
     CHECKPOINT_KEY,
@@ -31,7 +32,7 @@ from .checkpoints import (
     training_state,
 )
 from .loss_output import add_loss_output, loss_metadata, remove_loss_output
-from .standard_session import ADAMW_MOMENTS, StandardTrainingSession
+from .standard_session import StandardTrainingSession
 
 if has_training_package():  # generate_artifacts' info lines kept out of the notebooks' output
     quiet_runtime_logs()
@@ -258,10 +259,7 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                     # the training package loads every parameter its model has; the restore below
                     # sets them (and the batch counters) again
                     {k: v for k, v in statistics.items() if v.dtype.kind == "f"},
-                    moments={
-                        name: dict(zip(ADAMW_MOMENTS, moments[2 * i : 2 * i + 2]))
-                        for i, name in enumerate(self.weights_to_train_)
-                    },
+                    moments=moments_by_weight(self.weights_to_train_, moments),
                     step=self.t_,
                 )
         if checkpoint is None:
@@ -433,8 +431,6 @@ class OrtGradientOptimizer(BaseOrtOptimizer):
                 CheckpointState.save_checkpoint(self._runtime.state, path, True)
                 with open(path, "rb") as f:
                     checkpoint = f.read()
-        from .adamw_state import adamw_moments  # noqa: PLC0415 - onnxruntime's flatbuffers: 3 s
-
         return adamw_moments(checkpoint, self.weights_to_train_)
 
     def _loss_and_outputs(self, X, y, w):

@@ -16,15 +16,12 @@ from ..core.machine.runtime import explain_untrainable
 from ..core.machine.sessions import session_options
 from ..core.machine.training_cache import cached_artifact_folder, content_key
 from ..core.updates.weight_updater import WeightUpdater
-from .checkpoints import append_checksum
+from .checkpoints import BATCH_COUNT_PROPERTY, append_checksum
 from .fit_artifacts import loss_training_graph, write_eval_model, write_training_artifacts
 
 #: The update rules run by onnxruntime's optimizer model; the others run as
 #: a :class:`~helpers.core.updates.weight_updater.WeightUpdater` graph.
 RUNTIME_RULES = ("sgd", "adamw")
-
-#: Prefix of the checkpoint properties holding the batch counters of cumulative averages.
-BATCH_COUNT_PROPERTY = "helpers.batch_count."
 
 
 class WholeTrainingSession:

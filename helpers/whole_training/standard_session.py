@@ -31,15 +31,9 @@ from ..core.updates.weight_updater import WeightUpdater, build_update_graph
 from ..portable.atomic_files import write_atomic
 from ..portable.gradients import NoGradientError
 from ..portable.lowering import lower_model
+from .adamw_state import MOMENT_NAMES, moments_by_weight
 from .checkpoint_file import checkpoint_bytes, read_checkpoint_file
-from .checkpoints import CHECKSUM_MARK
-
-#: Prefix of the checkpoint properties holding the batch counters of cumulative averages (the
-#: training package's backend writes the same).
-BATCH_COUNT_PROPERTY = "helpers.batch_count."
-
-#: onnxruntime-training's names of AdamW's two moments, in the order of the update rule's buffers.
-ADAMW_MOMENTS = ("momentum0", "momentum1")
+from .checkpoints import BATCH_COUNT_PROPERTY, CHECKSUM_MARK
 
 
 def _training_model(onx_loss, names, fast_gradients, random_draws):
@@ -214,7 +208,7 @@ class StandardTrainingSession:
         self.statistics.set(saved)
         if self.adamw and content.moments:
             self.updater.set_state(
-                [content.moments[name][moment] for name in self.names for moment in ADAMW_MOMENTS]
+                [content.moments[name][moment] for name in self.names for moment in MOMENT_NAMES]
             )
 
     def train_step(self, inputs, learning_rate, t, generator=None):
@@ -267,13 +261,7 @@ class StandardTrainingSession:
         properties.update(
             {BATCH_COUNT_PROPERTY + name: int(n) for name, n in self.statistics.counts.items()}
         )
-        moments = {}
-        if self.adamw:
-            state = self.updater.get_state()
-            moments = {
-                name: dict(zip(ADAMW_MOMENTS, state[2 * i : 2 * i + 2]))
-                for i, name in enumerate(self.names)
-            }
+        moments = moments_by_weight(self.names, self.updater.get_state()) if self.adamw else {}
         content = checkpoint_bytes(
             self.get_weights(),
             {name: np.asarray(v) for name, v in self.statistics.values.items()},
