@@ -114,7 +114,10 @@ MAINTAINED_PYTHON ?= $(firstword $(shell for v in $(MAINTAINED_PYTHON_VERSIONS);
   for p in $$(command -v python$$v) $$(command -v pyenv >/dev/null 2>&1 && \
       ls -d "$$(pyenv root)"/versions/$$v*/bin/python$$v 2>/dev/null | sort -V -r); do \
     $$p -c "" 2>/dev/null && { echo $$p; exit 0; }; done; done))
-MAINTAINED_STAMP := $(if $(MAINTAINED_IS_VENV),$(STAMP),$(MAINTAINED_VENV)/.setup-maintained)
+# Beside another variant, its stamp is not the maintained variant's (.setup-maintained): make setup
+# VARIANT=maintained on that environment still installs helpers and registers the kernel
+# $(KERNEL_NAME) there.
+MAINTAINED_STAMP := $(if $(MAINTAINED_IS_VENV),$(STAMP),$(MAINTAINED_VENV)/.setup-beside)
 MAINTAINED_KERNEL_NAME := ort-maintained
 MAINTAINED_KERNEL_DISPLAY_NAME := Python (onnxruntime maintained)
 
@@ -338,23 +341,21 @@ ifneq ($(MAINTAINED_IS_VENV),1)
 	exit $$status
 endif
 
-# Every notebook on the kernel of $(VENV), with nbval and with papermill from the repository's
-# root; in the maintained variant, only those whose first cell does not say they need
-# onnxruntime-training 1.19.2 (helpers.teaching.learning_path lists them). In the training
-# variants, those notebooks then run again on the maintained onnxruntime's kernel.
+# Every notebook twice: with nbval on the kernel of $(VENV), from its own folder as JupyterLab
+# runs it, then with papermill from the repository's root (tests/notebooks_from_root.py). That
+# second run takes the maintained onnxruntime's kernel for the notebooks whose first cell does not
+# say they need onnxruntime-training 1.19.2 (helpers.teaching.learning_path lists them). In the
+# maintained variant, the kernel of $(VENV) is the maintained one, and only those notebooks run.
 test-notebooks: setup setup-maintained
 	@notebooks=$$($(PY) -m helpers.teaching.learning_path --maintained) && [ -n "$$notebooks" ] \
 	  || { echo "error: no notebook listed for the maintained kernel" >&2; exit 1; }; \
 	here=$$(if [ "$(MAINTAINED_IS_VENV)" = 1 ]; then echo $$notebooks; else echo notebooks; fi); \
-	echo "MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME)" $$here tests/notebooks_from_root.py; \
-	MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) $$here tests/notebooks_from_root.py; \
+	maintained=$(if $(MAINTAINED_IS_VENV),$(KERNEL_NAME),$(MAINTAINED_KERNEL_NAME)); \
+	echo "MAINTAINED_NOTEBOOK_KERNEL=$$maintained MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME)" $$here tests/notebooks_from_root.py; \
+	MAINTAINED_NOTEBOOK_KERNEL=$$maintained MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(KERNEL_NAME) $$here tests/notebooks_from_root.py; \
 	status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: nbval collected no notebook under notebooks/" >&2; fi; \
-	[ $$status -eq 0 ] || exit $$status; \
-	if [ "$(MAINTAINED_IS_VENV)" != 1 ]; then \
-	  echo "MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(MAINTAINED_KERNEL_NAME)" $$notebooks; \
-	  MPLBACKEND=Agg $(PY) -m pytest $(PYTEST_ARGS) --nbval-lax --nbval-kernel-name $(MAINTAINED_KERNEL_NAME) $$notebooks; \
-	fi
+	exit $$status
 
 DOCS_STAMP := $(VENV)/.setup-docs
 SPHINX := $(VENV)/bin/sphinx-build -W --keep-going -b html docs

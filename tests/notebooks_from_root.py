@@ -4,7 +4,9 @@ shows (``papermill notebooks/NN_name.ipynb out.ipynb -k ort-training``).
 nbval runs each notebook from its own folder, as JupyterLab does (``make lab`` opens
 ``notebooks/``); a path relative to that folder breaks from the root. ``make test`` runs this
 file in its notebook session, beside nbval: ``pytest ... notebooks tests/notebooks_from_root.py``
-(its name keeps it out of the unit tests, which run on two Pythons).
+(its name keeps it out of the unit tests, which run on two Pythons). There, the notebooks that
+do not need the training package run on the maintained onnxruntime's kernel
+(``MAINTAINED_NOTEBOOK_KERNEL=ort-maintained``): nbval ran them on the training package's.
 """
 
 import glob
@@ -25,6 +27,8 @@ NEEDS_TRAINING = {card.path for card in read_cards(ROOT) if card.needs}
 #: The kernel ``make setup`` registers, which nbval runs the notebooks on too (in the maintained
 #: variant, the maintained onnxruntime's).
 KERNEL = os.environ.get("NOTEBOOK_KERNEL", "ort-training")
+#: The kernel of the others: ``make test`` names the maintained onnxruntime's.
+MAINTAINED_KERNEL = os.environ.get("MAINTAINED_NOTEBOOK_KERNEL", KERNEL)
 
 
 def test_the_course_is_found():
@@ -32,19 +36,21 @@ def test_the_course_is_found():
 
 
 @pytest.mark.parametrize(
-    "path",
+    "path, kernel",
     [
-        pytest.param(p, marks=pytest.mark.training_package) if p in NEEDS_TRAINING else p
+        pytest.param(p, KERNEL, marks=pytest.mark.training_package, id=f"{p}-{KERNEL}")
+        if p in NEEDS_TRAINING
+        else pytest.param(p, MAINTAINED_KERNEL, id=f"{p}-{MAINTAINED_KERNEL}")
         for p in NOTEBOOKS
     ],
 )
-def test_runs_from_the_repository_root(path, tmp_path, monkeypatch):
+def test_runs_from_the_repository_root(path, kernel, tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     papermill.execute_notebook(
         path,
         str(tmp_path / os.path.basename(path)),
-        kernel_name=KERNEL,
+        kernel_name=kernel,
         cwd=ROOT,
         progress_bar=False,
     )

@@ -233,46 +233,81 @@ def test_installed_packages_match_pins(cpu, gpu, maintained):
     assert not wrong, f"installed versions differ from the pins (pin, installed): {wrong}"
 
 
-def test_make_setup_refuses_a_python_without_wheels_and_says_how_to_get_one(tmp_path):
-    """The version check of `make setup`, with the accepted list narrowed to one the running Python
-    is not."""
-    import subprocess
-    import sys
+#: What a make that runs pytest hands its children (``make test-unit VARIANT=maintained`` puts its
+#: command line in MAKEFLAGS and its variables in the environment), and the variables that choose
+#: an environment: the makes run here start from none of them.
+MAKE_CONTEXT = (
+    "MAKEFLAGS",
+    "MFLAGS",
+    "MAKELEVEL",
+    "MAKEOVERRIDES",
+    "VARIANT",
+    "GPU",
+    "VENV",
+    "PYTHON",
+    "MAINTAINED_VENV",
+    "MAINTAINED_PYTHON",
+)
 
-    venv = tmp_path / "venv"
-    result = subprocess.run(
-        [
-            "make",
-            f"VENV={venv}",
-            f"PYTHON={sys.executable}",
-            "PYTHON_VERSIONS_cpu=3.99",
-            "GPU=0",
-            f"{venv}/bin/python",
-        ],
+
+def _make(*args, env=None, check=False):
+    """Run ``make args`` in the repository as a user would from a shell of their own."""
+    import os
+    import shutil
+    import subprocess
+
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if k not in MAKE_CONTEXT}
+    return subprocess.run(
+        [shutil.which("make"), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        check=False,
+        check=check,
+        env=env,
+    )
+
+
+def test_make_setup_refuses_a_python_without_wheels_and_says_how_to_get_one(tmp_path):
+    """The version check of `make setup`, with the accepted list narrowed to one the running Python
+    is not."""
+    import sys
+
+    venv = tmp_path / "venv"
+    result = _make(
+        f"VENV={venv}",
+        f"PYTHON={sys.executable}",
+        "PYTHON_VERSIONS_cpu=3.99",
+        "GPU=0",
+        f"{venv}/bin/python",
     )
     assert result.returncode != 0 and not venv.exists()
     assert "needs Python 3.99" in result.stderr and "uv python install 3.99" in result.stderr
 
 
 def test_make_picks_an_accepted_python():
+    """Without PYTHON=..., make takes a Python its variant accepts (the variant follows what is
+    on PATH: the CPU variant where 3.12 or 3.11 runs, the maintained one where only 3.13 does)."""
+    import re as _re
     import subprocess
 
-    result = subprocess.run(
-        ["make", "help", "GPU=0"], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    line = next(x for x in result.stdout.splitlines() if x.startswith("Variables:"))
-    assert "VARIANT=cpu" in line and "(Python 3.12 3.11 accepted)" in line
+    line = _make("help", check=True).stdout.splitlines()[-1]
+    found = _re.search(r"VARIANT=(\w+) PYTHON=(\S*) \(Python ([0-9. ]+) accepted\)", line)
+    assert found, line
+    variant, python, accepted = found.groups()
+    assert variant in ("cpu", "maintained") and python, line
+    version = subprocess.run(
+        [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert version in accepted.split(), (version, line)
 
 
 def _make_variables(tmp_path, pythons, *args):
     """`make help`'s last line for a new environment, with a PATH whose only Pythons are
     ``pythons`` (scripts that run this interpreter under those names)."""
-    import shutil
-    import subprocess
     import sys
 
     folder = tmp_path / "bin"
@@ -281,14 +316,8 @@ def _make_variables(tmp_path, pythons, *args):
         script = folder / name
         script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
         script.chmod(0o755)
-    result = subprocess.run(
-        [shutil.which("make"), "help", f"VENV={tmp_path / 'venv'}", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"PATH": str(folder), "HOME": str(tmp_path)},
-    )
+    env = {"PATH": str(folder), "HOME": str(tmp_path)}
+    result = _make("help", f"VENV={tmp_path / 'venv'}", *args, env=env, check=True)
     return result.stdout.splitlines()[-1]
 
 
@@ -310,20 +339,12 @@ def test_variant_and_gpu_choose_the_variant_over_what_python_finds(tmp_path):
 
 
 def test_make_refuses_an_unknown_variant():
-    import subprocess
-
-    result = subprocess.run(
-        ["make", "help", "VARIANT=tpu"], cwd=ROOT, capture_output=True, text=True, check=False
-    )
+    result = _make("help", "VARIANT=tpu")
     assert result.returncode != 0 and "the variants are cpu gpu maintained" in result.stderr
 
 
 def _dry_run(*args):
-    import subprocess
-
-    result = subprocess.run(
-        ["make", "-n", *args], cwd=ROOT, capture_output=True, text=True, check=False
-    )
+    result = _make("-n", *args)
     return result.returncode, result.stdout + result.stderr
 
 
@@ -402,21 +423,12 @@ def test_gpu_variant_pins_the_cuda_libraries_the_helpers_load(cpu, gpu):
 def test_make_setup_maintained_names_the_pythons_it_needs(tmp_path):
     """The maintained environment's interpreter check, with the accepted list narrowed to a
     version that no machine has, then to one the running Python is not."""
-    import subprocess
     import sys
 
     venv = tmp_path / "maintained"
-    common = ["make", f"MAINTAINED_VENV={venv}", "MAINTAINED_PYTHON_VERSIONS=3.99"]
-    missing = subprocess.run(
-        [*common, f"{venv}/bin/python"], cwd=ROOT, capture_output=True, text=True, check=False
-    )
+    common = [f"MAINTAINED_VENV={venv}", "MAINTAINED_PYTHON_VERSIONS=3.99"]
+    missing = _make(*common, f"{venv}/bin/python")
     assert missing.returncode != 0 and "no Python 3.99 found" in missing.stderr
-    wrong = subprocess.run(
-        [*common, f"MAINTAINED_PYTHON={sys.executable}", f"{venv}/bin/python"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    wrong = _make(*common, f"MAINTAINED_PYTHON={sys.executable}", f"{venv}/bin/python")
     assert wrong.returncode != 0 and "the maintained onnxruntime needs Python 3.99" in wrong.stderr
     assert not venv.exists()

@@ -58,6 +58,7 @@ def test_short_full_batch_check_and_deeper_classifiers(tmp_path):
     )
 
 
+@pytest.mark.training_package  # notebook 4 teaches the training package's artifacts API
 def test_parameters_that_cannot_work_together(tmp_path):
     error = failure_of("04_training_with_artifacts.ipynb", tmp_path, stop_after=6, max_iter=6)
     assert error.ename == "ValueError"
@@ -68,6 +69,7 @@ def test_parameters_that_cannot_work_together(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.training_package  # notebook 2 opens the training package's whole-training step
 def test_claim_needing_more_training_names_the_parameter(tmp_path):
     error = failure_of("02_whole_training_in_detail.ipynb", tmp_path, n_samples=60, batch_size=50)
     assert error.ename == "AssertionError"

@@ -18,8 +18,8 @@ package is installed, says so in a fourth line, which starts with :data:`NEEDS_T
 
 The others run on the maintained onnxruntime too (kernel ``ort-maintained``, the optimizers'
 backend ``"onnx"``): :func:`maintained_notebooks` lists them, and
-``python -m helpers.teaching.learning_path --maintained`` prints them for ``make test``'s nbval
-run on that kernel.
+``python -m helpers.teaching.learning_path --maintained`` prints them for ``make test``, which
+runs them on that kernel.
 :func:`learning_path_table`
 turns these cards into the README's table, which stands between the lines
 ``<!-- learning-path: start -->`` and ``<!-- learning-path: end -->``.
