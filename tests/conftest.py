@@ -58,10 +58,23 @@ TRAINING_PACKAGE_TESTS = ("test_artifact_models.py", "test_checkpoint_file.py", 
 _LEFT_OUT = set()
 
 
+def _asked_for(path, config):
+    """Whether the run's arguments name ``path`` or a folder above it (pytest also looks at the
+    files beside the one it was given)."""
+    here = config.invocation_params.dir
+    for arg in config.args:
+        target = (here / arg.split("::", 1)[0]).resolve()
+        if target == path or target in path.parents:
+            return True
+    return False
+
+
 def pytest_ignore_collect(collection_path, config):
-    """Leave :data:`TRAINING_PACKAGE_TESTS` out where the training package is not installed."""
+    """Leave :data:`TRAINING_PACKAGE_TESTS` out where the training package is not installed (the
+    summary names those the run asked for)."""
     if collection_path.name in TRAINING_PACKAGE_TESTS and not has_training_package():
-        _LEFT_OUT.add(collection_path.name)
+        if _asked_for(collection_path.resolve(), config):
+            _LEFT_OUT.add(collection_path.name)
         return True
     return None
 
