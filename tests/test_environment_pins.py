@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from make_runs import run_make
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIREMENTS = ROOT / "requirements"
@@ -233,48 +234,13 @@ def test_installed_packages_match_pins(cpu, gpu, maintained):
     assert not wrong, f"installed versions differ from the pins (pin, installed): {wrong}"
 
 
-#: What a make that runs pytest hands its children (``make test-unit VARIANT=maintained`` puts its
-#: command line in MAKEFLAGS and its variables in the environment), and the variables that choose
-#: an environment: the makes run here start from none of them.
-MAKE_CONTEXT = (
-    "MAKEFLAGS",
-    "MFLAGS",
-    "MAKELEVEL",
-    "MAKEOVERRIDES",
-    "VARIANT",
-    "GPU",
-    "VENV",
-    "PYTHON",
-    "MAINTAINED_VENV",
-    "MAINTAINED_PYTHON",
-)
-
-
-def _make(*args, env=None, check=False):
-    """Run ``make args`` in the repository as a user would from a shell of their own."""
-    import os
-    import shutil
-    import subprocess
-
-    if env is None:
-        env = {k: v for k, v in os.environ.items() if k not in MAKE_CONTEXT}
-    return subprocess.run(
-        [shutil.which("make"), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=check,
-        env=env,
-    )
-
-
 def test_make_setup_refuses_a_python_without_wheels_and_says_how_to_get_one(tmp_path):
     """The version check of `make setup`, with the accepted list narrowed to one the running Python
     is not."""
     import sys
 
     venv = tmp_path / "venv"
-    result = _make(
+    result = run_make(
         f"VENV={venv}",
         f"PYTHON={sys.executable}",
         "PYTHON_VERSIONS_cpu=3.99",
@@ -291,7 +257,7 @@ def test_make_picks_an_accepted_python():
     import re as _re
     import subprocess
 
-    line = _make("help", check=True).stdout.splitlines()[-1]
+    line = run_make("help", check=True).stdout.splitlines()[-1]
     found = _re.search(r"VARIANT=(\w+) PYTHON=(\S*) \(Python ([0-9. ]+) accepted\)", line)
     assert found, line
     variant, python, accepted = found.groups()
@@ -317,7 +283,7 @@ def _make_variables(tmp_path, pythons, *args):
         script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
         script.chmod(0o755)
     env = {"PATH": str(folder), "HOME": str(tmp_path)}
-    result = _make("help", f"VENV={tmp_path / 'venv'}", *args, env=env, check=True)
+    result = run_make("help", f"VENV={tmp_path / 'venv'}", *args, env=env, check=True)
     return result.stdout.splitlines()[-1]
 
 
@@ -339,12 +305,12 @@ def test_variant_and_gpu_choose_the_variant_over_what_python_finds(tmp_path):
 
 
 def test_make_refuses_an_unknown_variant():
-    result = _make("help", "VARIANT=tpu")
+    result = run_make("help", "VARIANT=tpu")
     assert result.returncode != 0 and "the variants are cpu gpu maintained" in result.stderr
 
 
 def _dry_run(*args):
-    result = _make("-n", *args)
+    result = run_make("-n", *args)
     return result.returncode, result.stdout + result.stderr
 
 
@@ -427,8 +393,8 @@ def test_make_setup_maintained_names_the_pythons_it_needs(tmp_path):
 
     venv = tmp_path / "maintained"
     common = [f"MAINTAINED_VENV={venv}", "MAINTAINED_PYTHON_VERSIONS=3.99"]
-    missing = _make(*common, f"{venv}/bin/python")
+    missing = run_make(*common, f"{venv}/bin/python")
     assert missing.returncode != 0 and "no Python 3.99 found" in missing.stderr
-    wrong = _make(*common, f"MAINTAINED_PYTHON={sys.executable}", f"{venv}/bin/python")
+    wrong = run_make(*common, f"MAINTAINED_PYTHON={sys.executable}", f"{venv}/bin/python")
     assert wrong.returncode != 0 and "the maintained onnxruntime needs Python 3.99" in wrong.stderr
     assert not venv.exists()

@@ -167,19 +167,17 @@ def test_make_setup_openvino_names_the_python_it_needs(tmp_path):
     """Without Python 3.11, or with another Python (the maintained environment's, where it
     exists), the environment is not built, and make says why."""
     import os
-    import subprocess
 
-    from benchmarks.studies.portable_fits import ROOT
+    from make_runs import run_make
+
     from helpers.teaching import MAINTAINED_PYTHON
 
     venv = tmp_path / "openvino"
-    common = ["make", f"OPENVINO_VENV={venv}", f"{venv}/bin/python"]
+    common = [f"OPENVINO_VENV={venv}", f"{venv}/bin/python"]
     pythons = {"": "no Python 3.11 found"}
     if os.path.exists(MAINTAINED_PYTHON):
         pythons[MAINTAINED_PYTHON] = "onnxruntime-openvino 1.24.1 needs Python 3.11"
     for python, said in pythons.items():
-        run = subprocess.run(
-            [*common, f"OPENVINO_PYTHON={python}"], cwd=ROOT, capture_output=True, text=True
-        )
+        run = run_make(*common, f"OPENVINO_PYTHON={python}")
         assert run.returncode != 0 and said in run.stderr
     assert not venv.exists()
